@@ -1,0 +1,70 @@
+#include "common/conninfo.h"
+
+#include <libpq-fe.h>
+
+#include <memory>
+#include <regex>
+
+namespace stallscope {
+namespace {
+
+bool is_uri(const std::string& s) {
+  return s.rfind("postgresql://", 0) == 0 || s.rfind("postgres://", 0) == 0;
+}
+
+std::string mask_by_pattern(std::string s) {
+  // URI userinfo: scheme://user:secret@host
+  static const std::regex userinfo(R"(((?:postgres|postgresql)://[^:/@\s]*):[^@\s]*@)");
+  s = std::regex_replace(s, userinfo, "$1:***@");
+  // key=value or URI parameter: password=secret, password = 'se cret'
+  static const std::regex kv(R"((password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]*))",
+                             std::regex::icase);
+  return std::regex_replace(s, kv, "$1***");
+}
+
+std::string quote_value(const std::string& v) {
+  if (!v.empty() && v.find_first_of(" '\\") == std::string::npos) return v;
+  std::string out = "'";
+  for (char c : v) {
+    if (c == '\'' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "'";
+}
+
+}  // namespace
+
+std::string mask_conninfo(const std::string& conninfo) {
+  if (conninfo.empty() || is_uri(conninfo)) return mask_by_pattern(conninfo);
+  char* err = nullptr;
+  std::unique_ptr<PQconninfoOption, decltype(&PQconninfoFree)> opts(
+      PQconninfoParse(conninfo.c_str(), &err), &PQconninfoFree);
+  if (err) PQfreemem(err);
+  if (!opts) return mask_by_pattern(conninfo);
+  std::string out;
+  for (auto* o = opts.get(); o->keyword; ++o) {
+    if (!o->val) continue;
+    if (!out.empty()) out += ' ';
+    out += o->keyword;
+    out += '=';
+    out += std::string(o->keyword) == "password" ? "***" : quote_value(o->val);
+  }
+  return out;
+}
+
+std::string mask_command_line(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const auto& a : argv) {
+    if (!out.empty()) out += ' ';
+    bool conninfo_like = is_uri(a) || a.find('=') != std::string::npos;
+    std::string shown = conninfo_like ? mask_by_pattern(a) : a;
+    if (shown.find_first_of(" \t'\"") != std::string::npos) {
+      out += quote_value(shown);
+    } else {
+      out += shown;
+    }
+  }
+  return out;
+}
+
+}  // namespace stallscope

@@ -1,0 +1,20 @@
+// Masking secrets before anything is stored or printed.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace stallscope {
+
+// Returns `conninfo` (key=value or postgres:// URI) with the password
+// replaced by "***". Uses libpq's PQconninfoParse; text libpq cannot parse is
+// returned with any "password=..." / "user:pass@" pattern masked by hand.
+// Example: mask_conninfo("host=db password=s3cret") == "host=db password=***".
+std::string mask_conninfo(const std::string& conninfo);
+
+// Joins argv into one shell-like line, masking passwords: the value after
+// --password/-W style flags is not special, but every argument that looks like
+// a conninfo or URI is passed through mask_conninfo.
+std::string mask_command_line(const std::vector<std::string>& argv);
+
+}  // namespace stallscope

@@ -1,0 +1,48 @@
+// stallscope::Error — the one error type of the project.
+//
+// Every library throws Error; only tools/main.cpp catches it and maps it to
+// the exit status: kind usage → 2, everything else → 1.
+// Messages read "cannot <verb> <object>: <reason>" and name the file, flag,
+// conninfo (masked) or SQL involved, so main can print them on one line.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace stallscope {
+
+enum class ErrorKind {
+  usage,     // bad flag, bad input file, bad SQL script: exit 2
+  io,        // file system; code = errno
+  proc,      // /proc or libproc2; code = errno
+  sqlite,    // code = SQLite extended result code
+  postgres,  // code = 0; sqlstate() holds the SQLSTATE when the server sent one
+  runtime,   // anything else that made the run fail
+};
+
+class Error : public std::runtime_error {
+ public:
+  Error(ErrorKind kind, std::string message, int code = 0, std::string sqlstate = {})
+      : std::runtime_error(std::move(message)),
+        kind_(kind),
+        code_(code),
+        sqlstate_(std::move(sqlstate)) {}
+
+  ErrorKind kind() const noexcept { return kind_; }
+  // errno for io/proc, SQLite extended code for sqlite, 0 otherwise.
+  int code() const noexcept { return code_; }
+  // Five-character SQLSTATE for postgres errors from the server, else empty.
+  const std::string& sqlstate() const noexcept { return sqlstate_; }
+  // Process exit status for this error: 2 for usage, 1 otherwise.
+  int exit_status() const noexcept { return kind_ == ErrorKind::usage ? 2 : 1; }
+
+ private:
+  ErrorKind kind_;
+  int code_;
+  std::string sqlstate_;
+};
+
+// Shorthand: throw Error(ErrorKind::usage, message).
+[[noreturn]] void throw_usage(std::string message);
+
+}  // namespace stallscope

@@ -1,0 +1,38 @@
+#include "common/stop.h"
+
+#include <signal.h>
+
+namespace stallscope {
+namespace {
+std::atomic<int> g_stop_signal{0};
+std::atomic<bool> g_stop{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
+
+void on_signal(int sig) {
+  if (g_stop.exchange(true)) {
+    // Second signal: restore the default and let it kill.
+    signal(sig, SIG_DFL);
+    raise(sig);
+    return;
+  }
+  g_stop_signal.store(sig);
+}
+}  // namespace
+
+bool stop_requested() noexcept { return g_stop.load(std::memory_order_relaxed); }
+void request_stop() noexcept { g_stop.store(true); }
+void reset_stop() noexcept {
+  g_stop.store(false);
+  g_stop_signal.store(0);
+}
+int stop_signal() noexcept { return g_stop_signal.load(); }
+
+void install_stop_handlers() {
+  struct sigaction sa{};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+}  // namespace stallscope

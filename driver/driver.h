@@ -1,0 +1,86 @@
+// The query driver: `clients` libpq connections spread over `threads`
+// threads, closed loop (each client sends its next transaction as soon as
+// the previous one finished), every transaction handed to a sink as a
+// schema::QueryRow. libpq's asynchronous API lets one thread serve several
+// clients, as pgbench does.
+//
+//   driver::Driver d(options, [&](schema::Batch b) { writer.submit(std::move(b)); });
+//   d.connect();   // all clients; throws Error(postgres) naming the masked conninfo
+//   d.run();       // blocks until -T / -t is reached or stop_requested()
+//   auto s = d.summary();
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "schema/records.h"
+
+namespace stallscope::driver {
+
+using Sink = std::function<void(schema::Batch)>;
+
+enum class Protocol { simple, extended, prepared };  // pgbench -M
+
+struct DriverOptions {
+  std::string conninfo;           // anything libpq accepts; empty = PG* environment
+  int clients = 1;                // -c
+  int threads = 1;                // -j (clamped to clients)
+  std::optional<double> duration_s;            // -T; exactly one of these two is set
+  std::optional<std::int64_t> queries_per_client;  // -t
+  std::string sql;                // one transaction; in simple mode may hold several statements
+  Protocol protocol = Protocol::simple;
+};
+
+// Figures over an interval, for progress lines.
+struct IntervalStats {
+  std::int64_t queries = 0;       // completed in the interval (ok + failed)
+  std::int64_t errors = 0;
+  double mean_latency_ms = 0;
+  double p99_latency_ms = 0;      // from a log-bucketed histogram, ±3 %
+  std::int64_t interval_ns = 0;
+};
+
+struct Summary {
+  std::int64_t queries = 0;
+  std::int64_t errors = 0;
+  std::int64_t elapsed_ns = 0;    // first send → last completion
+  double tps = 0;
+  double mean_latency_ms = 0;
+  double p99_latency_ms = 0;
+};
+
+class Driver {
+ public:
+  Driver(DriverOptions options, Sink sink);
+  ~Driver();
+  Driver(const Driver&) = delete;
+  Driver& operator=(const Driver&) = delete;
+
+  // Opens every connection (application_name "stallscope/<client>"), checks
+  // the SQL (prepared mode: PQprepare), and delivers the `client` rows.
+  // Throws Error(postgres) on the first failure, Error(usage) for SQL that
+  // cannot be prepared or a protocol that cannot run it.
+  void connect();
+  // Runs the closed loop on `threads` threads; returns when every client is
+  // done or stop_requested(). A failing query is recorded with its SQLSTATE
+  // and the run goes on.
+  void run();
+  // Stats since the previous call (thread-safe; for the progress line).
+  IntervalStats take_interval_stats();
+  Summary summary() const;
+  // server_version of the first connection, after connect().
+  std::string server_version() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Parses "simple" / "extended" / "prepared"; throws Error(usage) otherwise.
+Protocol parse_protocol(const std::string& name);
+const char* protocol_name(Protocol p);
+
+}  // namespace stallscope::driver

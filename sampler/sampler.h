@@ -1,0 +1,97 @@
+// Host sampler and ASH sampler. Each runs on its own thread and hands rows to
+// a sink (in stallscope, schema::Writer::submit); neither touches SQLite.
+//
+//   sampler::HostSampler host({.hz = 10}, [&](schema::Batch b) { writer.submit(std::move(b)); });
+//   host.start();
+//   ...
+//   host.stop();                 // joins; the last tick is delivered first
+//
+// Host state comes from libproc2 (process list, /proc/stat, loadavg); what
+// libproc2 lacks is read by hand: /proc/PID/schedstat (on-CPU ns, run-queue
+// delay ns) and /proc/PID/status (context switches).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "schema/records.h"
+
+namespace stallscope::sampler {
+
+// Receives the rows of one tick (or a few); called on the sampler's thread.
+using Sink = std::function<void(schema::Batch)>;
+
+struct HostSamplerOptions {
+  double hz = 10;                   // ticks per second
+  std::string proc_root = "/proc";  // seam for tests
+  // A process with no activity still gets a row at least this often, ns.
+  std::int64_t heartbeat_ns = 10'000'000'000;
+};
+
+// The latest tick's system figures, for progress lines.
+struct HostSnapshot {
+  std::int64_t time_ns = 0;       // 0 until the second tick (no deltas before)
+  double idle_pct = 0;            // share of all CPUs' time, %
+  double iowait_pct = 0;
+  double steal_pct = 0;
+  int processes_d_state = 0;      // tasks in D state this tick
+  std::int64_t ticks = 0;         // ticks taken so far
+};
+
+class HostSampler {
+ public:
+  HostSampler(HostSamplerOptions options, Sink sink);
+  ~HostSampler();  // stop()s
+  HostSampler(const HostSampler&) = delete;
+  HostSampler& operator=(const HostSampler&) = delete;
+
+  // Starts the sampling thread; the first tick is taken at once.
+  // Throws Error(proc) if libproc2 cannot be initialised.
+  void start();
+  // Stops and joins; idempotent.
+  void stop();
+  // Thread-safe copy of the latest figures.
+  HostSnapshot latest() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+struct AshSamplerOptions {
+  std::string conninfo;            // where pg_stat_activity is read
+  double hz = 10;                  // polls per second
+  std::string application_name = "stallscope/ash";  // also used to exclude itself
+};
+
+// The latest poll's figures, for progress lines.
+struct AshSnapshot {
+  std::int64_t polls = 0;
+  // Most frequent "wait_event_type:wait_event" among non-idle client backends
+  // over the last second of polls; "CPU" when most were active with no wait
+  // event; empty when nothing non-idle was seen.
+  std::string top_wait_event;
+};
+
+class AshSampler {
+ public:
+  AshSampler(AshSamplerOptions options, Sink sink);
+  ~AshSampler();  // stop()s
+  AshSampler(const AshSampler&) = delete;
+  AshSampler& operator=(const AshSampler&) = delete;
+
+  // Connects (throws Error(postgres) with the masked conninfo on failure)
+  // and starts polling on its own thread.
+  void start();
+  void stop();
+  AshSnapshot latest() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace stallscope::sampler

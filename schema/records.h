@@ -1,0 +1,135 @@
+// Value types the producers (sampler, driver) hand to the writer. Each struct
+// mirrors one table of schema/v1.sql, field for field; see that file for the
+// meaning, unit and source of every column. std::optional = SQL NULL.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace stallscope::schema {
+
+struct RunInfo {
+  std::string mode;  // "run" or "record"
+  std::string host;
+  std::string kernel;
+  int cores = 0;
+  long clock_ticks_per_s = 0;
+  std::int64_t start_ns = 0;
+  std::string command_line;  // already masked
+  std::optional<std::string> conninfo;  // already masked
+  std::string tool_version;
+  double hz = 0;
+  int stallscope_pid = 0;
+  std::optional<std::int64_t> stallscope_start_ticks;
+  std::optional<int> clients;
+  std::optional<int> threads;
+  std::optional<std::string> protocol;
+  std::optional<std::string> sql;
+  std::optional<std::string> server_version;
+};
+
+struct SampleRow {
+  std::int64_t sample_id = 0;
+  std::int64_t time_ns = 0;
+  std::int64_t mono_ns = 0;
+  std::optional<std::int64_t> interval_ns;
+  std::int64_t sampler_cpu_ns = 0;
+  std::int64_t sampler_duration_ns = 0;
+};
+
+struct HostSampleRow {
+  std::int64_t sample_id = 0;
+  std::optional<std::int64_t> cpu_user_ns, cpu_nice_ns, cpu_system_ns, cpu_idle_ns,
+      cpu_iowait_ns, cpu_irq_ns, cpu_softirq_ns, cpu_steal_ns;
+  double load1 = 0, load5 = 0, load15 = 0;
+  int procs_running = 0;
+  int procs_blocked = 0;
+  int processes_total = 0;
+  int processes_d_state = 0;
+};
+
+struct ProcessRow {
+  std::int64_t process_id = 0;
+  int pid = 0;
+  std::int64_t start_ticks = 0;
+  std::optional<std::int64_t> start_ns;
+  std::optional<int> ppid;
+  std::string comm;
+  std::optional<std::string> cmdline;
+  std::int64_t first_sample_id = 0;
+};
+
+struct ProcessSampleRow {
+  std::int64_t sample_id = 0;
+  std::int64_t process_id = 0;
+  char state = '?';
+  std::optional<std::int64_t> cpu_ns;
+  std::optional<std::int64_t> run_delay_ns;
+  std::optional<std::int64_t> utime_ticks;
+  std::optional<std::int64_t> stime_ticks;
+  std::optional<std::string> wchan;
+  std::optional<std::int64_t> rss_bytes;
+  std::optional<std::int64_t> majflt;
+  std::optional<std::int64_t> voluntary_ctxt_switches;
+  std::optional<std::int64_t> nonvoluntary_ctxt_switches;
+  std::optional<std::int64_t> span_ns;
+};
+
+struct PgActivityRow {
+  std::int64_t time_ns = 0;
+  std::int64_t ash_tick = 0;
+  int pid = 0;
+  std::optional<std::string> backend_type;
+  std::optional<std::string> state;
+  std::optional<std::string> wait_event_type;
+  std::optional<std::string> wait_event;
+  std::optional<std::string> application_name;
+};
+
+struct AshTickRow {
+  std::int64_t ash_tick = 0;
+  std::int64_t time_ns = 0;
+  std::int64_t duration_ns = 0;
+};
+
+struct ClientRow {
+  int client_id = 0;
+  int thread = 0;
+  std::optional<int> backend_pid;
+  std::optional<std::int64_t> connect_ns;
+  std::optional<std::int64_t> connect_latency_ns;
+  std::optional<std::string> application_name;
+};
+
+struct QueryRow {
+  int client_id = 0;
+  std::int64_t seq = 0;
+  std::int64_t start_ns = 0;
+  std::int64_t latency_ns = 0;
+  std::optional<std::string> sqlstate;  // nullopt = success
+  std::optional<std::int64_t> rows;
+  std::optional<std::string> error;
+};
+
+// What one producer hands the writer at a time. Any vector may be empty.
+// Rows are inserted in the order of the members below.
+struct Batch {
+  std::vector<SampleRow> samples;
+  std::vector<HostSampleRow> host_samples;
+  std::vector<ProcessRow> processes;
+  std::vector<ProcessSampleRow> process_samples;
+  std::vector<AshTickRow> ash_ticks;
+  std::vector<PgActivityRow> pg_activity;
+  std::vector<ClientRow> clients;
+  std::vector<QueryRow> queries;
+
+  bool empty() const {
+    return samples.empty() && host_samples.empty() && processes.empty() &&
+           process_samples.empty() && ash_ticks.empty() && pg_activity.empty() &&
+           clients.empty() && queries.empty();
+  }
+};
+
+}  // namespace stallscope::schema

@@ -1,0 +1,62 @@
+// The run file: a SQLite database in WAL mode holding schema/v1.sql.
+//
+//   auto store = schema::Store::create("run.db");   // new file, mode 0600
+//   store.begin_run(info);
+//   store.write(batch);                              // one transaction
+//   store.end_run(wall_now_ns(), "complete", "duration reached");
+//
+//   auto db = schema::Store::open_readonly("run.db"); // for explain
+//   SQLite::Statement q(db.db(), "SELECT count(*) FROM query");
+//
+// Errors: Error(usage) for a path that cannot be created or opened, a file
+// that is not a stallscope run file, or one from a newer schema version;
+// Error(sqlite) for failures while writing.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <SQLiteCpp/Database.h>
+
+#include "schema/records.h"
+
+namespace stallscope::schema {
+
+// Schema version this build writes and reads (PRAGMA user_version).
+inline constexpr int kSchemaVersion = 1;
+
+class Store {
+ public:
+  // Creates `path` (must not exist; "-" is refused), mode 0600, WAL,
+  // synchronous=NORMAL, and applies the schema. ":memory:" gives an
+  // in-memory store for tests.
+  static Store create(const std::string& path);
+  // Opens an existing run file for reading; checks user_version.
+  static Store open_readonly(const std::string& path);
+  // Opens an existing run file for reading and writing (explain writes its
+  // results back); checks user_version.
+  static Store open_readwrite(const std::string& path);
+
+  Store(Store&&) noexcept = default;
+  Store& operator=(Store&&) noexcept = default;
+
+  // Inserts the single `run` row with status 'running'.
+  void begin_run(const RunInfo& info);
+  // Sets end_ns, status and end_reason of the run row.
+  void end_run(std::int64_t end_ns, const std::string& status, const std::string& end_reason);
+  // Inserts every row of `batch` in one transaction.
+  void write(const Batch& batch);
+
+  SQLite::Database& db() { return *db_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  Store(std::unique_ptr<SQLite::Database> db, std::string path);
+  struct Statements;
+  std::unique_ptr<SQLite::Database> db_;
+  std::string path_;
+  std::shared_ptr<Statements> stmts_;  // prepared once, reset per row
+};
+
+}  // namespace stallscope::schema

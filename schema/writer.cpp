@@ -1,0 +1,110 @@
+#include "schema/writer.h"
+
+#include <chrono>
+
+#include "common/clock.h"
+
+namespace stallscope::schema {
+namespace {
+std::int64_t row_count(const Batch& b) {
+  return static_cast<std::int64_t>(b.samples.size() + b.host_samples.size() + b.processes.size() +
+                                   b.process_samples.size() + b.ash_ticks.size() +
+                                   b.pg_activity.size() + b.clients.size() + b.queries.size());
+}
+
+// Appends every row of `from` to `into`, so one commit covers many batches.
+template <typename T>
+void append(std::vector<T>& into, std::vector<T>& from) {
+  if (into.empty()) {
+    into = std::move(from);
+  } else {
+    into.insert(into.end(), std::make_move_iterator(from.begin()),
+                std::make_move_iterator(from.end()));
+  }
+}
+
+Batch merge(std::vector<Batch>& batches) {
+  Batch all;
+  for (auto& b : batches) {
+    append(all.samples, b.samples);
+    append(all.host_samples, b.host_samples);
+    append(all.processes, b.processes);
+    append(all.process_samples, b.process_samples);
+    append(all.ash_ticks, b.ash_ticks);
+    append(all.pg_activity, b.pg_activity);
+    append(all.clients, b.clients);
+    append(all.queries, b.queries);
+  }
+  return all;
+}
+}  // namespace
+
+Writer::Writer(Store store, std::int64_t commit_interval_ns)
+    : store_(std::move(store)), commit_interval_ns_(commit_interval_ns) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+Writer::~Writer() {
+  try {
+    close(wall_now_ns(), "interrupted", "writer destroyed before the run was closed");
+  } catch (...) {
+    // Destructors never throw; the error was already reported by close() if
+    // anyone called it.
+  }
+}
+
+void Writer::submit(Batch batch) {
+  if (batch.empty()) return;
+  std::lock_guard lock(mu_);
+  if (closing_ || error_) return;
+  pending_.push_back(std::move(batch));
+}
+
+std::int64_t Writer::rows_committed() const {
+  std::lock_guard lock(mu_);
+  return rows_committed_;
+}
+
+void Writer::loop() {
+  std::unique_lock lock(mu_);
+  while (true) {
+    cv_.wait_for(lock, std::chrono::nanoseconds(commit_interval_ns_), [this] { return closing_; });
+    std::vector<Batch> work = std::move(pending_);
+    pending_.clear();
+    bool last = closing_;
+    if (!work.empty() && !error_) {
+      lock.unlock();
+      Batch all = merge(work);
+      std::int64_t n = row_count(all);
+      std::exception_ptr err;
+      try {
+        store_.write(all);
+      } catch (...) {
+        err = std::current_exception();
+      }
+      lock.lock();
+      if (err) {
+        error_ = err;
+      } else {
+        rows_committed_ += n;
+      }
+    }
+    if (last) return;
+  }
+}
+
+void Writer::close(std::int64_t end_ns, const std::string& status, const std::string& end_reason) {
+  {
+    std::lock_guard lock(mu_);
+    if (closed_) return;
+    closed_ = true;
+    closing_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  // The writer thread has ended; this thread now owns the connection.
+  store_.end_run(end_ns, status, end_reason);
+  if (error_) std::rethrow_exception(error_);
+}
+
+}  // namespace stallscope::schema

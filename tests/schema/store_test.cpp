@@ -1,0 +1,126 @@
+#include <sys/stat.h>
+
+#include <SQLiteCpp/Statement.h>
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+#include "schema/store.h"
+#include "schema/writer.h"
+#include "support/test_support.h"
+
+namespace stallscope::schema {
+namespace {
+
+RunInfo sample_run() {
+  RunInfo r;
+  r.mode = "run";
+  r.host = "h";
+  r.kernel = "k";
+  r.cores = 2;
+  r.clock_ticks_per_s = 100;
+  r.start_ns = 1'000;
+  r.command_line = "stallscope run";
+  r.tool_version = "0";
+  r.hz = 10;
+  r.stallscope_pid = 42;
+  return r;
+}
+
+TEST(Store, CreatesFileWithMode0600AndSchemaVersion) {
+  test::TempDir dir;
+  auto path = dir.file("run.db");
+  {
+    auto store = Store::create(path);
+    EXPECT_EQ(store.db().execAndGet("PRAGMA user_version").getInt(), kSchemaVersion);
+    EXPECT_EQ(store.db().execAndGet("PRAGMA journal_mode").getString(), "wal");
+  }
+  struct stat st{};
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+TEST(Store, RefusesToOverwriteExistingFile) {
+  test::TempDir dir;
+  auto path = dir.file("run.db");
+  { auto store = Store::create(path); }
+  try {
+    Store::create(path);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::usage);
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos);
+  }
+}
+
+TEST(Store, RefusesNewerSchemaVersion) {
+  test::TempDir dir;
+  auto path = dir.file("run.db");
+  {
+    auto store = Store::create(path);
+    store.db().exec("PRAGMA user_version = 99");
+  }
+  try {
+    Store::open_readonly(path);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::usage);
+    EXPECT_NE(std::string(e.what()).find("newer"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Store, RefusesMissingFileAndNonRunFile) {
+  test::TempDir dir;
+  EXPECT_THROW(Store::open_readonly(dir.file("absent.db")), Error);
+  {
+    SQLite::Database other(dir.file("other.db"), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+    other.exec("CREATE TABLE t (x)");
+  }
+  try {
+    Store::open_readonly(dir.file("other.db"));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not a stallscope run file"), std::string::npos);
+  }
+}
+
+TEST(Writer, CommitsEveryBatchAndMarksTheRun) {
+  test::TempDir dir;
+  auto path = dir.file("run.db");
+  auto store = Store::create(path);
+  store.begin_run(sample_run());
+  {
+    Writer writer(std::move(store), 10'000'000);
+    for (int i = 0; i < 100; ++i) {
+      Batch b;
+      b.queries.push_back({.client_id = i % 4, .seq = i, .start_ns = 1'000 + i, .latency_ns = 7});
+      if (i % 10 == 0) b.queries.back().sqlstate = "40P01";
+      writer.submit(std::move(b));
+    }
+    writer.close(5'000, "complete", "done");
+    EXPECT_EQ(writer.rows_committed(), 100);
+  }
+  auto ro = Store::open_readonly(path);
+  EXPECT_EQ(ro.db().execAndGet("SELECT count(*) FROM query").getInt(), 100);
+  EXPECT_EQ(ro.db().execAndGet("SELECT count(*) FROM query WHERE sqlstate = '40P01'").getInt(), 10);
+  EXPECT_EQ(ro.db().execAndGet("SELECT sum(latency_ns) FROM query").getInt(), 700);
+  EXPECT_EQ(ro.db().execAndGet("SELECT status || ':' || end_ns FROM run").getString(), "complete:5000");
+}
+
+TEST(Writer, DestructionWithoutCloseMarksRunInterrupted) {
+  test::TempDir dir;
+  auto path = dir.file("run.db");
+  auto store = Store::create(path);
+  store.begin_run(sample_run());
+  {
+    Writer writer(std::move(store));
+    Batch b;
+    b.samples.push_back({.sample_id = 1, .time_ns = 1, .mono_ns = 1});
+    writer.submit(std::move(b));
+  }
+  auto ro = Store::open_readonly(path);
+  EXPECT_EQ(ro.db().execAndGet("SELECT status FROM run").getString(), "interrupted");
+  EXPECT_EQ(ro.db().execAndGet("SELECT count(*) FROM sample").getInt(), 1);
+}
+
+}  // namespace
+}  // namespace stallscope::schema

@@ -1,0 +1,121 @@
+#include "support/test_support.h"
+
+#include <fcntl.h>
+#include <libpq-fe.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <random>
+
+#include <gtest/gtest.h>
+
+extern char** environ;
+
+namespace stallscope::test {
+
+TempDir::TempDir() {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "stallscope-test.XXXXXX").string();
+  if (!mkdtemp(tmpl.data())) throw std::runtime_error("cannot create temp dir");
+  path_ = tmpl;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+std::string scratch_conninfo() {
+  const char* file = std::getenv("STALLSCOPE_TEST_CONNINFO_FILE");
+  if (!file) {
+    ADD_FAILURE() << "STALLSCOPE_TEST_CONNINFO_FILE is not set: run integration tests with ctest "
+                     "(the scratch_pg fixture starts the server)";
+    return "";
+  }
+  std::ifstream in(file);
+  std::string line;
+  std::getline(in, line);
+  if (line.empty()) ADD_FAILURE() << "no conninfo in " << file << ": did scratch_postgres_start fail?";
+  return line;
+}
+
+std::string stallscope_bin() {
+  const char* bin = std::getenv("STALLSCOPE_BIN");
+  if (!bin) {
+    ADD_FAILURE() << "STALLSCOPE_BIN is not set: run integration tests with ctest";
+    return "/nonexistent/stallscope";
+  }
+  return bin;
+}
+
+CommandResult run_command(const std::vector<std::string>& argv) {
+  int out_pipe[2], err_pipe[2];
+  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) {
+    throw std::runtime_error("pipe failed");
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out_pipe[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, err_pipe[1], 2);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  int rc = posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  CommandResult result;
+  if (rc != 0) {
+    close(out_pipe[0]);
+    close(err_pipe[0]);
+    result.err = "cannot spawn " + argv[0];
+    return result;
+  }
+  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
+  int open_fds = 2;
+  char buf[65536];
+  while (open_fds > 0) {
+    if (poll(fds, 2, -1) < 0) break;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd >= 0 && (fds[i].revents & (POLLIN | POLLHUP))) {
+        ssize_t n = read(fds[i].fd, buf, sizeof buf);
+        if (n <= 0) {
+          close(fds[i].fd);
+          fds[i].fd = -1;
+          --open_fds;
+        } else {
+          (i == 0 ? result.out : result.err).append(buf, static_cast<size_t>(n));
+        }
+      }
+    }
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  result.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+std::string psql(const std::string& conninfo, const std::string& sql) {
+  PGconn* conn = PQconnectdb(conninfo.c_str());
+  std::string value;
+  if (PQstatus(conn) != CONNECTION_OK) {
+    ADD_FAILURE() << "cannot connect to " << conninfo << ": " << PQerrorMessage(conn);
+  } else {
+    PGresult* res = PQexec(conn, sql.c_str());
+    auto st = PQresultStatus(res);
+    if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
+      ADD_FAILURE() << "cannot run " << sql << ": " << PQerrorMessage(conn);
+    } else if (st == PGRES_TUPLES_OK && PQntuples(res) > 0) {
+      value = PQgetvalue(res, 0, 0);
+    }
+    PQclear(res);
+  }
+  PQfinish(conn);
+  return value;
+}
+
+}  // namespace stallscope::test

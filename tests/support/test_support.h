@@ -1,0 +1,47 @@
+// Helpers shared by the tests.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace stallscope::test {
+
+// A directory under /tmp removed (recursively) on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  // path() / name, as a string.
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Conninfo of the scratch server the ctest fixture started (read from the
+// file named by STALLSCOPE_TEST_CONNINFO_FILE). Fails the test (ADD_FAILURE)
+// and returns "" when there is none: integration tests never skip.
+std::string scratch_conninfo();
+
+// Path of the stallscope binary under test (STALLSCOPE_BIN).
+std::string stallscope_bin();
+
+// Result of running a command.
+struct CommandResult {
+  int exit_status = -1;  // exit code, or 128+signal
+  std::string out;       // stdout
+  std::string err;       // stderr
+};
+
+// Runs argv (no shell), capturing stdout and stderr; waits for it.
+CommandResult run_command(const std::vector<std::string>& argv);
+
+// Runs one SQL string against `conninfo` with libpq; ADD_FAILURE on error.
+// Returns the first column of the first row, or "" when there is none.
+std::string psql(const std::string& conninfo, const std::string& sql);
+
+}  // namespace stallscope::test
