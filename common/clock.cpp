@@ -11,9 +11,17 @@ std::int64_t read_clock(clockid_t id) noexcept {
 }
 }  // namespace
 
-std::int64_t wall_now_ns() noexcept { return read_clock(CLOCK_REALTIME); }
-std::int64_t mono_now_ns() noexcept { return read_clock(CLOCK_MONOTONIC); }
-std::int64_t thread_cpu_ns() noexcept { return read_clock(CLOCK_THREAD_CPUTIME_ID); }
-std::int64_t process_cpu_ns() noexcept { return read_clock(CLOCK_PROCESS_CPUTIME_ID); }
+std::int64_t wall_now_ns() noexcept {
+  return read_clock(CLOCK_REALTIME);
+}
+std::int64_t mono_now_ns() noexcept {
+  return read_clock(CLOCK_MONOTONIC);
+}
+std::int64_t thread_cpu_ns() noexcept {
+  return read_clock(CLOCK_THREAD_CPUTIME_ID);
+}
+std::int64_t process_cpu_ns() noexcept {
+  return read_clock(CLOCK_PROCESS_CPUTIME_ID);
+}
 
 }  // namespace stallscope

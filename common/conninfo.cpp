@@ -5,6 +5,10 @@
 #include <memory>
 #include <regex>
 
+#include <fmt/format.h>
+
+#include "common/error.h"
+
 namespace stallscope {
 namespace {
 
@@ -17,8 +21,7 @@ std::string mask_by_pattern(std::string s) {
   static const std::regex userinfo(R"(((?:postgres|postgresql)://[^:/@\s]*):[^@\s]*@)");
   s = std::regex_replace(s, userinfo, "$1:***@");
   // key=value or URI parameter: password=secret, password = 'se cret'
-  static const std::regex kv(R"((password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]*))",
-                             std::regex::icase);
+  static const std::regex kv(R"((password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]*))", std::regex::icase);
   return std::regex_replace(s, kv, "$1***");
 }
 
@@ -52,6 +55,19 @@ std::string mask_conninfo(const std::string& conninfo) {
   return out;
 }
 
+void check_conninfo(const std::string& conninfo) {
+  if (conninfo.empty()) return;
+  char* err = nullptr;
+  PQconninfoOption* opts = PQconninfoParse(conninfo.c_str(), &err);
+  if (opts) PQconninfoFree(opts);
+  if (opts && !err) return;
+  std::string reason = err ? err : "cannot parse";
+  if (err) PQfreemem(err);
+  while (!reason.empty() && (reason.back() == '\n' || reason.back() == ' ')) reason.pop_back();
+  throw Error(ErrorKind::usage,
+              fmt::format("invalid conninfo '{}': {}", mask_conninfo(conninfo), reason));
+}
+
 std::string mask_command_line(const std::vector<std::string>& argv) {
   std::string out;
   for (const auto& a : argv) {
@@ -63,6 +79,15 @@ std::string mask_command_line(const std::vector<std::string>& argv) {
     } else {
       out += shown;
     }
+  }
+  return out;
+}
+
+std::string join_args_masked(const std::vector<std::string>& args) {
+  std::string out;
+  for (const auto& a : args) {
+    if (!out.empty()) out += ' ';
+    out += (is_uri(a) || a.find('=') != std::string::npos) ? mask_by_pattern(a) : a;
   }
   return out;
 }

@@ -12,9 +12,19 @@ namespace stallscope {
 // Example: mask_conninfo("host=db password=s3cret") == "host=db password=***".
 std::string mask_conninfo(const std::string& conninfo);
 
+// Throws Error(usage) "invalid conninfo '<masked>': <libpq's reason>" when
+// libpq cannot parse `conninfo` (key=value or URI). Empty is valid (PG*
+// environment variables and defaults apply).
+void check_conninfo(const std::string& conninfo);
+
 // Joins argv into one shell-like line, masking passwords: the value after
 // --password/-W style flags is not special, but every argument that looks like
 // a conninfo or URI is passed through mask_conninfo.
 std::string mask_command_line(const std::vector<std::string>& argv);
+
+// Joins arguments with single spaces exactly as they are (no quoting), masking
+// passwords in every argument that looks like a conninfo or URI. For process
+// command lines read from /proc, which are stored as the process shows them.
+std::string join_args_masked(const std::vector<std::string>& args);
 
 }  // namespace stallscope

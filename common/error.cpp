@@ -2,6 +2,8 @@
 
 namespace stallscope {
 
-void throw_usage(std::string message) { throw Error(ErrorKind::usage, std::move(message)); }
+void throw_usage(std::string message) {
+  throw Error(ErrorKind::usage, std::move(message));
+}
 
 }  // namespace stallscope

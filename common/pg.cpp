@@ -11,8 +11,12 @@
 
 namespace stallscope::pg {
 
-void ConnDeleter::operator()(pg_conn* c) const noexcept { PQfinish(c); }
-void ResultDeleter::operator()(pg_result* r) const noexcept { PQclear(r); }
+void ConnDeleter::operator()(pg_conn* c) const noexcept {
+  PQfinish(c);
+}
+void ResultDeleter::operator()(pg_result* r) const noexcept {
+  PQclear(r);
+}
 
 std::string error_message(const pg_conn* conn) {
   std::string msg = conn ? PQerrorMessage(conn) : "out of memory";
@@ -28,7 +32,9 @@ std::string error_message(const pg_conn* conn) {
   return out;
 }
 
-int backend_pid(const pg_conn* conn) { return PQbackendPID(conn); }
+int backend_pid(const pg_conn* conn) {
+  return PQbackendPID(conn);
+}
 
 Conn connect(const std::string& conninfo, const std::string& application_name) {
   std::vector<const char*> keys{"dbname"};
@@ -55,8 +61,8 @@ Result exec(pg_conn* conn, const std::string& sql, const std::string& what) {
   auto status = res ? PQresultStatus(res.get()) : PGRES_FATAL_ERROR;
   if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
     const char* state = res ? PQresultErrorField(res.get(), PG_DIAG_SQLSTATE) : nullptr;
-    throw Error(ErrorKind::postgres, fmt::format("cannot run {}: {}", what, error_message(conn)),
-                0, state ? state : "");
+    throw Error(ErrorKind::postgres, fmt::format("cannot run {}: {}", what, error_message(conn)), 0,
+                state ? state : "");
   }
   return res;
 }

@@ -19,16 +19,22 @@ void on_signal(int sig) {
 }
 }  // namespace
 
-bool stop_requested() noexcept { return g_stop.load(std::memory_order_relaxed); }
-void request_stop() noexcept { g_stop.store(true); }
+bool stop_requested() noexcept {
+  return g_stop.load(std::memory_order_relaxed);
+}
+void request_stop() noexcept {
+  g_stop.store(true);
+}
 void reset_stop() noexcept {
   g_stop.store(false);
   g_stop_signal.store(0);
 }
-int stop_signal() noexcept { return g_stop_signal.load(); }
+int stop_signal() noexcept {
+  return g_stop_signal.load();
+}
 
 void install_stop_handlers() {
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);

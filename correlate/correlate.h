@@ -6,13 +6,21 @@
 //   correlate::render_text(r, std::cout);
 //   std::cout << correlate::to_json(r).dump(2);
 //
-// (The Report type and its parts are declared in this header by the
-// correlate implementation.)
+// Time accounting (DESIGN.md): a closed loop of N clients over the query
+// span W (first query sent → last query answered) spent N·W of client time.
+// explain splits it into driver CPU, server backend CPU, server waits by wait
+// class (ASH), run-queue delay of the query path, and the remainder (on an
+// idle host: wire, protocol and wake-up round trips). Findings are ranked by
+// the share of N·W they explain (their score, 0–1).
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <ostream>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -27,14 +35,124 @@ struct ExplainOptions {
   std::optional<std::int64_t> every_queries;
 };
 
-struct Report;  // defined below by the implementation
+// The run row plus whole-run query figures. Latency figures are absent when
+// the file holds no queries (a `record` file).
+struct RunSummary {
+  std::string host;
+  std::string kernel;
+  int cores = 0;
+  std::string mode;                         // "run" or "record"
+  std::string status;                       // "complete", "interrupted", ...
+  std::int64_t start_ns = 0;                // run.start_ns, wall clock
+  std::optional<std::int64_t> end_ns;       // NULL after SIGKILL
+  std::optional<std::int64_t> duration_ns;  // end_ns − start_ns
+  std::optional<int> clients;               // -c
+  std::optional<int> threads;               // -j
+  std::optional<std::string> protocol;
+  std::optional<std::string> sql;
+  std::optional<std::string> server_version;
+  std::optional<std::string> end_reason;
+  double hz = 0;                               // sampling rate asked for
+  std::int64_t queries = 0;                    // rows in `query`
+  std::int64_t errors = 0;                     // of those, with a SQLSTATE
+  std::optional<std::int64_t> query_start_ns;  // first query sent
+  std::optional<std::int64_t> query_end_ns;    // last query answered
+  std::optional<double> tps;                   // queries ÷ query span, 1/s
+  std::optional<double> latency_mean_ms;
+  std::optional<double> latency_p50_ms;  // nearest rank
+  std::optional<double> latency_p99_ms;  // nearest rank
+  std::optional<double> latency_max_ms;
+};
 
-// Reads the run file and builds the report. Throws Error(usage) for a file
-// that holds no run, Error(sqlite) for read failures.
+// One part of the client time.
+struct AccountingPart {
+  std::string name;  // "driver_cpu", "server_cpu", "server_wait:Lock", "run_queue", "remainder"
+  std::int64_t time_ns = 0;
+  double share = 0;  // time_ns ÷ client_ns (0 when client_ns is 0)
+};
+
+// Client time split into parts, for the whole run or one window.
+struct Accounting {
+  int clients = 0;                  // N
+  std::int64_t wall_ns = 0;         // W
+  std::int64_t client_ns = 0;       // N·W
+  std::int64_t driver_cpu_ns = 0;   // stallscope process CPU minus the sampler's own
+  std::int64_t sampler_cpu_ns = 0;  // subtracted from the driver's CPU
+  std::int64_t server_cpu_ns = 0;   // CPU of this run's backends
+  std::int64_t server_wait_ns = 0;  // sum of the per-class ASH estimates below
+  std::vector<std::pair<std::string, std::int64_t>> server_wait_by_class_ns;  // largest first
+  std::int64_t run_delay_ns = 0;  // schedstat run delay of driver + backends
+  std::int64_t remainder_ns = 0;  // client_ns − the parts above, clamped ≥ 0
+  std::int64_t excess_ns = 0;     // by how much the parts exceed client_ns (overlap), else 0
+  // In display order: driver_cpu, server_cpu, server_wait:<class>…, run_queue, remainder.
+  std::vector<AccountingPart> parts;
+};
+
+// One window: a span of time (--window) or N consecutive queries (--every).
+struct Window {
+  std::int64_t start_ns = 0;  // wall clock; host figures cover [start_ns, end_ns)
+  std::int64_t end_ns = 0;
+  double start_offset_s = 0;  // start_ns − the first window's start, s
+  double duration_s = 0;  // time windows: end − start; query windows: first sent → last answered
+  std::int64_t queries = 0;  // queries sent in the window
+  std::int64_t errors = 0;
+  std::optional<double> tps;  // queries ÷ duration_s
+  std::optional<double> latency_min_ms;
+  std::optional<double> latency_max_ms;
+  std::optional<double> latency_mean_ms;
+  std::optional<double> latency_stddev_ms;  // population standard deviation (÷ n)
+  std::optional<double> latency_p99_ms;     // nearest rank
+  // Host figures (absent when no host sample fell into the window): shares of
+  // all CPUs' time, %. busy = user + nice + system + irq + softirq.
+  std::optional<double> cpu_busy_pct;
+  std::optional<double> cpu_idle_pct;
+  std::optional<double> cpu_iowait_pct;
+  std::optional<double> cpu_steal_pct;
+  std::optional<int> procs_running_max;      // max /proc/stat procs_running
+  std::optional<int> processes_d_state_max;  // max tasks in D state
+  // Most frequent ASH state of this run's backends: "Type:Event", or "CPU"
+  // for active with no wait event; absent when ASH saw none of them.
+  std::optional<std::string> top_wait_event;
+  std::int64_t top_wait_event_samples = 0;
+  std::optional<Accounting> accounting;  // absent without queries
+};
+
+// A named number (or label) backing a finding; units are in the name.
+using EvidenceValue = std::variant<std::int64_t, double, std::string>;
+using Evidence = std::vector<std::pair<std::string, EvidenceValue>>;
+
+struct Finding {
+  std::string kind;  // client_cpu, server_cpu, single_thread, runqueue, steal, io_wait, lock_wait,
+                     // lwlock_wait, network_roundtrip
+  double score = 0;  // share of client time it explains, 0–1
+  std::int64_t start_ns = 0;  // span where the signal was seen, wall clock
+  std::int64_t end_ns = 0;
+  std::string summary;     // one sentence
+  Evidence evidence;       // in display order
+  std::string suggestion;  // what to try next
+};
+
+struct Report {
+  RunSummary run;
+  bool query_windows = false;                 // windows of N queries (--every) rather than time
+  std::optional<std::int64_t> window_ns;      // time windows: their length
+  std::optional<std::int64_t> every_queries;  // query windows: N
+  std::optional<std::int64_t> ash_period_ns;  // ASH poll period used for estimates
+  std::optional<Accounting> accounting;       // whole run; absent without queries
+  std::vector<Window> windows;
+  std::vector<Finding> findings;   // highest score first
+  std::vector<std::string> notes;  // sampling limits and caveats
+};
+
+// Reads the run file and builds the report. Only reads. Throws Error(usage)
+// for a file that holds no run or bad options, Error(sqlite) for read failures.
 Report explain(schema::Store& store, const ExplainOptions& options);
 // Human-readable text: run header, window table, time accounting, findings.
+// Control characters in untrusted text (process names, SQL, wait events) are
+// written as \xNN.
 void render_text(const Report& report, std::ostream& out);
-// {"run":…, "accounting":…, "windows":[…], "findings":[…]}; findings ordered by score.
+// {"run":…, "accounting":…, "windows":[…], "findings":[…], "notes":[…]};
+// findings ordered by score, highest first; accounting is null without queries.
 nlohmann::json to_json(const Report& report);
 
 }  // namespace stallscope::correlate

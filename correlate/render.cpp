@@ -1,0 +1,351 @@
+// Renderers: the same Report as text (for terminals) and as JSON.
+#include <ctime>
+
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include "correlate/correlate.h"
+#include "correlate/detail.h"
+
+namespace stallscope::correlate {
+namespace detail {
+
+std::string escape_text(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7f) {
+      out += fmt::format("\\x{:02x}", c);
+    } else if (c == 0xc2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) >= 0x80 &&
+               static_cast<unsigned char>(s[i + 1]) <= 0x9f) {
+      // A C1 control (U+0080–U+009F, e.g. CSI) in UTF-8.
+      out += fmt::format("\\x{:02x}\\x{:02x}", c, static_cast<unsigned char>(s[i + 1]));
+      ++i;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+std::string valid_utf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    std::size_t len = c < 0x80           ? 1
+                      : (c >> 5) == 0x6  ? 2
+                      : (c >> 4) == 0xe  ? 3
+                      : (c >> 3) == 0x1e ? 4
+                                         : 0;
+    bool ok = len > 0 && i + len <= s.size();
+    for (std::size_t k = 1; ok && k < len; ++k)
+      ok = (static_cast<unsigned char>(s[i + k]) & 0xc0) == 0x80;
+    if (ok && len > 1) {
+      // Reject overlong forms, surrogates and code points above U+10FFFF.
+      std::uint32_t cp = c & (0x7f >> len);
+      for (std::size_t k = 1; k < len; ++k)
+        cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3f);
+      static constexpr std::uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+      ok = cp >= kMin[len] && cp <= 0x10ffff && !(cp >= 0xd800 && cp <= 0xdfff);
+    }
+    if (ok) {
+      out.append(s.substr(i, len));
+      i += len;
+    } else {
+      out += "\xef\xbf\xbd";
+      ++i;
+    }
+  }
+  return out;
+}
+
+namespace {
+
+std::string time_text(std::int64_t ns) {
+  const std::time_t t = static_cast<std::time_t>(ns / kNsPerS);
+  return fmt::format("{:%Y-%m-%d %H:%M:%S} UTC", fmt::gmtime(t));
+}
+
+template <typename T>
+std::string opt_text(const std::optional<T>& v, const char* spec = "{}", const char* none = "-") {
+  return v ? fmt::format(fmt::runtime(spec), *v) : std::string(none);
+}
+
+std::string evidence_text(const Evidence& ev) {
+  std::string out;
+  for (const auto& [name, value] : ev) {
+    if (!out.empty()) out += "  ";
+    out += escape_text(name) + "=";
+    if (auto* i = std::get_if<std::int64_t>(&value)) {
+      out += fmt::format("{}", *i);
+    } else if (auto* d = std::get_if<double>(&value)) {
+      out += fmt::format("{:.4g}", *d);
+    } else {
+      out += escape_text(std::get<std::string>(value));
+    }
+  }
+  return out;
+}
+
+std::string part_label(const std::string& name) {
+  if (name == "driver_cpu") return "driver CPU";
+  if (name == "server_cpu") return "server backend CPU";
+  if (name == "run_queue") return "run-queue delay";
+  if (name == "remainder") return "remainder (round trips)";
+  if (name.starts_with("server_wait:")) return "server wait " + name.substr(12);
+  return name;
+}
+
+void render_header(const Report& r, std::ostream& out) {
+  const auto& run = r.run;
+  fmt::print(out, "stallscope explain: host {}, kernel {}, {} cores, mode {}, status {}\n",
+             escape_text(run.host), escape_text(run.kernel), run.cores, escape_text(run.mode),
+             escape_text(run.status));
+  fmt::print(out, "run       {} -> {}  ({})\n", time_text(run.start_ns),
+             run.end_ns ? time_text(*run.end_ns) : std::string("not finished"),
+             run.duration_ns ? fmt::format("{:.2f} s", double(*run.duration_ns) / kNsPerS)
+                             : std::string("?"));
+  if (run.clients || run.protocol) {
+    fmt::print(out, "driver    {} clients, {} threads, protocol {}, sampling {:g} Hz\n",
+               opt_text(run.clients), opt_text(run.threads),
+               escape_text(run.protocol.value_or("-")), run.hz);
+  } else {
+    fmt::print(out, "sampling  {:g} Hz\n", run.hz);
+  }
+  if (run.sql) fmt::print(out, "sql       {}\n", escape_text(*run.sql));
+  if (run.server_version)
+    fmt::print(out, "server    PostgreSQL {}\n", escape_text(*run.server_version));
+  if (run.end_reason) fmt::print(out, "ended     {}\n", escape_text(*run.end_reason));
+  if (run.queries > 0) {
+    fmt::print(out,
+               "queries   {} ({} errors)  tps {}  latency ms: mean {}  p50 {}  p99 {}  max {}\n",
+               run.queries, run.errors, opt_text(run.tps, "{:.1f}"),
+               opt_text(run.latency_mean_ms, "{:.3f}"), opt_text(run.latency_p50_ms, "{:.3f}"),
+               opt_text(run.latency_p99_ms, "{:.3f}"), opt_text(run.latency_max_ms, "{:.3f}"));
+  } else {
+    fmt::print(out, "queries   none (host state only)\n");
+  }
+}
+
+void render_windows(const Report& r, std::ostream& out) {
+  if (r.windows.empty()) return;
+  if (r.query_windows) {
+    fmt::print(out, "\nwindows of {} queries\n", r.every_queries.value_or(0));
+    fmt::print(out,
+               "{:>9} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>4} {:>6} {:>6} {:>7} {:>6} "
+               "{:>4} {:>3}  {}\n",
+               "start_s", "queries", "dur_s", "tps", "min_ms", "max_ms", "mean_ms", "sd_ms", "err",
+               "busy%", "idle%", "iowait%", "steal%", "runq", "D", "top wait");
+  } else {
+    fmt::print(out, "\nwindows of {:g} s\n", double(r.window_ns.value_or(0)) / kNsPerS);
+    fmt::print(out, "{:>9} {:>8} {:>9} {:>9} {:>9} {:>4} {:>6} {:>6} {:>7} {:>6} {:>4} {:>3}  {}\n",
+               "start_s", "queries", "tps", "mean_ms", "p99_ms", "err", "busy%", "idle%", "iowait%",
+               "steal%", "runq", "D", "top wait");
+  }
+  for (const auto& w : r.windows) {
+    std::string host =
+        fmt::format("{:>6} {:>6} {:>7} {:>6} {:>4} {:>3}", opt_text(w.cpu_busy_pct, "{:.1f}"),
+                    opt_text(w.cpu_idle_pct, "{:.1f}"), opt_text(w.cpu_iowait_pct, "{:.1f}"),
+                    opt_text(w.cpu_steal_pct, "{:.1f}"), opt_text(w.procs_running_max),
+                    opt_text(w.processes_d_state_max));
+    std::string wait = w.top_wait_event ? escape_text(*w.top_wait_event) : std::string("-");
+    if (r.query_windows) {
+      fmt::print(out, "{:>9.3f} {:>8} {:>9.3f} {:>9} {:>9} {:>9} {:>9} {:>9} {:>4} {}  {}\n",
+                 w.start_offset_s, w.queries, w.duration_s, opt_text(w.tps, "{:.1f}"),
+                 opt_text(w.latency_min_ms, "{:.3f}"), opt_text(w.latency_max_ms, "{:.3f}"),
+                 opt_text(w.latency_mean_ms, "{:.3f}"), opt_text(w.latency_stddev_ms, "{:.3f}"),
+                 w.errors, host, wait);
+    } else {
+      fmt::print(out, "{:>9.3f} {:>8} {:>9} {:>9} {:>9} {:>4} {}  {}\n", w.start_offset_s,
+                 w.queries, opt_text(w.tps, "{:.1f}"), opt_text(w.latency_mean_ms, "{:.3f}"),
+                 opt_text(w.latency_p99_ms, "{:.3f}"), w.errors, host, wait);
+    }
+  }
+}
+
+void render_accounting(const Report& r, std::ostream& out) {
+  if (!r.accounting) {
+    fmt::print(out, "\ntime accounting: none (this file holds no queries)\n");
+    return;
+  }
+  const auto& a = *r.accounting;
+  fmt::print(out, "\ntime accounting: {} clients x {:.3f} s = {:.3f} s of client time\n", a.clients,
+             double(a.wall_ns) / kNsPerS, double(a.client_ns) / kNsPerS);
+  fmt::print(out, "  {:<28} {:>12} {:>8}\n", "part", "seconds", "share");
+  for (const auto& p : a.parts) {
+    fmt::print(out, "  {:<28} {:>12.3f} {:>7.1f}%\n", escape_text(part_label(p.name)),
+               double(p.time_ns) / kNsPerS, 100 * p.share);
+  }
+  if (a.excess_ns > 0) {
+    fmt::print(out, "  {:<28} {:>12.3f}\n", "(parts exceed client time)",
+               double(a.excess_ns) / kNsPerS);
+  }
+}
+
+void render_findings(const Report& r, std::ostream& out) {
+  fmt::print(out, "\nfindings\n");
+  if (r.findings.empty()) fmt::print(out, "  none above the thresholds\n");
+  int rank = 1;
+  for (const auto& f : r.findings) {
+    fmt::print(out, "{:>3}. {:<18} score {:.2f}  {}\n", rank++, escape_text(f.kind), f.score,
+               escape_text(f.summary));
+    fmt::print(
+        out, "     span: +{:.3f} s .. +{:.3f} s\n",
+        double(f.start_ns - (r.windows.empty() ? f.start_ns : r.windows.front().start_ns)) /
+            kNsPerS,
+        double(f.end_ns - (r.windows.empty() ? f.start_ns : r.windows.front().start_ns)) / kNsPerS);
+    fmt::print(out, "     evidence: {}\n", evidence_text(f.evidence));
+    fmt::print(out, "     suggestion: {}\n", escape_text(f.suggestion));
+  }
+}
+
+// JSON helpers: units live in the key names.
+nlohmann::json str(const std::string& s) {
+  return valid_utf8(s);
+}
+template <typename T>
+nlohmann::json opt(const std::optional<T>& v) {
+  if (!v) return nullptr;
+  if constexpr (std::is_same_v<T, std::string>) {
+    return valid_utf8(*v);
+  } else {
+    return *v;
+  }
+}
+
+nlohmann::json accounting_json(const Accounting& a) {
+  nlohmann::json j;
+  j["clients"] = a.clients;
+  j["wall_ns"] = a.wall_ns;
+  j["client_ns"] = a.client_ns;
+  j["driver_cpu_ns"] = a.driver_cpu_ns;
+  j["sampler_cpu_ns"] = a.sampler_cpu_ns;
+  j["server_cpu_ns"] = a.server_cpu_ns;
+  j["server_wait_ns"] = a.server_wait_ns;
+  j["server_wait_by_class_ns"] = nlohmann::json::object();
+  for (const auto& [cls, ns] : a.server_wait_by_class_ns)
+    j["server_wait_by_class_ns"][valid_utf8(cls)] = ns;
+  j["run_delay_ns"] = a.run_delay_ns;
+  j["remainder_ns"] = a.remainder_ns;
+  j["excess_ns"] = a.excess_ns;
+  j["parts"] = nlohmann::json::array();
+  for (const auto& p : a.parts) {
+    j["parts"].push_back(
+        {{"part", valid_utf8(p.name)}, {"time_ns", p.time_ns}, {"client_time_share", p.share}});
+  }
+  return j;
+}
+
+}  // namespace
+}  // namespace detail
+
+void render_text(const Report& report, std::ostream& out) {
+  using namespace detail;
+  render_header(report, out);
+  render_windows(report, out);
+  render_accounting(report, out);
+  render_findings(report, out);
+  if (!report.notes.empty()) {
+    fmt::print(out, "\nnotes\n");
+    for (const auto& n : report.notes) fmt::print(out, "  - {}\n", escape_text(n));
+  }
+}
+
+nlohmann::json to_json(const Report& r) {
+  using namespace detail;
+  nlohmann::json run;
+  const auto& s = r.run;
+  run["host"] = str(s.host);
+  run["kernel"] = str(s.kernel);
+  run["cores"] = s.cores;
+  run["mode"] = str(s.mode);
+  run["status"] = str(s.status);
+  run["start_ns"] = s.start_ns;
+  run["end_ns"] = opt(s.end_ns);
+  run["duration_ns"] = opt(s.duration_ns);
+  run["clients"] = opt(s.clients);
+  run["threads"] = opt(s.threads);
+  run["protocol"] = opt(s.protocol);
+  run["sql"] = opt(s.sql);
+  run["server_version"] = opt(s.server_version);
+  run["end_reason"] = opt(s.end_reason);
+  run["hz"] = s.hz;
+  run["queries"] = s.queries;
+  run["errors"] = s.errors;
+  run["query_start_ns"] = opt(s.query_start_ns);
+  run["query_end_ns"] = opt(s.query_end_ns);
+  run["tps"] = opt(s.tps);
+  run["latency_mean_ms"] = opt(s.latency_mean_ms);
+  run["latency_p50_ms"] = opt(s.latency_p50_ms);
+  run["latency_p99_ms"] = opt(s.latency_p99_ms);
+  run["latency_max_ms"] = opt(s.latency_max_ms);
+  run["window_ns"] = opt(r.window_ns);
+  run["every_queries"] = opt(r.every_queries);
+  run["ash_period_ns"] = opt(r.ash_period_ns);
+
+  nlohmann::json windows = nlohmann::json::array();
+  for (const auto& w : r.windows) {
+    nlohmann::json j;
+    j["start_ns"] = w.start_ns;
+    j["end_ns"] = w.end_ns;
+    j["start_offset_s"] = w.start_offset_s;
+    j["duration_s"] = w.duration_s;
+    j["queries"] = w.queries;
+    j["errors"] = w.errors;
+    j["tps"] = opt(w.tps);
+    j["latency_min_ms"] = opt(w.latency_min_ms);
+    j["latency_max_ms"] = opt(w.latency_max_ms);
+    j["latency_mean_ms"] = opt(w.latency_mean_ms);
+    j["latency_stddev_ms"] = opt(w.latency_stddev_ms);
+    j["latency_p99_ms"] = opt(w.latency_p99_ms);
+    j["cpu_busy_pct"] = opt(w.cpu_busy_pct);
+    j["cpu_idle_pct"] = opt(w.cpu_idle_pct);
+    j["cpu_iowait_pct"] = opt(w.cpu_iowait_pct);
+    j["cpu_steal_pct"] = opt(w.cpu_steal_pct);
+    j["procs_running_max"] = opt(w.procs_running_max);
+    j["processes_d_state_max"] = opt(w.processes_d_state_max);
+    j["top_wait_event"] = opt(w.top_wait_event);
+    j["top_wait_event_samples"] = w.top_wait_event_samples;
+    j["accounting"] = w.accounting ? accounting_json(*w.accounting) : nlohmann::json(nullptr);
+    windows.push_back(std::move(j));
+  }
+
+  nlohmann::json findings = nlohmann::json::array();
+  for (const auto& f : r.findings) {
+    nlohmann::json ev = nlohmann::json::object();
+    for (const auto& [name, value] : f.evidence) {
+      std::visit(
+          [&](const auto& v) {
+            if constexpr (std::is_same_v<std::decay_t<decltype(v)>, std::string>) {
+              ev[valid_utf8(name)] = valid_utf8(v);
+            } else {
+              ev[valid_utf8(name)] = v;
+            }
+          },
+          value);
+    }
+    findings.push_back({{"kind", f.kind},
+                        {"score", f.score},
+                        {"start_ns", f.start_ns},
+                        {"end_ns", f.end_ns},
+                        {"summary", valid_utf8(f.summary)},
+                        {"evidence", std::move(ev)},
+                        {"suggestion", valid_utf8(f.suggestion)}});
+  }
+  nlohmann::json notes = nlohmann::json::array();
+  for (const auto& n : r.notes) notes.push_back(valid_utf8(n));
+
+  nlohmann::json j;
+  j["run"] = std::move(run);
+  j["accounting"] = r.accounting ? accounting_json(*r.accounting) : nlohmann::json(nullptr);
+  j["windows"] = std::move(windows);
+  j["findings"] = std::move(findings);
+  j["notes"] = std::move(notes);
+  return j;
+}
+
+}  // namespace stallscope::correlate

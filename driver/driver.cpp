@@ -1,0 +1,802 @@
+#include "driver/driver.h"
+
+#include <libpq-fe.h>
+#include <poll.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "common/clock.h"
+#include "common/conninfo.h"
+#include "common/error.h"
+#include "common/pg.h"
+#include "common/stop.h"
+#include "driver/latency_histogram.h"
+
+namespace stallscope::driver {
+namespace detail {
+namespace {
+
+constexpr const char* kStatementName = "stallscope";
+// Rows go to the sink at least this often, and whenever this many are pending.
+constexpr std::int64_t kFlushIntervalNs = 100'000'000;
+constexpr std::size_t kFlushRows = 4096;
+// poll() never sleeps longer than this, so the stop flag is seen within it.
+constexpr std::int64_t kPollSliceNs = 50'000'000;
+// At the end of the run, in-flight queries may finish on their own for this
+// long; then they are cancelled (PQcancel) and given kCancelWaitNs more; a
+// query still without reply is recorded as cancelled and its connection closed.
+constexpr std::int64_t kStopGraceNs = 200'000'000;
+constexpr std::int64_t kCancelWaitNs = 500'000'000;
+// A broken connection is reset at once, then after 0.1, 0.2, 0.4, 0.8, 1.6 s;
+// after kMaxResetAttempts failures its client stops.
+constexpr int kMaxResetAttempts = 6;
+constexpr std::int64_t kFirstBackoffNs = 100'000'000;
+// Asynchronous connects ignore connect_timeout: bound each attempt ourselves.
+constexpr std::int64_t kResetAttemptTimeoutNs = 10'000'000'000;
+
+// SQLSTATEs for failures libpq reports without one.
+constexpr const char* kConnectionFailure = "08006";
+constexpr const char* kInternalError = "XX000";
+constexpr const char* kQueryCanceled = "57014";
+
+struct CancelDeleter {
+  void operator()(PGcancel* c) const noexcept { PQfreeCancel(c); }
+};
+using Cancel = std::unique_ptr<PGcancel, CancelDeleter>;
+
+// Server notices (e.g. "there is no transaction in progress") would go to
+// stderr once per transaction; the driver drops them.
+void discard_notice(void*, const char*) {}
+
+// Folds `text` onto one line: inner line breaks become "; ", trailing
+// whitespace goes.
+std::string one_line(std::string_view text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
+  std::string out;
+  out.reserve(text.size());
+  for (char ch : text) {
+    if (ch == '\n') {
+      out += "; ";
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
+// The message of a failed result: the server's primary message when there is
+// one, else libpq's text, else the connection's last error.
+std::string result_message(const PGresult* res, const PGconn* conn) {
+  if (res) {
+    if (const char* primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY)) {
+      return one_line(primary);
+    }
+    const char* msg = PQresultErrorMessage(res);
+    if (msg && *msg) return one_line(msg);
+  }
+  return pg::error_message(conn);
+}
+
+// Error for a statement the server would not prepare, raised by connect().
+Error prepare_error(const PGresult* res, const PGconn* conn, Protocol protocol) {
+  const char* state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : nullptr;
+  std::string message = result_message(res, conn);
+  if (!state || PQstatus(conn) == CONNECTION_BAD) {
+    return Error(ErrorKind::postgres, fmt::format("cannot prepare SQL: {}", message));
+  }
+  if (message.find("multiple commands") != std::string::npos) {
+    return Error(ErrorKind::usage,
+                 fmt::format("cannot prepare SQL: the {} protocol cannot run several statements "
+                             "in one string (use -M simple): {}",
+                             protocol_name(protocol), message),
+                 0, state);
+  }
+  return Error(ErrorKind::usage, fmt::format("cannot prepare SQL: {}", message), 0, state);
+}
+
+// Prepares `sql` as `name` on `conn`; throws prepare_error on failure.
+void prepare(PGconn* conn, const char* name, const std::string& sql, Protocol protocol) {
+  pg::Result res(PQprepare(conn, name, sql.c_str(), 0, nullptr));
+  if (!res || PQresultStatus(res.get()) != PGRES_COMMAND_OK) {
+    throw prepare_error(res.get(), conn, protocol);
+  }
+}
+
+// Checks once, before the run, that the extended protocol can run `sql`
+// without parameters: parse it as the unnamed statement and describe it.
+void check_sql(PGconn* conn, const std::string& sql, Protocol protocol) {
+  prepare(conn, "", sql, protocol);
+  pg::Result desc(PQdescribePrepared(conn, ""));
+  if (!desc || PQresultStatus(desc.get()) != PGRES_COMMAND_OK) {
+    throw prepare_error(desc.get(), conn, protocol);
+  }
+  if (int n = PQnparams(desc.get()); n > 0) {
+    throw Error(ErrorKind::usage,
+                fmt::format("cannot prepare SQL: it has {} parameter(s) ($1 …), which the driver "
+                            "does not supply",
+                            n));
+  }
+}
+
+}  // namespace
+
+// Per-thread figures: written by the driver thread only, read by
+// take_interval_stats() and summary() from any thread.
+struct alignas(64) ThreadStats {
+  SharedLatencyHistogram latency;
+  std::atomic<std::int64_t> errors{0};
+  std::atomic<std::int64_t> first_send_mono_ns{0};  // 0 = nothing sent yet
+  std::atomic<std::int64_t> last_done_mono_ns{0};
+};
+
+enum class ClientState {
+  idle,          // between transactions (only momentarily, or at the end)
+  busy,          // a transaction is in flight
+  rolling_back,  // a ROLLBACK after a failed transaction left the session aborted
+  resetting,     // PQresetStart/PQresetPoll in progress
+  backoff,       // waiting before the next reset attempt
+  done,
+};
+
+struct Client {
+  int client_id = 0;
+  int thread = 0;
+  pg::Conn conn;
+  ClientState state = ClientState::idle;
+  std::int64_t next_seq = 0;
+  // The transaction in flight.
+  std::int64_t sent_wall_ns = 0;
+  std::int64_t sent_mono_ns = 0;
+  std::int64_t rows = 0;
+  bool failed = false;
+  bool in_copy_out = false;
+  bool cancel_sent = false;
+  bool needs_rollback = false;
+  std::optional<std::string> sqlstate;
+  std::optional<std::string> error;
+  // Reconnecting.
+  int reset_attempts = 0;
+  std::int64_t retry_at_mono_ns = 0;
+  std::int64_t reset_started_mono_ns = 0;
+  short reset_events = 0;
+};
+
+// Serves a fixed set of clients on one thread, closed loop.
+class Worker {
+ public:
+  Worker(const DriverOptions& options, const Sink& sink, ThreadStats& stats,
+         std::vector<Client*> clients, std::optional<std::int64_t> deadline_mono_ns,
+         const std::atomic<bool>& abort)
+      : options_(options),
+        sink_(sink),
+        stats_(stats),
+        clients_(std::move(clients)),
+        deadline_mono_ns_(deadline_mono_ns),
+        abort_(abort) {}
+
+  void run();
+
+ private:
+  bool should_stop(std::int64_t now_ns) const {
+    return stop_requested() || abort_.load(std::memory_order_relaxed) ||
+           (deadline_mono_ns_ && now_ns >= *deadline_mono_ns_);
+  }
+  void send_next(Client& c, std::int64_t now_ns);
+  void send_transaction(Client& c);
+  void on_readable(Client& c);
+  void drain(Client& c, bool connection_lost);
+  void take_result(Client& c, const PGresult* res);
+  void transaction_done(Client& c, std::int64_t now_ns);
+  void record(Client& c, std::int64_t done_mono_ns);
+  void begin_reset(Client& c, std::int64_t now_ns);
+  void start_reset_attempt(Client& c, std::int64_t now_ns);
+  void continue_reset(Client& c);
+  void reset_attempt_failed(Client& c, std::int64_t now_ns);
+  void advance_timers(std::int64_t now_ns);
+  void advance_stop(std::int64_t now_ns);
+  void finish(Client& c);
+  void flush(std::int64_t now_ns);
+
+  const DriverOptions& options_;
+  const Sink& sink_;
+  ThreadStats& stats_;
+  std::vector<Client*> clients_;
+  std::optional<std::int64_t> deadline_mono_ns_;
+  const std::atomic<bool>& abort_;
+
+  int active_ = 0;
+  bool stopping_ = false;
+  std::int64_t stop_mono_ns_ = 0;
+  std::int64_t last_flush_mono_ns_ = 0;
+  std::size_t reserve_rows_ = 256;
+  schema::Batch pending_;
+};
+
+void Worker::run() {
+  std::int64_t now = mono_now_ns();
+  last_flush_mono_ns_ = now;
+  pending_.queries.reserve(reserve_rows_);
+  active_ = static_cast<int>(clients_.size());
+  for (Client* c : clients_) send_next(*c, now);
+
+  std::vector<pollfd> fds;
+  std::vector<Client*> owners;
+  fds.reserve(clients_.size());
+  owners.reserve(clients_.size());
+  while (active_ > 0) {
+    now = mono_now_ns();
+    if (!stopping_ && should_stop(now)) {
+      stopping_ = true;
+      stop_mono_ns_ = now;
+    }
+    if (stopping_) advance_stop(now);
+    advance_timers(now);
+    if (now - last_flush_mono_ns_ >= kFlushIntervalNs) flush(now);
+    if (active_ == 0) break;
+
+    std::int64_t wake_ns = std::min(now + kPollSliceNs, last_flush_mono_ns_ + kFlushIntervalNs);
+    if (deadline_mono_ns_ && !stopping_) wake_ns = std::min(wake_ns, *deadline_mono_ns_);
+    fds.clear();
+    owners.clear();
+    for (Client* c : clients_) {
+      switch (c->state) {
+        case ClientState::busy:
+        case ClientState::rolling_back:
+          fds.push_back({PQsocket(c->conn.get()), POLLIN, 0});
+          owners.push_back(c);
+          break;
+        case ClientState::resetting:
+          fds.push_back({PQsocket(c->conn.get()), c->reset_events, 0});
+          owners.push_back(c);
+          wake_ns = std::min(wake_ns, c->reset_started_mono_ns + kResetAttemptTimeoutNs);
+          break;
+        case ClientState::backoff:
+          wake_ns = std::min(wake_ns, c->retry_at_mono_ns);
+          break;
+        case ClientState::idle:
+        case ClientState::done:
+          break;
+      }
+    }
+    if (stopping_) wake_ns = std::min(wake_ns, now + 10'000'000);
+    int timeout_ms = wake_ns <= now ? 0 : static_cast<int>((wake_ns - now + 999'999) / 1'000'000);
+    int n = poll(fds.data(), fds.size(), timeout_ms);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw Error(ErrorKind::runtime,
+                  fmt::format("cannot poll the driver's connections: {}", std::strerror(errno)));
+    }
+    if (n == 0) continue;
+    for (std::size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      Client& c = *owners[i];
+      if (c.state == ClientState::resetting) {
+        continue_reset(c);
+      } else if (c.state == ClientState::busy || c.state == ClientState::rolling_back) {
+        on_readable(c);
+      }
+    }
+  }
+  flush(mono_now_ns());
+}
+
+// Closed loop: sends the client's next transaction now, or finishes the
+// client when the run is over for it.
+void Worker::send_next(Client& c, std::int64_t now_ns) {
+  if (stopping_ || (deadline_mono_ns_ && now_ns >= *deadline_mono_ns_) ||
+      (options_.queries_per_client && c.next_seq >= *options_.queries_per_client)) {
+    finish(c);
+    return;
+  }
+  if (c.needs_rollback) {
+    c.needs_rollback = false;
+    if (PQsendQuery(c.conn.get(), "ROLLBACK")) {
+      c.state = ClientState::rolling_back;
+    } else {
+      begin_reset(c, now_ns);
+    }
+    return;
+  }
+  send_transaction(c);
+}
+
+void Worker::send_transaction(Client& c) {
+  c.rows = 0;
+  c.failed = false;
+  c.in_copy_out = false;
+  c.cancel_sent = false;
+  c.sqlstate.reset();
+  c.error.reset();
+  c.sent_wall_ns = wall_now_ns();
+  c.sent_mono_ns = mono_now_ns();
+  if (stats_.first_send_mono_ns.load(std::memory_order_relaxed) == 0) {
+    stats_.first_send_mono_ns.store(c.sent_mono_ns, std::memory_order_relaxed);
+  }
+  PGconn* conn = c.conn.get();
+  int sent = 0;
+  switch (options_.protocol) {
+    case Protocol::simple:
+      sent = PQsendQuery(conn, options_.sql.c_str());
+      break;
+    case Protocol::extended:
+      sent =
+          PQsendQueryParams(conn, options_.sql.c_str(), 0, nullptr, nullptr, nullptr, nullptr, 0);
+      break;
+    case Protocol::prepared:
+      sent = PQsendQueryPrepared(conn, kStatementName, 0, nullptr, nullptr, nullptr, 0);
+      break;
+  }
+  if (sent) {
+    c.state = ClientState::busy;
+    return;
+  }
+  // Could not even send: the connection is gone (or libpq is out of memory).
+  // Record the attempt and reconnect either way.
+  c.failed = true;
+  c.sqlstate = PQstatus(conn) == CONNECTION_BAD ? kConnectionFailure : kInternalError;
+  c.error = pg::error_message(conn);
+  std::int64_t now = mono_now_ns();
+  record(c, now);
+  begin_reset(c, now);
+}
+
+void Worker::on_readable(Client& c) {
+  bool lost = PQconsumeInput(c.conn.get()) == 0 && PQstatus(c.conn.get()) == CONNECTION_BAD;
+  drain(c, lost);
+}
+
+// Takes every result libpq can deliver without blocking; on the final NULL
+// the transaction is done. With `connection_lost`, PQgetResult cannot block
+// (libpq fails at once on a dropped socket), so it is called regardless of
+// PQisBusy until the NULL.
+void Worker::drain(Client& c, bool connection_lost) {
+  PGconn* conn = c.conn.get();
+  for (;;) {
+    if (c.in_copy_out) {
+      for (;;) {
+        char* buf = nullptr;
+        int n = PQgetCopyData(conn, &buf, 1);
+        if (n > 0) {
+          PQfreemem(buf);
+          ++c.rows;
+          continue;
+        }
+        if (n == 0 && !connection_lost) return;  // wait for more
+        break;                                   // -1: COPY done, -2: error
+      }
+      c.in_copy_out = false;
+    }
+    if (!connection_lost && PQisBusy(conn)) return;
+    pg::Result res(PQgetResult(conn));
+    if (!res) {
+      transaction_done(c, mono_now_ns());
+      return;
+    }
+    take_result(c, res.get());
+  }
+}
+
+void Worker::take_result(Client& c, const PGresult* res) {
+  switch (PQresultStatus(res)) {
+    case PGRES_TUPLES_OK:
+    case PGRES_SINGLE_TUPLE:
+      c.rows += PQntuples(res);
+      break;
+    case PGRES_COMMAND_OK: {
+      const char* affected = PQcmdTuples(const_cast<PGresult*>(res));
+      if (affected && *affected) c.rows += std::strtoll(affected, nullptr, 10);
+      break;
+    }
+    case PGRES_COPY_IN:
+      // The driver has no data to send: end the COPY with an error so the
+      // server reports it and the session goes on.
+      PQputCopyEnd(c.conn.get(), "stallscope driver sends no COPY data");
+      break;
+    case PGRES_COPY_OUT:
+      c.in_copy_out = true;  // each data row counts as a row
+      break;
+    case PGRES_EMPTY_QUERY:
+      break;
+    default:  // FATAL_ERROR, BAD_RESPONSE, NONFATAL_ERROR, COPY_BOTH, …
+      if (!c.failed) {
+        c.failed = true;
+        const char* state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+        if (state && *state) {
+          c.sqlstate = state;
+        } else {
+          c.sqlstate =
+              PQstatus(c.conn.get()) == CONNECTION_BAD ? kConnectionFailure : kInternalError;
+        }
+        c.error = result_message(res, c.conn.get());
+      }
+      break;
+  }
+}
+
+void Worker::transaction_done(Client& c, std::int64_t now_ns) {
+  if (c.state == ClientState::busy) record(c, now_ns);
+  c.state = ClientState::idle;
+  PGconn* conn = c.conn.get();
+  if (PQstatus(conn) == CONNECTION_BAD) {
+    begin_reset(c, now_ns);
+    return;
+  }
+  if (c.failed && PQtransactionStatus(conn) == PQTRANS_INERROR) c.needs_rollback = true;
+  send_next(c, now_ns);
+}
+
+void Worker::record(Client& c, std::int64_t done_mono_ns) {
+  std::int64_t latency_ns = done_mono_ns - c.sent_mono_ns;
+  stats_.latency.record_ns(latency_ns);
+  if (c.failed) {
+    stats_.errors.store(stats_.errors.load(std::memory_order_relaxed) + 1,
+                        std::memory_order_relaxed);
+  }
+  stats_.last_done_mono_ns.store(done_mono_ns, std::memory_order_relaxed);
+  pending_.queries.push_back(schema::QueryRow{
+      .client_id = c.client_id,
+      .seq = c.next_seq++,
+      .start_ns = c.sent_wall_ns,
+      .latency_ns = latency_ns,
+      .sqlstate = std::move(c.sqlstate),
+      .rows = c.failed ? std::nullopt : std::optional<std::int64_t>(c.rows),
+      .error = std::move(c.error),
+  });
+  c.sqlstate.reset();
+  c.error.reset();
+  if (pending_.queries.size() >= kFlushRows) flush(done_mono_ns);
+}
+
+void Worker::begin_reset(Client& c, std::int64_t now_ns) {
+  if (stopping_) {
+    finish(c);
+    return;
+  }
+  c.reset_attempts = 0;
+  start_reset_attempt(c, now_ns);
+}
+
+void Worker::start_reset_attempt(Client& c, std::int64_t now_ns) {
+  ++c.reset_attempts;
+  c.reset_started_mono_ns = now_ns;
+  if (!PQresetStart(c.conn.get())) {
+    reset_attempt_failed(c, now_ns);
+    return;
+  }
+  c.state = ClientState::resetting;
+  c.reset_events = POLLOUT;  // libpq: poll as if PQresetPoll had said WRITING
+}
+
+void Worker::continue_reset(Client& c) {
+  PGconn* conn = c.conn.get();
+  switch (PQresetPoll(conn)) {
+    case PGRES_POLLING_READING:
+      c.reset_events = POLLIN;
+      return;
+    case PGRES_POLLING_WRITING:
+      c.reset_events = POLLOUT;
+      return;
+    case PGRES_POLLING_OK:
+      break;
+    default:
+      reset_attempt_failed(c, mono_now_ns());
+      return;
+  }
+  if (options_.protocol == Protocol::prepared) {
+    pg::Result res(PQprepare(conn, kStatementName, options_.sql.c_str(), 0, nullptr));
+    if (!res || PQresultStatus(res.get()) != PGRES_COMMAND_OK) {
+      reset_attempt_failed(c, mono_now_ns());
+      return;
+    }
+  }
+  std::int64_t now = mono_now_ns();
+  c.reset_attempts = 0;
+  c.needs_rollback = false;
+  // The client row is keyed by client_id: the new backend replaces the old.
+  pending_.clients.push_back(schema::ClientRow{
+      .client_id = c.client_id,
+      .thread = c.thread,
+      .backend_pid = PQbackendPID(conn),
+      .connect_ns = wall_now_ns(),
+      .connect_latency_ns = now - c.reset_started_mono_ns,
+      .application_name = fmt::format("stallscope/{}", c.client_id),
+  });
+  c.state = ClientState::idle;
+  send_next(c, now);
+}
+
+void Worker::reset_attempt_failed(Client& c, std::int64_t now_ns) {
+  if (stopping_ || c.reset_attempts >= kMaxResetAttempts) {
+    finish(c);
+    return;
+  }
+  c.state = ClientState::backoff;
+  c.retry_at_mono_ns = now_ns + (kFirstBackoffNs << (c.reset_attempts - 1));
+}
+
+void Worker::advance_timers(std::int64_t now_ns) {
+  for (Client* c : clients_) {
+    if (c->state == ClientState::backoff && now_ns >= c->retry_at_mono_ns) {
+      start_reset_attempt(*c, now_ns);
+    } else if (c->state == ClientState::resetting &&
+               now_ns - c->reset_started_mono_ns >= kResetAttemptTimeoutNs) {
+      reset_attempt_failed(*c, now_ns);
+    }
+  }
+}
+
+// The run is over: nothing new is sent; in-flight transactions get
+// kStopGraceNs to finish, then a cancel request, then kCancelWaitNs.
+void Worker::advance_stop(std::int64_t now_ns) {
+  for (Client* c : clients_) {
+    switch (c->state) {
+      case ClientState::done:
+        break;
+      case ClientState::busy:
+        if (!c->cancel_sent && now_ns - stop_mono_ns_ >= kStopGraceNs) {
+          c->cancel_sent = true;
+          if (Cancel cancel{PQgetCancel(c->conn.get())}) {
+            char errbuf[256];
+            PQcancel(cancel.get(), errbuf, sizeof errbuf);
+          }
+        } else if (c->cancel_sent && now_ns - stop_mono_ns_ >= kStopGraceNs + kCancelWaitNs) {
+          if (!c->failed) {
+            c->failed = true;
+            c->sqlstate = kQueryCanceled;
+            c->error = "no reply at the end of the run, even after a cancel request";
+          }
+          record(*c, now_ns);
+          finish(*c);
+        }
+        break;
+      default:  // idle, rolling_back, resetting, backoff: nothing worth waiting for
+        finish(*c);
+        break;
+    }
+  }
+}
+
+void Worker::finish(Client& c) {
+  if (c.state == ClientState::done) return;
+  c.state = ClientState::done;
+  c.conn.reset();  // the backend exits now, not when the driver is destroyed
+  --active_;
+}
+
+void Worker::flush(std::int64_t now_ns) {
+  last_flush_mono_ns_ = now_ns;
+  if (pending_.empty()) return;
+  std::size_t sent_rows = pending_.queries.size();
+  sink_(std::move(pending_));
+  pending_ = schema::Batch{};
+  reserve_rows_ = std::clamp<std::size_t>(sent_rows + sent_rows / 4, 64, kFlushRows);
+  pending_.queries.reserve(reserve_rows_);
+}
+
+}  // namespace detail
+
+struct Driver::Impl {
+  DriverOptions options;
+  Sink sink;
+  int threads = 1;
+  std::vector<detail::Client> clients;
+  std::vector<std::unique_ptr<detail::ThreadStats>> stats;
+  std::string server_version;
+  bool connected = false;
+  bool ran = false;
+  std::atomic<bool> abort{false};
+
+  mutable std::mutex interval_mu;
+  detail::LatencyHistogram interval_previous;
+  std::int64_t interval_previous_errors = 0;
+  std::int64_t interval_start_mono_ns = 0;
+
+  // Totals over all threads so far.
+  detail::LatencyHistogram totals(std::int64_t& errors) const {
+    detail::LatencyHistogram all;
+    errors = 0;
+    for (const auto& s : stats) {
+      s->latency.add_to(all);
+      errors += s->errors.load(std::memory_order_relaxed);
+    }
+    return all;
+  }
+};
+
+Driver::Driver(DriverOptions options, Sink sink) : impl_(std::make_unique<Impl>()) {
+  impl_->options = std::move(options);
+  impl_->sink = std::move(sink);
+  impl_->threads = std::max(1, std::min(impl_->options.threads, impl_->options.clients));
+  for (int t = 0; t < impl_->threads; ++t) {
+    impl_->stats.push_back(std::make_unique<detail::ThreadStats>());
+  }
+  impl_->interval_start_mono_ns = mono_now_ns();
+}
+
+Driver::~Driver() = default;
+
+void Driver::connect() {
+  const DriverOptions& o = impl_->options;
+  if (impl_->connected) throw Error(ErrorKind::runtime, "cannot connect the driver twice");
+  if (o.clients < 1) {
+    throw_usage(fmt::format("cannot start the driver: -c must be at least 1, not {}", o.clients));
+  }
+  if (o.threads < 1) {
+    throw_usage(fmt::format("cannot start the driver: -j must be at least 1, not {}", o.threads));
+  }
+  if (o.duration_s.has_value() == o.queries_per_client.has_value()) {
+    throw_usage("cannot start the driver: give exactly one of -T (seconds) and -t (transactions)");
+  }
+  if (o.duration_s && !(std::isfinite(*o.duration_s) && *o.duration_s > 0)) {
+    throw_usage(fmt::format("cannot start the driver: -T must be positive, not {}", *o.duration_s));
+  }
+  if (o.queries_per_client && *o.queries_per_client < 1) {
+    throw_usage(fmt::format("cannot start the driver: -t must be at least 1, not {}",
+                            *o.queries_per_client));
+  }
+  if (o.sql.find_first_not_of(" \t\r\n;") == std::string::npos) {
+    throw_usage("cannot run the SQL: it is empty (give --sql or -f)");
+  }
+
+  std::vector<detail::Client> clients(static_cast<std::size_t>(o.clients));
+  schema::Batch batch;
+  batch.clients.reserve(clients.size());
+  for (int i = 0; i < o.clients; ++i) {
+    detail::Client& c = clients[static_cast<std::size_t>(i)];
+    c.client_id = i;
+    c.thread = i % impl_->threads;  // round-robin, as run() assigns them
+    std::string application_name = fmt::format("stallscope/{}", i);
+    std::int64_t begin_ns = mono_now_ns();
+    c.conn = pg::connect(o.conninfo, application_name);
+    std::int64_t latency_ns = mono_now_ns() - begin_ns;
+    std::int64_t connected_wall_ns = wall_now_ns();
+    PGconn* conn = c.conn.get();
+    PQsetNoticeProcessor(conn, detail::discard_notice, nullptr);
+    if (i == 0) {
+      const char* version = PQparameterStatus(conn, "server_version");
+      impl_->server_version = version ? version : "";
+      if (o.protocol != Protocol::simple) detail::check_sql(conn, o.sql, o.protocol);
+    }
+    if (o.protocol == Protocol::prepared) {
+      detail::prepare(conn, detail::kStatementName, o.sql, o.protocol);
+    }
+    batch.clients.push_back(schema::ClientRow{
+        .client_id = i,
+        .thread = c.thread,
+        .backend_pid = PQbackendPID(conn),
+        .connect_ns = connected_wall_ns,
+        .connect_latency_ns = latency_ns,
+        .application_name = std::move(application_name),
+    });
+  }
+  impl_->clients = std::move(clients);
+  impl_->connected = true;
+  impl_->sink(std::move(batch));
+}
+
+void Driver::run() {
+  if (!impl_->connected) {
+    throw Error(ErrorKind::runtime, "cannot run the driver: connect() was not called");
+  }
+  if (impl_->ran) throw Error(ErrorKind::runtime, "cannot run the driver twice");
+  impl_->ran = true;
+
+  const DriverOptions& o = impl_->options;
+  std::int64_t start_ns = mono_now_ns();
+  {
+    std::lock_guard lock(impl_->interval_mu);
+    impl_->interval_start_mono_ns = start_ns;
+  }
+  std::optional<std::int64_t> deadline_ns;
+  if (o.duration_s) deadline_ns = start_ns + static_cast<std::int64_t>(*o.duration_s * 1e9);
+
+  std::vector<std::vector<detail::Client*>> assigned(static_cast<std::size_t>(impl_->threads));
+  for (auto& c : impl_->clients) assigned[static_cast<std::size_t>(c.thread)].push_back(&c);
+  std::vector<std::unique_ptr<detail::Worker>> workers;
+  for (int t = 0; t < impl_->threads; ++t) {
+    workers.push_back(std::make_unique<detail::Worker>(
+        o, impl_->sink, *impl_->stats[static_cast<std::size_t>(t)],
+        std::move(assigned[static_cast<std::size_t>(t)]), deadline_ns, impl_->abort));
+  }
+  std::vector<std::exception_ptr> failures(workers.size());
+  {
+    std::vector<std::jthread> running;
+    try {
+      for (std::size_t t = 0; t < workers.size(); ++t) {
+        running.emplace_back([this, &workers, &failures, t] {
+          try {
+            workers[t]->run();
+          } catch (...) {
+            failures[t] = std::current_exception();
+            impl_->abort.store(true);
+          }
+        });
+      }
+    } catch (...) {
+      impl_->abort.store(true);  // let the started threads stop before they are joined
+      throw;
+    }
+  }  // joins
+  for (auto& c : impl_->clients) c.conn.reset();
+  for (auto& f : failures) {
+    if (f) std::rethrow_exception(f);
+  }
+}
+
+IntervalStats Driver::take_interval_stats() {
+  std::lock_guard lock(impl_->interval_mu);
+  std::int64_t now_ns = mono_now_ns();
+  std::int64_t errors = 0;
+  detail::LatencyHistogram total = impl_->totals(errors);
+  detail::LatencyHistogram delta = total.minus(impl_->interval_previous);
+  IntervalStats out{
+      .queries = delta.count(),
+      .errors = errors - impl_->interval_previous_errors,
+      .mean_latency_ms = delta.mean_ns() / 1e6,
+      .p99_latency_ms = static_cast<double>(delta.percentile_ns(0.99)) / 1e6,
+      .interval_ns = now_ns - impl_->interval_start_mono_ns,
+  };
+  impl_->interval_previous = std::move(total);
+  impl_->interval_previous_errors = errors;
+  impl_->interval_start_mono_ns = now_ns;
+  return out;
+}
+
+Summary Driver::summary() const {
+  std::int64_t errors = 0;
+  detail::LatencyHistogram total = impl_->totals(errors);
+  std::int64_t first_ns = 0;
+  std::int64_t last_ns = 0;
+  for (const auto& s : impl_->stats) {
+    std::int64_t first = s->first_send_mono_ns.load(std::memory_order_relaxed);
+    if (first != 0 && (first_ns == 0 || first < first_ns)) first_ns = first;
+    last_ns = std::max(last_ns, s->last_done_mono_ns.load(std::memory_order_relaxed));
+  }
+  Summary out{
+      .queries = total.count(),
+      .errors = errors,
+      .elapsed_ns = first_ns != 0 && last_ns > first_ns ? last_ns - first_ns : 0,
+      .mean_latency_ms = total.mean_ns() / 1e6,
+      .p99_latency_ms = static_cast<double>(total.percentile_ns(0.99)) / 1e6,
+  };
+  if (out.elapsed_ns > 0) out.tps = static_cast<double>(out.queries) * 1e9 / out.elapsed_ns;
+  return out;
+}
+
+std::string Driver::server_version() const {
+  return impl_->server_version;
+}
+
+Protocol parse_protocol(const std::string& name) {
+  if (name == "simple") return Protocol::simple;
+  if (name == "extended") return Protocol::extended;
+  if (name == "prepared") return Protocol::prepared;
+  throw_usage(fmt::format(
+      "cannot use query protocol '{}': expected simple, extended or prepared (-M)", name));
+}
+
+const char* protocol_name(Protocol p) {
+  switch (p) {
+    case Protocol::simple:
+      return "simple";
+    case Protocol::extended:
+      return "extended";
+    case Protocol::prepared:
+      return "prepared";
+  }
+  return "unknown";
+}
+
+}  // namespace stallscope::driver

@@ -25,28 +25,28 @@ using Sink = std::function<void(schema::Batch)>;
 enum class Protocol { simple, extended, prepared };  // pgbench -M
 
 struct DriverOptions {
-  std::string conninfo;           // anything libpq accepts; empty = PG* environment
-  int clients = 1;                // -c
-  int threads = 1;                // -j (clamped to clients)
-  std::optional<double> duration_s;            // -T; exactly one of these two is set
+  std::string conninfo;              // anything libpq accepts; empty = PG* environment
+  int clients = 1;                   // -c
+  int threads = 1;                   // -j (clamped to clients)
+  std::optional<double> duration_s;  // -T; exactly one of these two is set
   std::optional<std::int64_t> queries_per_client;  // -t
-  std::string sql;                // one transaction; in simple mode may hold several statements
+  std::string sql;  // one transaction; in simple mode may hold several statements
   Protocol protocol = Protocol::simple;
 };
 
 // Figures over an interval, for progress lines.
 struct IntervalStats {
-  std::int64_t queries = 0;       // completed in the interval (ok + failed)
+  std::int64_t queries = 0;  // completed in the interval (ok + failed)
   std::int64_t errors = 0;
   double mean_latency_ms = 0;
-  double p99_latency_ms = 0;      // from a log-bucketed histogram, ±3 %
+  double p99_latency_ms = 0;  // from a log-bucketed histogram, ±3 %
   std::int64_t interval_ns = 0;
 };
 
 struct Summary {
   std::int64_t queries = 0;
   std::int64_t errors = 0;
-  std::int64_t elapsed_ns = 0;    // first send → last completion
+  std::int64_t elapsed_ns = 0;  // first send → last completion
   double tps = 0;
   double mean_latency_ms = 0;
   double p99_latency_ms = 0;
@@ -64,9 +64,19 @@ class Driver {
   // Throws Error(postgres) on the first failure, Error(usage) for SQL that
   // cannot be prepared or a protocol that cannot run it.
   void connect();
-  // Runs the closed loop on `threads` threads; returns when every client is
-  // done or stop_requested(). A failing query is recorded with its SQLSTATE
-  // and the run goes on.
+  // Runs the closed loop on `threads` threads (client i on thread
+  // i % threads); returns when every client is done or stop_requested().
+  // A failing query is recorded with its SQLSTATE and the run goes on; after
+  // a failure that leaves an explicit transaction aborted the driver sends a
+  // ROLLBACK (not recorded) before the next transaction. A broken connection
+  // is recorded and reset (at once, then with backoff 0.1 s … 1.6 s; the new
+  // backend is delivered as a fresh `client` row); after six failed attempts
+  // that client stops and the others go on. At the end (-T reached or
+  // stop_requested()) nothing new is sent; in-flight transactions get 200 ms
+  // to finish, then a cancel request and 500 ms more, else they are recorded
+  // as 57014 and their connection closed. Rows reach the sink in batches
+  // from each thread: every 100 ms, every 4,096 rows and at the end.
+  // Server notices are discarded. Connections are closed when run() returns.
   void run();
   // Stats since the previous call (thread-safe; for the progress line).
   IntervalStats take_interval_stats();

@@ -1,0 +1,247 @@
+// AshSampler: active session history from pg_stat_activity, one poll every
+// 1/hz s on its own thread and its own libpq connection.
+#include <libpq-fe.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/pg.h"
+#include "sampler/sampler.h"
+
+namespace stallscope::sampler {
+namespace {
+
+constexpr const char* kStatementName = "stallscope_ash";
+constexpr const char* kQuery =
+    "SELECT pid, backend_type, state, wait_event_type, wait_event, application_name "
+    "FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND state IS DISTINCT FROM 'idle'";
+// Column numbers of kQuery.
+enum AshColumn : int { kPid, kBackendType, kState, kWaitEventType, kWaitEvent, kApplicationName };
+
+constexpr std::int64_t kTopWindowNs = 1'000'000'000;  // latest().top_wait_event looks this far back
+constexpr std::int64_t kFirstRetryNs = 100'000'000;
+constexpr std::int64_t kMaxRetryNs = 5'000'000'000;
+
+std::optional<std::string> text_or_null(const PGresult* res, int row, int col) {
+  if (PQgetisnull(res, row, col)) return std::nullopt;
+  return std::string(PQgetvalue(res, row, col),
+                     static_cast<std::size_t>(PQgetlength(res, row, col)));
+}
+
+std::chrono::steady_clock::time_point steady_at(std::int64_t mono_ns) {
+  // libstdc++'s steady_clock is CLOCK_MONOTONIC, the clock of mono_now_ns().
+  return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(mono_ns));
+}
+
+// Prepares kQuery on `conn`; throws Error(postgres).
+void prepare(pg_conn* conn) {
+  pg::Result res(PQprepare(conn, kStatementName, kQuery, 0, nullptr));
+  if (!res || PQresultStatus(res.get()) != PGRES_COMMAND_OK) {
+    const char* state = res ? PQresultErrorField(res.get(), PG_DIAG_SQLSTATE) : nullptr;
+    throw Error(
+        ErrorKind::postgres,
+        fmt::format("cannot prepare the pg_stat_activity query: {}", pg::error_message(conn)), 0,
+        state ? state : "");
+  }
+}
+
+}  // namespace
+
+struct AshSampler::Impl {
+  AshSamplerOptions options;
+  Sink sink;
+
+  // Owned by the polling thread once it runs.
+  pg::Conn conn;
+  std::int64_t ash_tick = 0;
+  std::int64_t retry_at_ns = 0;
+  std::int64_t retry_delay_ns = kFirstRetryNs;
+  // Per recent poll: the "Type:Event" (or "CPU") of each active client backend.
+  struct RecentPoll {
+    std::int64_t mono_ns = 0;
+    std::vector<std::string> events;
+  };
+  std::deque<RecentPoll> recent;
+
+  // Shared with other threads.
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  bool stopping = false;
+  AshSnapshot snapshot;
+  std::thread thread;
+
+  Impl(AshSamplerOptions o, Sink s) : options(std::move(o)), sink(std::move(s)) {}
+
+  void connect() {
+    conn = pg::connect(options.conninfo, options.application_name);
+    prepare(conn.get());
+  }
+  void run();
+  // One poll; returns its rows, or throws Error(postgres).
+  schema::Batch poll();
+  std::string top_event(std::int64_t mono_ns, std::vector<std::string> events);
+  void note_error(const std::string& message) {
+    std::lock_guard lock(mu);
+    ++snapshot.poll_errors;
+    snapshot.last_error = message;
+  }
+};
+
+schema::Batch AshSampler::Impl::poll() {
+  const std::int64_t wall_ns = wall_now_ns();
+  const std::int64_t mono_ns = mono_now_ns();
+  pg::Result res(PQexecPrepared(conn.get(), kStatementName, 0, nullptr, nullptr, nullptr, 0));
+  const std::int64_t duration_ns = mono_now_ns() - mono_ns;
+  if (!res || PQresultStatus(res.get()) != PGRES_TUPLES_OK) {
+    const char* state = res ? PQresultErrorField(res.get(), PG_DIAG_SQLSTATE) : nullptr;
+    throw Error(ErrorKind::postgres,
+                fmt::format("cannot poll pg_stat_activity: {}", pg::error_message(conn.get())), 0,
+                state ? state : "");
+  }
+  schema::Batch batch;
+  ++ash_tick;
+  batch.ash_ticks.push_back({.ash_tick = ash_tick, .time_ns = wall_ns, .duration_ns = duration_ns});
+  std::vector<std::string> events;
+  const int rows = PQntuples(res.get());
+  batch.pg_activity.reserve(static_cast<std::size_t>(rows));
+  for (int r = 0; r < rows; ++r) {
+    schema::PgActivityRow row{
+        .time_ns = wall_ns,
+        .ash_tick = ash_tick,
+        .pid = std::atoi(PQgetvalue(res.get(), r, kPid)),
+        .backend_type = text_or_null(res.get(), r, kBackendType),
+        .state = text_or_null(res.get(), r, kState),
+        .wait_event_type = text_or_null(res.get(), r, kWaitEventType),
+        .wait_event = text_or_null(res.get(), r, kWaitEvent),
+        .application_name = text_or_null(res.get(), r, kApplicationName),
+    };
+    if (row.backend_type == "client backend" && row.state == "active") {
+      events.push_back(row.wait_event_type
+                           ? fmt::format("{}:{}", *row.wait_event_type, row.wait_event.value_or(""))
+                           : std::string("CPU"));
+    }
+    batch.pg_activity.push_back(std::move(row));
+  }
+  std::string top = top_event(mono_ns, std::move(events));
+  {
+    std::lock_guard lock(mu);
+    snapshot.polls = ash_tick;
+    snapshot.top_wait_event = std::move(top);
+  }
+  return batch;
+}
+
+std::string AshSampler::Impl::top_event(std::int64_t mono_ns, std::vector<std::string> events) {
+  recent.push_back({mono_ns, std::move(events)});
+  while (!recent.empty() && recent.front().mono_ns <= mono_ns - kTopWindowNs) recent.pop_front();
+  std::map<std::string, int> counts;
+  for (const RecentPoll& p : recent) {
+    for (const std::string& e : p.events) ++counts[e];
+  }
+  // Most frequent; a tie goes to the name that sorts first, so it is stable.
+  std::string top;
+  int top_count = 0;
+  for (const auto& [event, count] : counts) {
+    if (count > top_count) {
+      top = event;
+      top_count = count;
+    }
+  }
+  return top;
+}
+
+void AshSampler::Impl::run() {
+  const std::int64_t period_ns =
+      std::max<std::int64_t>(1, static_cast<std::int64_t>(1e9 / options.hz));
+  std::int64_t deadline_ns = mono_now_ns();
+  for (;;) {
+    try {
+      if (!conn && mono_now_ns() >= retry_at_ns) {
+        try {
+          connect();
+          retry_delay_ns = kFirstRetryNs;
+        } catch (const Error& e) {
+          conn.reset();
+          note_error(e.what());
+          retry_at_ns = mono_now_ns() + retry_delay_ns;
+          retry_delay_ns = std::min(retry_delay_ns * 2, kMaxRetryNs);
+        }
+      }
+      if (conn) {
+        std::optional<schema::Batch> batch;
+        try {
+          batch = poll();
+        } catch (const Error& e) {
+          // Server restart, terminated backend, ...: reconnect at the next
+          // deadline, then back off while it keeps failing.
+          note_error(e.what());
+          conn.reset();
+          recent.clear();
+        }
+        if (batch && sink) sink(std::move(*batch));
+      }
+    } catch (...) {
+      // Only a throwing sink (or out of memory) gets here; no thread may
+      // leak an exception, so polling ends and stop() still joins.
+      return;
+    }
+
+    deadline_ns += period_ns;
+    const std::int64_t now_ns = mono_now_ns();
+    if (now_ns >= deadline_ns) {  // overran: skip to the next deadline still ahead
+      deadline_ns += (now_ns - deadline_ns) / period_ns * period_ns + period_ns;
+    }
+    std::unique_lock lock(mu);
+    if (cv.wait_until(lock, steady_at(deadline_ns), [&] { return stopping; })) return;
+  }
+}
+
+AshSampler::AshSampler(AshSamplerOptions options, Sink sink)
+    : impl_(std::make_unique<Impl>(std::move(options), std::move(sink))) {}
+
+AshSampler::~AshSampler() {
+  stop();
+}
+
+void AshSampler::start() {
+  Impl& s = *impl_;
+  if (s.thread.joinable()) return;
+  if (!(s.options.hz > 0)) {
+    throw Error(ErrorKind::usage, fmt::format("cannot poll at {} Hz: must be > 0", s.options.hz));
+  }
+  s.connect();  // throws Error(postgres) naming the masked conninfo
+  {
+    std::lock_guard lock(s.mu);
+    s.stopping = false;
+  }
+  s.thread = std::thread([&s] { s.run(); });
+}
+
+void AshSampler::stop() {
+  if (!impl_) return;
+  Impl& s = *impl_;
+  {
+    std::lock_guard lock(s.mu);
+    s.stopping = true;
+  }
+  s.cv.notify_all();
+  if (s.thread.joinable()) s.thread.join();
+  s.conn.reset();
+}
+
+AshSnapshot AshSampler::latest() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->snapshot;
+}
+
+}  // namespace stallscope::sampler

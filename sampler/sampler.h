@@ -22,23 +22,26 @@
 namespace stallscope::sampler {
 
 // Receives the rows of one tick (or a few); called on the sampler's thread.
+// It must not throw: a throwing sink ends that sampler's thread.
 using Sink = std::function<void(schema::Batch)>;
 
 struct HostSamplerOptions {
-  double hz = 10;                   // ticks per second
-  std::string proc_root = "/proc";  // seam for tests
+  double hz = 10;  // ticks per second
+  // Seam for tests: where the hand-read files (schedstat, status, wchan,
+  // cmdline) are found. libproc2's reap always reads the real /proc.
+  std::string proc_root = "/proc";
   // A process with no activity still gets a row at least this often, ns.
   std::int64_t heartbeat_ns = 10'000'000'000;
 };
 
 // The latest tick's system figures, for progress lines.
 struct HostSnapshot {
-  std::int64_t time_ns = 0;       // 0 until the second tick (no deltas before)
-  double idle_pct = 0;            // share of all CPUs' time, %
+  std::int64_t time_ns = 0;  // 0 until the second tick (no deltas before)
+  double idle_pct = 0;       // share of all CPUs' time, %
   double iowait_pct = 0;
   double steal_pct = 0;
-  int processes_d_state = 0;      // tasks in D state this tick
-  std::int64_t ticks = 0;         // ticks taken so far
+  int processes_d_state = 0;  // tasks in D state this tick
+  std::int64_t ticks = 0;     // ticks taken so far
 };
 
 class HostSampler {
@@ -62,8 +65,8 @@ class HostSampler {
 };
 
 struct AshSamplerOptions {
-  std::string conninfo;            // where pg_stat_activity is read
-  double hz = 10;                  // polls per second
+  std::string conninfo;                             // where pg_stat_activity is read
+  double hz = 10;                                   // polls per second
   std::string application_name = "stallscope/ash";  // also used to exclude itself
 };
 
@@ -74,6 +77,13 @@ struct AshSnapshot {
   // over the last second of polls; "CPU" when most were active with no wait
   // event; empty when nothing non-idle was seen.
   std::string top_wait_event;
+  // Polls that failed (server restart, connection lost, query error) so far;
+  // the sampler reconnects with backoff and goes on. Failed polls get no
+  // ash_tick row.
+  std::int64_t poll_errors = 0;
+  // Message of the last failure ("cannot ...: <libpq message>", conninfo
+  // masked); empty if none.
+  std::string last_error;
 };
 
 class AshSampler {

@@ -17,7 +17,7 @@ struct RunInfo {
   int cores = 0;
   long clock_ticks_per_s = 0;
   std::int64_t start_ns = 0;
-  std::string command_line;  // already masked
+  std::string command_line;             // already masked
   std::optional<std::string> conninfo;  // already masked
   std::string tool_version;
   double hz = 0;
@@ -28,6 +28,7 @@ struct RunInfo {
   std::optional<std::string> protocol;
   std::optional<std::string> sql;
   std::optional<std::string> server_version;
+  std::optional<std::string> command;  // record -- COMMAND, already masked
 };
 
 struct SampleRow {
@@ -41,8 +42,8 @@ struct SampleRow {
 
 struct HostSampleRow {
   std::int64_t sample_id = 0;
-  std::optional<std::int64_t> cpu_user_ns, cpu_nice_ns, cpu_system_ns, cpu_idle_ns,
-      cpu_iowait_ns, cpu_irq_ns, cpu_softirq_ns, cpu_steal_ns;
+  std::optional<std::int64_t> cpu_user_ns, cpu_nice_ns, cpu_system_ns, cpu_idle_ns, cpu_iowait_ns,
+      cpu_irq_ns, cpu_softirq_ns, cpu_steal_ns;
   double load1 = 0, load5 = 0, load15 = 0;
   int procs_running = 0;
   int procs_blocked = 0;
@@ -127,8 +128,8 @@ struct Batch {
 
   bool empty() const {
     return samples.empty() && host_samples.empty() && processes.empty() &&
-           process_samples.empty() && ash_ticks.empty() && pg_activity.empty() &&
-           clients.empty() && queries.empty();
+           process_samples.empty() && ash_ticks.empty() && pg_activity.empty() && clients.empty() &&
+           queries.empty();
   }
 };
 

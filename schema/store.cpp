@@ -86,8 +86,11 @@ struct Store::Statements {
   explicit Statements(SQLite::Database& db)
       : sample(db, "INSERT INTO sample VALUES (?,?,?,?,?,?)"),
         host_sample(db, "INSERT INTO host_sample VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
-        process(db, "INSERT OR IGNORE INTO process VALUES (?,?,?,?,?,?,?,?)"),
-        process_sample(db, "INSERT OR REPLACE INTO process_sample VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"),
+        process(db,
+                "INSERT INTO process VALUES (?,?,?,?,?,?,?,?) ON CONFLICT (process_id) DO UPDATE "
+                "SET ppid = excluded.ppid, comm = excluded.comm, cmdline = excluded.cmdline"),
+        process_sample(db,
+                       "INSERT OR REPLACE INTO process_sample VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"),
         ash_tick(db, "INSERT INTO ash_tick VALUES (?,?,?)"),
         pg_activity(db, "INSERT INTO pg_activity_sample VALUES (?,?,?,?,?,?,?,?)"),
         client(db, "INSERT OR REPLACE INTO client VALUES (?,?,?,?,?,?)"),
@@ -98,6 +101,23 @@ struct Store::Statements {
 
 Store::Store(std::unique_ptr<SQLite::Database> db, std::string path)
     : db_(std::move(db)), path_(std::move(path)) {}
+
+Store::Store(Store&& other) noexcept
+    : db_(std::move(other.db_)), path_(std::move(other.path_)), stmts_(std::move(other.stmts_)) {}
+
+Store& Store::operator=(Store&& other) noexcept {
+  if (this != &other) {
+    stmts_.reset();
+    db_ = std::move(other.db_);
+    path_ = std::move(other.path_);
+    stmts_ = std::move(other.stmts_);
+  }
+  return *this;
+}
+
+Store::~Store() {
+  stmts_.reset();
+}
 
 Store Store::create(const std::string& path) {
   if (path.empty() || path == "-") {
@@ -110,10 +130,11 @@ Store Store::create(const std::string& path) {
     int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) {
       int err = errno;
-      throw Error(ErrorKind::usage,
-                  fmt::format("cannot create {}: {}", path,
-                              err == EEXIST ? "file exists (choose another -o)" : std::strerror(err)),
-                  err);
+      throw Error(
+          ErrorKind::usage,
+          fmt::format("cannot create {}: {}", path,
+                      err == EEXIST ? "file exists (choose another -o)" : std::strerror(err)),
+          err);
     }
     ::close(fd);
   }
@@ -130,7 +151,7 @@ Store Store::create(const std::string& path) {
       tx.commit();
     }
     Store store(std::move(db), path);
-    store.stmts_ = std::make_shared<Statements>(*store.db_);
+    store.stmts_ = std::make_unique<Statements>(*store.db_);
     return store;
   } catch (const SQLite::Exception& e) {
     throw Error(ErrorKind::sqlite, fmt::format("cannot create {}: {}", path, e.what()),
@@ -149,11 +170,12 @@ Store Store::open_readwrite(const std::string& path) {
 
 void Store::begin_run(const RunInfo& r) {
   try {
-    SQLite::Statement st(*db_,
-                         "INSERT INTO run (run_id, mode, status, host, kernel, cores, "
-                         "clock_ticks_per_s, start_ns, command_line, conninfo, tool_version, hz, "
-                         "stallscope_pid, stallscope_start_ticks, clients, threads, protocol, sql, "
-                         "server_version) VALUES (1,?,'running',?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+    SQLite::Statement st(
+        *db_,
+        "INSERT INTO run (run_id, mode, status, host, kernel, cores, "
+        "clock_ticks_per_s, start_ns, command_line, conninfo, tool_version, hz, "
+        "stallscope_pid, stallscope_start_ticks, clients, threads, protocol, sql, "
+        "server_version, command) VALUES (1,?,'running',?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
     int i = 1;
     st.bind(i++, r.mode);
     st.bind(i++, r.host);
@@ -172,6 +194,7 @@ void Store::begin_run(const RunInfo& r) {
     bind_opt(st, i++, r.protocol);
     bind_opt(st, i++, r.sql);
     bind_opt(st, i++, r.server_version);
+    bind_opt(st, i++, r.command);
     st.exec();
   } catch (const SQLite::Exception& e) {
     throw Error(ErrorKind::sqlite, fmt::format("cannot write run row to {}: {}", path_, e.what()),
@@ -179,12 +202,15 @@ void Store::begin_run(const RunInfo& r) {
   }
 }
 
-void Store::end_run(std::int64_t end_ns, const std::string& status, const std::string& end_reason) {
+void Store::end_run(std::int64_t end_ns, const std::string& status, const std::string& end_reason,
+                    std::optional<int> command_exit_status) {
   try {
-    SQLite::Statement st(*db_, "UPDATE run SET end_ns = ?, status = ?, end_reason = ?");
+    SQLite::Statement st(
+        *db_, "UPDATE run SET end_ns = ?, status = ?, end_reason = ?, command_exit_status = ?");
     st.bind(1, static_cast<int64_t>(end_ns));
     st.bind(2, status);
     st.bind(3, end_reason);
+    bind_opt(st, 4, command_exit_status);
     st.exec();
   } catch (const SQLite::Exception& e) {
     throw Error(ErrorKind::sqlite, fmt::format("cannot finish run in {}: {}", path_, e.what()),
@@ -193,7 +219,7 @@ void Store::end_run(std::int64_t end_ns, const std::string& status, const std::s
 }
 
 void Store::write(const Batch& b) {
-  if (!stmts_) stmts_ = std::make_shared<Statements>(*db_);
+  if (!stmts_) stmts_ = std::make_unique<Statements>(*db_);
   auto& s = *stmts_;
   try {
     SQLite::Transaction tx(*db_);

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <SQLiteCpp/Database.h>
@@ -38,13 +39,18 @@ class Store {
   // results back); checks user_version.
   static Store open_readwrite(const std::string& path);
 
-  Store(Store&&) noexcept = default;
-  Store& operator=(Store&&) noexcept = default;
+  // Moving empties the source. Prepared statements are finalised before the
+  // connection closes (SQLite refuses to close a connection that has them).
+  Store(Store&&) noexcept;
+  Store& operator=(Store&& other) noexcept;
+  ~Store();
 
   // Inserts the single `run` row with status 'running'.
   void begin_run(const RunInfo& info);
   // Sets end_ns, status and end_reason of the run row.
-  void end_run(std::int64_t end_ns, const std::string& status, const std::string& end_reason);
+  // `command_exit_status`: exit status of `record -- COMMAND`, if any.
+  void end_run(std::int64_t end_ns, const std::string& status, const std::string& end_reason,
+               std::optional<int> command_exit_status = std::nullopt);
   // Inserts every row of `batch` in one transaction.
   void write(const Batch& batch);
 
@@ -56,7 +62,7 @@ class Store {
   struct Statements;
   std::unique_ptr<SQLite::Database> db_;
   std::string path_;
-  std::shared_ptr<Statements> stmts_;  // prepared once, reset per row
+  std::unique_ptr<Statements> stmts_;  // prepared once, reset per row
 };
 
 }  // namespace stallscope::schema

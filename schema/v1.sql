@@ -26,7 +26,9 @@ CREATE TABLE run (
   protocol            TEXT,                       -- driver: simple | extended | prepared
   sql                 TEXT,                       -- driver: the SQL each transaction runs
   server_version      TEXT,                       -- server_version of the database, if any
-  end_reason          TEXT                        -- e.g. 'duration reached', 'SIGINT', an error
+  end_reason          TEXT,                       -- e.g. 'duration reached', 'SIGINT', an error
+  command             TEXT,                       -- record -- COMMAND: its argv, passwords masked
+  command_exit_status INTEGER                     -- its exit status (128+signal if killed)
 );
 
 -- One row per sampler tick.
@@ -61,7 +63,10 @@ CREATE TABLE host_sample (
   processes_d_state   INTEGER NOT NULL            -- of those, in D state
 );
 
--- A process, identified by (pid, start_ticks): pids are reused.
+-- A process, identified by (pid, start_ticks): pids are reused. comm and
+-- cmdline are the latest seen (a process that calls exec is updated in
+-- place). A process missing from one listing and seen again later may get a
+-- second process_id.
 CREATE TABLE process (
   process_id          INTEGER PRIMARY KEY,        -- assigned by the sampler
   pid                 INTEGER NOT NULL,
@@ -70,9 +75,9 @@ CREATE TABLE process (
   ppid                INTEGER,
   comm                TEXT NOT NULL,              -- /proc/PID/stat comm, stored exactly
   cmdline             TEXT,                       -- arguments joined by spaces, passwords masked
-  first_sample_id     INTEGER NOT NULL,
-  UNIQUE (pid, start_ticks)
+  first_sample_id     INTEGER NOT NULL
 );
+CREATE INDEX process_by_pid ON process(pid, start_ticks);
 
 -- Per tick, per active process (see README: CPU time moved, state R or D,
 -- context switches changed; every process also at least every 10 s).

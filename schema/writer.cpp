@@ -93,7 +93,8 @@ void Writer::loop() {
   }
 }
 
-void Writer::close(std::int64_t end_ns, const std::string& status, const std::string& end_reason) {
+void Writer::close(std::int64_t end_ns, const std::string& status, const std::string& end_reason,
+                   std::optional<int> command_exit_status) {
   {
     std::lock_guard lock(mu_);
     if (closed_) return;
@@ -103,7 +104,7 @@ void Writer::close(std::int64_t end_ns, const std::string& status, const std::st
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
   // The writer thread has ended; this thread now owns the connection.
-  store_.end_run(end_ns, status, end_reason);
+  store_.end_run(end_ns, status, end_reason, command_exit_status);
   if (error_) std::rethrow_exception(error_);
 }
 

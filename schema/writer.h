@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -33,7 +34,8 @@ class Writer {
   void submit(Batch batch);
   // Writes everything queued, marks the run (end_run), commits, joins the
   // thread. Throws the first write error, if any. Idempotent.
-  void close(std::int64_t end_ns, const std::string& status, const std::string& end_reason);
+  void close(std::int64_t end_ns, const std::string& status, const std::string& end_reason,
+             std::optional<int> command_exit_status = std::nullopt);
 
   // Rows committed so far (all tables), for progress and benchmarks.
   std::int64_t rows_committed() const;

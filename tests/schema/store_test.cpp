@@ -34,7 +34,7 @@ TEST(Store, CreatesFileWithMode0600AndSchemaVersion) {
     EXPECT_EQ(store.db().execAndGet("PRAGMA user_version").getInt(), kSchemaVersion);
     EXPECT_EQ(store.db().execAndGet("PRAGMA journal_mode").getString(), "wal");
   }
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(stat(path.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
 }
@@ -83,6 +83,34 @@ TEST(Store, RefusesMissingFileAndNonRunFile) {
   }
 }
 
+TEST(Store, MoveAssignmentClosesTheOldFileCleanly) {
+  test::TempDir dir;
+  auto store = Store::create(dir.file("a.db"));
+  store.begin_run(sample_run());
+  Batch b;
+  b.samples.push_back({.sample_id = 1, .time_ns = 1, .mono_ns = 1});
+  store.write(b);                           // prepares the insert statements
+  store = Store::create(dir.file("b.db"));  // must finalise a.db's statements first
+  EXPECT_EQ(store.path(), dir.file("b.db"));
+  Store moved(std::move(store));
+  EXPECT_EQ(moved.db().execAndGet("SELECT count(*) FROM sample").getInt(), 0);
+  auto a = Store::open_readonly(dir.file("a.db"));
+  EXPECT_EQ(a.db().execAndGet("SELECT count(*) FROM sample").getInt(), 1);
+}
+
+TEST(Store, ProcessRowIsUpdatedInPlaceAfterExec) {
+  auto store = Store::create(":memory:");
+  Batch b;
+  b.processes.push_back({.process_id = 7, .pid = 70, .start_ticks = 5, .comm = "bash"});
+  store.write(b);
+  b.processes.front().comm = "sleep";
+  b.processes.front().cmdline = "sleep 1";
+  store.write(b);
+  EXPECT_EQ(store.db().execAndGet("SELECT count(*) FROM process").getInt(), 1);
+  EXPECT_EQ(store.db().execAndGet("SELECT comm || '|' || cmdline FROM process").getString(),
+            "sleep|sleep 1");
+}
+
 TEST(Writer, CommitsEveryBatchAndMarksTheRun) {
   test::TempDir dir;
   auto path = dir.file("run.db");
@@ -103,7 +131,8 @@ TEST(Writer, CommitsEveryBatchAndMarksTheRun) {
   EXPECT_EQ(ro.db().execAndGet("SELECT count(*) FROM query").getInt(), 100);
   EXPECT_EQ(ro.db().execAndGet("SELECT count(*) FROM query WHERE sqlstate = '40P01'").getInt(), 10);
   EXPECT_EQ(ro.db().execAndGet("SELECT sum(latency_ns) FROM query").getInt(), 700);
-  EXPECT_EQ(ro.db().execAndGet("SELECT status || ':' || end_ns FROM run").getString(), "complete:5000");
+  EXPECT_EQ(ro.db().execAndGet("SELECT status || ':' || end_ns FROM run").getString(),
+            "complete:5000");
 }
 
 TEST(Writer, DestructionWithoutCloseMarksRunInterrupted) {

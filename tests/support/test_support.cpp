@@ -30,6 +30,9 @@ TempDir::~TempDir() {
 
 std::string scratch_conninfo() {
   const char* file = std::getenv("STALLSCOPE_TEST_CONNINFO_FILE");
+#ifdef STALLSCOPE_TEST_CONNINFO_FILE_DEFAULT
+  if (!file) file = STALLSCOPE_TEST_CONNINFO_FILE_DEFAULT;
+#endif
   if (!file) {
     ADD_FAILURE() << "STALLSCOPE_TEST_CONNINFO_FILE is not set: run integration tests with ctest "
                      "(the scratch_pg fixture starts the server)";
@@ -38,12 +41,16 @@ std::string scratch_conninfo() {
   std::ifstream in(file);
   std::string line;
   std::getline(in, line);
-  if (line.empty()) ADD_FAILURE() << "no conninfo in " << file << ": did scratch_postgres_start fail?";
+  if (line.empty())
+    ADD_FAILURE() << "no conninfo in " << file << ": did scratch_postgres_start fail?";
   return line;
 }
 
 std::string stallscope_bin() {
   const char* bin = std::getenv("STALLSCOPE_BIN");
+#ifdef STALLSCOPE_BIN_DEFAULT
+  if (!bin) bin = STALLSCOPE_BIN_DEFAULT;
+#endif
   if (!bin) {
     ADD_FAILURE() << "STALLSCOPE_BIN is not set: run integration tests with ctest";
     return "/nonexistent/stallscope";

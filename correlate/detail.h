@@ -1,0 +1,117 @@
+// Internals of the correlator shared by correlate.cpp, findings.cpp and
+// render.cpp. Not part of the public API.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "correlate/correlate.h"
+
+namespace stallscope::correlate::detail {
+
+// ---- Thresholds (calibrated on the scenarios in notes/diagnosis.md) ----
+
+// A finding is reported only when it explains at least this share of client
+// time (or, without queries, of the host-side quantity its rule measures).
+inline constexpr double kMinScore = 0.05;
+// single_thread: a process counts as saturating one core in a window when it
+// used at least this many cores there ...
+inline constexpr double kSingleThreadMinCores = 0.9;
+// ... and at most this many: a process well above one core is
+// multi-threaded, and its demand shows up as runqueue instead.
+inline constexpr double kSingleThreadMaxCores = 1.2;
+// ... and only while the rest of the host was mostly idle: at least this
+// share of the CPU time not used by that process was idle.
+inline constexpr double kSingleThreadMinOtherwiseIdleShare = 0.5;
+// network_roundtrip: the remainder is called a round trip only while the host
+// CPU is not saturated (busy share below this); on a saturated host it is
+// more likely unmeasured CPU contention.
+inline constexpr double kRoundtripMaxHostBusyShare = 0.8;
+// Backends are matched to `process` rows by pid and a start time no later
+// than the client's connect time plus this slack (start_ns derives from boot
+// time, which /proc/stat gives to the second).
+inline constexpr std::int64_t kBackendStartSlackNs = 2'000'000'000;
+// Upper bound on the number of windows a report may hold.
+inline constexpr std::int64_t kMaxWindows = 10'000'000;
+
+inline constexpr std::int64_t kNsPerS = 1'000'000'000;
+inline constexpr double kNsPerMs = 1e6;
+
+// Wait classes (pg_stat_activity.wait_event_type) that are not server waits
+// on the query path: the backend waiting for the client, or a background
+// process's main loop.
+bool is_server_wait_class(std::string_view wait_event_type);
+
+// Everything explain gathered, before findings are ranked.
+struct HostTotals {
+  std::int64_t busy_ns = 0;  // user + nice + system + irq + softirq
+  std::int64_t idle_ns = 0;
+  std::int64_t iowait_ns = 0;
+  std::int64_t steal_ns = 0;
+  std::int64_t total_ns = 0;  // all eight modes
+  std::int64_t cpu_rows = 0;  // host rows with CPU deltas
+  int procs_running_max = 0;
+  int processes_d_state_max = 0;
+  double busy_share() const { return total_ns > 0 ? double(busy_ns) / double(total_ns) : 0; }
+};
+
+struct ProcessCpu {
+  std::int64_t process_id = 0;
+  int pid = 0;
+  std::string comm;
+  std::int64_t cpu_ns = 0;  // within the analysed span
+};
+
+struct SingleThreadCandidate {
+  ProcessCpu process;
+  std::int64_t hot_buckets = 0;  // buckets at ≥ kSingleThreadMinCores
+  std::int64_t hot_cpu_ns = 0;   // its CPU in those buckets
+  std::int64_t bucket_ns = 0;
+  std::int64_t first_hot_ns = 0;
+  std::int64_t last_hot_end_ns = 0;
+};
+
+struct Facts {
+  std::int64_t span_start_ns = 0;  // A: first query sent (or first sample)
+  std::int64_t span_end_ns = 0;    // B: last query answered (or last sample)
+  bool has_queries = false;
+  bool ash_available = false;
+  bool backends_on_host = false;  // backend processes found in `process`
+  int threads = 0;
+  int cores = 0;
+  std::int64_t ash_period_ns = 0;
+  std::int64_t sample_period_ns = 0;
+  HostTotals host;
+  // ASH rows of this run's backends (run mode) or of client backends
+  // (record mode) within the span.
+  std::int64_t ash_rows = 0;
+  std::map<std::string, std::int64_t> ash_class_rows;  // server wait classes only
+  std::map<std::string, std::int64_t> ash_event_rows;  // "Type:Event" and "CPU"
+  // Process view.
+  std::int64_t backend_d_rows = 0;  // backend process rows in state D
+  std::map<std::string, std::int64_t> backend_d_wchan_rows;
+  std::int64_t other_cpu_ns = 0;  // CPU of processes not on the query path
+  std::int64_t all_cpu_ns = 0;    // record mode: every process
+  std::int64_t all_run_delay_ns = 0;
+  std::vector<ProcessCpu> top_other;  // largest CPU first, at most 3
+  std::vector<SingleThreadCandidate> single_thread;
+  // Per window, the share of its client time in each server wait class, and
+  // its steal share, for finding spans.
+  std::vector<std::map<std::string, double>> window_wait_share;
+  std::vector<double> window_steal_share;
+};
+
+// Ranks the findings (rules in findings.cpp).
+std::vector<Finding> find(const Report& report, const Facts& facts);
+
+// Text escaping for terminals: control characters (C0, DEL, and C1 encoded
+// as UTF-8) become \xNN.
+std::string escape_text(std::string_view s);
+// Replaces invalid UTF-8 with U+FFFD so JSON can always be dumped.
+std::string valid_utf8(std::string_view s);
+
+}  // namespace stallscope::correlate::detail

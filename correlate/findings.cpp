@@ -1,0 +1,418 @@
+// The finding rules. Each scores the share of client time (N·W) it explains;
+// without queries (a record file) each scores a host-side share instead and
+// says which. Rules and formulas are documented at each rule.
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "correlate/detail.h"
+
+namespace stallscope::correlate::detail {
+namespace {
+
+double ratio(double part, double whole) {
+  return whole > 0 ? part / whole : 0;
+}
+double round4(double v) {
+  return std::round(v * 1e4) / 1e4;
+}
+double s(std::int64_t ns) {
+  return round4(double(ns) / kNsPerS);
+}
+
+// The span of the windows where share_of(window) ≥ kMinScore, or the run span.
+template <typename ShareOf>
+std::pair<std::int64_t, std::int64_t> signal_span(const Report& r, const Facts& f,
+                                                  ShareOf&& share_of) {
+  std::optional<std::size_t> first, last;
+  for (std::size_t i = 0; i < r.windows.size(); ++i) {
+    if (share_of(i) >= kMinScore) {
+      if (!first) first = i;
+      last = i;
+    }
+  }
+  if (!first) return {f.span_start_ns, f.span_end_ns};
+  return {r.windows[*first].start_ns, r.windows[*last].end_ns};
+}
+
+// Most frequent "Class:*" event among the ASH rows.
+std::pair<std::string, std::int64_t> top_event_of_class(const Facts& f, const std::string& cls) {
+  std::pair<std::string, std::int64_t> best{"", 0};
+  for (const auto& [label, rows] : f.ash_event_rows) {
+    if (label.starts_with(cls + ":") && rows > best.second) best = {label, rows};
+  }
+  return best;
+}
+
+std::int64_t class_rows(const Facts& f, const std::string& cls) {
+  auto it = f.ash_class_rows.find(cls);
+  return it == f.ash_class_rows.end() ? 0 : it->second;
+}
+
+std::string pct_text(double share) {
+  return fmt::format("{:.0f}%", 100 * share);
+}
+
+struct Context {
+  const Report& r;
+  const Facts& f;
+  const Accounting* acc;  // null without queries
+  double client_ns;
+  std::int64_t wall_ns;
+  double share(std::int64_t ns) const { return ratio(double(ns), client_ns); }
+  double per_query_ms(std::int64_t ns) const {
+    return r.run.queries > 0 ? round4(double(ns) / double(r.run.queries) / kNsPerMs) : 0;
+  }
+  double cores_used(std::int64_t ns) const { return round4(ratio(double(ns), double(wall_ns))); }
+};
+
+// Run-queue delay of the query path, charged to whoever used the CPU: a
+// saturated host delays the query path because of the backends', the
+// driver's or other processes' CPU demand, in proportion to each.
+struct RunDelayCharge {
+  std::int64_t backends_ns = 0, driver_ns = 0, others_ns = 0;
+};
+RunDelayCharge charge_run_delay(const Accounting& a, const Facts& f) {
+  const double b = double(a.server_cpu_ns), d = double(a.driver_cpu_ns),
+               o = double(f.other_cpu_ns + a.sampler_cpu_ns);
+  const double total = b + d + o;
+  const double r = double(a.run_delay_ns);
+  if (total <= 0) return {0, 0, a.run_delay_ns};
+  return {static_cast<std::int64_t>(r * b / total), static_cast<std::int64_t>(r * d / total),
+          static_cast<std::int64_t>(r * o / total)};
+}
+
+Finding make(const Context& c, std::string kind, double score) {
+  Finding x;
+  x.kind = std::move(kind);
+  x.score = round4(std::clamp(score, 0.0, 1.0));
+  x.start_ns = c.f.span_start_ns;
+  x.end_ns = c.f.span_end_ns;
+  return x;
+}
+
+// server_cpu: (backend CPU + run delay charged to backends) ÷ N·W.
+void server_cpu(const Context& c, const RunDelayCharge& rd, std::vector<Finding>& out) {
+  if (!c.acc) return;
+  const auto& a = *c.acc;
+  auto x = make(c, "server_cpu", c.share(a.server_cpu_ns + rd.backends_ns));
+  if (x.score < kMinScore) return;
+  const double busy = c.f.host.busy_share();
+  const bool saturated = busy >= kRoundtripMaxHostBusyShare;
+  x.summary = fmt::format(
+      "This run's backends were on CPU for {} of client time ({:.2f} cores) and queued for it for "
+      "another {}, with the host {:.0f}% busy on {} cores.",
+      pct_text(c.share(a.server_cpu_ns)), c.cores_used(a.server_cpu_ns),
+      pct_text(c.share(rd.backends_ns)), 100 * busy, c.f.cores);
+  x.evidence = {{"server_cpu_share", round4(c.share(a.server_cpu_ns))},
+                {"run_delay_charged_share", round4(c.share(rd.backends_ns))},
+                {"backend_cpu_cores", c.cores_used(a.server_cpu_ns)},
+                {"backend_cpu_per_query_ms", c.per_query_ms(a.server_cpu_ns)},
+                {"host_cpu_busy_pct", round4(100 * busy)},
+                {"cores", std::int64_t{c.f.cores}},
+                {"server_cpu_source", std::string(c.f.backends_on_host ? "schedstat" : "ash")}};
+  x.suggestion = saturated
+                     ? "The server's CPUs are the limit: make each query cheaper (EXPLAIN ANALYZE, "
+                       "indexes, prepared statements to skip planning) or add cores; more clients "
+                       "will only queue."
+                     : "Backend CPU is a serial part of every round trip: make each query cheaper "
+                       "(EXPLAIN ANALYZE, prepared statements to skip planning).";
+  out.push_back(std::move(x));
+}
+
+// client_cpu: (driver CPU + run delay charged to the driver) ÷ N·W.
+void client_cpu(const Context& c, const RunDelayCharge& rd, std::vector<Finding>& out) {
+  if (!c.acc) return;
+  const auto& a = *c.acc;
+  auto x = make(c, "client_cpu", c.share(a.driver_cpu_ns + rd.driver_ns));
+  if (x.score < kMinScore) return;
+  const double cores = c.cores_used(a.driver_cpu_ns);
+  const bool saturated = cores >= kSingleThreadMinCores * c.f.threads;
+  x.summary = fmt::format(
+      "The driver (stallscope, {} thread{}) used {:.2f} cores, {} of client time, and queued for "
+      "CPU for another {}.",
+      c.f.threads, c.f.threads == 1 ? "" : "s", cores, pct_text(c.share(a.driver_cpu_ns)),
+      pct_text(c.share(rd.driver_ns)));
+  x.evidence = {{"driver_cpu_share", round4(c.share(a.driver_cpu_ns))},
+                {"run_delay_charged_share", round4(c.share(rd.driver_ns))},
+                {"driver_cpu_cores", cores},
+                {"threads", std::int64_t{c.f.threads}},
+                {"driver_cpu_per_query_ms", c.per_query_ms(a.driver_cpu_ns)},
+                {"sampler_cpu_s", s(a.sampler_cpu_ns)}};
+  x.suggestion =
+      saturated ? "The driver's threads are saturated: add threads (-j) or drive from another host."
+                : "Client-side CPU (libpq, result handling) adds to every round trip: "
+                  "fetch fewer rows or columns, or use the extended/prepared protocol.";
+  out.push_back(std::move(x));
+}
+
+// runqueue: run delay charged to processes off the query path ÷ N·W; record
+// files: all processes' run delay ÷ (their CPU + run delay).
+void runqueue(const Context& c, const RunDelayCharge& rd, std::vector<Finding>& out) {
+  double score = 0;
+  std::int64_t delay_ns = 0;
+  if (c.acc) {
+    score = c.share(rd.others_ns);
+    delay_ns = c.acc->run_delay_ns;
+  } else {
+    score = ratio(double(c.f.all_run_delay_ns), double(c.f.all_cpu_ns + c.f.all_run_delay_ns));
+    delay_ns = c.f.all_run_delay_ns;
+  }
+  auto x = make(c, "runqueue", score);
+  if (x.score < kMinScore) return;
+  std::string top = c.f.top_other.empty()
+                        ? std::string("none sampled")
+                        : fmt::format("{} (pid {})", c.f.top_other[0].comm, c.f.top_other[0].pid);
+  x.summary =
+      c.acc
+          ? fmt::format(
+                "Query-path tasks waited for a CPU for {} of client time while processes off "
+                "the query path used {:.2f} cores (most: {}).",
+                pct_text(x.score), c.cores_used(c.f.other_cpu_ns), top)
+          : fmt::format(
+                "Runnable tasks spent {} of their runnable time waiting for a CPU (most CPU: {}).",
+                pct_text(x.score), top);
+  x.evidence = {{"run_delay_s", s(delay_ns)},
+                {"other_cpu_cores", c.cores_used(c.f.other_cpu_ns)},
+                {"procs_running_max", std::int64_t{c.f.host.procs_running_max}},
+                {"cores", std::int64_t{c.f.cores}}};
+  if (c.acc) {
+    x.evidence.insert(x.evidence.begin(),
+                      {"run_delay_share", round4(c.share(c.acc->run_delay_ns))});
+    x.evidence.insert(x.evidence.begin() + 1,
+                      {"run_delay_charged_share", round4(c.share(rd.others_ns))});
+  }
+  for (std::size_t i = 0; i < c.f.top_other.size(); ++i) {
+    const auto& p = c.f.top_other[i];
+    x.evidence.emplace_back(fmt::format("top_other_{}", i + 1),
+                            fmt::format("{} (pid {})", p.comm, p.pid));
+    x.evidence.emplace_back(fmt::format("top_other_{}_cpu_s", i + 1), s(p.cpu_ns));
+  }
+  x.suggestion =
+      "Move, nice or limit the competing processes, or give the server and the client "
+      "their own cores (taskset, cgroup cpusets).";
+  out.push_back(std::move(x));
+}
+
+// steal: steal share of the CPU time the guest wanted (steal ÷ (busy +
+// steal)) × the CPU parts of the accounting (driver + server CPU + run
+// delay, as shares of N·W); record files: the steal share alone.
+void steal(const Context& c, std::vector<Finding>& out) {
+  const auto& h = c.f.host;
+  const double steal_share = ratio(double(h.steal_ns), double(h.busy_ns + h.steal_ns));
+  double cpu_parts = 1;
+  if (c.acc) cpu_parts = c.share(c.acc->driver_cpu_ns + c.acc->server_cpu_ns + c.acc->run_delay_ns);
+  auto x = make(c, "steal", steal_share * std::min(1.0, cpu_parts));
+  if (x.score < kMinScore) return;
+  std::tie(x.start_ns, x.end_ns) =
+      signal_span(c.r, c.f, [&](std::size_t i) { return c.f.window_steal_share[i]; });
+  x.summary = fmt::format(
+      "The hypervisor took {} of the CPU time this guest wanted ({:.1f}% of all CPU time).",
+      pct_text(steal_share), 100 * ratio(double(h.steal_ns), double(h.total_ns)));
+  x.evidence = {{"steal_share", round4(steal_share)},
+                {"steal_pct", round4(100 * ratio(double(h.steal_ns), double(h.total_ns)))},
+                {"host_cpu_busy_pct", round4(100 * h.busy_share())}};
+  if (c.acc) x.evidence.emplace_back("cpu_parts_share", round4(cpu_parts));
+  x.suggestion =
+      "Every task runs slower: use dedicated or larger instances, or move off the "
+      "oversubscribed host; compare with a run at another time.";
+  out.push_back(std::move(x));
+}
+
+// lock_wait / lwlock_wait: ASH rows of the class × ASH period ÷ N·W; record
+// files: the class's share of sampled non-idle client-backend rows.
+void ash_class(const Context& c, const std::string& cls, const std::string& kind,
+               const std::string& what, const std::string& suggestion, std::vector<Finding>& out) {
+  const auto rows = class_rows(c.f, cls);
+  const auto ns = rows * c.f.ash_period_ns;
+  auto x = make(c, kind, c.acc ? c.share(ns) : ratio(double(rows), double(c.f.ash_rows)));
+  if (x.score < kMinScore) return;
+  std::tie(x.start_ns, x.end_ns) = signal_span(c.r, c.f, [&](std::size_t i) {
+    auto it = c.f.window_wait_share[i].find(cls);
+    if (it == c.f.window_wait_share[i].end()) return 0.0;
+    return c.acc ? it->second : (it->second > 0 ? 1.0 : 0.0);
+  });
+  auto [top, top_rows] = top_event_of_class(c.f, cls);
+  x.summary =
+      c.acc ? fmt::format("This run's backends waited on {} for {} of client time (mostly {}).",
+                          what, pct_text(x.score), top)
+            : fmt::format(
+                  "Client backends waited on {} in {} of sampled non-idle moments (mostly {}).",
+                  what, pct_text(x.score), top);
+  const std::string key = kind + "_share";
+  x.evidence = {{key, x.score},
+                {kind + "_s", s(ns)},
+                {"ash_samples", rows},
+                {"top_wait_event", top},
+                {"top_wait_event_samples", top_rows},
+                {"ash_period_ms", round4(double(c.f.ash_period_ns) / kNsPerMs)}};
+  x.suggestion = suggestion;
+  out.push_back(std::move(x));
+}
+
+// io_wait: max(ASH IO rows × ASH period, backend D-state rows × sample
+// period) ÷ N·W — the same stall seen from PostgreSQL and from the kernel,
+// so the larger view counts, never their sum. Record files: the larger of
+// the ASH IO share of non-idle rows and iowait ÷ (busy + iowait + steal).
+// Host iowait is corroboration in the evidence.
+void io_wait(const Context& c, std::vector<Finding>& out) {
+  const auto& h = c.f.host;
+  const auto ash_rows = class_rows(c.f, "IO");
+  const auto ash_ns = ash_rows * c.f.ash_period_ns;
+  const auto d_ns = c.f.backend_d_rows * c.f.sample_period_ns;
+  const auto io_ns = std::max(ash_ns, d_ns);
+  const double iowait_share =
+      ratio(double(h.iowait_ns), double(h.busy_ns + h.iowait_ns + h.steal_ns));
+  const double score = c.acc
+                           ? c.share(io_ns)
+                           : std::max(ratio(double(ash_rows), double(c.f.ash_rows)), iowait_share);
+  auto x = make(c, "io_wait", score);
+  if (x.score < kMinScore) return;
+  std::tie(x.start_ns, x.end_ns) = signal_span(c.r, c.f, [&](std::size_t i) {
+    auto it = c.f.window_wait_share[i].find("IO");
+    if (it == c.f.window_wait_share[i].end()) return 0.0;
+    return c.acc ? it->second : (it->second > 0 ? 1.0 : 0.0);
+  });
+  auto [top, top_rows] = top_event_of_class(c.f, "IO");
+  std::string wchan = "-";
+  std::int64_t wchan_rows = 0;
+  for (const auto& [w, n] : c.f.backend_d_wchan_rows) {
+    if (n > wchan_rows) std::tie(wchan, wchan_rows) = std::tie(w, n);
+  }
+  x.summary = c.acc ? fmt::format(
+                          "This run's backends waited on storage for {} of client time ({}; host "
+                          "iowait {:.1f}%).",
+                          pct_text(x.score), top.empty() ? "seen as D state" : "mostly " + top,
+                          100 * ratio(double(h.iowait_ns), double(h.total_ns)))
+                    : fmt::format(
+                          "Storage waits: {} (ASH IO share of non-idle rows, or iowait share of "
+                          "non-idle CPU time).",
+                          pct_text(x.score));
+  x.evidence = {{"io_wait_share", x.score},
+                {"ash_io_samples", ash_rows},
+                {"ash_io_s", s(ash_ns)},
+                {"backend_d_state_samples", c.f.backend_d_rows},
+                {"backend_d_state_s", s(d_ns)},
+                {"top_wait_event", top},
+                {"top_wchan", wchan},
+                {"host_iowait_pct", round4(100 * ratio(double(h.iowait_ns), double(h.total_ns)))},
+                {"processes_d_state_max", std::int64_t{h.processes_d_state_max}}};
+  x.suggestion =
+      "Backends block on storage: check the disk's IOPS/throughput limit (iostat), "
+      "shared_buffers and the working set for reads, wal_sync_method, commit_delay or "
+      "synchronous_commit for WAL flushes, and checkpoint settings.";
+  out.push_back(std::move(x));
+}
+
+// single_thread: a process off the query path (not a backend of this run,
+// not stallscope) at 0.9–1.2 cores in some windows while the rest of the
+// host was mostly idle. otherwise-idle share = (idle + iowait) ÷ (all CPU
+// time − the process's CPU), i.e. how idle the other cores were.
+// score = its cores in those windows × the share of the span they cover ×
+// the otherwise-idle share, capped by the
+// remainder share (a pooler's queueing is neither driver, backend CPU nor a
+// server wait, so it can only explain the remainder).
+void single_thread(const Context& c, std::vector<Finding>& out) {
+  const auto& h = c.f.host;
+  if (h.total_ns <= 0) return;  // "host mostly idle" cannot be checked
+  for (const auto& cand : c.f.single_thread) {
+    const double hot_ns = double(cand.hot_buckets) * double(cand.bucket_ns);
+    const double core_share = ratio(double(cand.hot_cpu_ns), hot_ns);
+    const double hot_fraction =
+        std::min(1.0, ratio(hot_ns, double(c.f.span_end_ns - c.f.span_start_ns)));
+    // Idle share of the CPU time not taken by this process.
+    const double otherwise_idle = std::clamp(
+        ratio(double(h.idle_ns + h.iowait_ns), double(h.total_ns - cand.process.cpu_ns)), 0.0, 1.0);
+    if (otherwise_idle < kSingleThreadMinOtherwiseIdleShare) continue;
+    double score = std::min(1.0, core_share) * hot_fraction * otherwise_idle;
+    if (c.acc) score = std::min(score, c.share(c.acc->remainder_ns));
+    auto x = make(c, "single_thread", score);
+    if (x.score < kMinScore) continue;
+    x.start_ns = cand.first_hot_ns;
+    x.end_ns = cand.last_hot_end_ns;
+    x.summary = fmt::format(
+        "{} (pid {}) ran at {:.2f} cores for {} of the run while the rest of the host was "
+        "{:.0f}% idle: one thread saturated.",
+        cand.process.comm, cand.process.pid, core_share, pct_text(hot_fraction),
+        100 * otherwise_idle);
+    x.evidence = {{"comm", cand.process.comm},
+                  {"pid", std::int64_t{cand.process.pid}},
+                  {"hot_cores", round4(core_share)},
+                  {"hot_time_share", round4(hot_fraction)},
+                  {"otherwise_idle_share", round4(otherwise_idle)},
+                  {"cpu_s", s(cand.process.cpu_ns)}};
+    if (c.acc) x.evidence.emplace_back("remainder_share", round4(c.share(c.acc->remainder_ns)));
+    x.suggestion =
+        "If this process is on the query path (a pooler, a proxy, a client), it caps "
+        "throughput at one core: run several instances (pgbouncer so_reuseport), "
+        "or bypass it to compare.";
+    out.push_back(std::move(x));
+  }
+}
+
+// network_roundtrip: the remainder share minus what a single_thread finding
+// claimed, only while the host CPU is not saturated and ASH was sampled
+// (without ASH the remainder would hide server waits).
+void network_roundtrip(const Context& c, const std::vector<Finding>& so_far,
+                       std::vector<Finding>& out) {
+  if (!c.acc || !c.f.ash_available) return;
+  const auto& a = *c.acc;
+  const double busy = c.f.host.busy_share();
+  if (c.f.host.total_ns > 0 && busy >= kRoundtripMaxHostBusyShare) return;
+  double claimed = 0;
+  for (const auto& x : so_far) {
+    if (x.kind == "single_thread") claimed = std::max(claimed, x.score);
+  }
+  const double rem = c.share(a.remainder_ns);
+  auto x = make(c, "network_roundtrip", rem - claimed);
+  if (x.score < kMinScore) return;
+  x.summary = fmt::format(
+      "{} of client time was neither driver CPU, backend CPU nor a server wait: about {:.3f} ms of "
+      "each query went to round trips (wire, protocol, wake-ups) against {:.3f} ms of backend CPU.",
+      pct_text(rem), c.per_query_ms(a.remainder_ns), c.per_query_ms(a.server_cpu_ns));
+  x.evidence = {{"remainder_share", round4(rem)},
+                {"remainder_per_query_ms", c.per_query_ms(a.remainder_ns)},
+                {"latency_mean_ms", round4(c.r.run.latency_mean_ms.value_or(0))},
+                {"backend_cpu_per_query_ms", c.per_query_ms(a.server_cpu_ns)},
+                {"driver_cpu_per_query_ms", c.per_query_ms(a.driver_cpu_ns)},
+                {"host_cpu_busy_pct", round4(100 * busy)},
+                {"clients", std::int64_t{a.clients}}};
+  if (claimed > 0) x.evidence.emplace_back("single_thread_claimed_share", round4(claimed));
+  x.suggestion =
+      "Each query waits for a round trip: send fewer of them (batch statements, "
+      "pipeline mode, prepared statements), use a Unix socket or a closer client, or "
+      "add clients — a closed loop of N clients does at most N / latency queries per second.";
+  out.push_back(std::move(x));
+}
+
+}  // namespace
+
+std::vector<Finding> find(const Report& r, const Facts& f) {
+  const Accounting* acc = r.accounting ? &*r.accounting : nullptr;
+  Context c{r, f, acc, acc ? double(acc->client_ns) : 0.0, f.span_end_ns - f.span_start_ns};
+  RunDelayCharge rd;
+  if (acc) rd = charge_run_delay(*acc, f);
+  std::vector<Finding> out;
+  server_cpu(c, rd, out);
+  client_cpu(c, rd, out);
+  runqueue(c, rd, out);
+  steal(c, out);
+  io_wait(c, out);
+  ash_class(c, "Lock", "lock_wait", "heavyweight locks",
+            "Find the blocker (pg_blocking_pids(), pg_locks): shorten transactions that hold row "
+            "locks, avoid updating the same hot row from every client, and look for sessions "
+            "idle in transaction.",
+            out);
+  ash_class(
+      c, "LWLock", "lwlock_wait", "internal locks (LWLock)",
+      "Internal lock contention: for WALWrite batch commits or tune wal_buffers; for "
+      "LockManager use fewer partitions or fast-path locks; for BufferContent spread hot pages.",
+      out);
+  single_thread(c, out);
+  network_roundtrip(c, out, out);
+  std::stable_sort(out.begin(), out.end(),
+                   [](const Finding& x, const Finding& y) { return x.score > y.score; });
+  return out;
+}
+
+}  // namespace stallscope::correlate::detail

@@ -1,0 +1,66 @@
+#include "common/conninfo.h"
+
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+
+namespace stallscope {
+namespace {
+
+TEST(MaskConninfo, MasksKeyValuePassword) {
+  EXPECT_EQ(mask_conninfo("host=db port=5433 password=s3cret user=bob"),
+            "user=bob password=*** host=db port=5433");
+}
+
+TEST(MaskConninfo, MasksQuotedPasswordWithSpaces) {
+  auto masked = mask_conninfo("host=db password='a b c'");
+  EXPECT_EQ(masked.find("a b c"), std::string::npos) << masked;
+  EXPECT_NE(masked.find("password=***"), std::string::npos) << masked;
+}
+
+TEST(MaskConninfo, MasksUriUserinfoAndParameter) {
+  EXPECT_EQ(mask_conninfo("postgresql://bob:s3cret@db:5432/app"),
+            "postgresql://bob:***@db:5432/app");
+  EXPECT_EQ(mask_conninfo("postgres://db/app?password=s3cret&sslmode=disable"),
+            "postgres://db/app?password=***&sslmode=disable");
+}
+
+TEST(MaskConninfo, LeavesConninfoWithoutPasswordAlone) {
+  EXPECT_EQ(mask_conninfo("host=/tmp port=5432"), "host=/tmp port=5432");
+  EXPECT_EQ(mask_conninfo(""), "");
+}
+
+TEST(MaskCommandLine, MasksConninfoArguments) {
+  auto line = mask_command_line({"stallscope", "run", "-o", "r.db", "host=x password=hunter2"});
+  EXPECT_EQ(line.find("hunter2"), std::string::npos) << line;
+  EXPECT_NE(line.find("stallscope run -o r.db"), std::string::npos) << line;
+}
+
+TEST(CheckConninfo, RejectsUnparsableConninfoNamingIt) {
+  try {
+    check_conninfo("host=x bogus_option=1 password=topsecret");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::usage);
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("bogus_option"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("topsecret"), std::string::npos) << msg;
+  }
+  EXPECT_NO_THROW(check_conninfo("host=/tmp port=1"));
+  EXPECT_NO_THROW(check_conninfo(""));
+}
+
+}  // namespace
+}  // namespace stallscope
+
+namespace stallscope {
+namespace {
+
+TEST(JoinArgsMasked, JoinsExactlyAndMasksPasswords) {
+  EXPECT_EQ(join_args_masked({"postgres: checkpointer ", ""}), "postgres: checkpointer  ");
+  EXPECT_EQ(join_args_masked({"psql", "host=db password=hunter2"}), "psql host=db password=***");
+  EXPECT_EQ(join_args_masked({"psql", "postgresql://u:pw@h/db"}), "psql postgresql://u:***@h/db");
+}
+
+}  // namespace
+}  // namespace stallscope

@@ -1,0 +1,675 @@
+// Tests of correlate::explain and its renderers on hand-made run files with
+// exact numbers.
+//
+// The base fixture: 2 clients, 10 s. Each client sends one 1 s query per
+// second from t0, so the query span is [t0, t0 + 10 s) and the client time
+// N·W is 20 s. Samples tick every second at t0 + i s (i = 0..10); host CPU
+// deltas (on i = 1..10) and process rows (at i = 1..10) each cover the
+// second before their tick. ASH polls
+// every 100 ms (t0 + k·100 ms, k = 0..100).
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+#include "correlate/correlate.h"
+#include "correlate/detail.h"
+#include "schema/store.h"
+#include "support/test_support.h"
+
+namespace stallscope::correlate {
+namespace {
+
+constexpr std::int64_t kS = 1'000'000'000;
+constexpr std::int64_t kMs = 1'000'000;
+constexpr std::int64_t kT0 = 1'700'000'000 * kS;
+
+constexpr int kDriverPid = 100;
+constexpr std::int64_t kDriverId = 1;
+constexpr int kBackendPid[2] = {201, 202};
+constexpr std::int64_t kBackendId[2] = {2, 3};
+
+struct HostCpu {
+  std::int64_t user_ms = 100, system_ms = 0, idle_ms = 1900, iowait_ms = 0, steal_ms = 0;
+  int procs_running = 1;
+  int d_state = 0;
+};
+
+class Fixture {
+ public:
+  explicit Fixture(bool with_queries = true, int clients = 2)
+      : store_(schema::Store::create(":memory:")) {
+    schema::RunInfo r;
+    r.mode = with_queries ? "run" : "record";
+    r.host = "db1";
+    r.kernel = "6.1.0";
+    r.cores = 2;
+    r.clock_ticks_per_s = 100;
+    r.start_ns = kT0 - 2 * kS;
+    r.command_line = "stallscope run";
+    r.tool_version = "0";
+    r.hz = 10;
+    r.stallscope_pid = kDriverPid;
+    r.stallscope_start_ticks = 5000;
+    if (with_queries) {
+      r.clients = clients;
+      r.threads = 1;
+      r.protocol = "simple";
+      r.sql = "SELECT 1";
+    }
+    store_.begin_run(r);
+    store_.end_run(kT0 + 11 * kS, "complete", "duration reached");
+    b_.processes.push_back({.process_id = kDriverId,
+                            .pid = kDriverPid,
+                            .start_ticks = 5000,
+                            .start_ns = kT0 - 3 * kS,
+                            .comm = "stallscope",
+                            .first_sample_id = 1});
+    if (with_queries) {
+      for (int c = 0; c < 2; ++c) {
+        b_.processes.push_back({.process_id = kBackendId[c],
+                                .pid = kBackendPid[c],
+                                .start_ticks = 6000 + c,
+                                .start_ns = kT0 - 2 * kS,
+                                .comm = "postgres",
+                                .first_sample_id = 1});
+        b_.clients.push_back({.client_id = c,
+                              .thread = 0,
+                              .backend_pid = kBackendPid[c],
+                              .connect_ns = kT0 - 2 * kS + 10 * kMs});
+        for (int k = 0; k < 10; ++k) {
+          b_.queries.push_back(
+              {.client_id = c, .seq = k, .start_ns = kT0 + k * kS, .latency_ns = kS});
+        }
+      }
+    }
+    for (int k = 0; k <= 100; ++k) {
+      b_.ash_ticks.push_back(
+          {.ash_tick = k + 1, .time_ns = kT0 + k * 100 * kMs, .duration_ns = kMs});
+    }
+  }
+
+  // Samples at t0 + i s, i = 0..10, each with 10 ms of sampler CPU; host CPU
+  // deltas on all but the first.
+  void host(const HostCpu& h) {
+    for (int i = 0; i <= 10; ++i) {
+      b_.samples.push_back({.sample_id = i + 1,
+                            .time_ns = kT0 + i * kS,
+                            .mono_ns = i * kS,
+                            .interval_ns = i ? std::optional<std::int64_t>(kS) : std::nullopt,
+                            .sampler_cpu_ns = 10 * kMs,
+                            .sampler_duration_ns = kMs});
+      schema::HostSampleRow row{.sample_id = i + 1};
+      if (i > 0) {
+        row.cpu_user_ns = h.user_ms * kMs;
+        row.cpu_nice_ns = 0;
+        row.cpu_system_ns = h.system_ms * kMs;
+        row.cpu_idle_ns = h.idle_ms * kMs;
+        row.cpu_iowait_ns = h.iowait_ms * kMs;
+        row.cpu_irq_ns = 0;
+        row.cpu_softirq_ns = 0;
+        row.cpu_steal_ns = h.steal_ms * kMs;
+      }
+      row.procs_running = h.procs_running;
+      row.processes_d_state = h.d_state;
+      b_.host_samples.push_back(row);
+    }
+  }
+
+  void process(std::int64_t id, int pid, const std::string& comm, std::int64_t start_ns) {
+    b_.processes.push_back({.process_id = id,
+                            .pid = pid,
+                            .start_ticks = 7000 + id,
+                            .start_ns = start_ns,
+                            .comm = comm,
+                            .first_sample_id = 1});
+  }
+
+  // Rows at samples i = 1..10 (`d_rows` of them, the first ones, in state D).
+  void rows(std::int64_t id, std::int64_t cpu_ms, std::int64_t run_delay_ms = 0, int d_rows = 0,
+            const std::string& wchan = "folio_wait_bit_common") {
+    for (int i = 1; i <= 10; ++i) {
+      schema::ProcessSampleRow r{.sample_id = i + 1, .process_id = id};
+      r.state = i <= d_rows ? 'D' : 'S';
+      if (i <= d_rows) r.wchan = wchan;
+      r.cpu_ns = cpu_ms * kMs;
+      r.run_delay_ns = run_delay_ms * kMs;
+      r.span_ns = kS;
+      b_.process_samples.push_back(r);
+    }
+  }
+
+  // `ticks` ASH rows for `pid` on polls k = first .. first + ticks − 1.
+  void ash(int pid, const std::optional<std::string>& type, const std::optional<std::string>& event,
+           int ticks, int first = 0, const std::string& state = "active") {
+    for (int k = first; k < first + ticks; ++k) {
+      b_.pg_activity.push_back({.time_ns = kT0 + k * 100 * kMs,
+                                .ash_tick = k + 1,
+                                .pid = pid,
+                                .backend_type = "client backend",
+                                .state = state,
+                                .wait_event_type = type,
+                                .wait_event = event});
+    }
+  }
+
+  schema::Batch& batch() { return b_; }
+
+  Report explain(ExplainOptions opt = {}) {
+    store_.write(b_);
+    b_ = {};
+    return correlate::explain(store_, opt);
+  }
+
+ private:
+  schema::Store store_;
+  schema::Batch b_;
+};
+
+const Finding* finding(const Report& r, const std::string& kind) {
+  auto it = std::find_if(r.findings.begin(), r.findings.end(),
+                         [&](const Finding& f) { return f.kind == kind; });
+  return it == r.findings.end() ? nullptr : &*it;
+}
+
+std::int64_t part_ns(const Accounting& a, const std::string& name) {
+  for (const auto& p : a.parts) {
+    if (p.name == name) return p.time_ns;
+  }
+  return -1;
+}
+
+template <typename T>
+T evidence(const Finding& f, const std::string& name) {
+  for (const auto& [k, v] : f.evidence) {
+    if (k == name) return std::get<T>(v);
+  }
+  ADD_FAILURE() << "no evidence " << name << " in " << f.kind;
+  return T{};
+}
+
+// --- Time accounting -------------------------------------------------------
+
+TEST(CorrelateAccounting, SplitsClientTimeExactly) {
+  Fixture fx;
+  fx.host({});
+  fx.rows(kDriverId, 100);          // 1 s of driver CPU, 0.1 s of it the sampler's
+  fx.rows(kBackendId[0], 200, 50);  // backends: 2 s CPU and 0.5 s run delay each
+  fx.rows(kBackendId[1], 200, 50);
+  // pid 201 reused after the run's backend: must not count as a backend.
+  fx.process(9, kBackendPid[0], "postgres", kT0 + 5 * kS);
+  fx.rows(9, 900);
+  fx.ash(kBackendPid[0], "Lock", "transactionid", 30);   // 3 s
+  fx.ash(kBackendPid[1], "IO", "DataFileRead", 10, 50);  // 1 s
+  fx.ash(kBackendPid[1], "Client", "ClientRead", 5, 20,
+         "idle in transaction");                              // not a server wait
+  fx.ash(kBackendPid[1], std::nullopt, std::nullopt, 7, 40);  // on CPU, not a wait
+  fx.ash(999, "Lock", "tuple", 50);                           // not this run's backend
+  fx.ash(kBackendPid[0], "Lock", "transactionid", 1, 100);    // at t0 + 10 s: after the span
+  auto r = fx.explain();
+
+  ASSERT_TRUE(r.accounting.has_value());
+  const auto& a = *r.accounting;
+  EXPECT_EQ(a.clients, 2);
+  EXPECT_EQ(a.wall_ns, 10 * kS);
+  EXPECT_EQ(a.client_ns, 20 * kS);
+  EXPECT_EQ(a.sampler_cpu_ns, 100 * kMs);
+  EXPECT_EQ(a.driver_cpu_ns, 900 * kMs);
+  EXPECT_EQ(a.server_cpu_ns, 4 * kS);
+  EXPECT_EQ(a.run_delay_ns, 1 * kS);
+  EXPECT_EQ(a.server_wait_ns, 4 * kS);
+  ASSERT_EQ(a.server_wait_by_class_ns.size(), 2u);
+  EXPECT_EQ(a.server_wait_by_class_ns[0], (std::pair<std::string, std::int64_t>{"Lock", 3 * kS}));
+  EXPECT_EQ(a.server_wait_by_class_ns[1], (std::pair<std::string, std::int64_t>{"IO", 1 * kS}));
+  EXPECT_EQ(a.remainder_ns, 20 * kS - 900 * kMs - 4 * kS - 4 * kS - 1 * kS);
+  EXPECT_EQ(a.excess_ns, 0);
+  EXPECT_EQ(part_ns(a, "server_wait:Lock"), 3 * kS);
+  EXPECT_EQ(part_ns(a, "run_queue"), 1 * kS);
+  for (const auto& p : a.parts) {
+    if (p.name == "server_cpu") {
+      EXPECT_DOUBLE_EQ(p.share, 0.2);
+    }
+    if (p.name == "server_wait:Lock") {
+      EXPECT_DOUBLE_EQ(p.share, 0.15);
+    }
+  }
+  EXPECT_EQ(r.ash_period_ns, 100 * kMs);
+
+  // Per window: the same split, one second at a time.
+  ASSERT_EQ(r.windows.size(), 10u);
+  ASSERT_TRUE(r.windows[0].accounting.has_value());
+  EXPECT_EQ(r.windows[0].accounting->client_ns, 2 * kS);
+  EXPECT_EQ(r.windows[0].accounting->server_cpu_ns, 400 * kMs);
+  EXPECT_EQ(r.windows[0].accounting->driver_cpu_ns, 90 * kMs);
+  EXPECT_EQ(r.windows[0].top_wait_event, "Lock:transactionid");
+  EXPECT_EQ(r.windows[0].top_wait_event_samples, 10);
+}
+
+TEST(CorrelateAccounting, SpreadsAProcessDeltaOverTheWindowsItCovers) {
+  Fixture fx;
+  fx.host({});
+  // One backend row at t0 + 2 s covering 2 s of CPU work over [t0, t0 + 2 s).
+  schema::ProcessSampleRow row{.sample_id = 3, .process_id = kBackendId[0], .state = 'S'};
+  row.cpu_ns = 2 * kS;
+  row.span_ns = 2 * kS;
+  fx.batch().process_samples.push_back(row);
+  auto r = fx.explain();
+  ASSERT_GE(r.windows.size(), 2u);
+  EXPECT_EQ(r.windows[0].accounting->server_cpu_ns, kS);
+  EXPECT_EQ(r.windows[1].accounting->server_cpu_ns, kS);
+  EXPECT_EQ(r.accounting->server_cpu_ns, 2 * kS);
+}
+
+TEST(CorrelateAccounting, CountsEveryThreadOfTheDriverFromStatTicks) {
+  Fixture fx;
+  fx.host({});
+  // schedstat sees only the idle main thread; /proc/PID/stat ticks (100/s)
+  // see 0.5 s of CPU per second across the driver's threads.
+  fx.rows(kDriverId, 0);
+  for (auto& row : fx.batch().process_samples) {
+    row.utime_ticks = 40;
+    row.stime_ticks = 10;
+  }
+  auto r = fx.explain();
+  EXPECT_EQ(r.accounting->driver_cpu_ns, 5 * kS - 100 * kMs);
+}
+
+TEST(CorrelateAccounting, RecordFileHasNoAccounting) {
+  Fixture fx(/*with_queries=*/false);
+  fx.host({.user_ms = 1000, .idle_ms = 400, .steal_ms = 600});
+  auto r = fx.explain();
+  EXPECT_FALSE(r.accounting.has_value());
+  EXPECT_EQ(r.run.queries, 0);
+  EXPECT_FALSE(r.run.latency_mean_ms.has_value());
+  for (const auto& w : r.windows) EXPECT_FALSE(w.accounting.has_value());
+  EXPECT_TRUE(std::any_of(r.notes.begin(), r.notes.end(), [](const std::string& n) {
+    return n.find("no queries") != std::string::npos;
+  }));
+  // Host-only rule: steal's score is the steal share of the CPU time wanted.
+  const auto* steal = finding(r, "steal");
+  ASSERT_NE(steal, nullptr);
+  EXPECT_NEAR(steal->score, 0.375, 1e-4);
+  EXPECT_EQ(finding(r, "network_roundtrip"), nullptr);
+  EXPECT_TRUE(to_json(r)["accounting"].is_null());
+}
+
+// --- Windows -----------------------------------------------------------------
+
+TEST(CorrelateWindow, TimeWindowsCountQueriesAndHostState) {
+  Fixture fx;
+  fx.host({.user_ms = 300,
+           .system_ms = 100,
+           .idle_ms = 1400,
+           .iowait_ms = 200,
+           .procs_running = 3,
+           .d_state = 1});
+  fx.batch().queries[3].sqlstate = "40001";  // client 0, second 3
+  auto r = fx.explain();
+  ASSERT_EQ(r.windows.size(), 10u);
+  for (std::size_t i = 0; i < r.windows.size(); ++i) {
+    const auto& w = r.windows[i];
+    EXPECT_EQ(w.start_ns, kT0 + std::int64_t(i) * kS);
+    EXPECT_DOUBLE_EQ(w.start_offset_s, double(i));
+    EXPECT_EQ(w.queries, 2);
+    EXPECT_DOUBLE_EQ(*w.tps, 2.0);
+    EXPECT_DOUBLE_EQ(*w.latency_mean_ms, 1000.0);
+    EXPECT_DOUBLE_EQ(*w.latency_p99_ms, 1000.0);
+    EXPECT_EQ(w.errors, i == 3 ? 1 : 0);
+  }
+  // The tick at t0 + (i + 1) s covers window i; the tick at t0 lies before.
+  for (const auto& w : r.windows) EXPECT_DOUBLE_EQ(*w.cpu_busy_pct, 20.0);
+  EXPECT_DOUBLE_EQ(*r.windows[1].cpu_busy_pct, 20.0);
+  EXPECT_DOUBLE_EQ(*r.windows[1].cpu_idle_pct, 70.0);
+  EXPECT_DOUBLE_EQ(*r.windows[1].cpu_iowait_pct, 10.0);
+  EXPECT_DOUBLE_EQ(*r.windows[1].cpu_steal_pct, 0.0);
+  EXPECT_EQ(r.windows[1].procs_running_max, 3);
+  EXPECT_EQ(r.windows[1].processes_d_state_max, 1);
+  EXPECT_EQ(r.run.queries, 20);
+  EXPECT_EQ(r.run.errors, 1);
+  EXPECT_DOUBLE_EQ(*r.run.tps, 2.0);
+}
+
+TEST(CorrelateWindow, EveryNQueriesGivesMinMaxMeanStddev) {
+  Fixture fx(true, 1);
+  fx.batch().queries.clear();
+  // Latencies 1 2 3 4 | 10 20 30 40 | 50 ms, sent back to back by one client.
+  const std::int64_t lat_ms[] = {1, 2, 3, 4, 10, 20, 30, 40, 50};
+  std::int64_t t = kT0;
+  for (int k = 0; k < 9; ++k) {
+    fx.batch().queries.push_back(
+        {.client_id = 0, .seq = k, .start_ns = t, .latency_ns = lat_ms[k] * kMs});
+    t += lat_ms[k] * kMs;
+  }
+  auto r = fx.explain({.every_queries = 4});
+  EXPECT_TRUE(r.query_windows);
+  ASSERT_EQ(r.windows.size(), 3u);
+  const auto& w0 = r.windows[0];
+  EXPECT_EQ(w0.queries, 4);
+  EXPECT_DOUBLE_EQ(*w0.latency_min_ms, 1.0);
+  EXPECT_DOUBLE_EQ(*w0.latency_max_ms, 4.0);
+  EXPECT_DOUBLE_EQ(*w0.latency_mean_ms, 2.5);
+  EXPECT_NEAR(*w0.latency_stddev_ms, std::sqrt(1.25), 1e-9);  // population
+  EXPECT_NEAR(w0.duration_s, 0.010, 1e-12);
+  EXPECT_NEAR(*w0.tps, 400.0, 1e-9);
+  const auto& w1 = r.windows[1];
+  EXPECT_DOUBLE_EQ(*w1.latency_min_ms, 10.0);
+  EXPECT_DOUBLE_EQ(*w1.latency_max_ms, 40.0);
+  EXPECT_DOUBLE_EQ(*w1.latency_mean_ms, 25.0);
+  EXPECT_NEAR(*w1.latency_stddev_ms, std::sqrt(125.0), 1e-9);
+  EXPECT_EQ(w1.start_ns, kT0 + 10 * kMs);
+  EXPECT_EQ(w0.end_ns, w1.start_ns);  // host figures partition time
+  EXPECT_EQ(r.windows[2].queries, 1);
+  EXPECT_DOUBLE_EQ(*r.windows[2].latency_stddev_ms, 0.0);
+  // Whole run: nearest-rank percentiles over the 9 latencies.
+  EXPECT_DOUBLE_EQ(*r.run.latency_p50_ms, 10.0);
+  EXPECT_DOUBLE_EQ(*r.run.latency_p99_ms, 50.0);
+  EXPECT_DOUBLE_EQ(*r.run.latency_max_ms, 50.0);
+  EXPECT_NEAR(*r.run.latency_mean_ms, 160.0 / 9, 1e-9);
+}
+
+TEST(CorrelateWindow, RejectsNonPositiveOptions) {
+  Fixture fx;
+  EXPECT_THROW(fx.explain({.window_ns = 0}), Error);
+  EXPECT_THROW(fx.explain({.every_queries = 0}), Error);
+}
+
+TEST(CorrelateExplain, RefusesAFileWithoutARun) {
+  auto store = schema::Store::create(":memory:");
+  try {
+    explain(store, {});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::usage);
+  }
+}
+
+// --- Finding rules -------------------------------------------------------------
+
+TEST(CorrelateFinding, LockWaitRanksFirstWhenBackendsWaitOnLocks) {
+  Fixture fx;
+  fx.host({});
+  fx.rows(kDriverId, 50);
+  fx.rows(kBackendId[0], 20);
+  fx.rows(kBackendId[1], 20);
+  fx.ash(kBackendPid[0], "Lock", "transactionid", 70);
+  fx.ash(kBackendPid[1], "Lock", "transactionid", 60, 10);
+  fx.ash(kBackendPid[1], "Timeout", "PgSleep", 10);
+  auto r = fx.explain();
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(r.findings[0].kind, "lock_wait");
+  EXPECT_DOUBLE_EQ(r.findings[0].score, 0.65);  // 130 samples × 0.1 s ÷ 20 s
+  EXPECT_EQ(evidence<std::int64_t>(r.findings[0], "ash_samples"), 130);
+  EXPECT_EQ(evidence<std::string>(r.findings[0], "top_wait_event"), "Lock:transactionid");
+  EXPECT_EQ(finding(r, "io_wait"), nullptr);
+  EXPECT_EQ(finding(r, "steal"), nullptr);
+  EXPECT_EQ(finding(r, "lwlock_wait"), nullptr);
+}
+
+TEST(CorrelateFinding, LwlockWaitFiresOnLWLockSamples) {
+  Fixture fx;
+  fx.host({});
+  fx.ash(kBackendPid[0], "LWLock", "WALWrite", 40);
+  auto r = fx.explain();
+  const auto* f = finding(r, "lwlock_wait");
+  ASSERT_NE(f, nullptr);
+  EXPECT_DOUBLE_EQ(f->score, 0.2);
+  EXPECT_EQ(finding(r, "lock_wait"), nullptr);
+}
+
+TEST(CorrelateFinding, IoWaitRanksFirstOnDStateAndIoWaits) {
+  Fixture fx;
+  fx.host({.user_ms = 100, .idle_ms = 1000, .iowait_ms = 900, .d_state = 2});
+  fx.rows(kDriverId, 50);
+  fx.rows(kBackendId[0], 20, 0, 8);  // D in 8 of 10 samples: 8 s
+  fx.rows(kBackendId[1], 20, 0, 8);
+  fx.ash(kBackendPid[0], "IO", "DataFileRead", 50);
+  auto r = fx.explain();
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(r.findings[0].kind, "io_wait");
+  // max(ASH 5 s, D state 16 s) ÷ 20 s.
+  EXPECT_DOUBLE_EQ(r.findings[0].score, 0.8);
+  EXPECT_EQ(evidence<std::int64_t>(r.findings[0], "backend_d_state_samples"), 16);
+  EXPECT_EQ(evidence<std::string>(r.findings[0], "top_wchan"), "folio_wait_bit_common");
+  EXPECT_EQ(finding(r, "lock_wait"), nullptr);
+}
+
+TEST(CorrelateFinding, StealFiresOnThirtyPercentSteal) {
+  Fixture fx;
+  // 30 % of all CPU time stolen; the guest wanted 1.2 + 0.6 s of each 2 s.
+  fx.host({.user_ms = 1000, .system_ms = 200, .idle_ms = 200, .steal_ms = 600, .procs_running = 2});
+  fx.rows(kDriverId, 100);
+  fx.rows(kBackendId[0], 500);
+  fx.rows(kBackendId[1], 500);
+  auto r = fx.explain();
+  const auto* f = finding(r, "steal");
+  ASSERT_NE(f, nullptr);
+  EXPECT_DOUBLE_EQ(evidence<double>(*f, "steal_pct"), 30.0);
+  const double steal_share = 0.6 / 1.8;
+  const double cpu_parts = (0.9 + 10.0) / 20.0;
+  EXPECT_NEAR(f->score, steal_share * cpu_parts, 1e-4);
+  EXPECT_EQ(f->start_ns, kT0);
+  EXPECT_EQ(f->end_ns, kT0 + 10 * kS);
+  EXPECT_EQ(finding(r, "lock_wait"), nullptr);
+  EXPECT_EQ(finding(r, "io_wait"), nullptr);
+}
+
+TEST(CorrelateFinding, IdleHostLeavesOnlyTheRoundTrip) {
+  Fixture fx;
+  fx.host({.user_ms = 200, .idle_ms = 1800});
+  fx.rows(kDriverId, 100);
+  fx.rows(kBackendId[0], 200);
+  fx.rows(kBackendId[1], 200);
+  fx.ash(kBackendPid[0], std::nullopt, std::nullopt, 20);
+  auto r = fx.explain();
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(r.findings[0].kind, "network_roundtrip");
+  EXPECT_DOUBLE_EQ(r.findings[0].score, (20.0 - 0.9 - 4.0) / 20.0);
+  EXPECT_DOUBLE_EQ(evidence<double>(r.findings[0], "remainder_per_query_ms"), 15.1 / 20 * 1000);
+  EXPECT_DOUBLE_EQ(evidence<double>(r.findings[0], "backend_cpu_per_query_ms"), 200.0);
+  for (const char* kind :
+       {"lock_wait", "io_wait", "steal", "lwlock_wait", "runqueue", "single_thread"}) {
+    EXPECT_EQ(finding(r, kind), nullptr) << kind;
+  }
+  // Findings are ordered by score.
+  for (std::size_t i = 1; i < r.findings.size(); ++i)
+    EXPECT_GE(r.findings[i - 1].score, r.findings[i].score);
+}
+
+TEST(CorrelateFinding, NoRoundTripWithoutAsh) {
+  Fixture fx;
+  fx.batch().ash_ticks.clear();
+  fx.host({.user_ms = 200, .idle_ms = 1800});
+  fx.rows(kBackendId[0], 200);
+  auto r = fx.explain();
+  EXPECT_EQ(finding(r, "network_roundtrip"), nullptr);
+}
+
+TEST(CorrelateFinding, ServerCpuRanksFirstWhenBackendsSaturateTheHost) {
+  Fixture fx;
+  fx.host({.user_ms = 1700, .system_ms = 200, .idle_ms = 100, .procs_running = 9});
+  fx.rows(kDriverId, 300, 100);
+  fx.rows(kBackendId[0], 800, 300);
+  fx.rows(kBackendId[1], 800, 300);
+  fx.process(10, 500, "walwriter", kT0 - 10 * kS);
+  fx.rows(10, 50);
+  fx.ash(kBackendPid[0], std::nullopt, std::nullopt, 90);
+  auto r = fx.explain();
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(r.findings[0].kind, "server_cpu");
+  // Backend CPU 16 s plus its part of 7 s run delay, 7 × 16 / (16 + 2.9 + 0.5 +
+  // 0.1) s, exceeds the 20 s of client time (the parts overlap): clamped to 1.
+  EXPECT_DOUBLE_EQ(r.findings[0].score, 1.0);
+  EXPECT_DOUBLE_EQ(evidence<double>(r.findings[0], "server_cpu_share"), 0.8);
+  for (const char* kind : {"lock_wait", "io_wait", "steal", "network_roundtrip", "single_thread"}) {
+    EXPECT_EQ(finding(r, kind), nullptr) << kind;
+  }
+  EXPECT_GT(r.accounting->excess_ns, 0);
+  EXPECT_EQ(r.accounting->remainder_ns, 0);
+}
+
+TEST(CorrelateFinding, ClientCpuRanksFirstWhenTheDriverIsBusy) {
+  Fixture fx;
+  fx.host({.user_ms = 1100, .idle_ms = 900});
+  fx.rows(kDriverId, 1000);  // 0.99 cores net of the sampler, on 1 thread
+  fx.rows(kBackendId[0], 50);
+  fx.rows(kBackendId[1], 50);
+  fx.ash(kBackendPid[0], std::nullopt, std::nullopt, 5);
+  auto r = fx.explain();
+  ASSERT_FALSE(r.findings.empty());
+  // Driver 9.9 s of 20 s; the remainder 20 − 9.9 − 1 = 9.1 s comes second.
+  EXPECT_EQ(r.findings[0].kind, "client_cpu");
+  EXPECT_DOUBLE_EQ(r.findings[0].score, 0.495);
+  EXPECT_DOUBLE_EQ(evidence<double>(r.findings[0], "driver_cpu_cores"), 0.99);
+  EXPECT_NE(r.findings[0].suggestion.find("add threads"), std::string::npos);
+  ASSERT_GE(r.findings.size(), 2u);
+  EXPECT_EQ(r.findings[1].kind, "network_roundtrip");
+  EXPECT_DOUBLE_EQ(r.findings[1].score, 0.455);
+}
+
+TEST(CorrelateFinding, RunqueueNamesTheProcessesHoldingTheCpus) {
+  Fixture fx;
+  fx.host({.user_ms = 1950, .idle_ms = 50, .procs_running = 5});
+  fx.rows(kDriverId, 100);
+  fx.rows(kBackendId[0], 100, 500);
+  fx.rows(kBackendId[1], 100, 500);
+  fx.process(20, 777, "stress", kT0 - 100 * kS);
+  fx.rows(20, 1900);  // two cores' worth: not a single thread
+  auto r = fx.explain();
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(r.findings[0].kind, "runqueue");
+  // 10 s run delay × others' share of CPU (19 + 0.1 sampler) / (2 + 0.9 + 19.1).
+  EXPECT_NEAR(r.findings[0].score, 10.0 * 19.1 / 22.0 / 20.0, 1e-4);
+  EXPECT_EQ(evidence<std::string>(r.findings[0], "top_other_1"), "stress (pid 777)");
+  EXPECT_EQ(finding(r, "single_thread"), nullptr);
+  EXPECT_EQ(finding(r, "network_roundtrip"), nullptr);
+}
+
+TEST(CorrelateFinding, SingleThreadNamesASaturatedPoolerOnAnIdleHost) {
+  Fixture fx;
+  fx.host({.user_ms = 1200, .idle_ms = 800});
+  fx.rows(kDriverId, 150);
+  fx.rows(kBackendId[0], 100);
+  fx.rows(kBackendId[1], 100);
+  fx.process(30, 300, "pgbouncer", kT0 - 100 * kS);
+  fx.rows(30, 970);
+  fx.ash(kBackendPid[0], std::nullopt, std::nullopt, 5);
+  auto r = fx.explain();
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(r.findings[0].kind, "single_thread");
+  EXPECT_EQ(evidence<std::string>(r.findings[0], "comm"), "pgbouncer");
+  EXPECT_EQ(evidence<std::int64_t>(r.findings[0], "pid"), 300);
+  // 0.97 cores × all 10 windows × the other cores' idle share 8 / (20 − 9.7).
+  EXPECT_NEAR(r.findings[0].score, 0.97 * 8 / 10.3, 1e-4);
+  EXPECT_DOUBLE_EQ(evidence<double>(r.findings[0], "hot_cores"), 0.97);
+  EXPECT_DOUBLE_EQ(evidence<double>(r.findings[0], "hot_time_share"), 1.0);
+  // The round trip keeps only what the pooler did not claim.
+  const auto* rt = finding(r, "network_roundtrip");
+  const double remainder = (20 - 1.4 - 2.0) / 20;
+  if (remainder - r.findings[0].score >= detail::kMinScore) {
+    ASSERT_NE(rt, nullptr);
+    EXPECT_NEAR(rt->score, remainder - r.findings[0].score, 1e-3);
+  } else {
+    EXPECT_EQ(rt, nullptr);
+  }
+}
+
+TEST(CorrelateFinding, SingleThreadStaysSilentOnABusyHost) {
+  Fixture fx;
+  fx.host({.user_ms = 1900, .idle_ms = 100});
+  fx.rows(kBackendId[0], 100);
+  fx.process(30, 300, "pgbouncer", kT0 - 100 * kS);
+  fx.rows(30, 970);
+  fx.process(31, 301, "other", kT0 - 100 * kS);
+  fx.rows(31, 800);
+  auto r = fx.explain();
+  EXPECT_EQ(finding(r, "single_thread"), nullptr);
+}
+
+// --- Renderers -------------------------------------------------------------------
+
+TEST(CorrelateRender, JsonHasTheContractShape) {
+  Fixture fx;
+  fx.host({});
+  fx.rows(kDriverId, 100);
+  fx.rows(kBackendId[0], 300);
+  fx.rows(kBackendId[1], 300);
+  fx.ash(kBackendPid[0], "Lock", "tuple", 40);
+  auto r = fx.explain();
+  auto j = to_json(r);
+  std::vector<std::string> keys;
+  for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
+  std::sort(keys.begin(), keys.end());
+  EXPECT_EQ(keys, (std::vector<std::string>{"accounting", "findings", "notes", "run", "windows"}));
+  EXPECT_EQ(j["run"]["queries"], 20);
+  EXPECT_EQ(j["accounting"]["client_ns"], 20 * kS);
+  EXPECT_EQ(j["windows"].size(), 10u);
+  ASSERT_GE(j["findings"].size(), 2u);
+  double prev = 2;
+  for (const auto& f : j["findings"]) {
+    std::vector<std::string> fk;
+    for (auto it = f.begin(); it != f.end(); ++it) fk.push_back(it.key());
+    std::sort(fk.begin(), fk.end());
+    EXPECT_EQ(fk, (std::vector<std::string>{"end_ns", "evidence", "kind", "score", "start_ns",
+                                            "suggestion", "summary"}));
+    EXPECT_TRUE(f["evidence"].is_object());
+    EXPECT_LE(f["score"].get<double>(), prev);
+    prev = f["score"].get<double>();
+  }
+  EXPECT_EQ(j["findings"][0]["kind"], "network_roundtrip");
+  EXPECT_EQ(j["findings"][1]["kind"], "server_cpu");
+  EXPECT_TRUE(j["notes"].is_array());
+  EXPECT_FALSE(j["notes"].empty());
+  EXPECT_NO_THROW((void)j.dump());
+}
+
+TEST(CorrelateRender, TextEscapesControlCharactersInUntrustedNames) {
+  Fixture fx;
+  fx.host({.user_ms = 1200, .idle_ms = 800});
+  fx.rows(kBackendId[0], 100);
+  fx.process(30, 300, "pgb\x1b[31mouncer\xff", kT0 - 100 * kS);
+  fx.rows(30, 970);
+  auto r = fx.explain();
+  ASSERT_NE(finding(r, "single_thread"), nullptr);
+  std::ostringstream out;
+  render_text(r, out);
+  const auto text = out.str();
+  EXPECT_EQ(text.find('\x1b'), std::string::npos);
+  EXPECT_NE(text.find("pgb\\x1b[31mouncer"), std::string::npos) << text;
+  // JSON stays dumpable: invalid UTF-8 is replaced, ESC is escaped by the dumper.
+  auto dumped = to_json(r).dump();
+  EXPECT_EQ(dumped.find('\x1b'), std::string::npos);
+  EXPECT_NE(dumped.find("\\u001b[31m"), std::string::npos);
+}
+
+TEST(CorrelateRender, TextHasHeaderWindowsAccountingAndRankedFindings) {
+  Fixture fx;
+  fx.host({});
+  fx.rows(kBackendId[0], 100);
+  fx.ash(kBackendPid[0], "Lock", "transactionid", 90);
+  fx.ash(kBackendPid[1], "Lock", "transactionid", 90);
+  auto r = fx.explain();
+  std::ostringstream out;
+  render_text(r, out);
+  const auto text = out.str();
+  EXPECT_NE(text.find("host db1"), std::string::npos);
+  EXPECT_NE(text.find("queries   20 (0 errors)"), std::string::npos) << text;
+  EXPECT_NE(text.find("time accounting: 2 clients x 10.000 s = 20.000 s"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("server wait Lock"), std::string::npos);
+  EXPECT_NE(text.find("  1. lock_wait"), std::string::npos) << text;
+  EXPECT_NE(text.find("probability"), std::string::npos);  // the ASH sampling note
+}
+
+TEST(CorrelateRender, EscapeTextReplacesC0AndC1Controls) {
+  EXPECT_EQ(detail::escape_text("a\tb\x7f"), "a\\x09b\\x7f");
+  EXPECT_EQ(detail::escape_text("x\xc2\x9b"
+                                "1m"),
+            "x\\xc2\\x9b1m");
+  EXPECT_EQ(detail::escape_text("caf\xc3\xa9"), "caf\xc3\xa9");
+  EXPECT_EQ(detail::valid_utf8("ok\xff"), "ok\xef\xbf\xbd");
+}
+
+}  // namespace
+}  // namespace stallscope::correlate

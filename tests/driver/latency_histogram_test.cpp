@@ -1,0 +1,103 @@
+#include "driver/latency_histogram.h"
+
+#include <cstdint>
+#include <limits>
+#include <random>
+
+#include <gtest/gtest.h>
+
+namespace stallscope::driver::detail {
+namespace {
+
+TEST(LatencyHistogram, SmallValuesHaveExactBuckets) {
+  for (std::int64_t v = 0; v < 128; ++v) {
+    EXPECT_EQ(latency_bucket(v), v);
+    EXPECT_EQ(latency_bucket_mid_ns(latency_bucket(v)), v);
+  }
+  EXPECT_EQ(latency_bucket(-5), 0);
+}
+
+TEST(LatencyHistogram, BucketsAreContiguousAndMidpointsWithinOnePercent) {
+  // Every bucket starts where the previous one ended.
+  for (int b = 1; b < kLatencyBucketCount; ++b) {
+    std::int64_t lower = latency_bucket_lower_ns(b);
+    ASSERT_GT(lower, latency_bucket_lower_ns(b - 1)) << b;
+    ASSERT_EQ(latency_bucket(lower), b) << b;
+    ASSERT_EQ(latency_bucket(lower - 1), b - 1) << b;
+  }
+  EXPECT_EQ(latency_bucket(std::numeric_limits<std::int64_t>::max()), kLatencyBucketCount - 1);
+  std::mt19937_64 rng(42);
+  std::uniform_int_distribution<int> exponent(7, 61);
+  for (int i = 0; i < 100'000; ++i) {
+    std::int64_t v = (std::int64_t{1} << exponent(rng)) + static_cast<std::int64_t>(rng() >> 40);
+    int b = latency_bucket(v);
+    ASSERT_LE(latency_bucket_lower_ns(b), v);
+    double mid = static_cast<double>(latency_bucket_mid_ns(b));
+    ASSERT_NEAR(mid / static_cast<double>(v), 1.0, 1.0 / 128) << v;
+  }
+}
+
+TEST(LatencyHistogram, P99OfOneToThousandMicroseconds) {
+  LatencyHistogram h;
+  for (int i = 1000; i >= 1; --i) h.record_ns(std::int64_t{i} * 1000);
+  EXPECT_EQ(h.count(), 1000);
+  // ceil(0.99 * 1000) = 990th smallest = 990 µs.
+  EXPECT_NEAR(static_cast<double>(h.percentile_ns(0.99)), 990'000.0, 990'000.0 * 0.01);
+  EXPECT_NEAR(static_cast<double>(h.percentile_ns(0.5)), 500'000.0, 500'000.0 * 0.01);
+  EXPECT_NEAR(static_cast<double>(h.percentile_ns(1.0)), 1'000'000.0, 1'000'000.0 * 0.01);
+  EXPECT_DOUBLE_EQ(h.mean_ns(), 500'500.0);  // exact, from the sum
+}
+
+TEST(LatencyHistogram, P99SeesTheSlowTailOnlyWhenItIsMoreThanOnePercent) {
+  LatencyHistogram one_slow;
+  for (int i = 0; i < 99; ++i) one_slow.record_ns(1'000'000);
+  one_slow.record_ns(100'000'000);
+  EXPECT_NEAR(static_cast<double>(one_slow.percentile_ns(0.99)), 1e6, 1e6 * 0.01);
+
+  LatencyHistogram two_slow;
+  for (int i = 0; i < 98; ++i) two_slow.record_ns(1'000'000);
+  two_slow.record_ns(100'000'000);
+  two_slow.record_ns(100'000'000);
+  EXPECT_NEAR(static_cast<double>(two_slow.percentile_ns(0.99)), 1e8, 1e8 * 0.01);
+}
+
+TEST(LatencyHistogram, EmptyReportsZero) {
+  LatencyHistogram h;
+  EXPECT_EQ(h.percentile_ns(0.99), 0);
+  EXPECT_EQ(h.mean_ns(), 0.0);
+}
+
+TEST(LatencyHistogram, MinusGivesTheInterval) {
+  LatencyHistogram earlier;
+  for (int i = 0; i < 50; ++i) earlier.record_ns(5'000'000);  // 5 ms
+  LatencyHistogram later = earlier;
+  for (int i = 0; i < 10; ++i) later.record_ns(20'000);  // 20 µs
+  LatencyHistogram delta = later.minus(earlier);
+  EXPECT_EQ(delta.count(), 10);
+  EXPECT_EQ(delta.sum_ns(), 200'000);
+  EXPECT_NEAR(static_cast<double>(delta.percentile_ns(0.99)), 20'000.0, 20'000.0 * 0.01);
+}
+
+TEST(SharedLatencyHistogram, SnapshotMatchesAPlainHistogram) {
+  SharedLatencyHistogram shared;
+  LatencyHistogram plain;
+  std::mt19937_64 rng(7);
+  std::lognormal_distribution<double> latency(13.0, 1.0);  // median ≈ 0.44 ms
+  for (int i = 0; i < 10'000; ++i) {
+    auto v = static_cast<std::int64_t>(latency(rng));
+    shared.record_ns(v);
+    plain.record_ns(v);
+  }
+  LatencyHistogram snap;
+  shared.add_to(snap);
+  EXPECT_EQ(snap.count(), plain.count());
+  EXPECT_EQ(snap.sum_ns(), plain.sum_ns());
+  EXPECT_EQ(snap.percentile_ns(0.99), plain.percentile_ns(0.99));
+  // Merging two threads' snapshots adds them.
+  shared.add_to(snap);
+  EXPECT_EQ(snap.count(), 2 * plain.count());
+  EXPECT_EQ(snap.percentile_ns(0.99), plain.percentile_ns(0.99));
+}
+
+}  // namespace
+}  // namespace stallscope::driver::detail

@@ -1,0 +1,428 @@
+// The query driver against a real PostgreSQL 15 (the scratch_pg fixture).
+#include "driver/driver.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/stop.h"
+#include "support/test_support.h"
+
+namespace stallscope::driver {
+namespace {
+
+// A sink that keeps everything it is given.
+class Collected {
+ public:
+  Sink sink() {
+    return [this](schema::Batch b) {
+      std::lock_guard lock(mu_);
+      ++batches_;
+      for (auto& c : b.clients) clients_.push_back(std::move(c));
+      for (auto& q : b.queries) queries_.push_back(std::move(q));
+    };
+  }
+  std::vector<schema::QueryRow> queries() const {
+    std::lock_guard lock(mu_);
+    return queries_;
+  }
+  std::vector<schema::ClientRow> clients() const {
+    std::lock_guard lock(mu_);
+    return clients_;
+  }
+  std::map<int, std::vector<schema::QueryRow>> by_client() const {
+    std::map<int, std::vector<schema::QueryRow>> out;
+    for (auto& q : queries()) out[q.client_id].push_back(q);
+    for (auto& [id, rows] : out) {
+      std::sort(rows.begin(), rows.end(), [](auto& a, auto& b) { return a.seq < b.seq; });
+    }
+    return out;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  int batches_ = 0;
+  std::vector<schema::ClientRow> clients_;
+  std::vector<schema::QueryRow> queries_;
+};
+
+DriverOptions options(int clients, int threads, std::string sql,
+                      Protocol protocol = Protocol::simple) {
+  DriverOptions o;
+  o.conninfo = test::scratch_conninfo();
+  o.clients = clients;
+  o.threads = threads;
+  o.sql = std::move(sql);
+  o.protocol = protocol;
+  return o;
+}
+
+std::string application_name_of(int pid) {
+  return test::psql(
+      test::scratch_conninfo(),
+      fmt::format("SELECT application_name FROM pg_stat_activity WHERE pid = {}", pid));
+}
+
+TEST(Driver, TwoClientsOnTwoThreadsRecordEveryQuery) {
+  auto o = options(2, 2, "SELECT 1");
+  o.queries_per_client = 50;
+  Collected got;
+  Driver d(o, got.sink());
+  d.connect();
+  EXPECT_EQ(d.server_version().substr(0, 3), "15.");
+
+  auto clients = got.clients();
+  ASSERT_EQ(clients.size(), 2u);
+  std::set<int> pids, threads;
+  for (const auto& c : clients) {
+    ASSERT_TRUE(c.backend_pid.has_value());
+    pids.insert(*c.backend_pid);
+    threads.insert(c.thread);
+    EXPECT_EQ(c.application_name, fmt::format("stallscope/{}", c.client_id));
+    // The pid is a live backend of this server that carries our name.
+    EXPECT_EQ(application_name_of(*c.backend_pid), fmt::format("stallscope/{}", c.client_id));
+    ASSERT_TRUE(c.connect_ns && c.connect_latency_ns);
+    EXPECT_GT(*c.connect_latency_ns, 0);
+    EXPECT_NEAR(static_cast<double>(*c.connect_ns), static_cast<double>(wall_now_ns()), 60e9);
+  }
+  EXPECT_EQ(pids.size(), 2u);
+  EXPECT_EQ(threads, (std::set<int>{0, 1}));
+
+  std::int64_t before_ns = wall_now_ns();
+  d.run();
+  std::int64_t after_ns = wall_now_ns();
+
+  auto queries = got.queries();
+  ASSERT_EQ(queries.size(), 100u);
+  auto per_client = got.by_client();
+  ASSERT_EQ(per_client.size(), 2u);
+  for (const auto& [id, rows] : per_client) {
+    ASSERT_EQ(rows.size(), 50u) << id;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const auto& q = rows[i];
+      EXPECT_EQ(q.seq, static_cast<std::int64_t>(i));
+      EXPECT_FALSE(q.sqlstate.has_value()) << q.error.value_or("");
+      EXPECT_FALSE(q.error.has_value());
+      EXPECT_EQ(q.rows, 1);
+      EXPECT_GT(q.latency_ns, 0);
+      EXPECT_GE(q.start_ns, before_ns);
+      EXPECT_LE(q.start_ns + q.latency_ns, after_ns + 1'000'000);
+      if (i > 0) {
+        EXPECT_GE(q.start_ns, rows[i - 1].start_ns + rows[i - 1].latency_ns - 1'000'000);
+      }
+    }
+  }
+
+  auto s = d.summary();
+  EXPECT_EQ(s.queries, 100);
+  EXPECT_EQ(s.errors, 0);
+  EXPECT_GT(s.elapsed_ns, 0);
+  EXPECT_NEAR(s.tps, 100 * 1e9 / static_cast<double>(s.elapsed_ns), 1e-6);
+  // Mean and p99 agree with the rows (p99 from the histogram: ±3 %).
+  std::vector<std::int64_t> latencies;
+  double sum_ns = 0;
+  for (const auto& q : queries) {
+    latencies.push_back(q.latency_ns);
+    sum_ns += static_cast<double>(q.latency_ns);
+  }
+  std::sort(latencies.begin(), latencies.end());
+  double p99_ms = static_cast<double>(latencies[98]) / 1e6;  // ceil(0.99 · 100)-th
+  EXPECT_NEAR(s.p99_latency_ms, p99_ms, p99_ms * 0.03);
+  EXPECT_NEAR(s.mean_latency_ms, sum_ns / 100 / 1e6, 1e-9);
+
+  auto first = d.take_interval_stats();
+  EXPECT_EQ(first.queries, 100);
+  EXPECT_EQ(first.errors, 0);
+  EXPECT_GT(first.interval_ns, 0);
+  auto second = d.take_interval_stats();
+  EXPECT_EQ(second.queries, 0);
+
+  // run() closed the connections: the backends go away.
+  bool gone = false;
+  for (int i = 0; i < 100 && !gone; ++i) {
+    gone = test::psql(o.conninfo, fmt::format("SELECT count(*) FROM pg_stat_activity WHERE pid IN "
+                                              "({}, {})",
+                                              *clients[0].backend_pid, *clients[1].backend_pid)) ==
+           "0";
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(gone);
+}
+
+class DriverProtocol : public ::testing::TestWithParam<Protocol> {};
+
+TEST_P(DriverProtocol, CountsRowsReturnedAndAffected) {
+  std::string table = fmt::format("drv_seven_{}", protocol_name(GetParam()));
+  std::string conninfo = test::scratch_conninfo();
+  test::psql(conninfo, fmt::format("DROP TABLE IF EXISTS {0}; CREATE TABLE {0} (id int, v int); "
+                                   "INSERT INTO {0} SELECT g, g * 10 FROM generate_series(1, 7) g",
+                                   table));
+  for (auto [sql, expected] : {std::pair<std::string, std::int64_t>{"SELECT * FROM " + table, 7},
+                               {"UPDATE " + table + " SET v = v + 1 WHERE id <= 3", 3}}) {
+    auto o = options(2, 1, sql, GetParam());
+    o.queries_per_client = 3;
+    Collected got;
+    Driver d(o, got.sink());
+    d.connect();
+    d.run();
+    auto queries = got.queries();
+    ASSERT_EQ(queries.size(), 6u) << sql;
+    for (const auto& q : queries) {
+      EXPECT_FALSE(q.sqlstate.has_value()) << sql << ": " << q.error.value_or("");
+      EXPECT_EQ(q.rows, expected) << sql;
+    }
+  }
+  // 6 updates of ids 1..3 really ran.
+  EXPECT_EQ(test::psql(conninfo, fmt::format("SELECT sum(v) FROM {}", table)),
+            std::to_string(10 * 28 + 3 * 6));
+}
+
+INSTANTIATE_TEST_SUITE_P(AllProtocols, DriverProtocol,
+                         ::testing::Values(Protocol::simple, Protocol::extended,
+                                           Protocol::prepared),
+                         [](const auto& info) { return std::string(protocol_name(info.param)); });
+
+TEST(Driver, OneThreadServesFourClientsConcurrently) {
+  // Each query sleeps 50 ms: one thread serving the clients one after the
+  // other could finish at most ~20 in a second; served concurrently, ~80.
+  auto o = options(4, 1, "SELECT pg_sleep(0.05)");
+  o.duration_s = 1.0;
+  Collected got;
+  Driver d(o, got.sink());
+  d.connect();
+  for (const auto& c : got.clients()) EXPECT_EQ(c.thread, 0);
+  auto t0 = std::chrono::steady_clock::now();
+  d.run();
+  auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(took, std::chrono::milliseconds(950));
+  EXPECT_LT(took, std::chrono::milliseconds(1500));
+
+  auto per_client = got.by_client();
+  ASSERT_EQ(per_client.size(), 4u);
+  std::size_t total = 0;
+  for (const auto& [id, rows] : per_client) {
+    EXPECT_GT(rows.size(), 5u) << "client " << id;
+    total += rows.size();
+    for (const auto& q : rows) {
+      EXPECT_FALSE(q.sqlstate.has_value());
+      EXPECT_GE(q.latency_ns, 50'000'000);
+    }
+  }
+  EXPECT_GT(total, 40u);
+}
+
+TEST(Driver, FailingQueryIsRecordedAndTheRunGoesOn) {
+  auto o = options(1, 1, "SELECT 1/0");
+  o.queries_per_client = 5;
+  Collected got;
+  Driver d(o, got.sink());
+  d.connect();
+  d.run();
+  auto queries = got.by_client()[0];
+  ASSERT_EQ(queries.size(), 5u);
+  for (std::size_t i = 0; i < queries.size(); ++i) {
+    EXPECT_EQ(queries[i].seq, static_cast<std::int64_t>(i));
+    EXPECT_EQ(queries[i].sqlstate, "22012");
+    ASSERT_TRUE(queries[i].error.has_value());
+    EXPECT_NE(queries[i].error->find("division by zero"), std::string::npos) << *queries[i].error;
+    EXPECT_EQ(queries[i].error->find('\n'), std::string::npos);
+    EXPECT_FALSE(queries[i].rows.has_value());
+  }
+  EXPECT_EQ(d.summary().errors, 5);
+}
+
+TEST(Driver, FailureInsideAnExplicitTransactionDoesNotPoisonTheNext) {
+  // The error aborts the rest of the string, COMMIT included; without a
+  // ROLLBACK every later transaction would fail with 25P02.
+  auto o = options(1, 1, "BEGIN; SELECT 1/0; COMMIT;");
+  o.queries_per_client = 3;
+  Collected got;
+  Driver d(o, got.sink());
+  d.connect();
+  d.run();
+  auto queries = got.queries();
+  ASSERT_EQ(queries.size(), 3u);
+  for (const auto& q : queries) EXPECT_EQ(q.sqlstate, "22012") << q.error.value_or("");
+}
+
+TEST(Driver, MultiStatementTransactionRunsWhole) {
+  std::string conninfo = test::scratch_conninfo();
+  test::psql(conninfo,
+             "DROP TABLE IF EXISTS drv_hot; CREATE TABLE drv_hot (id int PRIMARY KEY, n int); "
+             "INSERT INTO drv_hot VALUES (1, 0)");
+  auto o = options(3, 2, "BEGIN; UPDATE drv_hot SET n = n + 1 WHERE id = 1; COMMIT;");
+  o.queries_per_client = 20;
+  Collected got;
+  Driver d(o, got.sink());
+  d.connect();
+  d.run();
+  auto queries = got.queries();
+  ASSERT_EQ(queries.size(), 60u);
+  for (const auto& q : queries) {
+    EXPECT_FALSE(q.sqlstate.has_value()) << q.error.value_or("");
+    EXPECT_EQ(q.rows, 1);  // BEGIN and COMMIT affect none, the UPDATE one
+  }
+  EXPECT_EQ(test::psql(conninfo, "SELECT n FROM drv_hot WHERE id = 1"), "60");
+}
+
+Error connect_error(DriverOptions o) {
+  o.queries_per_client = 1;
+  Driver d(std::move(o), [](schema::Batch) {});
+  try {
+    d.connect();
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "connect() did not throw";
+  return Error(ErrorKind::runtime, "");
+}
+
+TEST(Driver, SqlTheServerCannotPrepareIsAUsageError) {
+  auto bad = connect_error(options(2, 1, "SELEC 1", Protocol::prepared));
+  EXPECT_EQ(bad.kind(), ErrorKind::usage);
+  EXPECT_EQ(bad.sqlstate(), "42601");
+  EXPECT_EQ(std::string(bad.what()).rfind("cannot prepare SQL: ", 0), 0u) << bad.what();
+
+  for (auto p : {Protocol::extended, Protocol::prepared}) {
+    auto several = connect_error(options(1, 1, "SELECT 1; SELECT 2", p));
+    EXPECT_EQ(several.kind(), ErrorKind::usage);
+    std::string msg = several.what();
+    EXPECT_NE(msg.find(fmt::format("the {} protocol", protocol_name(p))), std::string::npos) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos);
+  }
+
+  auto params = connect_error(options(1, 1, "SELECT $1::int", Protocol::extended));
+  EXPECT_EQ(params.kind(), ErrorKind::usage);
+
+  // Simple mode has no check before the run: the run records the error.
+  auto o = options(1, 1, "SELEC 1");
+  o.queries_per_client = 1;
+  Collected got;
+  Driver d(o, got.sink());
+  d.connect();
+  d.run();
+  ASSERT_EQ(got.queries().size(), 1u);
+  EXPECT_EQ(got.queries()[0].sqlstate, "42601");
+}
+
+TEST(Driver, UnreachableServerIsAPostgresErrorWithoutThePassword) {
+  DriverOptions o;
+  o.conninfo = "host=127.0.0.1 port=1 connect_timeout=2 password=secret";
+  o.sql = "SELECT 1";
+  auto e = connect_error(o);
+  EXPECT_EQ(e.kind(), ErrorKind::postgres);
+  std::string msg = e.what();
+  EXPECT_NE(msg.find("cannot connect"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("secret"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+}
+
+TEST(Driver, StopRequestEndsALongRunQuickly) {
+  auto o = options(2, 2, "SELECT pg_sleep(0.001)");
+  o.duration_s = 30.0;
+  Collected got;
+  Driver d(o, got.sink());
+  d.connect();
+  reset_stop();
+  std::jthread stopper([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    request_stop();
+  });
+  auto t0 = std::chrono::steady_clock::now();
+  d.run();
+  auto took = std::chrono::steady_clock::now() - t0;
+  reset_stop();
+  EXPECT_GE(took, std::chrono::milliseconds(250));
+  EXPECT_LT(took, std::chrono::milliseconds(1500));
+  EXPECT_GT(got.queries().size(), 10u);
+  for (const auto& q : got.queries()) EXPECT_FALSE(q.sqlstate.has_value());
+}
+
+TEST(Driver, StopCancelsQueriesThatWouldRunOn) {
+  auto o = options(2, 1, "SELECT pg_sleep(20)");
+  o.duration_s = 30.0;
+  Collected got;
+  Driver d(o, got.sink());
+  d.connect();
+  reset_stop();
+  std::jthread stopper([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    request_stop();
+  });
+  auto t0 = std::chrono::steady_clock::now();
+  d.run();
+  auto took = std::chrono::steady_clock::now() - t0;
+  reset_stop();
+  EXPECT_LT(took, std::chrono::milliseconds(1500));
+  auto queries = got.queries();
+  ASSERT_EQ(queries.size(), 2u);  // the one in flight per client, cancelled
+  for (const auto& q : queries) {
+    EXPECT_EQ(q.sqlstate, "57014") << q.error.value_or("");
+    EXPECT_GE(q.latency_ns, 450'000'000);
+  }
+}
+
+TEST(Driver, DurationEndsTheRun) {
+  auto o = options(2, 2, "SELECT 1");
+  o.duration_s = 0.5;
+  Collected got;
+  Driver d(o, got.sink());
+  d.connect();
+  auto t0 = std::chrono::steady_clock::now();
+  d.run();
+  auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(took, std::chrono::milliseconds(480));
+  EXPECT_LT(took, std::chrono::milliseconds(1500));
+  auto s = d.summary();
+  EXPECT_EQ(static_cast<std::size_t>(s.queries), got.queries().size());
+  EXPECT_GT(s.queries, 100);
+  EXPECT_GE(s.elapsed_ns, 400'000'000);
+  EXPECT_LE(s.elapsed_ns, 1'000'000'000);
+}
+
+TEST(Driver, BrokenConnectionIsRecordedAndReconnected) {
+  auto o = options(2, 1, "SELECT pg_sleep(0.01)");
+  o.duration_s = 1.5;
+  Collected got;
+  Driver d(o, got.sink());
+  d.connect();
+  int victim_pid = *got.clients().at(0).backend_pid;
+  std::jthread killer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    test::psql(o.conninfo, fmt::format("SELECT pg_terminate_backend({})", victim_pid));
+  });
+  d.run();
+  killer.join();
+
+  auto per_client = got.by_client();
+  const auto& victim = per_client[0];
+  auto broken = std::find_if(victim.begin(), victim.end(),
+                             [](const auto& q) { return q.sqlstate.has_value(); });
+  ASSERT_NE(broken, victim.end()) << "no failed query recorded for the terminated client";
+  EXPECT_TRUE(*broken->sqlstate == "57P01" || *broken->sqlstate == "08006") << *broken->sqlstate;
+  // It reconnected and went on.
+  auto after = std::count_if(broken + 1, victim.end(),
+                             [](const auto& q) { return !q.sqlstate.has_value(); });
+  EXPECT_GT(after, 5) << "no successful query after the reconnect";
+  for (std::size_t i = 0; i < victim.size(); ++i) EXPECT_EQ(victim[i].seq, std::int64_t(i));
+  // The new backend was reported for client 0.
+  auto clients = got.clients();
+  ASSERT_EQ(clients.size(), 3u);
+  EXPECT_EQ(clients[2].client_id, 0);
+  ASSERT_TRUE(clients[2].backend_pid.has_value());
+  EXPECT_NE(*clients[2].backend_pid, victim_pid);
+  // The other client never noticed.
+  for (const auto& q : per_client[1]) EXPECT_FALSE(q.sqlstate.has_value());
+  EXPECT_GT(per_client[1].size(), 50u);
+}
+
+}  // namespace
+}  // namespace stallscope::driver

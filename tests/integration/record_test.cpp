@@ -1,0 +1,65 @@
+// `stallscope record`: sampling only, beside a command or for a duration.
+#include <SQLiteCpp/Database.h>
+#include <gtest/gtest.h>
+
+#include "support/test_support.h"
+
+namespace stallscope {
+namespace {
+
+TEST(RecordCommand, SamplesForTheLifeOfACommandAndKeepsItsStatus) {
+  test::TempDir dir;
+  auto db_path = dir.file("sleep.db");
+  auto r = test::run_command({test::stallscope_bin(), "record", "-o", db_path, "--", "sleep", "2"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  SQLite::Database db(db_path);
+  auto ticks = db.execAndGet("SELECT count(*) FROM sample").getInt();
+  EXPECT_GE(ticks, 16);
+  EXPECT_LE(ticks, 24);
+  EXPECT_EQ(db.execAndGet("SELECT command FROM run").getString(), "sleep 2");
+  EXPECT_EQ(db.execAndGet("SELECT command_exit_status FROM run").getInt(), 0);
+  EXPECT_EQ(db.execAndGet("SELECT mode || ':' || status FROM run").getString(), "record:complete");
+  // The command itself was sampled: a process "sleep" whose parent is stallscope.
+  EXPECT_EQ(db.execAndGet("SELECT count(*) FROM process p, run r WHERE p.comm = 'sleep' "
+                          "AND p.ppid = r.stallscope_pid")
+                .getInt(),
+            1);
+  // No database was given: no ASH.
+  EXPECT_EQ(db.execAndGet("SELECT count(*) FROM ash_tick").getInt(), 0);
+}
+
+TEST(RecordCommand, ExitsWithTheCommandsStatus) {
+  test::TempDir dir;
+  auto r =
+      test::run_command({test::stallscope_bin(), "record", "-o", dir.file("f.db"), "--", "false"});
+  EXPECT_EQ(r.exit_status, 1) << r.err;
+  SQLite::Database db(dir.file("f.db"));
+  EXPECT_EQ(db.execAndGet("SELECT command_exit_status FROM run").getInt(), 1);
+
+  auto missing = test::run_command(
+      {test::stallscope_bin(), "record", "-o", dir.file("m.db"), "--", "/nonexistent/cmd"});
+  EXPECT_EQ(missing.exit_status, 2) << missing.err;
+  EXPECT_NE(missing.err.find("/nonexistent/cmd"), std::string::npos) << missing.err;
+}
+
+TEST(RecordCommand, SamplesPgStatActivityWithPg) {
+  auto conninfo = test::scratch_conninfo();
+  ASSERT_FALSE(conninfo.empty());
+  test::TempDir dir;
+  auto db_path = dir.file("pg.db");
+  auto r = test::run_command({test::stallscope_bin(), "record", "-o", db_path, "--pg", conninfo,
+                              "-T", "1.5", "--hz", "20"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  SQLite::Database db(db_path);
+  EXPECT_GE(db.execAndGet("SELECT count(*) FROM ash_tick").getInt(), 20);
+  EXPECT_GE(db.execAndGet("SELECT count(*) FROM sample").getInt(), 24);
+  EXPECT_EQ(db.execAndGet("SELECT end_reason FROM run").getString(), "duration reached");
+  // Background processes (checkpointer, walwriter…) are not idle clients: ASH sees them.
+  EXPECT_GT(db.execAndGet(
+                  "SELECT count(*) FROM pg_activity_sample WHERE backend_type <> 'client backend'")
+                .getInt(),
+            0);
+}
+
+}  // namespace
+}  // namespace stallscope

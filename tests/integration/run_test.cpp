@@ -1,0 +1,222 @@
+// End-to-end: the real stallscope binary against the scratch PostgreSQL 15.
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include <SQLiteCpp/Database.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "support/test_support.h"
+
+extern char** environ;
+
+namespace stallscope {
+namespace {
+
+using test::run_command;
+
+std::int64_t count(SQLite::Database& db, const std::string& sql) {
+  return db.execAndGet(sql).getInt64();
+}
+
+std::int64_t reported_transactions(const std::string& out) {
+  std::smatch m;
+  static const std::regex re(R"(transactions: (\d+))");
+  if (!std::regex_search(out, m, re)) return -1;
+  return std::stoll(m[1].str());
+}
+
+TEST(RunCommand, RecordsBothStreamsAndExplains) {
+  auto conninfo = test::scratch_conninfo();
+  ASSERT_FALSE(conninfo.empty());
+  test::TempDir dir;
+  auto db_path = dir.file("run.db");
+  auto r = run_command({test::stallscope_bin(), "run", "-o", db_path, conninfo, "-c", "2", "-j",
+                        "2", "-T", "3", "--sql", "SELECT count(*) FROM pg_class", "-P", "1"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  EXPECT_NE(r.err.find("progress: "), std::string::npos) << r.err;
+  auto reported = reported_transactions(r.out);
+  ASSERT_GT(reported, 0) << r.out;
+
+  SQLite::Database db(db_path);
+  // Exactly the queries the driver reported, all successful, from 2 clients.
+  EXPECT_EQ(count(db, "SELECT count(*) FROM query"), reported);
+  EXPECT_EQ(count(db, "SELECT count(*) FROM query WHERE sqlstate IS NOT NULL"), 0);
+  EXPECT_EQ(count(db, "SELECT count(DISTINCT client_id) FROM query"), 2);
+  EXPECT_EQ(count(db, "SELECT count(*) FROM query WHERE rows = 1"), reported);
+  // About hz × seconds ticks (10 Hz × 3 s ± 20 %).
+  auto ticks = count(db, "SELECT count(*) FROM sample");
+  EXPECT_GE(ticks, 24);
+  EXPECT_LE(ticks, 36);
+  EXPECT_EQ(count(db, "SELECT count(*) FROM host_sample"), ticks);
+  // The run row is complete and has no password.
+  EXPECT_EQ(db.execAndGet("SELECT status FROM run").getString(), "complete");
+  EXPECT_EQ(count(db, "SELECT count(*) FROM run WHERE end_ns > start_ns"), 1);
+  // Process rows for the two backends serving the clients, with states.
+  EXPECT_EQ(
+      count(db,
+            "SELECT count(DISTINCT p.pid) FROM process p JOIN client c ON c.backend_pid = p.pid "
+            "WHERE p.comm LIKE 'postgres%'"),
+      2);
+  EXPECT_GT(count(db,
+                  "SELECT count(*) FROM process_sample s JOIN process p USING (process_id) "
+                  "JOIN client c ON c.backend_pid = p.pid WHERE s.state IN ('R','S','D')"),
+            5);
+  // The backends used CPU (on-CPU ns from schedstat).
+  EXPECT_GT(count(db,
+                  "SELECT coalesce(sum(s.cpu_ns),0) FROM process_sample s JOIN process p "
+                  "USING (process_id) JOIN client c ON c.backend_pid = p.pid"),
+            10'000'000);
+  // ASH saw the driver's backends.
+  EXPECT_GT(
+      count(db, "SELECT count(*) FROM pg_activity_sample a JOIN client c ON c.backend_pid = a.pid"),
+      0);
+  EXPECT_GE(count(db, "SELECT count(*) FROM ash_tick"), 20);
+
+  auto e = run_command({test::stallscope_bin(), "explain", db_path, "--json"});
+  ASSERT_EQ(e.exit_status, 0) << e.err;
+  auto j = nlohmann::json::parse(e.out);
+  for (const char* key : {"run", "accounting", "windows", "findings"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_GE(j["windows"].size(), 3u);
+  double last = 2.0;
+  for (const auto& f : j["findings"]) {
+    for (const char* key :
+         {"kind", "score", "start_ns", "end_ns", "summary", "evidence", "suggestion"}) {
+      EXPECT_TRUE(f.contains(key)) << key;
+    }
+    EXPECT_LE(f["score"].get<double>(), last);
+    last = f["score"].get<double>();
+  }
+
+  auto t = run_command({test::stallscope_bin(), "explain", db_path});
+  ASSERT_EQ(t.exit_status, 0) << t.err;
+  EXPECT_FALSE(t.out.empty());
+}
+
+TEST(RunCommand, LockContentionRanksLockWaitFirst) {
+  auto conninfo = test::scratch_conninfo();
+  ASSERT_FALSE(conninfo.empty());
+  test::psql(conninfo,
+             "DROP TABLE IF EXISTS hot; CREATE TABLE hot (id int PRIMARY KEY, n bigint);"
+             "INSERT INTO hot VALUES (1, 0)");
+  test::TempDir dir;
+  auto db_path = dir.file("lock.db");
+  auto r = run_command({test::stallscope_bin(), "run", "-o", db_path, conninfo, "-c", "4", "-j",
+                        "2", "-T", "4", "-P", "0", "--sql",
+                        "BEGIN; UPDATE hot SET n = n + 1 WHERE id = 1; SELECT pg_sleep(0.005); "
+                        "COMMIT;"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  auto e = run_command({test::stallscope_bin(), "explain", db_path, "--json"});
+  ASSERT_EQ(e.exit_status, 0) << e.err;
+  auto j = nlohmann::json::parse(e.out);
+  ASSERT_FALSE(j["findings"].empty()) << e.out;
+  EXPECT_EQ(j["findings"][0]["kind"], "lock_wait") << j["findings"].dump(2);
+  // Every committed transaction incremented the row exactly once.
+  SQLite::Database db(db_path);
+  auto ok = count(db, "SELECT count(*) FROM query WHERE sqlstate IS NULL");
+  EXPECT_EQ(std::stoll(test::psql(conninfo, "SELECT n FROM hot WHERE id = 1")), ok);
+}
+
+TEST(RunCommand, SigintKeepsEverythingRecordedAndMarksTheRun) {
+  auto conninfo = test::scratch_conninfo();
+  ASSERT_FALSE(conninfo.empty());
+  test::TempDir dir;
+  auto db_path = dir.file("int.db");
+  std::vector<std::string> argv{test::stallscope_bin(),
+                                "run",
+                                "-o",
+                                db_path,
+                                conninfo,
+                                "-T",
+                                "60",
+                                "-P",
+                                "0",
+                                "--sql",
+                                "SELECT 1"};
+  std::vector<char*> args;
+  for (auto& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  ASSERT_EQ(posix_spawn(&pid, args[0], nullptr, nullptr, args.data(), environ), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  SQLite::Database db(db_path);
+  EXPECT_EQ(db.execAndGet("SELECT status || ':' || end_reason FROM run").getString(),
+            "interrupted:SIGINT");
+  EXPECT_GT(count(db, "SELECT count(*) FROM query"), 10);
+  EXPECT_GT(count(db, "SELECT count(*) FROM sample"), 5);
+}
+
+TEST(RunCommand, BadInputGivesOneLineErrorAndStatus) {
+  auto conninfo = test::scratch_conninfo();
+  test::TempDir dir;
+  auto bin = test::stallscope_bin();
+  auto one_line = [](const test::CommandResult& r) {
+    return std::count(r.err.begin(), r.err.end(), '\n') == 1;
+  };
+
+  auto bad_flag = run_command({bin, "run", "-o", dir.file("a.db"), "--bogus"});
+  EXPECT_EQ(bad_flag.exit_status, 2);
+  EXPECT_TRUE(one_line(bad_flag)) << bad_flag.err;
+  EXPECT_NE(bad_flag.err.find("--bogus"), std::string::npos) << bad_flag.err;
+
+  auto missing = run_command({bin, "explain", dir.file("absent.db")});
+  EXPECT_EQ(missing.exit_status, 2);
+  EXPECT_TRUE(one_line(missing)) << missing.err;
+  EXPECT_NE(missing.err.find("absent.db"), std::string::npos) << missing.err;
+
+  auto unreachable = run_command({bin, "run", "-o", dir.file("u.db"),
+                                  "host=127.0.0.1 port=1 connect_timeout=2 password=hunter2", "-T",
+                                  "1", "--sql", "SELECT 1"});
+  EXPECT_EQ(unreachable.exit_status, 1);
+  EXPECT_TRUE(one_line(unreachable)) << unreachable.err;
+  EXPECT_NE(unreachable.err.find("cannot connect"), std::string::npos) << unreachable.err;
+  EXPECT_EQ(unreachable.err.find("hunter2"), std::string::npos) << unreachable.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("u.db")));
+
+  auto bad_conninfo =
+      run_command({bin, "run", "-o", dir.file("b.db"), "nonsense_key=1", "--sql", "SELECT 1"});
+  EXPECT_EQ(bad_conninfo.exit_status, 2);
+  EXPECT_TRUE(one_line(bad_conninfo)) << bad_conninfo.err;
+  EXPECT_NE(bad_conninfo.err.find("nonsense_key"), std::string::npos) << bad_conninfo.err;
+
+  auto no_sql = run_command({bin, "run", "-o", dir.file("c.db"), conninfo});
+  EXPECT_EQ(no_sql.exit_status, 2);
+  EXPECT_TRUE(one_line(no_sql)) << no_sql.err;
+
+  auto missing_file =
+      run_command({bin, "run", "-o", dir.file("d.db"), conninfo, "-f", dir.file("nope.sql")});
+  EXPECT_EQ(missing_file.exit_status, 2);
+  EXPECT_NE(missing_file.err.find("nope.sql"), std::string::npos) << missing_file.err;
+
+  // An existing run file is never overwritten.
+  { std::ofstream(dir.file("exists.db")) << "precious"; }
+  auto exists = run_command(
+      {bin, "run", "-o", dir.file("exists.db"), conninfo, "--sql", "SELECT 1", "-T", "1"});
+  EXPECT_EQ(exists.exit_status, 2);
+  EXPECT_NE(exists.err.find("exists.db"), std::string::npos) << exists.err;
+  std::ifstream in(dir.file("exists.db"));
+  std::string content;
+  in >> content;
+  EXPECT_EQ(content, "precious");
+
+  auto not_db = run_command({bin, "explain", dir.file("exists.db")});
+  EXPECT_EQ(not_db.exit_status, 2);
+  EXPECT_TRUE(one_line(not_db)) << not_db.err;
+}
+
+}  // namespace
+}  // namespace stallscope

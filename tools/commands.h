@@ -1,0 +1,52 @@
+// The subcommands of the stallscope executable. tools/ only wires the
+// libraries: each function takes options built by main.cpp and returns the
+// process exit status, or throws stallscope::Error (main maps it to 1 or 2).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace stallscope::tools {
+
+struct RunOptions {
+  std::string output_path;                         // -o
+  std::string conninfo;                            // positional; "" = PG* environment
+  int clients = 1;                                 // -c
+  int threads = 1;                                 // -j
+  std::optional<double> duration_s;                // -T
+  std::optional<std::int64_t> queries_per_client;  // -t
+  std::string sql;                                 // --sql or the contents of -f
+  std::string protocol = "simple";                 // -M
+  double hz = 10;                                  // --hz
+  double progress_s = 1;                           // -P; 0 = no progress lines
+  std::vector<std::string> argv;                   // for the run row (masked there)
+};
+int run_command(const RunOptions& options);
+
+struct RecordOptions {
+  std::string output_path;              // -o
+  std::optional<std::string> conninfo;  // --pg; no ASH sampling without it
+  double hz = 10;                       // --hz
+  std::optional<double> duration_s;     // -T
+  std::vector<std::string> command;     // after --; sampled until it exits
+  double progress_s = 0;                // -P
+  std::vector<std::string> argv;
+};
+// Returns the command's exit status when one was given, else 0.
+int record_command(const RecordOptions& options);
+
+struct ExplainCommandOptions {
+  std::vector<std::string> paths;             // run files
+  bool json = false;                          // --json
+  std::int64_t window_ns = 1'000'000'000;     // --window
+  std::optional<std::int64_t> every_queries;  // --every
+};
+int explain_command(const ExplainCommandOptions& options);
+
+// Parses "1s", "250ms", "2m", "1.5" (seconds) into ns; throws Error(usage)
+// naming `flag` otherwise.
+std::int64_t parse_duration_ns(const std::string& text, const std::string& flag);
+
+}  // namespace stallscope::tools

@@ -1,0 +1,56 @@
+// `stallscope explain`: read a run file and print the report.
+#include <cmath>
+#include <iostream>
+#include <regex>
+
+#include <fmt/format.h>
+
+#include "common/error.h"
+#include "correlate/correlate.h"
+#include "schema/store.h"
+#include "tools/commands.h"
+
+namespace stallscope::tools {
+
+std::int64_t parse_duration_ns(const std::string& text, const std::string& flag) {
+  static const std::regex re(R"(^\s*([0-9]*\.?[0-9]+)\s*(ns|us|ms|s|m|h)?\s*$)");
+  std::smatch m;
+  if (!std::regex_match(text, m, re)) {
+    throw Error(
+        ErrorKind::usage,
+        fmt::format("{}: cannot parse '{}' as a duration (e.g. 1s, 500ms, 2m)", flag, text));
+  }
+  double value = std::stod(m[1].str());
+  std::string unit = m[2].matched ? m[2].str() : "s";
+  double scale = unit == "ns"   ? 1
+                 : unit == "us" ? 1e3
+                 : unit == "ms" ? 1e6
+                 : unit == "s"  ? 1e9
+                 : unit == "m"  ? 60e9
+                                : 3600e9;
+  auto ns = static_cast<std::int64_t>(std::llround(value * scale));
+  if (ns < 1'000'000) {
+    throw Error(ErrorKind::usage, fmt::format("{}: '{}' is shorter than 1 ms", flag, text));
+  }
+  return ns;
+}
+
+int explain_command(const ExplainCommandOptions& o) {
+  if (o.paths.size() != 1) {
+    throw Error(ErrorKind::usage,
+                fmt::format("explain takes one run file for now ({} given)", o.paths.size()));
+  }
+  auto store = schema::Store::open_readonly(o.paths.front());
+  correlate::ExplainOptions eo;
+  eo.window_ns = o.window_ns;
+  eo.every_queries = o.every_queries;
+  const auto report = correlate::explain(store, eo);
+  if (o.json) {
+    std::cout << correlate::to_json(report).dump(2) << '\n';
+  } else {
+    correlate::render_text(report, std::cout);
+  }
+  return 0;
+}
+
+}  // namespace stallscope::tools

@@ -1,0 +1,113 @@
+// `stallscope record`: sample only, beside any benchmark — for a duration,
+// until SIGINT/SIGTERM, or for the life of a command it starts.
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "common/clock.h"
+#include "common/conninfo.h"
+#include "common/error.h"
+#include "common/stop.h"
+#include "sampler/sampler.h"
+#include "schema/store.h"
+#include "schema/writer.h"
+#include "tools/commands.h"
+#include "tools/session.h"
+
+extern char** environ;
+
+namespace stallscope::tools {
+namespace {
+
+// Exit status of a waited-for child, shell style: code, or 128 + signal.
+int shell_status(int wait_status) {
+  if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
+  if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
+  return 1;
+}
+
+}  // namespace
+
+int record_command(const RecordOptions& o) {
+  if (o.conninfo) check_conninfo(*o.conninfo);
+  auto store = schema::Store::create(o.output_path);
+  schema::RunInfo info = make_run_info("record", o.argv, o.conninfo, o.hz);
+  if (!o.command.empty()) info.command = mask_command_line(o.command);
+  store.begin_run(info);
+  schema::Writer writer(std::move(store));
+  auto sink = [&writer](schema::Batch b) { writer.submit(std::move(b)); };
+
+  install_stop_handlers();
+  sampler::HostSampler host_sampler({.hz = o.hz}, sink);
+  std::optional<sampler::AshSampler> ash_sampler;
+  std::optional<int> child_status;
+  std::string reason;
+  try {
+    if (o.conninfo) {
+      ash_sampler.emplace(sampler::AshSamplerOptions{.conninfo = *o.conninfo, .hz = o.hz}, sink);
+      ash_sampler->start();
+    }
+    host_sampler.start();
+    ProgressPrinter progress(o.progress_s, {}, host_sampler, ash_sampler ? &*ash_sampler : nullptr);
+    const std::int64_t start_ns = mono_now_ns();
+    if (!o.command.empty()) {
+      std::vector<char*> args;
+      for (const auto& a : o.command) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      pid_t pid = 0;
+      if (int rc = posix_spawnp(&pid, args[0], nullptr, nullptr, args.data(), environ); rc != 0) {
+        throw Error(
+            ErrorKind::usage,
+            fmt::format("cannot run command '{}': {}", o.command.front(), std::strerror(rc)), rc);
+      }
+      bool forwarded = false;
+      int wait_status = 0;
+      while (true) {
+        pid_t done = waitpid(pid, &wait_status, WNOHANG);
+        if (done == pid) break;
+        if (done < 0 && errno != EINTR) break;
+        if (stop_requested() && !forwarded) {
+          // Pass our SIGINT/SIGTERM on to the command and keep sampling until it ends.
+          kill(pid, stop_signal() != 0 ? stop_signal() : SIGTERM);
+          forwarded = true;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      child_status = shell_status(wait_status);
+      reason = fmt::format("command exited with status {}", *child_status);
+    } else {
+      const std::int64_t limit_ns =
+          o.duration_s ? static_cast<std::int64_t>(*o.duration_s * 1e9) : INT64_MAX;
+      while (!stop_requested() && mono_now_ns() - start_ns < limit_ns) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      reason =
+          stop_requested() ? (stop_signal() == SIGTERM ? "SIGTERM" : "SIGINT") : "duration reached";
+    }
+  } catch (const Error& e) {
+    host_sampler.stop();
+    if (ash_sampler) ash_sampler->stop();
+    writer.close(wall_now_ns(), "failed", e.what());
+    if (e.kind() == ErrorKind::usage) remove_run_file(o.output_path);
+    throw;
+  }
+  host_sampler.stop();
+  if (ash_sampler) ash_sampler->stop();
+  // A record without a limit ends by a signal: that is its normal end.
+  const bool interrupted = stop_requested() && (o.duration_s || !o.command.empty());
+  writer.close(wall_now_ns(), interrupted ? "interrupted" : "complete", reason, child_status);
+  fmt::print(stderr, "record: {} ({}), {} ticks\n", o.output_path, reason,
+             host_sampler.latest().ticks);
+  return child_status.value_or(0);
+}
+
+}  // namespace stallscope::tools

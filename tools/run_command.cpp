@@ -1,0 +1,128 @@
+// `stallscope run`: driver + host sampler + ASH sampler → one writer.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "common/clock.h"
+#include "common/conninfo.h"
+#include "common/error.h"
+#include "common/host.h"
+#include "common/stop.h"
+#include "driver/driver.h"
+#include "sampler/sampler.h"
+#include "schema/store.h"
+#include "schema/writer.h"
+#include "tools/commands.h"
+#include "tools/session.h"
+
+namespace stallscope::tools {
+int run_command(const RunOptions& o) {
+  check_conninfo(o.conninfo);
+  const auto protocol = driver::parse_protocol(o.protocol);
+  auto store = schema::Store::create(o.output_path);
+
+  // Rows produced before the writer exists (the client rows of connect()).
+  std::mutex early_mu;
+  schema::Batch early;
+  schema::Writer* writer_ptr = nullptr;
+  auto sink = [&](schema::Batch b) {
+    std::lock_guard lock(early_mu);
+    if (writer_ptr) {
+      writer_ptr->submit(std::move(b));
+    } else {
+      early.clients.insert(early.clients.end(), b.clients.begin(), b.clients.end());
+      early.queries.insert(early.queries.end(), b.queries.begin(), b.queries.end());
+    }
+  };
+
+  driver::DriverOptions dopt;
+  dopt.conninfo = o.conninfo;
+  dopt.clients = o.clients;
+  dopt.threads = std::min(o.threads, o.clients);
+  dopt.duration_s = o.duration_s;
+  dopt.queries_per_client = o.queries_per_client;
+  dopt.sql = o.sql;
+  dopt.protocol = protocol;
+  driver::Driver driver(dopt, sink);
+  try {
+    driver.connect();
+  } catch (...) {
+    // Nothing was recorded yet: do not leave a file that blocks the next -o.
+    store = schema::Store::create(":memory:");
+    remove_run_file(o.output_path);
+    throw;
+  }
+
+  schema::RunInfo info = make_run_info("run", o.argv, o.conninfo, o.hz);
+  info.clients = o.clients;
+  info.threads = dopt.threads;
+  info.protocol = driver::protocol_name(protocol);
+  info.sql = o.sql;
+  info.server_version = driver.server_version();
+  store.begin_run(info);
+
+  schema::Writer writer(std::move(store));
+  {
+    std::lock_guard lock(early_mu);
+    writer_ptr = &writer;
+    writer.submit(std::move(early));
+  }
+  auto writer_sink = [&writer](schema::Batch b) { writer.submit(std::move(b)); };
+
+  install_stop_handlers();
+  sampler::HostSampler host_sampler({.hz = o.hz}, writer_sink);
+  sampler::AshSampler ash_sampler({.conninfo = o.conninfo, .hz = o.hz}, writer_sink);
+  std::string status = "complete";
+  std::string reason;
+  try {
+    host_sampler.start();
+    ash_sampler.start();
+    {
+      auto driver_part = [&driver] {
+        const auto s = driver.take_interval_stats();
+        const double tps =
+            s.interval_ns > 0 ? static_cast<double>(s.queries) * 1e9 / s.interval_ns : 0;
+        return fmt::format("{:.1f} tps, lat {:.3f} ms mean, {:.3f} ms p99, {} failed", tps,
+                           s.mean_latency_ms, s.p99_latency_ms, s.errors);
+      };
+      ProgressPrinter progress(o.progress_s, driver_part, host_sampler, &ash_sampler);
+      driver.run();
+    }
+    if (stop_requested()) {
+      status = "interrupted";
+      reason = stop_signal() == SIGTERM ? "SIGTERM" : "SIGINT";
+    } else {
+      reason = o.duration_s ? "duration reached" : "transactions done";
+    }
+  } catch (const std::exception& e) {
+    host_sampler.stop();
+    ash_sampler.stop();
+    writer.close(wall_now_ns(), "failed", e.what());
+    throw;
+  }
+  host_sampler.stop();
+  ash_sampler.stop();
+  writer.close(wall_now_ns(), status, reason);
+
+  const auto s = driver.summary();
+  fmt::print("run file: {}\n", o.output_path);
+  fmt::print("protocol: {}, clients: {}, threads: {}\n", driver::protocol_name(protocol), o.clients,
+             dopt.threads);
+  fmt::print("transactions: {} ({} failed) in {:.3f} s{}\n", s.queries, s.errors,
+             static_cast<double>(s.elapsed_ns) / 1e9,
+             status == "interrupted" ? fmt::format(" — interrupted by {}", reason) : "");
+  fmt::print("latency average = {:.3f} ms, p99 = {:.3f} ms\n", s.mean_latency_ms, s.p99_latency_ms);
+  fmt::print("tps = {:.1f}\n", s.tps);
+  fmt::print("next: stallscope explain {}\n", o.output_path);
+  return 0;
+}
+
+}  // namespace stallscope::tools

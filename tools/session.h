@@ -1,0 +1,50 @@
+// Pieces `run` and `record` share: the run row, the progress printer.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sampler/sampler.h"
+#include "schema/records.h"
+
+namespace stallscope::tools {
+
+// The run row's host facts, start time, masked command line and conninfo.
+schema::RunInfo make_run_info(const std::string& mode, const std::vector<std::string>& argv,
+                              const std::optional<std::string>& conninfo, double hz);
+
+// Removes a run file and its -wal/-shm companions (used only when a run
+// failed before anything was recorded).
+void remove_run_file(const std::string& path);
+
+// Prints a progress line on stderr every `period_s` (nothing when 0):
+// "progress: 3.0 s, <driver part>; host idle …, iowait …, steal …, D n; top wait …".
+// `driver_part` (may be empty) gives the driver's figures for the interval.
+class ProgressPrinter {
+ public:
+  ProgressPrinter(double period_s, std::function<std::string()> driver_part,
+                  const sampler::HostSampler& host, const sampler::AshSampler* ash);
+  ~ProgressPrinter();
+  ProgressPrinter(const ProgressPrinter&) = delete;
+  ProgressPrinter& operator=(const ProgressPrinter&) = delete;
+  void stop();
+
+ private:
+  void loop();
+  std::int64_t period_ns_;
+  std::function<std::string()> driver_part_;
+  const sampler::HostSampler& host_;
+  const sampler::AshSampler* ash_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+}  // namespace stallscope::tools
