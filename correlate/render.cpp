@@ -116,7 +116,14 @@ void render_header(const Report& r, std::ostream& out) {
   } else {
     fmt::print(out, "sampling  {:g} Hz\n", run.hz);
   }
-  if (run.sql) fmt::print(out, "sql       {}\n", escape_text(*run.sql));
+  if (run.sql) {
+    // Trailing line breaks of a -f file are not part of what the user reads.
+    std::string sql = *run.sql;
+    while (!sql.empty() && (sql.back() == '\n' || sql.back() == '\r' || sql.back() == ' ')) {
+      sql.pop_back();
+    }
+    fmt::print(out, "sql       {}\n", escape_text(sql));
+  }
   if (run.server_version)
     fmt::print(out, "server    PostgreSQL {}\n", escape_text(*run.server_version));
   if (run.end_reason) fmt::print(out, "ended     {}\n", escape_text(*run.end_reason));
@@ -147,6 +154,12 @@ void render_windows(const Report& r, std::ostream& out) {
                "steal%", "runq", "D", "top wait");
   }
   for (const auto& w : r.windows) {
+    // The sliver between the last query and the end of the run (shutdown)
+    // is not a window worth a line of text; JSON keeps it.
+    if (!r.query_windows && w.queries == 0 && &w == &r.windows.back() && r.window_ns &&
+        w.duration_s * 1e9 < 0.2 * static_cast<double>(*r.window_ns)) {
+      continue;
+    }
     std::string host =
         fmt::format("{:>6} {:>6} {:>7} {:>6} {:>4} {:>3}", opt_text(w.cpu_busy_pct, "{:.1f}"),
                     opt_text(w.cpu_idle_pct, "{:.1f}"), opt_text(w.cpu_iowait_pct, "{:.1f}"),
