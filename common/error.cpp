@@ -2,6 +2,22 @@
 
 namespace stallscope {
 
+std::string fold_lines(std::string_view text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ' || text.back() == '\r')) {
+    text.remove_suffix(1);
+  }
+  std::string out;
+  out.reserve(text.size());
+  for (char ch : text) {
+    if (ch == '\n') {
+      out += "; ";
+    } else if (ch != '\r') {
+      out += ch;
+    }
+  }
+  return out;
+}
+
 void throw_usage(std::string message) {
   throw Error(ErrorKind::usage, std::move(message));
 }

@@ -8,6 +8,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace stallscope {
 
@@ -41,6 +42,11 @@ class Error : public std::runtime_error {
   int code_;
   std::string sqlstate_;
 };
+
+// Folds `text` onto one line for a one-line error: inner line breaks become
+// "; ", trailing spaces and line breaks go.
+// Example: fold_lines("FATAL: no\nDETAIL: x\n") == "FATAL: no; DETAIL: x".
+std::string fold_lines(std::string_view text);
 
 // Shorthand: throw Error(ErrorKind::usage, message).
 [[noreturn]] void throw_usage(std::string message);

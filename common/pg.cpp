@@ -19,17 +19,7 @@ void ResultDeleter::operator()(pg_result* r) const noexcept {
 }
 
 std::string error_message(const pg_conn* conn) {
-  std::string msg = conn ? PQerrorMessage(conn) : "out of memory";
-  while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
-  std::string out;
-  for (char ch : msg) {
-    if (ch == '\n') {
-      out += "; ";
-    } else {
-      out += ch;
-    }
-  }
-  return out;
+  return fold_lines(conn ? PQerrorMessage(conn) : "out of memory");
 }
 
 int backend_pid(const pg_conn* conn) {

@@ -31,15 +31,6 @@ std::string read_sql_file(const std::string& path) {
   return sql;
 }
 
-// CLI11 messages may span lines; keep one.
-std::string one_line(std::string s) {
-  for (auto& c : s) {
-    if (c == '\n') c = ' ';
-  }
-  while (!s.empty() && s.back() == ' ') s.pop_back();
-  return s;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -142,7 +133,8 @@ int main(int argc, char** argv) {
     std::string where = app.get_subcommands().empty()
                             ? std::string("stallscope")
                             : "stallscope " + app.get_subcommands().front()->get_name();
-    fmt::print(stderr, "{}: {} (see '{} --help')\n", where, one_line(e.what()), where);
+    fmt::print(stderr, "{}: {} (see '{} --help')\n", where, stallscope::fold_lines(e.what()),
+               where);
     return 2;
   }
 
@@ -171,10 +163,10 @@ int main(int argc, char** argv) {
       return stallscope::tools::explain_command(explain);
     }
   } catch (const Error& e) {
-    fmt::print(stderr, "stallscope: {}\n", one_line(e.what()));
+    fmt::print(stderr, "stallscope: {}\n", stallscope::fold_lines(e.what()));
     return e.exit_status();
   } catch (const std::exception& e) {
-    fmt::print(stderr, "stallscope: {}\n", one_line(e.what()));
+    fmt::print(stderr, "stallscope: {}\n", stallscope::fold_lines(e.what()));
     return 1;
   }
   return 2;

@@ -64,3 +64,15 @@ TEST(JoinArgsMasked, JoinsExactlyAndMasksPasswords) {
 
 }  // namespace
 }  // namespace stallscope
+
+namespace stallscope {
+namespace {
+
+TEST(FoldLines, JoinsLinesAndDropsTrailingBreaks) {
+  EXPECT_EQ(fold_lines("FATAL:  no such user\nDETAIL: x\n"), "FATAL:  no such user; DETAIL: x");
+  EXPECT_EQ(fold_lines("a\r\nb\r\n"), "a; b");
+  EXPECT_EQ(fold_lines(""), "");
+}
+
+}  // namespace
+}  // namespace stallscope
