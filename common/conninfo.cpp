@@ -35,6 +35,23 @@ std::string quote_value(const std::string& v) {
   return out + "'";
 }
 
+// POSIX shell quoting: bare when safe, else '…' with ' written as '\''.
+std::string shell_quote(const std::string& v) {
+  if (!v.empty() && v.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                        "0123456789-_./=:,@%+") == std::string::npos) {
+    return v;
+  }
+  std::string out = "'";
+  for (char c : v) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
 }  // namespace
 
 std::string mask_conninfo(const std::string& conninfo) {
@@ -74,11 +91,7 @@ std::string mask_command_line(const std::vector<std::string>& argv) {
     if (!out.empty()) out += ' ';
     bool conninfo_like = is_uri(a) || a.find('=') != std::string::npos;
     std::string shown = conninfo_like ? mask_by_pattern(a) : a;
-    if (shown.find_first_of(" \t'\"") != std::string::npos) {
-      out += quote_value(shown);
-    } else {
-      out += shown;
-    }
+    out += shell_quote(shown);
   }
   return out;
 }

@@ -17,9 +17,10 @@ std::string mask_conninfo(const std::string& conninfo);
 // environment variables and defaults apply).
 void check_conninfo(const std::string& conninfo);
 
-// Joins argv into one shell-like line, masking passwords: the value after
-// --password/-W style flags is not special, but every argument that looks like
-// a conninfo or URI is passed through mask_conninfo.
+// Joins argv into one line a POSIX shell would split back into the same
+// arguments (single-quoted where needed), masking passwords in every argument
+// that looks like a conninfo or URI.
+// Example: {"run", "--sql", "SELECT 'x'"} → "run --sql 'SELECT '\''x'\'''".
 std::string mask_command_line(const std::vector<std::string>& argv);
 
 // Joins arguments with single spaces exactly as they are (no quoting), masking

@@ -11,6 +11,9 @@ std::string fold_lines(std::string_view text) {
   for (char ch : text) {
     if (ch == '\n') {
       out += "; ";
+    } else if (ch == '\t') {
+      // libpq indents continuation lines with a tab: after "; " it is noise.
+      if (!out.empty() && out.back() != ' ') out += ' ';
     } else if (ch != '\r') {
       out += ch;
     }

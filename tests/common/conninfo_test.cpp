@@ -76,3 +76,19 @@ TEST(FoldLines, JoinsLinesAndDropsTrailingBreaks) {
 
 }  // namespace
 }  // namespace stallscope
+
+namespace stallscope {
+namespace {
+
+TEST(MaskCommandLine, QuotesForAPosixShell) {
+  EXPECT_EQ(mask_command_line({"run", "--sql", "SELECT 'x'"}), "run --sql 'SELECT '\\''x'\\'''");
+  EXPECT_EQ(mask_command_line({"a b", "plain-arg_1.sql"}), "'a b' plain-arg_1.sql");
+}
+
+TEST(FoldLines, DropsLibpqContinuationTabs) {
+  EXPECT_EQ(fold_lines("connection refused\n\tIs the server running?\n"),
+            "connection refused; Is the server running?");
+}
+
+}  // namespace
+}  // namespace stallscope
