@@ -4,12 +4,15 @@
 // finding rules.
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <memory>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
 
 #include <SQLiteCpp/Statement.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "common/error.h"
 #include "correlate/correlate.h"
@@ -30,6 +33,14 @@ std::optional<int> opt_int(const SQLite::Column& c) {
 std::optional<std::string> opt_string(const SQLite::Column& c) {
   if (c.isNull()) return std::nullopt;
   return c.getString();
+}
+
+bool has_column(SQLite::Database& db, const char* table, const char* column) {
+  SQLite::Statement st(db, "SELECT count(*) FROM pragma_table_info(?1) WHERE name = ?2");
+  st.bind(1, table);
+  st.bind(2, column);
+  st.executeStep();
+  return st.getColumn(0).getInt64() > 0;
 }
 
 double ms(std::int64_t ns) {
@@ -72,16 +83,46 @@ RunRow read_run(SQLite::Database& db) {
   return r;
 }
 
-// Nearest-rank percentile of the latencies, via SQLite's sorter (which
-// spills to temporary storage) so memory stays flat.
-std::int64_t latency_rank(SQLite::Database& db, std::int64_t n, double p) {
-  auto rank = static_cast<std::int64_t>(std::ceil(p * double(n)));
-  rank = std::clamp<std::int64_t>(rank, 1, n);
-  SQLite::Statement st(db, "SELECT latency_ns FROM query ORDER BY latency_ns LIMIT 1 OFFSET ?");
-  st.bind(1, static_cast<std::int64_t>(rank - 1));
-  st.executeStep();
-  return st.getColumn(0).getInt64();
-}
+// Latency histogram for the whole-run percentiles in one pass and bounded
+// memory: values below 1024 ns exact, above in buckets 1/512 of a power of two
+// wide (relative width < 0.2 %). A percentile is the largest value seen in the
+// bucket holding the nearest rank, so it is exact when that bucket holds one
+// distinct value and never more than 0.2 % above the exact one.
+class LatencyHistogram {
+ public:
+  LatencyHistogram() : counts_(kBuckets, 0), max_(kBuckets, 0) {}
+  void add(std::int64_t v) {
+    v = std::max<std::int64_t>(0, v);
+    const auto i = index(static_cast<std::uint64_t>(v));
+    ++counts_[i];
+    max_[i] = std::max(max_[i], v);
+    ++n_;
+  }
+  // Nearest-rank percentile p in (0, 1]; absent without values.
+  std::optional<std::int64_t> percentile(double p) const {
+    if (n_ == 0) return std::nullopt;
+    auto rank = static_cast<std::int64_t>(std::ceil(p * double(n_)));
+    rank = std::clamp<std::int64_t>(rank, 1, n_);
+    std::int64_t seen = 0;
+    for (std::size_t i = 0; i < kBuckets; ++i) {
+      seen += counts_[i];
+      if (seen >= rank) return max_[i];
+    }
+    return std::nullopt;
+  }
+
+ private:
+  static constexpr std::size_t kBuckets = 55 * 512 + 512;
+  static std::size_t index(std::uint64_t v) {
+    if (v < 1024) return static_cast<std::size_t>(v);
+    const int msb = 63 - __builtin_clzll(v);
+    const int shift = msb - 9;
+    return static_cast<std::size_t>(shift) * 512 + static_cast<std::size_t>(v >> shift);
+  }
+  std::vector<std::int64_t> counts_;
+  std::vector<std::int64_t> max_;
+  std::int64_t n_ = 0;
+};
 
 void read_query_totals(SQLite::Database& db, RunSummary& s) {
   SQLite::Statement st(db,
@@ -97,8 +138,6 @@ void read_query_totals(SQLite::Database& db, RunSummary& s) {
   s.query_end_ns = st.getColumn(5).getInt64();
   auto span_ns = *s.query_end_ns - *s.query_start_ns;
   if (span_ns > 0) s.tps = double(s.queries) / (double(span_ns) / kNsPerS);
-  s.latency_p50_ms = ms(latency_rank(db, s.queries, 0.50));
-  s.latency_p99_ms = ms(latency_rank(db, s.queries, 0.99));
 }
 
 // Mean spacing of rows in a tick table, or 1/hz when there are fewer than 2.
@@ -119,8 +158,15 @@ struct QueryPath {
   std::optional<std::int64_t> driver_process_id;
   std::unordered_set<std::int64_t> backend_process_ids;
   std::unordered_set<int> backend_pids;  // for ASH
+  // Path processes whose cgroup's cpu.stat showed throttling in the span.
+  std::unordered_set<std::int64_t> throttled_process_ids;
+  // Checkpointer processes (cmdline "postgres: checkpointer"), for stalls.
+  std::unordered_set<std::int64_t> checkpointer_ids;
+  // Poolers and proxies between driver and server: process_id → comm.
+  std::unordered_map<std::int64_t, std::string> middle_processes;
   bool is_path(std::int64_t id) const {
-    return id == driver_process_id || backend_process_ids.contains(id);
+    return id == driver_process_id || backend_process_ids.contains(id) ||
+           middle_processes.contains(id);
   }
 };
 
@@ -162,14 +208,81 @@ QueryPath find_query_path(SQLite::Database& db, const RunRow& run) {
   return qp;
 }
 
+// Poolers and proxies on the query path (see ExplainOptions), and — when the
+// driver's backend pids were a pooler's — the server's client backends seen
+// by ASH in [A, B) as this run's backends.
+void find_middle_processes(SQLite::Database& db, const ExplainOptions& opt, QueryPath& qp,
+                           std::int64_t A, std::int64_t B, std::vector<std::string>& notes) {
+  std::vector<std::string> names = opt.path_process_names;
+  const bool auto_detect =
+      names.empty() && !qp.backend_pids.empty() && qp.backend_process_ids.empty();
+  if (auto_detect) names = {"pgbouncer", "pgcat", "odyssey", "pgpool"};
+  SQLite::Statement st(db,
+                       "SELECT DISTINCT p.process_id, p.comm FROM process p JOIN process_sample ps "
+                       "ON ps.process_id = p.process_id JOIN sample s ON s.sample_id = "
+                       "ps.sample_id WHERE p.comm = ?1 AND s.time_ns > ?2 AND s.time_ns <= ?3");
+  std::set<std::string> found;
+  for (const auto& name : names) {
+    st.bind(1, name);
+    st.bind(2, A);
+    st.bind(3, B);
+    while (st.executeStep()) {
+      qp.middle_processes.emplace(st.getColumn(0).getInt64(), st.getColumn(1).getString());
+      found.insert(name);
+    }
+    st.reset();
+  }
+  for (const auto& name : opt.path_process_names) {
+    if (!found.contains(name)) {
+      notes.push_back(fmt::format(
+          "--path-process {}: no process of that name was sampled during the queries.", name));
+    }
+  }
+  if (auto_detect && !found.empty()) {
+    notes.push_back(fmt::format(
+        "The driver's backend pids match no sampled process, so it talked to a pooler: {} taken "
+        "as part of the query path (use --path-process to name it).",
+        fmt::join(found, ", ")));
+  }
+  if (qp.middle_processes.empty() || !qp.backend_process_ids.empty()) return;
+  // Behind a pooler the driver's backend pids are the pooler's. This run's
+  // backends are the client backends (cmdline "postgres: USER DB HOST…") of
+  // the postmaster whose processes ASH saw, sampled during the queries.
+  qp.backend_pids.clear();
+  SQLite::Statement st2(
+      db,
+      "SELECT DISTINCT p.process_id, p.pid FROM process p JOIN process_sample ps "
+      "ON ps.process_id = p.process_id JOIN sample s ON s.sample_id = ps.sample_id "
+      "WHERE s.time_ns > ?1 AND s.time_ns <= ?2 "
+      "AND (p.cmdline LIKE 'postgres: % % [local]%' OR p.cmdline LIKE 'postgres: % % %(%)%') "
+      "AND p.ppid IN (SELECT q.ppid FROM process q WHERE q.pid IN "
+      "(SELECT DISTINCT pid FROM pg_activity_sample WHERE time_ns >= ?1 AND time_ns < ?2))");
+  st2.bind(1, A);
+  st2.bind(2, B);
+  while (st2.executeStep()) {
+    qp.backend_process_ids.insert(st2.getColumn(0).getInt64());
+    qp.backend_pids.insert(st2.getColumn(1).getInt());
+  }
+  notes.push_back(
+      "Behind a pooler: this run's backends are the client backends (by command line) of the "
+      "server whose processes ASH sampled.");
+}
+
 // What each window accumulates while the streams pass.
 struct WindowAcc {
   HostTotals host;
   std::int64_t sampler_cpu_ns = 0;
   std::int64_t driver_cpu_ns = 0;
   std::int64_t server_cpu_ns = 0;
+  std::map<std::string, std::int64_t> path_cpu_ns;  // poolers/proxies by comm
   std::int64_t run_delay_ns = 0;
-  std::int64_t ash_cpu_rows = 0;  // backends active with no wait event
+  std::int64_t throttled_delay_ns = 0;  // run delay of path processes in throttled cgroups
+  std::int64_t ash_cpu_rows = 0;        // backends active with no wait event
+  std::int64_t backend_d_rows = 0;
+  std::map<std::string, std::int64_t> backend_d_wchan_rows;
+  std::int64_t checkpointer_d_rows = 0;
+  std::int64_t checkpointer_write_bytes = 0;
+  std::map<int, std::int64_t> blocking_pid_rows;  // first blocking pid of Lock rows
   std::map<std::string, std::int64_t> ash_event_rows;
   std::map<std::string, std::int64_t> ash_class_rows;
 };
@@ -226,13 +339,76 @@ void fill_latency_stats(std::vector<std::int64_t>& lat, Window& w) {
   w.latency_p99_ms = ms(lat[rank - 1]);
 }
 
+// Queries in start order. With at most kMergeMaxClients clients: a k-way
+// merge of one cursor per client over the primary key (client_id, seq) — a
+// client's queries are sent in seq order, so their start times ascend — which
+// reads the table in its own order instead of looking up every row from the
+// start_ns index (several times faster on large files). Otherwise the index.
+class QueryStream {
+ public:
+  struct Row {
+    std::int64_t start_ns = 0;
+    std::int64_t latency_ns = 0;
+    bool error = false;
+  };
+  explicit QueryStream(SQLite::Database& db) {
+    std::vector<std::int64_t> ids;
+    SQLite::Statement next_id(db, "SELECT min(client_id) FROM query WHERE client_id > ?1");
+    std::int64_t last = INT64_MIN;
+    while (ids.size() <= kMergeMaxClients) {
+      next_id.bind(1, last);
+      next_id.executeStep();
+      if (next_id.getColumn(0).isNull()) break;
+      last = next_id.getColumn(0).getInt64();
+      ids.push_back(last);
+      next_id.reset();
+    }
+    if (ids.size() > kMergeMaxClients) {
+      cursors_.push_back(std::make_unique<SQLite::Statement>(
+          db, "SELECT start_ns, latency_ns, sqlstate IS NOT NULL FROM query ORDER BY start_ns"));
+    } else {
+      for (auto id : ids) {
+        cursors_.push_back(std::make_unique<SQLite::Statement>(
+            db,
+            "SELECT start_ns, latency_ns, sqlstate IS NOT NULL FROM query WHERE client_id = ?1 "
+            "ORDER BY seq"));
+        cursors_.back()->bind(1, id);
+      }
+    }
+    heads_.resize(cursors_.size());
+    for (std::size_t i = 0; i < cursors_.size(); ++i) advance(i);
+  }
+  bool next(Row& out) {
+    if (heap_.empty()) return false;
+    std::pop_heap(heap_.begin(), heap_.end(), std::greater<>());
+    const auto i = heap_.back().second;
+    heap_.pop_back();
+    out = heads_[i];
+    advance(i);
+    return true;
+  }
+
+ private:
+  static constexpr std::size_t kMergeMaxClients = 4096;
+  void advance(std::size_t i) {
+    auto& c = *cursors_[i];
+    if (!c.executeStep()) return;
+    heads_[i] = {c.getColumn(0).getInt64(), c.getColumn(1).getInt64(),
+                 c.getColumn(2).getInt() != 0};
+    heap_.emplace_back(heads_[i].start_ns, i);
+    std::push_heap(heap_.begin(), heap_.end(), std::greater<>());
+  }
+  std::vector<std::unique_ptr<SQLite::Statement>> cursors_;
+  std::vector<Row> heads_;
+  std::vector<std::pair<std::int64_t, std::size_t>> heap_;
+};
+
 // Pass 1: queries in start order into windows. Holds one window's latencies.
 void build_windows(SQLite::Database& db, const ExplainOptions& opt, Report& report, WindowIndex& wi,
-                   std::int64_t A, std::int64_t B) {
+                   std::int64_t A, std::int64_t B, LatencyHistogram& hist) {
   auto& windows = report.windows;
-  SQLite::Statement q(db,
-                      "SELECT start_ns, latency_ns, sqlstate IS NOT NULL FROM query "
-                      "ORDER BY start_ns");
+  QueryStream q(db);
+  QueryStream::Row row;
   std::vector<std::int64_t> lat;
   if (report.query_windows) {
     const auto n = *opt.every_queries;
@@ -246,16 +422,17 @@ void build_windows(SQLite::Database& db, const ExplainOptions& opt, Report& repo
       lat.clear();
       cur = Window{};
     };
-    while (q.executeStep()) {
-      auto start = q.getColumn(0).getInt64();
-      auto latency = q.getColumn(1).getInt64();
+    while (q.next(row)) {
+      auto start = row.start_ns;
+      auto latency = row.latency_ns;
+      hist.add(latency);
       if (lat.empty()) {
         cur.start_ns = start;
         cur_end = start;
       }
       lat.push_back(latency);
       cur_end = std::max(cur_end, start + latency);
-      if (q.getColumn(2).getInt()) ++cur.errors;
+      if (row.error) ++cur.errors;
       if (static_cast<std::int64_t>(lat.size()) == n) close();
     }
     if (!lat.empty()) close();
@@ -284,15 +461,17 @@ void build_windows(SQLite::Database& db, const ExplainOptions& opt, Report& repo
       fill_latency_stats(lat, win);
       lat.clear();
     };
-    while (q.executeStep()) {
-      auto start = q.getColumn(0).getInt64();
+    while (q.next(row)) {
+      auto start = row.start_ns;
       auto i = std::clamp<std::ptrdiff_t>((start - A) / w, 0, count - 1);
       if (i != cur) {
         close();
         cur = i;
       }
-      lat.push_back(q.getColumn(1).getInt64());
-      if (q.getColumn(2).getInt()) ++windows[static_cast<std::size_t>(i)].errors;
+      const auto latency = row.latency_ns;
+      hist.add(latency);
+      lat.push_back(latency);
+      if (row.error) ++windows[static_cast<std::size_t>(i)].errors;
     }
     close();
     for (auto& win : windows) {
@@ -353,10 +532,13 @@ std::string event_label(const SQLite::Column& type, const SQLite::Column& event)
 // client backend), by poll time.
 void read_ash(SQLite::Database& db, const QueryPath& qp, bool use_pids, const WindowIndex& wi,
               std::vector<WindowAcc>& acc, Facts& f, std::int64_t A, std::int64_t B) {
-  SQLite::Statement st(db,
-                       "SELECT time_ns, pid, backend_type, state, wait_event_type, wait_event "
-                       "FROM pg_activity_sample WHERE time_ns >= ?1 AND time_ns < ?2 "
-                       "ORDER BY time_ns");
+  // Files from before the column existed have no blocking pids.
+  const bool blocking = has_column(db, "pg_activity_sample", "blocking_pids");
+  SQLite::Statement st(
+      db, fmt::format("SELECT time_ns, pid, backend_type, state, wait_event_type, wait_event, "
+                      "{} FROM pg_activity_sample WHERE time_ns >= ?1 AND time_ns < ?2 "
+                      "ORDER BY time_ns",
+                      blocking ? "blocking_pids" : "NULL"));
   st.bind(1, A);
   st.bind(2, B);
   while (st.executeStep()) {
@@ -381,46 +563,123 @@ void read_ash(SQLite::Database& db, const QueryPath& qp, bool use_pids, const Wi
     }
     auto cls = st.getColumn(4).getString();
     if (!is_server_wait_class(cls)) continue;
+    if (cls == "Lock" && !st.getColumn(6).isNull()) {
+      const auto blockers = st.getColumn(6).getString();
+      const int first = std::atoi(blockers.c_str());
+      if (first > 0) ++a.blocking_pid_rows[first];
+    }
     ++a.ash_class_rows[cls];
     ++f.ash_class_rows[cls];
   }
 }
 
-// Pass 4: process rows, spread over the span each delta covers.
+// Per process, the single_thread scan's state: CPU per bucket as the rows
+// pass in time order, and the hot buckets so far.
+struct SingleThreadScan {
+  std::int64_t bucket = -1;
+  std::int64_t bucket_cpu_ns = 0;
+  std::int64_t total_cpu_ns = 0;  // schedstat CPU of its rows in (A, B]
+  SingleThreadCandidate cand;
+};
+
+// Pass 4: process rows, spread over the span each delta covers. Also finds
+// the single_thread candidates: processes off the query path (poolers on it
+// included) at kSingleThreadMinCores..kSingleThreadMaxCores in some bucket of
+// bucket_ns; a row's delta covers the span before its tick, so a row at time
+// t belongs to the bucket holding t − 1 ns. One scan of process_sample in its
+// primary-key order (sample times from a sample_id-indexed vector, no join,
+// no sort); memory holds one entry per process, not per row.
 void read_processes(SQLite::Database& db, const QueryPath& qp, const WindowIndex& wi,
                     std::vector<WindowAcc>& acc, Facts& f, std::int64_t A, std::int64_t B,
-                    std::int64_t clock_ticks_per_s) {
+                    std::int64_t clock_ticks_per_s, std::int64_t bucket_ns, int stallscope_pid) {
+  std::vector<std::int64_t> sample_time;
+  std::int64_t first_sample_id = 0;
+  {
+    SQLite::Statement ss(db, "SELECT sample_id, time_ns FROM sample ORDER BY sample_id");
+    while (ss.executeStep()) {
+      const auto sid = ss.getColumn(0).getInt64();
+      if (sample_time.empty()) first_sample_id = sid;
+      const auto k = static_cast<std::size_t>(sid - first_sample_id);
+      if (k >= sample_time.size()) sample_time.resize(k + 1, INT64_MIN);
+      sample_time[k] = ss.getColumn(1).getInt64();
+    }
+  }
+  std::int64_t from_id = first_sample_id;
+  while (from_id - first_sample_id < static_cast<std::int64_t>(sample_time.size()) &&
+         sample_time[static_cast<std::size_t>(from_id - first_sample_id)] <= A) {
+    ++from_id;
+  }
   SQLite::Statement st(
-      db,
-      "SELECT s.time_ns, ps.process_id, ps.state, ps.cpu_ns, ps.run_delay_ns, "
-      "ps.span_ns, ps.wchan, ps.utime_ticks, ps.stime_ticks FROM process_sample ps JOIN sample s "
-      "ON s.sample_id = ps.sample_id WHERE s.time_ns > ?1 "
-      "ORDER BY ps.sample_id");
-  st.bind(1, A);
+      db, fmt::format("SELECT sample_id, process_id, state, cpu_ns, run_delay_ns, "
+                      "span_ns, wchan, utime_ticks, stime_ticks, {} "
+                      "FROM process_sample WHERE sample_id >= ?1 "
+                      "ORDER BY sample_id, process_id",
+                      has_column(db, "process_sample", "write_bytes") ? "write_bytes" : "NULL"));
+  st.bind(1, from_id);
+  // The stallscope process also runs the writer and the samplers: where the
+  // sampler recorded its threads, the driver's CPU is its ss-driver/N threads.
+  if (qp.driver_process_id && has_column(db, "thread_sample", "comm")) {
+    SQLite::Statement any(db,
+                          "SELECT 1 FROM thread_sample WHERE process_id = ? AND comm LIKE "
+                          "'ss-driver/%' AND cpu_ns IS NOT NULL LIMIT 1");
+    any.bind(1, *qp.driver_process_id);
+    f.driver_cpu_from_threads = any.executeStep();
+  }
   std::unordered_map<std::int64_t, std::int64_t> cpu_by_process;
+  std::unordered_map<std::int64_t, SingleThreadScan> scans;
+  const auto hot_min = static_cast<std::int64_t>(kSingleThreadMinCores * double(bucket_ns));
+  const auto hot_max = static_cast<std::int64_t>(kSingleThreadMaxCores * double(bucket_ns));
+  auto flush = [&](SingleThreadScan& sc) {
+    if (sc.bucket >= 0 && sc.bucket_cpu_ns >= hot_min && sc.bucket_cpu_ns <= hot_max) {
+      if (sc.cand.hot_buckets == 0) sc.cand.first_hot_ns = A + sc.bucket * bucket_ns;
+      ++sc.cand.hot_buckets;
+      sc.cand.hot_cpu_ns += sc.bucket_cpu_ns;
+      sc.cand.last_hot_end_ns = std::min(B, A + (sc.bucket + 1) * bucket_ns);
+    }
+    sc.bucket_cpu_ns = 0;
+  };
+  // Rows this long after B cannot cover any of [A, B) (every process gets a
+  // row at least every 10 s).
+  constexpr std::int64_t kMaxSpanNs = 60 * kNsPerS;
   while (st.executeStep()) {
-    const auto t = st.getColumn(0).getInt64();
+    const auto k = static_cast<std::size_t>(st.getColumn(0).getInt64() - first_sample_id);
+    if (k >= sample_time.size() || sample_time[k] == INT64_MIN) continue;
+    const auto t = sample_time[k];
+    if (t - kMaxSpanNs >= B) break;
     const auto id = st.getColumn(1).getInt64();
+    if (t <= B && !st.getColumn(3).isNull() &&
+        (!qp.is_path(id) || qp.middle_processes.contains(id))) {
+      auto& sc = scans[id];
+      const auto bucket = (t - 1 - A) / bucket_ns;
+      if (bucket != sc.bucket) {
+        flush(sc);
+        sc.bucket = bucket;
+      }
+      sc.bucket_cpu_ns += st.getColumn(3).getInt64();
+      sc.total_cpu_ns += st.getColumn(3).getInt64();
+    }
     const auto span = opt_int64(st.getColumn(5));
     const bool driver = qp.driver_process_id && id == *qp.driver_process_id;
     const bool backend = qp.backend_process_ids.contains(id);
+    const auto middle_it = qp.middle_processes.find(id);
+    const bool middle = middle_it != qp.middle_processes.end();
     if (span && t - *span >= B) continue;
     if (!span && t >= B) continue;
     std::int64_t cpu_in_span = 0;
-    // schedstat covers the thread-group leader only; /proc/PID/stat ticks
-    // cover every thread. Take the larger, so a multi-threaded driver's
-    // worker threads count.
+    // schedstat (summed over every thread by the sampler) is exact; the
+    // 10 ms /proc/PID/stat ticks are the fallback where schedstat was
+    // unreadable.
     auto cpu = opt_int64(st.getColumn(3));
-    if (!st.getColumn(7).isNull() && !st.getColumn(8).isNull() && clock_ticks_per_s > 0) {
-      const auto ticks_ns =
-          (st.getColumn(7).getInt64() + st.getColumn(8).getInt64()) * kNsPerS / clock_ticks_per_s;
-      cpu = std::max(cpu.value_or(0), ticks_ns);
+    if (!cpu && !st.getColumn(7).isNull() && !st.getColumn(8).isNull() && clock_ticks_per_s > 0) {
+      cpu = (st.getColumn(7).getInt64() + st.getColumn(8).getInt64()) * kNsPerS / clock_ticks_per_s;
     }
+    const bool driver_from_threads = driver && f.driver_cpu_from_threads;
     if (cpu) {
       spread(wi, t, span, *cpu, [&](std::size_t k, std::int64_t v) {
         cpu_in_span += v;
-        if (driver) acc[k].driver_cpu_ns += v;
+        if (driver && !driver_from_threads) acc[k].driver_cpu_ns += v;
         if (backend) acc[k].server_cpu_ns += v;
+        if (middle) acc[k].path_cpu_ns[middle_it->second] += v;
       });
     }
     cpu_by_process[id] += cpu_in_span;
@@ -429,13 +688,71 @@ void read_processes(SQLite::Database& db, const QueryPath& qp, const WindowIndex
     if (auto delay = opt_int64(st.getColumn(4))) {
       spread(wi, t, span, *delay, [&](std::size_t k, std::int64_t v) {
         f.all_run_delay_ns += v;
-        if (driver || backend) acc[k].run_delay_ns += v;
+        if ((driver && !driver_from_threads) || backend || middle) acc[k].run_delay_ns += v;
+        if ((driver || backend || middle) && qp.throttled_process_ids.contains(id))
+          acc[k].throttled_delay_ns += v;
       });
     }
-    if (backend && wi.find(t) >= 0 && st.getColumn(2).getString() == "D") {
+    const auto at = wi.find(t);
+    const bool in_d = st.getColumn(2).getString() == "D";
+    if (backend && at >= 0 && in_d) {
       ++f.backend_d_rows;
       auto wchan = st.getColumn(6);
-      ++f.backend_d_wchan_rows[wchan.isNull() ? std::string("-") : wchan.getString()];
+      const auto w = wchan.isNull() ? std::string("-") : wchan.getString();
+      ++f.backend_d_wchan_rows[w];
+      auto& a = acc[static_cast<std::size_t>(at)];
+      ++a.backend_d_rows;
+      ++a.backend_d_wchan_rows[w];
+    }
+    if (at >= 0 && qp.checkpointer_ids.contains(id)) {
+      auto& a = acc[static_cast<std::size_t>(at)];
+      if (in_d) ++a.checkpointer_d_rows;
+      if (!st.getColumn(9).isNull()) a.checkpointer_write_bytes += st.getColumn(9).getInt64();
+    }
+  }
+  if (f.driver_cpu_from_threads) {
+    SQLite::Statement th(db,
+                         "SELECT sample_id, cpu_ns, run_delay_ns, span_ns FROM thread_sample "
+                         "WHERE process_id = ? AND comm LIKE 'ss-driver/%' AND sample_id >= ? "
+                         "ORDER BY sample_id");
+    th.bind(1, *qp.driver_process_id);
+    th.bind(2, from_id);
+    while (th.executeStep()) {
+      const auto k = static_cast<std::size_t>(th.getColumn(0).getInt64() - first_sample_id);
+      if (k >= sample_time.size() || sample_time[k] == INT64_MIN) continue;
+      const auto t = sample_time[k];
+      const auto span = opt_int64(th.getColumn(3));
+      if ((span && t - *span >= B) || (!span && t >= B)) continue;
+      if (auto cpu = opt_int64(th.getColumn(1))) {
+        spread(wi, t, span, *cpu,
+               [&](std::size_t w, std::int64_t v) { acc[w].driver_cpu_ns += v; });
+      }
+      if (auto delay = opt_int64(th.getColumn(2))) {
+        spread(wi, t, span, *delay,
+               [&](std::size_t w, std::int64_t v) { acc[w].run_delay_ns += v; });
+      }
+    }
+  }
+  std::vector<std::int64_t> hot_ids;
+  for (auto& [id, sc] : scans) {
+    flush(sc);
+    if (sc.cand.hot_buckets > 0) hot_ids.push_back(id);
+  }
+  std::sort(hot_ids.begin(), hot_ids.end());
+  {
+    SQLite::Statement proc(db, "SELECT pid, comm FROM process WHERE process_id = ?");
+    for (auto id : hot_ids) {
+      auto& sc = scans[id];
+      sc.cand.process.process_id = id;
+      sc.cand.process.cpu_ns = sc.total_cpu_ns;
+      sc.cand.bucket_ns = bucket_ns;
+      proc.bind(1, id);
+      if (proc.executeStep()) {
+        sc.cand.process.pid = proc.getColumn(0).getInt();
+        sc.cand.process.comm = proc.getColumn(1).getString();
+      }
+      proc.reset();
+      if (sc.cand.process.pid != stallscope_pid) f.single_thread.push_back(sc.cand);
     }
   }
   // The processes off the query path that used the most CPU.
@@ -457,64 +774,43 @@ void read_processes(SQLite::Database& db, const QueryPath& qp, const WindowIndex
   }
 }
 
-// Processes off the query path at kSingleThreadMinCores..kSingleThreadMaxCores
-// in some bucket. A row's delta covers the span before its tick, so a row at
-// time t belongs to the bucket holding t − 1 ns.
-// SQL groups per (process, bucket) so memory holds only the hot buckets of
-// one process at a time.
-void find_single_threads(SQLite::Database& db, const QueryPath& qp, Facts& f,
-                         std::int64_t bucket_ns, int stallscope_pid) {
-  const auto A = f.span_start_ns, B = f.span_end_ns;
-  SQLite::Statement st(
-      db,
-      "SELECT ps.process_id, (s.time_ns - 1 - ?1) / ?3 AS bucket, sum(ps.cpu_ns) AS cpu "
-      "FROM process_sample ps JOIN sample s ON s.sample_id = ps.sample_id "
-      "WHERE s.time_ns > ?1 AND s.time_ns <= ?2 AND ps.cpu_ns IS NOT NULL "
-      "GROUP BY ps.process_id, bucket HAVING cpu >= ?4 AND cpu <= ?5 "
-      "ORDER BY ps.process_id, bucket");
-  st.bind(1, A);
-  st.bind(2, B);
-  st.bind(3, bucket_ns);
-  st.bind(4, static_cast<std::int64_t>(kSingleThreadMinCores * double(bucket_ns)));
-  st.bind(5, static_cast<std::int64_t>(kSingleThreadMaxCores * double(bucket_ns)));
-  SQLite::Statement proc(db, "SELECT pid, comm FROM process WHERE process_id = ?");
-  SQLite::Statement total(db,
-                          "SELECT sum(ps.cpu_ns) FROM process_sample ps JOIN sample s "
-                          "ON s.sample_id = ps.sample_id WHERE ps.process_id = ?1 "
-                          "AND s.time_ns > ?2 AND s.time_ns <= ?3");
-  std::optional<SingleThreadCandidate> cur;
-  auto close = [&] {
-    if (!cur) return;
-    proc.bind(1, cur->process.process_id);
-    if (proc.executeStep()) {
-      cur->process.pid = proc.getColumn(0).getInt();
-      cur->process.comm = proc.getColumn(1).getString();
-    }
-    proc.reset();
-    total.bind(1, cur->process.process_id);
-    total.bind(2, A);
-    total.bind(3, B);
-    if (total.executeStep()) cur->process.cpu_ns = total.getColumn(0).getInt64();
-    total.reset();
-    if (cur->process.pid != stallscope_pid) f.single_thread.push_back(std::move(*cur));
-    cur.reset();
-  };
-  while (st.executeStep()) {
-    auto id = st.getColumn(0).getInt64();
-    if (qp.is_path(id)) continue;
-    if (cur && cur->process.process_id != id) close();
-    auto bucket = st.getColumn(1).getInt64();
-    if (!cur) {
-      cur = SingleThreadCandidate{};
-      cur->process.process_id = id;
-      cur->bucket_ns = bucket_ns;
-      cur->first_hot_ns = A + bucket * bucket_ns;
-    }
-    ++cur->hot_buckets;
-    cur->hot_cpu_ns += st.getColumn(2).getInt64();
-    cur->last_hot_end_ns = std::min(B, A + (bucket + 1) * bucket_ns);
+// cgroup cpu.stat of the query path's cgroups (cgroup_sample, where the
+// sampler recorded it): marks path processes whose cgroup was throttled in
+// the span and keeps the most throttled cgroup's figures as evidence.
+void read_cgroups(SQLite::Database& db, QueryPath& qp, Facts& f, std::int64_t A, std::int64_t B) {
+  if (!has_column(db, "process", "cgroup") || !has_column(db, "cgroup_sample", "throttled_ns")) {
+    return;
   }
-  close();
+  std::map<std::string, std::vector<std::int64_t>> path_cgroups;
+  SQLite::Statement procs(db, "SELECT process_id, cgroup FROM process WHERE cgroup IS NOT NULL");
+  while (procs.executeStep()) {
+    const auto id = procs.getColumn(0).getInt64();
+    if (qp.is_path(id)) path_cgroups[procs.getColumn(1).getString()].push_back(id);
+  }
+  SQLite::Statement st(db,
+                       "SELECT count(*), sum(cs.nr_periods), sum(cs.nr_throttled), "
+                       "sum(cs.throttled_ns) FROM cgroup_sample cs JOIN sample s "
+                       "ON s.sample_id = cs.sample_id WHERE cs.cgroup = ?1 "
+                       "AND s.time_ns > ?2 AND s.time_ns <= ?3");
+  for (const auto& [cgroup, ids] : path_cgroups) {
+    st.bind(1, cgroup);
+    st.bind(2, A);
+    st.bind(3, B);
+    st.executeStep();
+    if (st.getColumn(0).getInt64() > 0) {
+      f.cgroup_data = true;
+      const auto throttled = st.getColumn(2).isNull() ? 0 : st.getColumn(2).getInt64();
+      const auto throttled_ns = st.getColumn(3).isNull() ? 0 : st.getColumn(3).getInt64();
+      if (throttled > 0) qp.throttled_process_ids.insert(ids.begin(), ids.end());
+      if (throttled > 0 && throttled_ns >= f.cgroup_throttled_ns) {
+        f.throttled_cgroup = cgroup;
+        f.cgroup_throttled_ns = throttled_ns;
+        f.cgroup_nr_throttled = throttled;
+        f.cgroup_nr_periods = st.getColumn(1).isNull() ? 0 : st.getColumn(1).getInt64();
+      }
+    }
+    st.reset();
+  }
 }
 
 Accounting make_accounting(int clients, std::int64_t wall_ns, const WindowAcc& a, const Facts& f) {
@@ -523,8 +819,18 @@ Accounting make_accounting(int clients, std::int64_t wall_ns, const WindowAcc& a
   acc.wall_ns = wall_ns;
   acc.client_ns = static_cast<std::int64_t>(clients) * wall_ns;
   acc.sampler_cpu_ns = a.sampler_cpu_ns;
-  acc.driver_cpu_ns = std::max<std::int64_t>(0, a.driver_cpu_ns - a.sampler_cpu_ns);
+  // Without per-thread rows the stallscope process's CPU includes the
+  // sampler thread's, which the sampler measured itself.
+  acc.driver_cpu_ns = f.driver_cpu_from_threads
+                          ? a.driver_cpu_ns
+                          : std::max<std::int64_t>(0, a.driver_cpu_ns - a.sampler_cpu_ns);
   acc.server_cpu_ns = f.backends_on_host ? a.server_cpu_ns : a.ash_cpu_rows * f.ash_period_ns;
+  for (const auto& [comm, ns] : a.path_cpu_ns) {
+    acc.path_cpu_by_comm_ns.emplace_back(comm, ns);
+    acc.path_cpu_ns += ns;
+  }
+  std::stable_sort(acc.path_cpu_by_comm_ns.begin(), acc.path_cpu_by_comm_ns.end(),
+                   [](auto& x, auto& y) { return x.second > y.second; });
   for (const auto& [cls, rows] : a.ash_class_rows) {
     acc.server_wait_by_class_ns.emplace_back(cls, rows * f.ash_period_ns);
     acc.server_wait_ns += rows * f.ash_period_ns;
@@ -532,8 +838,8 @@ Accounting make_accounting(int clients, std::int64_t wall_ns, const WindowAcc& a
   std::stable_sort(acc.server_wait_by_class_ns.begin(), acc.server_wait_by_class_ns.end(),
                    [](auto& x, auto& y) { return x.second > y.second; });
   acc.run_delay_ns = a.run_delay_ns;
-  const auto parts_ns =
-      acc.driver_cpu_ns + acc.server_cpu_ns + acc.server_wait_ns + acc.run_delay_ns;
+  const auto parts_ns = acc.driver_cpu_ns + acc.path_cpu_ns + acc.server_cpu_ns +
+                        acc.server_wait_ns + acc.run_delay_ns;
   acc.remainder_ns = std::max<std::int64_t>(0, acc.client_ns - parts_ns);
   acc.excess_ns = std::max<std::int64_t>(0, parts_ns - acc.client_ns);
   auto part = [&](std::string name, std::int64_t ns) {
@@ -541,6 +847,7 @@ Accounting make_accounting(int clients, std::int64_t wall_ns, const WindowAcc& a
         {std::move(name), ns, acc.client_ns > 0 ? double(ns) / double(acc.client_ns) : 0.0});
   };
   part("driver_cpu", acc.driver_cpu_ns);
+  for (const auto& [comm, ns] : acc.path_cpu_by_comm_ns) part("path_cpu:" + comm, ns);
   part("server_cpu", acc.server_cpu_ns);
   for (const auto& [cls, ns] : acc.server_wait_by_class_ns) part("server_wait:" + cls, ns);
   part("run_queue", acc.run_delay_ns);
@@ -561,6 +868,7 @@ void add_into(WindowAcc& total, const WindowAcc& a) {
   total.sampler_cpu_ns += a.sampler_cpu_ns;
   total.driver_cpu_ns += a.driver_cpu_ns;
   total.server_cpu_ns += a.server_cpu_ns;
+  for (const auto& [k, v] : a.path_cpu_ns) total.path_cpu_ns[k] += v;
   total.run_delay_ns += a.run_delay_ns;
   total.ash_cpu_rows += a.ash_cpu_rows;
   for (const auto& [k, v] : a.ash_class_rows) total.ash_class_rows[k] += v;
@@ -631,26 +939,45 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
     }
 
     auto qp = find_query_path(db, run);
+    if (f.has_queries) find_middle_processes(db, options, qp, A, B, report.notes);
     f.backends_on_host = !qp.backend_process_ids.empty();
     const bool use_pids = !qp.backend_pids.empty();
 
+    read_cgroups(db, qp, f, A, B);
+    {
+      SQLite::Statement ck(db,
+                           "SELECT process_id FROM process WHERE cmdline LIKE "
+                           "'postgres: checkpointer%'");
+      while (ck.executeStep()) qp.checkpointer_ids.insert(ck.getColumn(0).getInt64());
+    }
+
     WindowIndex wi;
-    build_windows(db, options, report, wi, A, B);
+    LatencyHistogram hist;
+    build_windows(db, options, report, wi, A, B, hist);
+    if (auto p50 = hist.percentile(0.50)) report.run.latency_p50_ms = ms(*p50);
+    if (auto p99 = hist.percentile(0.99)) report.run.latency_p99_ms = ms(*p99);
     std::vector<WindowAcc> acc(report.windows.size());
     read_host(db, wi, acc, A, B);
     read_ash(db, qp, use_pids, wi, acc, f, A, B);
     read_processes(db, qp, wi, acc, f, A, B,
-                   db.execAndGet("SELECT clock_ticks_per_s FROM run").getInt64());
-    find_single_threads(db, qp, f, report.query_windows ? kNsPerS : options.window_ns,
-                        run.stallscope_pid);
+                   db.execAndGet("SELECT clock_ticks_per_s FROM run").getInt64(),
+                   report.query_windows ? kNsPerS : options.window_ns, run.stallscope_pid);
 
     const int clients = report.run.clients.value_or(
         static_cast<int>(db.execAndGet("SELECT count(DISTINCT client_id) FROM query").getInt64()));
     WindowAcc total;
     f.window_wait_share.resize(report.windows.size());
     f.window_steal_share.resize(report.windows.size());
+    f.window_throttle_share.resize(report.windows.size());
+    std::vector<WindowSignals> signals(report.windows.size());
+    std::int64_t perturbed_windows = 0;
     for (std::size_t i = 0; i < report.windows.size(); ++i) {
       auto& w = report.windows[i];
+      if (options.client_driver_cpu_ns && i < options.client_driver_cpu_ns->size()) {
+        // Client + server: the driver ran on the client host; make_accounting
+        // subtracts this file's sampler CPU, so add it back.
+        acc[i].driver_cpu_ns = (*options.client_driver_cpu_ns)[i] + acc[i].sampler_cpu_ns;
+      }
       const auto& a = acc[i];
       add_into(total, a);
       if (a.host.cpu_rows > 0) {
@@ -673,7 +1000,53 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
         }
       }
       w.top_wait_event_samples = best;
+      if (w.end_ns > w.start_ns) {
+        w.sampler_core_share = double(a.sampler_cpu_ns) / double(w.end_ns - w.start_ns);
+        w.perturbed = *w.sampler_core_share > kPerturbationMaxCoreShare;
+        if (w.perturbed) ++perturbed_windows;
+      }
       const auto wall = w.end_ns - w.start_ns;
+      // Query-path run delay from a CPU quota: measured through the cgroup
+      // where the sampler recorded it, else inferred (runnable while idle).
+      std::int64_t throttled_ns = 0;
+      if (f.cgroup_data) {
+        throttled_ns = a.throttled_delay_ns;
+      } else if (a.host.cpu_rows > 0 && a.host.busy_share() < kThrottleMaxHostBusyShare) {
+        throttled_ns = a.run_delay_ns;
+      }
+      f.throttled_run_delay_ns += throttled_ns;
+      {
+        auto& g = signals[i];
+        g.client_ns = static_cast<std::int64_t>(clients) * wall;
+        g.backend_d_rows = a.backend_d_rows;
+        for (const auto& [wchan, n] : a.backend_d_wchan_rows) {
+          if (n > g.top_d_wchan_rows)
+            std::tie(g.top_d_wchan, g.top_d_wchan_rows) = std::tie(wchan, n);
+        }
+        g.checkpointer_d_rows = a.checkpointer_d_rows;
+        g.checkpointer_write_bytes = a.checkpointer_write_bytes;
+        auto rows_of = [&](const std::map<std::string, std::int64_t>& m, const std::string& k) {
+          auto it = m.find(k);
+          return it == m.end() ? std::int64_t{0} : it->second;
+        };
+        const auto walwrite = rows_of(a.ash_event_rows, "LWLock:WALWrite");
+        const bool io_evidence = rows_of(f.ash_class_rows, "IO") > 0 || f.backend_d_rows > 0;
+        g.io_rows = rows_of(a.ash_class_rows, "IO") + (io_evidence ? walwrite : 0);
+        g.lock_rows = rows_of(a.ash_class_rows, "Lock");
+        g.lwlock_rows = rows_of(a.ash_class_rows, "LWLock") - (io_evidence ? walwrite : 0);
+        for (const auto& [pid, n] : a.blocking_pid_rows) {
+          if (n > g.top_blocking_pid_rows)
+            std::tie(g.top_blocking_pid, g.top_blocking_pid_rows) = std::tie(pid, n);
+        }
+        g.throttled_ns = throttled_ns;
+        g.run_delay_ns = std::max<std::int64_t>(0, a.run_delay_ns - throttled_ns);
+        g.steal_share = f.window_steal_share[i];
+        g.ash_period_ns = f.ash_period_ns;
+        g.sample_period_ns = f.sample_period_ns;
+      }
+      if (f.has_queries && clients > 0 && wall > 0) {
+        f.window_throttle_share[i] = double(throttled_ns) / (double(clients) * double(wall));
+      }
       if (f.has_queries) {
         w.accounting = make_accounting(clients, wall, a, f);
         for (const auto& [cls, ns] : w.accounting->server_wait_by_class_ns) {
@@ -688,6 +1061,12 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
     if (f.has_queries) report.accounting = make_accounting(clients, B - A, total, f);
 
     // Notes: sampling limits and caveats.
+    if (perturbed_windows > 0) {
+      report.notes.push_back(fmt::format(
+          "{} of {} windows are flagged as perturbed: the sampler itself used more than {:.0f}% "
+          "of a core there, so its own cost may have shaped what it measured.",
+          perturbed_windows, report.windows.size(), 100 * kPerturbationMaxCoreShare));
+    }
     if (f.ash_available) {
       report.notes.push_back(fmt::format(
           "ASH polls pg_stat_activity every {:.1f} ms: a wait shorter than that is seen with "
@@ -712,7 +1091,7 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
             "host?): "
             "server CPU is estimated from ASH samples of active backends with no wait event.");
       }
-      if (!qp.driver_process_id) {
+      if (!qp.driver_process_id && !options.client_driver_cpu_ns) {
         report.notes.push_back(
             "The stallscope process was not found among the sampled processes: driver CPU is 0.");
       }
@@ -728,6 +1107,25 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
           "proportion to the CPU each of backends, driver and other processes used.");
     }
     report.findings = find(report, f);
+    // The blocker's latest query text (files from before pg_query_text: none).
+    const bool texts = has_column(db, "pg_query_text", "query") &&
+                       has_column(db, "pg_activity_sample", "query_text_id");
+    SQLite::Statement blocker(
+        db, texts ? "SELECT coalesce(t.query, ''), coalesce(a.state, '') FROM "
+                    "pg_activity_sample a LEFT JOIN pg_query_text t ON "
+                    "t.query_text_id = a.query_text_id WHERE a.pid = ?1 AND "
+                    "a.time_ns <= ?2 ORDER BY a.time_ns DESC LIMIT 1"
+                  : "SELECT '', coalesce(state, '') FROM pg_activity_sample WHERE pid = ?1 AND "
+                    "time_ns <= ?2 ORDER BY time_ns DESC LIMIT 1");
+    report.stalls = find_stalls(report, signals, [&](int pid, std::int64_t t) {
+      blocker.reset();
+      blocker.bind(1, pid);
+      blocker.bind(2, t);
+      if (!blocker.executeStep()) return std::string();
+      auto q = blocker.getColumn(0).getString();
+      auto state = blocker.getColumn(1).getString();
+      return state.empty() ? q : fmt::format("{} ({})", q, state);
+    });
     return report;
   } catch (const SQLite::Exception& e) {
     throw Error(ErrorKind::sqlite, fmt::format("cannot read {}: {}", store.path(), e.what()),

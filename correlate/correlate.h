@@ -33,6 +33,14 @@ struct ExplainOptions {
   std::int64_t window_ns = 1'000'000'000;
   // ... or, when set, windows of this many consecutive queries (--every N).
   std::optional<std::int64_t> every_queries;
+  // Processes on the query path between driver and server (poolers,
+  // proxies), by comm (--path-process NAME). When empty and the driver's
+  // backend pids match no sampled process (it talked to a pooler), running
+  // pgbouncer / pgcat / odyssey / pgpool processes are taken, and a note says so.
+  std::vector<std::string> path_process_names;
+  // Internal to explain_pair: per window, the driver CPU measured on the
+  // client host (the windows of the client-only pass, same options).
+  std::optional<std::vector<std::int64_t>> client_driver_cpu_ns;
 };
 
 // The run row plus whole-run query figures. Latency figures are absent when
@@ -59,8 +67,8 @@ struct RunSummary {
   std::optional<std::int64_t> query_end_ns;    // last query answered
   std::optional<double> tps;                   // queries ÷ query span, 1/s
   std::optional<double> latency_mean_ms;
-  std::optional<double> latency_p50_ms;  // nearest rank
-  std::optional<double> latency_p99_ms;  // nearest rank
+  std::optional<double> latency_p50_ms;  // nearest rank, within 0.2 % (one-pass histogram)
+  std::optional<double> latency_p99_ms;  // nearest rank, within 0.2 % (one-pass histogram)
   std::optional<double> latency_max_ms;
 };
 
@@ -79,12 +87,15 @@ struct Accounting {
   std::int64_t driver_cpu_ns = 0;   // stallscope process CPU minus the sampler's own
   std::int64_t sampler_cpu_ns = 0;  // subtracted from the driver's CPU
   std::int64_t server_cpu_ns = 0;   // CPU of this run's backends
+  std::int64_t path_cpu_ns = 0;     // CPU of path processes (poolers, proxies), by comm below
+  std::vector<std::pair<std::string, std::int64_t>> path_cpu_by_comm_ns;  // largest first
   std::int64_t server_wait_ns = 0;  // sum of the per-class ASH estimates below
   std::vector<std::pair<std::string, std::int64_t>> server_wait_by_class_ns;  // largest first
   std::int64_t run_delay_ns = 0;  // schedstat run delay of driver + backends
   std::int64_t remainder_ns = 0;  // client_ns − the parts above, clamped ≥ 0
   std::int64_t excess_ns = 0;     // by how much the parts exceed client_ns (overlap), else 0
-  // In display order: driver_cpu, server_cpu, server_wait:<class>…, run_queue, remainder.
+  // In display order: driver_cpu, path_cpu:<comm>…, server_cpu, server_wait:<class>…,
+  // run_queue, remainder.
   std::vector<AccountingPart> parts;
 };
 
@@ -114,6 +125,11 @@ struct Window {
   // for active with no wait event; absent when ASH saw none of them.
   std::optional<std::string> top_wait_event;
   std::int64_t top_wait_event_samples = 0;
+  // The sampler's own CPU in this window as a share of one core, and whether
+  // it exceeded kPerturbationMaxCoreShare (detail.h; README): its figures may
+  // then be perturbed by the measurement itself.
+  std::optional<double> sampler_core_share;
+  bool perturbed = false;
   std::optional<Accounting> accounting;  // absent without queries
 };
 
@@ -132,8 +148,44 @@ struct Finding {
   std::string suggestion;  // what to try next
 };
 
+// A window whose throughput fell or whose latency rose well beyond the run's
+// typical window: robust z = (x − median) ÷ (1.4826 · MAD) over the windows
+// with queries; a stall has tps_z ≤ −kStallZ and tps ≤ (1 − kStallMinDrop) ×
+// median, or latency_z ≥ kStallZ and mean latency ≥ (1 + kStallMinDrop) ×
+// median (constants in detail.h, documented in README). Needs at least
+// kStallMinWindows windows with queries.
+struct Stall {
+  std::size_t window_index = 0;  // into Report::windows
+  std::int64_t start_ns = 0;
+  std::int64_t end_ns = 0;
+  std::int64_t queries = 0;
+  std::optional<double> tps;
+  std::optional<double> typical_tps;  // median
+  std::optional<double> latency_mean_ms;
+  std::optional<double> typical_latency_mean_ms;  // median
+  std::optional<double> latency_max_ms;
+  std::optional<double> tps_z;      // absent when the MAD is 0
+  std::optional<double> latency_z;  // absent when the MAD is 0
+  // What differs most from the typical windows: io_wait, checkpoint,
+  // lock_wait, lwlock_wait, steal, cpu_throttle, runqueue, or unexplained.
+  std::string cause;
+  std::string explanation;  // one sentence
+  Evidence evidence;        // this window's figures next to the typical ones
+};
+
+// One host's CPU over the analysed span (client + server explain).
+struct HostSummary {
+  std::string role;  // "client" or "server"
+  std::string host;
+  int cores = 0;
+  std::optional<double> cpu_busy_pct;  // mean over the windows with host samples
+  std::optional<double> cpu_iowait_pct;
+  std::optional<double> cpu_steal_pct;
+};
+
 struct Report {
   RunSummary run;
+  std::vector<HostSummary> hosts;             // explain_pair only: client host, then server host
   bool query_windows = false;                 // windows of N queries (--every) rather than time
   std::optional<std::int64_t> window_ns;      // time windows: their length
   std::optional<std::int64_t> every_queries;  // query windows: N
@@ -141,12 +193,26 @@ struct Report {
   std::optional<Accounting> accounting;       // whole run; absent without queries
   std::vector<Window> windows;
   std::vector<Finding> findings;   // highest score first
+  std::vector<Stall> stalls;       // in time order
   std::vector<std::string> notes;  // sampling limits and caveats
 };
 
 // Reads the run file and builds the report. Only reads. Throws Error(usage)
 // for a file that holds no run or bad options, Error(sqlite) for read failures.
 Report explain(schema::Store& store, const ExplainOptions& options);
+// Client + server: `client` is a run file (queries, the driver's host), and
+// `server_path` a file recorded on the database host (`record`) at the same
+// time. Host, process and ASH figures come from the server file (attached
+// read-only, its tables shadowed by temporary views for the analysis); the
+// driver's CPU from the client file. Both hosts are assumed to share one clock
+// (the run file holds no offset estimate yet) and a note says so. Throws
+// Error(usage) with one line when the files' time ranges do not overlap.
+Report explain_pair(schema::Store& client, const std::string& server_path,
+                    const ExplainOptions& options);
+// Writes the findings and stalls into the run file's `finding` and `stall`
+// tables (creating them in files made before they existed), replacing any rows
+// of an earlier explain, in one transaction. Throws Error(sqlite) on failure.
+void save_report(schema::Store& store, const Report& report);
 // Human-readable text: run header, window table, time accounting, findings.
 // Control characters in untrusted text (process names, SQL, wait events) are
 // written as \xNN.

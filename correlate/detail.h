@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -35,6 +36,22 @@ inline constexpr double kRoundtripMaxHostBusyShare = 0.8;
 // than the client's connect time plus this slack (start_ns derives from boot
 // time, which /proc/stat gives to the second).
 inline constexpr std::int64_t kBackendStartSlackNs = 2'000'000'000;
+// Run delay charging: with clients ≤ cores, the query path's run delay is all
+// charged to processes off the path when they used at least this many cores.
+inline constexpr double kRunqueueMinOtherCores = 0.25;
+// cpu_throttle without cgroup cpu.stat rows: query-path run delay counts as
+// throttling only in windows where the host CPU was busy less than this share
+// (runnable while CPUs idle: a quota or a cpuset, not contention).
+inline constexpr double kThrottleMaxHostBusyShare = 0.6;
+// Stalls (see Stall in correlate.h): robust z beyond this ...
+inline constexpr double kStallZ = 3.0;
+// ... and at least this relative change against the median ...
+inline constexpr double kStallMinDrop = 0.25;
+// ... among at least this many windows with queries.
+inline constexpr std::size_t kStallMinWindows = 5;
+// Perturbation: a window is flagged when the sampler used more than this
+// share of one core in it.
+inline constexpr double kPerturbationMaxCoreShare = 0.05;
 // Upper bound on the number of windows a report may hold.
 inline constexpr std::int64_t kMaxWindows = 10'000'000;
 
@@ -81,6 +98,9 @@ struct Facts {
   bool has_queries = false;
   bool ash_available = false;
   bool backends_on_host = false;  // backend processes found in `process`
+  // Driver CPU and run delay come from its own threads (thread_sample rows
+  // named ss-driver/N), so the writer's and samplers' threads don't count.
+  bool driver_cpu_from_threads = false;
   int threads = 0;
   int cores = 0;
   std::int64_t ash_period_ns = 0;
@@ -103,7 +123,42 @@ struct Facts {
   // its steal share, for finding spans.
   std::vector<std::map<std::string, double>> window_wait_share;
   std::vector<double> window_steal_share;
+  // cpu_throttle: query-path run delay attributed to a CPU quota — of path
+  // processes whose cgroup cpu.stat showed throttling (cgroup_data), else in
+  // windows where the host was mostly idle — and per window its share.
+  std::int64_t throttled_run_delay_ns = 0;
+  std::vector<double> window_throttle_share;
+  bool cgroup_data = false;              // cgroup_sample rows for query-path cgroups
+  std::string throttled_cgroup;          // the most throttled query-path cgroup
+  std::int64_t cgroup_throttled_ns = 0;  // its cpu.stat throttled time in the span
+  std::int64_t cgroup_nr_throttled = 0;  // its throttled periods in the span
+  std::int64_t cgroup_nr_periods = 0;    // its enforcement periods in the span
 };
+
+// Per window, what a stall explanation compares with the typical windows.
+struct WindowSignals {
+  std::int64_t client_ns = 0;       // N × window length
+  std::int64_t backend_d_rows = 0;  // backend process rows in state D
+  std::string top_d_wchan;          // most frequent wchan among them
+  std::int64_t top_d_wchan_rows = 0;
+  std::int64_t checkpointer_d_rows = 0;
+  std::int64_t checkpointer_write_bytes = 0;
+  std::int64_t io_rows = 0;      // ASH IO + (with IO evidence) LWLock:WALWrite rows
+  std::int64_t lock_rows = 0;    // ASH Lock rows
+  std::int64_t lwlock_rows = 0;  // ASH LWLock rows not counted in io_rows
+  int top_blocking_pid = 0;      // most frequent first blocking pid of Lock rows
+  std::int64_t top_blocking_pid_rows = 0;
+  std::int64_t run_delay_ns = 0;   // query path, contention only
+  std::int64_t throttled_ns = 0;   // query path, quota
+  double steal_share = 0;          // steal ÷ (busy + steal)
+  std::int64_t ash_period_ns = 0;  // to turn rows into time
+  std::int64_t sample_period_ns = 0;
+};
+
+// Finds the stalls among the windows (stalls.cpp). `blocker_query` returns
+// the latest query text ASH saw for a pid before a time, or "".
+std::vector<Stall> find_stalls(const Report& r, const std::vector<WindowSignals>& sig,
+                               const std::function<std::string(int, std::int64_t)>& blocker_query);
 
 // Ranks the findings (rules in findings.cpp).
 std::vector<Finding> find(const Report& report, const Facts& facts);
@@ -113,5 +168,8 @@ std::vector<Finding> find(const Report& report, const Facts& facts);
 std::string escape_text(std::string_view s);
 // Replaces invalid UTF-8 with U+FFFD so JSON can always be dumped.
 std::string valid_utf8(std::string_view s);
+// Evidence as a JSON object (names → numbers or strings), and a stall as JSON.
+nlohmann::json evidence_json(const Evidence& evidence);
+nlohmann::json stall_json(const Stall& stall);
 
 }  // namespace stallscope::correlate::detail

@@ -72,12 +72,22 @@ struct Context {
 struct RunDelayCharge {
   std::int64_t backends_ns = 0, driver_ns = 0, others_ns = 0;
 };
+// Run delay that cpu_throttle claims (a quota, not contention) is left out.
+// A closed loop has at most one runnable query-path task per client (each
+// client waits for its backend), so with clients ≤ cores the path cannot queue
+// behind itself: while processes off the path used at least
+// kRunqueueMinOtherCores, all of its run delay is charged to them.
 RunDelayCharge charge_run_delay(const Accounting& a, const Facts& f) {
-  const double b = double(a.server_cpu_ns), d = double(a.driver_cpu_ns),
-               o = double(f.other_cpu_ns + a.sampler_cpu_ns);
+  const double o = double(f.other_cpu_ns + a.sampler_cpu_ns);
+  const bool path_fits = a.clients > 0 && a.clients <= f.cores && a.wall_ns > 0 &&
+                         o / double(a.wall_ns) >= kRunqueueMinOtherCores;
+  const double b = path_fits ? 0.0 : double(a.server_cpu_ns),
+               d = path_fits ? 0.0 : double(a.driver_cpu_ns);
   const double total = b + d + o;
-  const double r = double(a.run_delay_ns);
-  if (total <= 0) return {0, 0, a.run_delay_ns};
+  const auto contended_ns = std::max<std::int64_t>(
+      0, a.run_delay_ns - std::min(a.run_delay_ns, f.throttled_run_delay_ns));
+  const double r = double(contended_ns);
+  if (total <= 0) return {0, 0, contended_ns};
   return {static_cast<std::int64_t>(r * b / total), static_cast<std::int64_t>(r * d / total),
           static_cast<std::int64_t>(r * o / total)};
 }
@@ -219,11 +229,63 @@ void steal(const Context& c, std::vector<Finding>& out) {
   out.push_back(std::move(x));
 }
 
+// cpu_throttle: query-path run delay attributed to a CPU quota ÷ N·W. With
+// cgroup cpu.stat rows (cgroup_sample): the run delay of path processes whose
+// cgroup was throttled. Without them: the path's run delay in windows where
+// the host CPU was busy < kThrottleMaxHostBusyShare — runnable while CPUs
+// idle, which contention cannot explain (a quota, or a cpuset).
+void cpu_throttle(const Context& c, std::vector<Finding>& out) {
+  if (!c.acc) return;
+  auto x = make(c, "cpu_throttle", c.share(c.f.throttled_run_delay_ns));
+  if (x.score < kMinScore) return;
+  std::tie(x.start_ns, x.end_ns) =
+      signal_span(c.r, c.f, [&](std::size_t i) { return c.f.window_throttle_share[i]; });
+  const double busy = c.f.host.busy_share();
+  if (c.f.cgroup_data) {
+    x.summary = fmt::format(
+        "Query-path tasks were runnable but throttled by the CPU quota of cgroup {} for {} of "
+        "client time ({} of {} periods throttled).",
+        c.f.throttled_cgroup, pct_text(x.score), c.f.cgroup_nr_throttled, c.f.cgroup_nr_periods);
+  } else {
+    x.summary = fmt::format(
+        "Query-path tasks waited to run for {} of client time while the host CPU was only {:.0f}% "
+        "busy: a CPU quota or cpuset holds them back (inferred; no cgroup cpu.stat in this file).",
+        pct_text(x.score), 100 * busy);
+  }
+  x.evidence = {
+      {"throttled_run_delay_share", x.score},
+      {"throttled_run_delay_s", s(c.f.throttled_run_delay_ns)},
+      {"host_cpu_busy_pct", round4(100 * busy)},
+      {"backend_cpu_cores", c.cores_used(c.acc->server_cpu_ns)},
+      {"cores", std::int64_t{c.f.cores}},
+      {"source", std::string(c.f.cgroup_data ? "cgroup cpu.stat" : "run delay while host idle")}};
+  if (c.f.cgroup_data) {
+    x.evidence.emplace_back("cgroup", c.f.throttled_cgroup);
+    x.evidence.emplace_back("cgroup_nr_throttled", c.f.cgroup_nr_throttled);
+    x.evidence.emplace_back("cgroup_nr_periods", c.f.cgroup_nr_periods);
+    x.evidence.emplace_back("cgroup_throttled_s", s(c.f.cgroup_throttled_ns));
+  }
+  x.suggestion =
+      "The server (or client) runs under a CPU limit: raise cpu.cfs_quota_us / cpu.max (or the "
+      "container's CPU limit), widen its cpuset, or expect throughput to stop at the quota.";
+  out.push_back(std::move(x));
+}
+
 // lock_wait / lwlock_wait: ASH rows of the class × ASH period ÷ N·W; record
 // files: the class's share of sampled non-idle client-backend rows.
+// LWLock:WALWrite rows: committers queued behind a WAL flush. With storage
+// evidence (ASH IO rows or D-state backends) they are io_wait, not lwlock_wait.
+std::int64_t wal_queue_rows(const Facts& f) {
+  if (class_rows(f, "IO") == 0 && f.backend_d_rows == 0) return 0;
+  auto it = f.ash_event_rows.find("LWLock:WALWrite");
+  return it == f.ash_event_rows.end() ? 0 : it->second;
+}
+
+// excluded_rows: rows of the class another rule claims (WALWrite for io_wait).
 void ash_class(const Context& c, const std::string& cls, const std::string& kind,
-               const std::string& what, const std::string& suggestion, std::vector<Finding>& out) {
-  const auto rows = class_rows(c.f, cls);
+               const std::string& what, const std::string& suggestion, std::int64_t excluded_rows,
+               std::vector<Finding>& out) {
+  const auto rows = std::max<std::int64_t>(0, class_rows(c.f, cls) - excluded_rows);
   const auto ns = rows * c.f.ash_period_ns;
   auto x = make(c, kind, c.acc ? c.share(ns) : ratio(double(rows), double(c.f.ash_rows)));
   if (x.score < kMinScore) return;
@@ -233,6 +295,15 @@ void ash_class(const Context& c, const std::string& cls, const std::string& kind
     return c.acc ? it->second : (it->second > 0 ? 1.0 : 0.0);
   });
   auto [top, top_rows] = top_event_of_class(c.f, cls);
+  if (excluded_rows > 0 && top == "LWLock:WALWrite") {
+    top_rows -= excluded_rows;  // claimed by io_wait; name the next event instead
+    for (const auto& [label, n] : c.f.ash_event_rows) {
+      if (label.starts_with(cls + ":") && label != "LWLock:WALWrite" && n > top_rows) {
+        top = label;
+        top_rows = n;
+      }
+    }
+  }
   x.summary =
       c.acc ? fmt::format("This run's backends waited on {} for {} of client time (mostly {}).",
                           what, pct_text(x.score), top)
@@ -258,7 +329,8 @@ void ash_class(const Context& c, const std::string& cls, const std::string& kind
 void io_wait(const Context& c, std::vector<Finding>& out) {
   const auto& h = c.f.host;
   const auto ash_rows = class_rows(c.f, "IO");
-  const auto ash_ns = ash_rows * c.f.ash_period_ns;
+  const auto wal_queue = wal_queue_rows(c.f);
+  const auto ash_ns = (ash_rows + wal_queue) * c.f.ash_period_ns;
   const auto d_ns = c.f.backend_d_rows * c.f.sample_period_ns;
   const auto io_ns = std::max(ash_ns, d_ns);
   const double iowait_share =
@@ -290,6 +362,7 @@ void io_wait(const Context& c, std::vector<Finding>& out) {
                           pct_text(x.score));
   x.evidence = {{"io_wait_share", x.score},
                 {"ash_io_samples", ash_rows},
+                {"ash_wal_queue_samples", wal_queue},
                 {"ash_io_s", s(ash_ns)},
                 {"backend_d_state_samples", c.f.backend_d_rows},
                 {"backend_d_state_s", s(d_ns)},
@@ -397,17 +470,18 @@ std::vector<Finding> find(const Report& r, const Facts& f) {
   client_cpu(c, rd, out);
   runqueue(c, rd, out);
   steal(c, out);
+  cpu_throttle(c, out);
   io_wait(c, out);
   ash_class(c, "Lock", "lock_wait", "heavyweight locks",
             "Find the blocker (pg_blocking_pids(), pg_locks): shorten transactions that hold row "
             "locks, avoid updating the same hot row from every client, and look for sessions "
             "idle in transaction.",
-            out);
+            0, out);
   ash_class(
       c, "LWLock", "lwlock_wait", "internal locks (LWLock)",
       "Internal lock contention: for WALWrite batch commits or tune wal_buffers; for "
       "LockManager use fewer partitions or fast-path locks; for BufferContent spread hot pages.",
-      out);
+      wal_queue_rows(f), out);
   single_thread(c, out);
   network_roundtrip(c, out, out);
   std::stable_sort(out.begin(), out.end(),

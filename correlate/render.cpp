@@ -30,6 +30,42 @@ std::string escape_text(std::string_view s) {
   return out;
 }
 
+nlohmann::json evidence_json(const Evidence& evidence) {
+  nlohmann::json ev = nlohmann::json::object();
+  for (const auto& [name, value] : evidence) {
+    std::visit(
+        [&](const auto& v) {
+          if constexpr (std::is_same_v<std::decay_t<decltype(v)>, std::string>) {
+            ev[valid_utf8(name)] = valid_utf8(v);
+          } else {
+            ev[valid_utf8(name)] = v;
+          }
+        },
+        value);
+  }
+  return ev;
+}
+
+nlohmann::json stall_json(const Stall& s) {
+  auto opt = [](const std::optional<double>& v) {
+    return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+  };
+  return {{"window_index", s.window_index},
+          {"start_ns", s.start_ns},
+          {"end_ns", s.end_ns},
+          {"queries", s.queries},
+          {"tps", opt(s.tps)},
+          {"typical_tps", opt(s.typical_tps)},
+          {"latency_mean_ms", opt(s.latency_mean_ms)},
+          {"typical_latency_mean_ms", opt(s.typical_latency_mean_ms)},
+          {"latency_max_ms", opt(s.latency_max_ms)},
+          {"tps_z", opt(s.tps_z)},
+          {"latency_z", opt(s.latency_z)},
+          {"cause", s.cause},
+          {"explanation", valid_utf8(s.explanation)},
+          {"evidence", evidence_json(s.evidence)}};
+}
+
 std::string valid_utf8(std::string_view s) {
   std::string out;
   out.reserve(s.size());
@@ -97,6 +133,7 @@ std::string part_label(const std::string& name) {
   if (name == "run_queue") return "run-queue delay";
   if (name == "remainder") return "remainder (round trips)";
   if (name.starts_with("server_wait:")) return "server wait " + name.substr(12);
+  if (name.starts_with("path_cpu:")) return "path CPU " + escape_text(name.substr(9));
   return name;
 }
 
@@ -166,6 +203,9 @@ void render_windows(const Report& r, std::ostream& out) {
                     opt_text(w.cpu_steal_pct, "{:.1f}"), opt_text(w.procs_running_max),
                     opt_text(w.processes_d_state_max));
     std::string wait = w.top_wait_event ? escape_text(*w.top_wait_event) : std::string("-");
+    if (w.perturbed)
+      wait += "  [perturbed: sampler > " + fmt::format("{:.0f}", 100 * kPerturbationMaxCoreShare) +
+              "% of a core]";
     if (r.query_windows) {
       fmt::print(out, "{:>9.3f} {:>8} {:>9.3f} {:>9} {:>9} {:>9} {:>9} {:>9} {:>4} {}  {}\n",
                  w.start_offset_s, w.queries, w.duration_s, opt_text(w.tps, "{:.1f}"),
@@ -216,6 +256,21 @@ void render_findings(const Report& r, std::ostream& out) {
   }
 }
 
+void render_stalls(const Report& r, std::ostream& out) {
+  if (r.stalls.empty()) return;
+  fmt::print(out,
+             "\nstalls (windows far slower than typical: robust z beyond {:.0f} and {:.0f}% off "
+             "the median)\n",
+             kStallZ, 100 * kStallMinDrop);
+  for (const auto& s : r.stalls) {
+    const double off =
+        double(s.start_ns - (r.windows.empty() ? s.start_ns : r.windows.front().start_ns)) /
+        kNsPerS;
+    fmt::print(out, "  +{:.3f} s  window {:<5} {:<12} {}\n", off, s.window_index,
+               escape_text(s.cause), escape_text(s.explanation));
+  }
+}
+
 // JSON helpers: units live in the key names.
 nlohmann::json str(const std::string& s) {
   return valid_utf8(s);
@@ -238,6 +293,10 @@ nlohmann::json accounting_json(const Accounting& a) {
   j["driver_cpu_ns"] = a.driver_cpu_ns;
   j["sampler_cpu_ns"] = a.sampler_cpu_ns;
   j["server_cpu_ns"] = a.server_cpu_ns;
+  j["path_cpu_ns"] = a.path_cpu_ns;
+  j["path_cpu_by_comm_ns"] = nlohmann::json::object();
+  for (const auto& [comm, ns] : a.path_cpu_by_comm_ns)
+    j["path_cpu_by_comm_ns"][valid_utf8(comm)] = ns;
   j["server_wait_ns"] = a.server_wait_ns;
   j["server_wait_by_class_ns"] = nlohmann::json::object();
   for (const auto& [cls, ns] : a.server_wait_by_class_ns)
@@ -259,9 +318,15 @@ nlohmann::json accounting_json(const Accounting& a) {
 void render_text(const Report& report, std::ostream& out) {
   using namespace detail;
   render_header(report, out);
+  for (const auto& h : report.hosts) {
+    fmt::print(out, "{:<9} {} ({} cores): CPU busy {}%, iowait {}%, steal {}%\n", h.role,
+               escape_text(h.host), h.cores, opt_text(h.cpu_busy_pct, "{:.1f}"),
+               opt_text(h.cpu_iowait_pct, "{:.1f}"), opt_text(h.cpu_steal_pct, "{:.1f}"));
+  }
   render_windows(report, out);
   render_accounting(report, out);
   render_findings(report, out);
+  render_stalls(report, out);
   if (!report.notes.empty()) {
     fmt::print(out, "\nnotes\n");
     for (const auto& n : report.notes) fmt::print(out, "  - {}\n", escape_text(n));
@@ -323,32 +388,24 @@ nlohmann::json to_json(const Report& r) {
     j["processes_d_state_max"] = opt(w.processes_d_state_max);
     j["top_wait_event"] = opt(w.top_wait_event);
     j["top_wait_event_samples"] = w.top_wait_event_samples;
+    j["sampler_core_share"] = opt(w.sampler_core_share);
+    j["perturbed"] = w.perturbed;
     j["accounting"] = w.accounting ? accounting_json(*w.accounting) : nlohmann::json(nullptr);
     windows.push_back(std::move(j));
   }
 
   nlohmann::json findings = nlohmann::json::array();
   for (const auto& f : r.findings) {
-    nlohmann::json ev = nlohmann::json::object();
-    for (const auto& [name, value] : f.evidence) {
-      std::visit(
-          [&](const auto& v) {
-            if constexpr (std::is_same_v<std::decay_t<decltype(v)>, std::string>) {
-              ev[valid_utf8(name)] = valid_utf8(v);
-            } else {
-              ev[valid_utf8(name)] = v;
-            }
-          },
-          value);
-    }
     findings.push_back({{"kind", f.kind},
                         {"score", f.score},
                         {"start_ns", f.start_ns},
                         {"end_ns", f.end_ns},
                         {"summary", valid_utf8(f.summary)},
-                        {"evidence", std::move(ev)},
+                        {"evidence", evidence_json(f.evidence)},
                         {"suggestion", valid_utf8(f.suggestion)}});
   }
+  nlohmann::json stalls = nlohmann::json::array();
+  for (const auto& s : r.stalls) stalls.push_back(stall_json(s));
   nlohmann::json notes = nlohmann::json::array();
   for (const auto& n : r.notes) notes.push_back(valid_utf8(n));
 
@@ -357,6 +414,18 @@ nlohmann::json to_json(const Report& r) {
   j["accounting"] = r.accounting ? accounting_json(*r.accounting) : nlohmann::json(nullptr);
   j["windows"] = std::move(windows);
   j["findings"] = std::move(findings);
+  j["stalls"] = std::move(stalls);
+  if (!r.hosts.empty()) {
+    j["hosts"] = nlohmann::json::array();
+    for (const auto& h : r.hosts) {
+      j["hosts"].push_back({{"role", h.role},
+                            {"host", valid_utf8(h.host)},
+                            {"cores", h.cores},
+                            {"cpu_busy_pct", opt(h.cpu_busy_pct)},
+                            {"cpu_iowait_pct", opt(h.cpu_iowait_pct)},
+                            {"cpu_steal_pct", opt(h.cpu_steal_pct)}});
+    }
+  }
   j["notes"] = std::move(notes);
   return j;
 }

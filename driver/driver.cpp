@@ -11,6 +11,7 @@
 #include <cstring>
 #include <exception>
 #include <mutex>
+#include <random>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "common/error.h"
 #include "common/pg.h"
 #include "common/stop.h"
+#include "common/thread_name.h"
 #include "driver/latency_histogram.h"
 
 namespace stallscope::driver {
@@ -130,6 +132,51 @@ void check_sql(PGconn* conn, const std::string& sql, Protocol protocol) {
   }
 }
 
+// Name of the prepared statement of SQL command `command` of script `script`.
+std::string script_statement(std::size_t script, std::size_t command) {
+  return fmt::format("stallscope_{}_{}", script, command);
+}
+
+// Prepared mode: prepares what each transaction runs on `conn` (the single
+// SQL, or every SQL command of every script). Throws prepare_error.
+void prepare_statements(PGconn* conn, const DriverOptions& o) {
+  if (o.scripts.empty()) {
+    prepare(conn, kStatementName, o.sql, o.protocol);
+    return;
+  }
+  for (std::size_t s = 0; s < o.scripts.size(); ++s) {
+    const auto& cmds = o.scripts[s].commands;
+    for (std::size_t k = 0; k < cmds.size(); ++k) {
+      if (cmds[k].kind != ScriptCommand::Kind::sql) continue;
+      try {
+        prepare(conn, script_statement(s, k).c_str(), cmds[k].numbered, o.protocol);
+      } catch (const Error& e) {
+        throw Error(e.kind(), fmt::format("{}:{}: {}", o.scripts[s].name, cmds[k].line, e.what()),
+                    0, e.sqlstate());
+      }
+    }
+  }
+}
+
+// The value of :scale: -s if given; for pgbench's built-in scripts the
+// number of pgbench_branches rows (as pgbench finds it); else 1.
+std::int64_t script_scale(PGconn* conn, const DriverOptions& o) {
+  if (o.scale) return *o.scale;
+  bool builtin = std::any_of(o.scripts.begin(), o.scripts.end(),
+                             [](const Script& s) { return s.name.starts_with("builtin: "); });
+  if (!builtin) return 1;
+  pg::Result res(PQexec(conn, "SELECT count(*) FROM pgbench_branches"));
+  if (!res || PQresultStatus(res.get()) != PGRES_TUPLES_OK) {
+    throw_usage(
+        fmt::format("cannot run a built-in script: {} (create the tables with "
+                    "'pgbench -i' first)",
+                    result_message(res.get(), conn)));
+  }
+  std::int64_t n = std::strtoll(PQgetvalue(res.get(), 0, 0), nullptr, 10);
+  if (n < 1) throw_usage("cannot run a built-in script: pgbench_branches is empty");
+  return n;
+}
+
 }  // namespace
 
 // Per-thread figures: written by the driver thread only, read by
@@ -139,14 +186,28 @@ struct alignas(64) ThreadStats {
   std::atomic<std::int64_t> errors{0};
   std::atomic<std::int64_t> first_send_mono_ns{0};  // 0 = nothing sent yet
   std::atomic<std::int64_t> last_done_mono_ns{0};
+  // -R: schedule lag of the transactions sent; --skip-late, -L, connections.
+  std::atomic<std::int64_t> lag_sum_ns{0};
+  std::atomic<std::int64_t> lag_count{0};
+  std::atomic<std::int64_t> lag_max_ns{0};
+  std::atomic<std::int64_t> skipped{0};
+  std::atomic<std::int64_t> late{0};
+  std::atomic<std::int64_t> connections{0};
 };
+
+// Single-writer counter bump (no atomic read-modify-write needed).
+inline void bump(std::atomic<std::int64_t>& a, std::int64_t by) noexcept {
+  a.store(a.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+}
 
 enum class ClientState {
   idle,          // between transactions (only momentarily, or at the end)
+  throttling,    // -R: waiting for the scheduled start of its next transaction
   busy,          // a transaction is in flight
   rolling_back,  // a ROLLBACK after a failed transaction left the session aborted
   resetting,     // PQresetStart/PQresetPoll in progress
   backoff,       // waiting before the next reset attempt
+  sleeping,      // script \sleep until sleep_until_mono_ns
   done,
 };
 
@@ -154,8 +215,22 @@ struct Client {
   int client_id = 0;
   int thread = 0;
   pg::Conn conn;
+  int connection = 0;              // number of the current connection (client rows)
+  std::optional<int> backend_pid;  // of the current connection
   ClientState state = ClientState::idle;
   std::int64_t next_seq = 0;
+  // -R: the scheduled start of the next transaction, once drawn.
+  std::optional<std::int64_t> scheduled_mono_ns;
+  std::optional<std::int64_t> lag_ns;  // of the transaction in flight
+  int connect_failures = 0;            // -C: consecutive failed connects
+  // Scripts: the one running, its next command, the variables' values.
+  std::size_t script = 0;
+  std::size_t command = 0;
+  std::vector<std::optional<std::int64_t>> values;
+  std::int64_t sleep_until_mono_ns = 0;
+  std::string query_text;               // simple protocol: SQL with values in place
+  std::vector<std::string> param_text;  // extended/prepared: $n values
+  std::vector<const char*> param_ptrs;
   // The transaction in flight.
   std::int64_t sent_wall_ns = 0;
   std::int64_t sent_mono_ns = 0;
@@ -178,8 +253,9 @@ class Worker {
  public:
   Worker(const DriverOptions& options, const Sink& sink, ThreadStats& stats,
          std::vector<Client*> clients, std::optional<std::int64_t> deadline_mono_ns,
-         const std::atomic<bool>& abort)
-      : options_(options),
+         const std::atomic<bool>& abort, int threads)
+      : threads_(threads),
+        options_(options),
         sink_(sink),
         stats_(stats),
         clients_(std::move(clients)),
@@ -208,7 +284,13 @@ class Worker {
   void advance_stop(std::int64_t now_ns);
   void finish(Client& c);
   void flush(std::int64_t now_ns);
+  bool connect_for_transaction(Client& c);
+  void start_script(Client& c);
+  void step_script(Client& c);
+  void script_failed(Client& c, const std::string& message);
+  void record_skipped(Client& c, std::int64_t scheduled_mono_ns, std::int64_t now_ns);
 
+  int threads_;  // threads of the driver (-R shares the rate among them)
   const DriverOptions& options_;
   const Sink& sink_;
   ThreadStats& stats_;
@@ -222,6 +304,10 @@ class Worker {
   std::int64_t last_flush_mono_ns_ = 0;
   std::size_t reserve_rows_ = 256;
   schema::Batch pending_;
+  // -R: this thread's Poisson schedule (as pgbench's throttle_trigger).
+  std::int64_t trigger_mono_ns_ = 0;
+  std::mt19937_64 rng_{std::random_device{}()};
+  std::exponential_distribution<double> next_gap_{1.0};
 };
 
 void Worker::run() {
@@ -229,6 +315,14 @@ void Worker::run() {
   last_flush_mono_ns_ = now;
   pending_.queries.reserve(reserve_rows_);
   active_ = static_cast<int>(clients_.size());
+  trigger_mono_ns_ = now;
+  if (options_.rate_tps) {
+    // Mean gap between this thread's transactions, ns (pgbench: the rate is
+    // shared equally among the threads).
+    std::int64_t threads = threads_;
+    next_gap_ = std::exponential_distribution<double>(*options_.rate_tps / 1e9 /
+                                                      static_cast<double>(threads));
+  }
   for (Client* c : clients_) send_next(*c, now);
 
   std::vector<pollfd> fds;
@@ -264,6 +358,12 @@ void Worker::run() {
           break;
         case ClientState::backoff:
           wake_ns = std::min(wake_ns, c->retry_at_mono_ns);
+          break;
+        case ClientState::throttling:
+          wake_ns = std::min(wake_ns, *c->scheduled_mono_ns);
+          break;
+        case ClientState::sleeping:
+          wake_ns = std::min(wake_ns, c->sleep_until_mono_ns);
           break;
         case ClientState::idle:
         case ClientState::done:
@@ -309,7 +409,96 @@ void Worker::send_next(Client& c, std::int64_t now_ns) {
     }
     return;
   }
+  if (options_.rate_tps) {
+    for (;;) {
+      if (!c.scheduled_mono_ns) {
+        trigger_mono_ns_ += static_cast<std::int64_t>(next_gap_(rng_));
+        c.scheduled_mono_ns = trigger_mono_ns_;
+      }
+      std::int64_t sched = *c.scheduled_mono_ns;
+      if (deadline_mono_ns_ && sched >= *deadline_mono_ns_) {
+        finish(c);  // scheduled after the end of the run: never due
+        return;
+      }
+      if (sched > now_ns) {
+        c.state = ClientState::throttling;
+        return;
+      }
+      if (options_.skip_late && options_.latency_limit_ms &&
+          static_cast<double>(now_ns - sched) > *options_.latency_limit_ms * 1e6) {
+        c.scheduled_mono_ns.reset();
+        record_skipped(c, sched, now_ns);
+        if (options_.queries_per_client && c.next_seq >= *options_.queries_per_client) {
+          finish(c);
+          return;
+        }
+        continue;
+      }
+      break;
+    }
+  }
   send_transaction(c);
+}
+
+void Worker::record_skipped(Client& c, std::int64_t scheduled_mono_ns, std::int64_t now_ns) {
+  bump(stats_.skipped, 1);
+  std::int64_t lag_ns = now_ns - scheduled_mono_ns;
+  pending_.queries.push_back(schema::QueryRow{
+      .client_id = c.client_id,
+      .seq = c.next_seq++,
+      .start_ns = wall_now_ns() - lag_ns,
+      .latency_ns = lag_ns,
+      .sqlstate = std::nullopt,
+      .rows = std::nullopt,
+      .error = std::nullopt,
+      .backend_pid = std::nullopt,
+      .lag_ns = lag_ns,
+      .skipped = true,
+  });
+  if (pending_.queries.size() >= kFlushRows) flush(now_ns);
+}
+
+// -C: opens the client's connection for the next transaction (blocking, as
+// pgbench -C does). On failure records a failed transaction and backs off;
+// returns whether the transaction can be sent.
+bool Worker::connect_for_transaction(Client& c) {
+  std::string application_name = fmt::format("stallscope/{}", c.client_id);
+  std::int64_t begin_ns = mono_now_ns();
+  try {
+    c.conn = pg::connect(options_.conninfo, application_name);
+    PQsetNoticeProcessor(c.conn.get(), discard_notice, nullptr);
+    if (options_.protocol == Protocol::prepared) prepare_statements(c.conn.get(), options_);
+  } catch (const Error& e) {
+    c.conn.reset();
+    c.backend_pid.reset();
+    c.failed = true;
+    c.sqlstate = e.sqlstate().empty() ? kConnectionFailure : e.sqlstate();
+    c.error = e.what();
+    std::int64_t now = mono_now_ns();
+    record(c, now);
+    ++c.connect_failures;
+    if (stopping_ || c.connect_failures >= kMaxResetAttempts) {
+      finish(c);
+    } else {
+      c.state = ClientState::backoff;
+      c.retry_at_mono_ns = now + (kFirstBackoffNs << (c.connect_failures - 1));
+    }
+    return false;
+  }
+  std::int64_t now = mono_now_ns();
+  c.connect_failures = 0;
+  c.backend_pid = PQbackendPID(c.conn.get());
+  bump(stats_.connections, 1);
+  pending_.clients.push_back(schema::ClientRow{
+      .client_id = c.client_id,
+      .connection = ++c.connection,
+      .thread = c.thread,
+      .backend_pid = c.backend_pid,
+      .connect_ns = wall_now_ns(),
+      .connect_latency_ns = now - begin_ns,
+      .application_name = std::move(application_name),
+  });
+  return true;
 }
 
 void Worker::send_transaction(Client& c) {
@@ -321,8 +510,27 @@ void Worker::send_transaction(Client& c) {
   c.error.reset();
   c.sent_wall_ns = wall_now_ns();
   c.sent_mono_ns = mono_now_ns();
+  c.lag_ns.reset();
+  if (c.scheduled_mono_ns) {
+    // -R: the transaction counts from its scheduled start.
+    std::int64_t lag = std::max<std::int64_t>(0, c.sent_mono_ns - *c.scheduled_mono_ns);
+    c.lag_ns = lag;
+    c.sent_mono_ns -= lag;
+    c.sent_wall_ns -= lag;
+    c.scheduled_mono_ns.reset();
+    bump(stats_.lag_sum_ns, lag);
+    bump(stats_.lag_count, 1);
+    if (lag > stats_.lag_max_ns.load(std::memory_order_relaxed)) {
+      stats_.lag_max_ns.store(lag, std::memory_order_relaxed);
+    }
+  }
   if (stats_.first_send_mono_ns.load(std::memory_order_relaxed) == 0) {
     stats_.first_send_mono_ns.store(c.sent_mono_ns, std::memory_order_relaxed);
+  }
+  if (options_.connect_per_transaction && !c.conn && !connect_for_transaction(c)) return;
+  if (!options_.scripts.empty()) {
+    start_script(c);
+    return;
   }
   PGconn* conn = c.conn.get();
   int sent = 0;
@@ -350,6 +558,115 @@ void Worker::send_transaction(Client& c) {
   std::int64_t now = mono_now_ns();
   record(c, now);
   begin_reset(c, now);
+}
+
+void Worker::start_script(Client& c) {
+  if (options_.scripts.size() == 1) {
+    c.script = 0;
+  } else {
+    std::int64_t total = 0;
+    for (const auto& s : options_.scripts) total += s.weight;
+    std::int64_t pick = std::uniform_int_distribution<std::int64_t>(0, total - 1)(rng_);
+    for (c.script = 0; c.script + 1 < options_.scripts.size(); ++c.script) {
+      pick -= options_.scripts[c.script].weight;
+      if (pick < 0) break;
+    }
+  }
+  c.command = 0;
+  if (c.values.empty()) {
+    c.values.resize(options_.variables.names.size());
+    if (auto scale = options_.variables.find("scale"))
+      c.values[*scale] = options_.scale.value_or(1);
+  }
+  c.state = ClientState::busy;
+  step_script(c);
+}
+
+// Runs the script's commands from c.command: \set at once, \sleep by
+// waiting, SQL by sending it (the next step follows its results). At the end
+// of the script the transaction is done.
+void Worker::step_script(Client& c) {
+  const Script& script = options_.scripts[c.script];
+  while (c.command < script.commands.size()) {
+    const ScriptCommand& cmd = script.commands[c.command];
+    if (cmd.kind == ScriptCommand::Kind::set || cmd.kind == ScriptCommand::Kind::sleep) {
+      std::int64_t v = 0;
+      try {
+        v = evaluate(*cmd.expr, c.values, rng_);
+      } catch (const Error& e) {
+        script_failed(c, fmt::format("{}:{}: {}", script.name, cmd.line, e.what()));
+        return;
+      }
+      ++c.command;
+      if (cmd.kind == ScriptCommand::Kind::set) {
+        c.values[static_cast<std::size_t>(cmd.target)] = v;
+        continue;
+      }
+      c.sleep_until_mono_ns = mono_now_ns() + std::max<std::int64_t>(0, v) * cmd.unit_ns;
+      c.state = ClientState::sleeping;
+      return;
+    }
+    c.param_text.clear();
+    for (int var : cmd.vars) {
+      const auto& v = c.values[static_cast<std::size_t>(var)];
+      if (!v) {
+        script_failed(c, fmt::format("{}:{}: variable '{}' is not set", script.name, cmd.line,
+                                     options_.variables.names[static_cast<std::size_t>(var)]));
+        return;
+      }
+      c.param_text.push_back(std::to_string(*v));
+    }
+    PGconn* conn = c.conn.get();
+    int sent = 0;
+    if (options_.protocol == Protocol::simple) {
+      c.query_text.clear();
+      for (std::size_t k = 0; k < cmd.text.size(); ++k) {
+        c.query_text += cmd.text[k];
+        if (k < c.param_text.size()) c.query_text += c.param_text[k];
+      }
+      sent = PQsendQuery(conn, c.query_text.c_str());
+    } else {
+      c.param_ptrs.clear();
+      for (const auto& p : c.param_text) c.param_ptrs.push_back(p.c_str());
+      int n = static_cast<int>(c.param_ptrs.size());
+      if (options_.protocol == Protocol::extended) {
+        sent = PQsendQueryParams(conn, cmd.numbered.c_str(), n, nullptr, c.param_ptrs.data(),
+                                 nullptr, nullptr, 0);
+      } else {
+        sent = PQsendQueryPrepared(conn, script_statement(c.script, c.command).c_str(), n,
+                                   c.param_ptrs.data(), nullptr, nullptr, 0);
+      }
+    }
+    if (sent) {
+      c.state = ClientState::busy;
+      return;
+    }
+    c.failed = true;
+    c.sqlstate = PQstatus(conn) == CONNECTION_BAD ? kConnectionFailure : kInternalError;
+    c.error = pg::error_message(conn);
+    std::int64_t now = mono_now_ns();
+    record(c, now);
+    begin_reset(c, now);
+    return;
+  }
+  std::int64_t now = mono_now_ns();
+  record(c, now);
+  c.state = ClientState::idle;
+  if (options_.connect_per_transaction) c.conn.reset();
+  send_next(c, now);
+}
+
+// A script that cannot go on (an expression error): the transaction fails
+// with XX000 and the message naming the script line; the next one starts.
+void Worker::script_failed(Client& c, const std::string& message) {
+  c.failed = true;
+  c.sqlstate = kInternalError;
+  c.error = message;
+  std::int64_t now = mono_now_ns();
+  record(c, now);
+  c.state = ClientState::idle;
+  if (options_.connect_per_transaction) c.conn.reset();
+  send_next(c, now);
 }
 
 void Worker::on_readable(Client& c) {
@@ -426,9 +743,22 @@ void Worker::take_result(Client& c, const PGresult* res) {
 }
 
 void Worker::transaction_done(Client& c, std::int64_t now_ns) {
+  if (c.state == ClientState::busy && !options_.scripts.empty() && !c.failed &&
+      PQstatus(c.conn.get()) != CONNECTION_BAD &&
+      c.command + 1 < options_.scripts[c.script].commands.size()) {
+    ++c.command;  // the script goes on
+    step_script(c);
+    return;
+  }
   if (c.state == ClientState::busy) record(c, now_ns);
   c.state = ClientState::idle;
   PGconn* conn = c.conn.get();
+  if (options_.connect_per_transaction) {
+    c.conn.reset();  // -C: the next transaction connects anew
+    c.needs_rollback = false;
+    send_next(c, now_ns);
+    return;
+  }
   if (PQstatus(conn) == CONNECTION_BAD) {
     begin_reset(c, now_ns);
     return;
@@ -440,6 +770,10 @@ void Worker::transaction_done(Client& c, std::int64_t now_ns) {
 void Worker::record(Client& c, std::int64_t done_mono_ns) {
   std::int64_t latency_ns = done_mono_ns - c.sent_mono_ns;
   stats_.latency.record_ns(latency_ns);
+  if (options_.latency_limit_ms &&
+      static_cast<double>(latency_ns) > *options_.latency_limit_ms * 1e6) {
+    bump(stats_.late, 1);
+  }
   if (c.failed) {
     stats_.errors.store(stats_.errors.load(std::memory_order_relaxed) + 1,
                         std::memory_order_relaxed);
@@ -453,6 +787,8 @@ void Worker::record(Client& c, std::int64_t done_mono_ns) {
       .sqlstate = std::move(c.sqlstate),
       .rows = c.failed ? std::nullopt : std::optional<std::int64_t>(c.rows),
       .error = std::move(c.error),
+      .backend_pid = c.backend_pid,
+      .lag_ns = c.lag_ns,
   });
   c.sqlstate.reset();
   c.error.reset();
@@ -495,8 +831,9 @@ void Worker::continue_reset(Client& c) {
       return;
   }
   if (options_.protocol == Protocol::prepared) {
-    pg::Result res(PQprepare(conn, kStatementName, options_.sql.c_str(), 0, nullptr));
-    if (!res || PQresultStatus(res.get()) != PGRES_COMMAND_OK) {
+    try {
+      prepare_statements(conn, options_);
+    } catch (const Error&) {
       reset_attempt_failed(c, mono_now_ns());
       return;
     }
@@ -504,11 +841,14 @@ void Worker::continue_reset(Client& c) {
   std::int64_t now = mono_now_ns();
   c.reset_attempts = 0;
   c.needs_rollback = false;
-  // The client row is keyed by client_id: the new backend replaces the old.
+  // A new connection number: the old backend's row (and its pid) stays.
+  c.backend_pid = PQbackendPID(conn);
+  bump(stats_.connections, 1);
   pending_.clients.push_back(schema::ClientRow{
       .client_id = c.client_id,
+      .connection = ++c.connection,
       .thread = c.thread,
-      .backend_pid = PQbackendPID(conn),
+      .backend_pid = c.backend_pid,
       .connect_ns = wall_now_ns(),
       .connect_latency_ns = now - c.reset_started_mono_ns,
       .application_name = fmt::format("stallscope/{}", c.client_id),
@@ -529,7 +869,18 @@ void Worker::reset_attempt_failed(Client& c, std::int64_t now_ns) {
 void Worker::advance_timers(std::int64_t now_ns) {
   for (Client* c : clients_) {
     if (c->state == ClientState::backoff && now_ns >= c->retry_at_mono_ns) {
-      start_reset_attempt(*c, now_ns);
+      if (options_.connect_per_transaction) {
+        c->state = ClientState::idle;  // -C: the next transaction connects
+        send_next(*c, now_ns);
+      } else {
+        start_reset_attempt(*c, now_ns);
+      }
+    } else if (c->state == ClientState::throttling && now_ns >= *c->scheduled_mono_ns) {
+      c->state = ClientState::idle;
+      send_next(*c, now_ns);
+    } else if (c->state == ClientState::sleeping && now_ns >= c->sleep_until_mono_ns) {
+      c->state = ClientState::busy;
+      step_script(*c);
     } else if (c->state == ClientState::resetting &&
                now_ns - c->reset_started_mono_ns >= kResetAttemptTimeoutNs) {
       reset_attempt_failed(*c, now_ns);
@@ -602,6 +953,26 @@ struct Driver::Impl {
   detail::LatencyHistogram interval_previous;
   std::int64_t interval_previous_errors = 0;
   std::int64_t interval_start_mono_ns = 0;
+  struct Counters {
+    std::int64_t lag_sum_ns = 0, lag_count = 0, lag_max_ns = 0, skipped = 0, late = 0,
+                 connections = 0;
+  };
+  Counters interval_previous_counters;
+  std::int64_t initial_connections = 0;  // opened by connect()
+
+  Counters counters() const {
+    Counters c;
+    for (const auto& s : stats) {
+      c.lag_sum_ns += s->lag_sum_ns.load(std::memory_order_relaxed);
+      c.lag_count += s->lag_count.load(std::memory_order_relaxed);
+      c.lag_max_ns = std::max(c.lag_max_ns, s->lag_max_ns.load(std::memory_order_relaxed));
+      c.skipped += s->skipped.load(std::memory_order_relaxed);
+      c.late += s->late.load(std::memory_order_relaxed);
+      c.connections += s->connections.load(std::memory_order_relaxed);
+    }
+    c.connections += initial_connections;
+    return c;
+  }
 
   // Totals over all threads so far.
   detail::LatencyHistogram totals(std::int64_t& errors) const {
@@ -646,8 +1017,18 @@ void Driver::connect() {
     throw_usage(fmt::format("cannot start the driver: -t must be at least 1, not {}",
                             *o.queries_per_client));
   }
-  if (o.sql.find_first_not_of(" \t\r\n;") == std::string::npos) {
+  if (o.scripts.empty() && o.sql.find_first_not_of(" \t\r\n;") == std::string::npos) {
     throw_usage("cannot run the SQL: it is empty (give --sql or -f)");
+  }
+  if (o.rate_tps && !(std::isfinite(*o.rate_tps) && *o.rate_tps > 0)) {
+    throw_usage(fmt::format("cannot start the driver: -R must be positive, not {}", *o.rate_tps));
+  }
+  if (o.latency_limit_ms && !(std::isfinite(*o.latency_limit_ms) && *o.latency_limit_ms > 0)) {
+    throw_usage(
+        fmt::format("cannot start the driver: -L must be positive, not {}", *o.latency_limit_ms));
+  }
+  if (o.skip_late && !(o.rate_tps && o.latency_limit_ms)) {
+    throw_usage("cannot start the driver: --skip-late needs both -R and -L");
   }
 
   std::vector<detail::Client> clients(static_cast<std::size_t>(o.clients));
@@ -656,7 +1037,8 @@ void Driver::connect() {
   for (int i = 0; i < o.clients; ++i) {
     detail::Client& c = clients[static_cast<std::size_t>(i)];
     c.client_id = i;
-    c.thread = i % impl_->threads;  // round-robin, as run() assigns them
+    c.thread = i % impl_->threads;                     // round-robin, as run() assigns them
+    if (o.connect_per_transaction && i > 0) continue;  // -C: they connect per transaction
     std::string application_name = fmt::format("stallscope/{}", i);
     std::int64_t begin_ns = mono_now_ns();
     c.conn = pg::connect(o.conninfo, application_name);
@@ -667,19 +1049,25 @@ void Driver::connect() {
     if (i == 0) {
       const char* version = PQparameterStatus(conn, "server_version");
       impl_->server_version = version ? version : "";
-      if (o.protocol != Protocol::simple) detail::check_sql(conn, o.sql, o.protocol);
+      if (o.protocol != Protocol::simple && o.scripts.empty()) {
+        detail::check_sql(conn, o.sql, o.protocol);
+      }
+      if (!o.scripts.empty()) impl_->options.scale = detail::script_scale(conn, o);
     }
-    if (o.protocol == Protocol::prepared) {
-      detail::prepare(conn, detail::kStatementName, o.sql, o.protocol);
-    }
+    if (o.protocol == Protocol::prepared) detail::prepare_statements(conn, o);
+    c.backend_pid = PQbackendPID(conn);
+    ++impl_->initial_connections;
     batch.clients.push_back(schema::ClientRow{
         .client_id = i,
+        .connection = 0,
         .thread = c.thread,
-        .backend_pid = PQbackendPID(conn),
+        .backend_pid = c.backend_pid,
         .connect_ns = connected_wall_ns,
         .connect_latency_ns = latency_ns,
         .application_name = std::move(application_name),
     });
+    // -C: client 0's connection served the checks; transactions connect anew.
+    if (o.connect_per_transaction) c.conn.reset();
   }
   impl_->clients = std::move(clients);
   impl_->connected = true;
@@ -706,9 +1094,10 @@ void Driver::run() {
   for (auto& c : impl_->clients) assigned[static_cast<std::size_t>(c.thread)].push_back(&c);
   std::vector<std::unique_ptr<detail::Worker>> workers;
   for (int t = 0; t < impl_->threads; ++t) {
-    workers.push_back(std::make_unique<detail::Worker>(
-        o, impl_->sink, *impl_->stats[static_cast<std::size_t>(t)],
-        std::move(assigned[static_cast<std::size_t>(t)]), deadline_ns, impl_->abort));
+    workers.push_back(
+        std::make_unique<detail::Worker>(o, impl_->sink, *impl_->stats[static_cast<std::size_t>(t)],
+                                         std::move(assigned[static_cast<std::size_t>(t)]),
+                                         deadline_ns, impl_->abort, impl_->threads));
   }
   std::vector<std::exception_ptr> failures(workers.size());
   {
@@ -716,6 +1105,7 @@ void Driver::run() {
     try {
       for (std::size_t t = 0; t < workers.size(); ++t) {
         running.emplace_back([this, &workers, &failures, t] {
+          set_thread_name((kDriverThreadPrefix + std::to_string(t)).c_str());
           try {
             workers[t]->run();
           } catch (...) {
@@ -748,6 +1138,16 @@ IntervalStats Driver::take_interval_stats() {
       .p99_latency_ms = static_cast<double>(delta.percentile_ns(0.99)) / 1e6,
       .interval_ns = now_ns - impl_->interval_start_mono_ns,
   };
+  const auto counters = impl_->counters();
+  const auto& before = impl_->interval_previous_counters;
+  if (impl_->options.rate_tps) {
+    std::int64_t n = counters.lag_count - before.lag_count;
+    out.mean_lag_ms =
+        n > 0 ? static_cast<double>(counters.lag_sum_ns - before.lag_sum_ns) / n / 1e6 : 0.0;
+  }
+  out.skipped = counters.skipped - before.skipped;
+  out.late = counters.late - before.late;
+  impl_->interval_previous_counters = counters;
   impl_->interval_previous = std::move(total);
   impl_->interval_previous_errors = errors;
   impl_->interval_start_mono_ns = now_ns;
@@ -772,6 +1172,16 @@ Summary Driver::summary() const {
       .p99_latency_ms = static_cast<double>(total.percentile_ns(0.99)) / 1e6,
   };
   if (out.elapsed_ns > 0) out.tps = static_cast<double>(out.queries) * 1e9 / out.elapsed_ns;
+  const auto counters = impl_->counters();
+  if (impl_->options.rate_tps) {
+    out.mean_lag_ms = counters.lag_count > 0
+                          ? static_cast<double>(counters.lag_sum_ns) / counters.lag_count / 1e6
+                          : 0.0;
+    out.max_lag_ms = static_cast<double>(counters.lag_max_ns) / 1e6;
+  }
+  out.skipped = counters.skipped;
+  out.late = counters.late;
+  out.connections = counters.connections;
   return out;
 }
 

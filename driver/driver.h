@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 
+#include "driver/script.h"
 #include "schema/records.h"
 
 namespace stallscope::driver {
@@ -32,6 +33,28 @@ struct DriverOptions {
   std::optional<std::int64_t> queries_per_client;  // -t
   std::string sql;  // one transaction; in simple mode may hold several statements
   Protocol protocol = Protocol::simple;
+  // -C: every transaction opens its own connection (synchronously, as
+  // pgbench -C does) and closes it after; the connect time is part of the
+  // transaction's latency and each connection gets its own `client` row.
+  bool connect_per_transaction = false;
+  // -R: transactions are scheduled as a Poisson process of this many per
+  // second over all clients (each thread gets rate/threads, as in pgbench); a
+  // client free before its scheduled start waits for it. Latency counts from
+  // the scheduled start; the schedule lag (scheduled start → sent) is stored.
+  std::optional<double> rate_tps;
+  // -L: transactions whose latency exceeds this are counted as late.
+  std::optional<double> latency_limit_ms;
+  // --skip-late (needs -R and -L): a transaction already later than -L when
+  // its client is free is not sent but recorded as skipped.
+  bool skip_late = false;
+  // Scripts (-f with meta-commands or weights, -S, -b): when not empty they
+  // replace `sql`: each transaction runs one script, chosen by weight, its
+  // SQL commands one by one (prepared mode: each prepared once per
+  // connection). `variables` names their variables; `scale` (if used) is
+  // read from pgbench_branches for the built-ins, else 1.
+  std::vector<Script> scripts;
+  Variables variables;
+  std::optional<std::int64_t> scale;  // value of :scale; unset = as described above
 };
 
 // Figures over an interval, for progress lines.
@@ -41,6 +64,9 @@ struct IntervalStats {
   double mean_latency_ms = 0;
   double p99_latency_ms = 0;  // from a log-bucketed histogram, ±3 %
   std::int64_t interval_ns = 0;
+  std::optional<double> mean_lag_ms;  // -R only: mean schedule lag of those sent
+  std::int64_t skipped = 0;           // --skip-late only
+  std::int64_t late = 0;              // -L only: latency above the limit
 };
 
 struct Summary {
@@ -50,6 +76,11 @@ struct Summary {
   double tps = 0;
   double mean_latency_ms = 0;
   double p99_latency_ms = 0;
+  std::optional<double> mean_lag_ms;  // -R only
+  std::optional<double> max_lag_ms;   // -R only
+  std::int64_t skipped = 0;           // --skip-late: not sent (not in `queries`)
+  std::int64_t late = 0;              // -L: latency above the limit
+  std::int64_t connections = 0;       // connections opened, incl. reconnects and -C
 };
 
 class Driver {
@@ -60,7 +91,9 @@ class Driver {
   Driver& operator=(const Driver&) = delete;
 
   // Opens every connection (application_name "stallscope/<client>"), checks
-  // the SQL (prepared mode: PQprepare), and delivers the `client` rows.
+  // the SQL (prepared mode: PQprepare), and delivers the `client` rows (with
+  // -C only client 0 connects here, for the checks, and closes again). Throws
+  // Error(usage) for -R/-L/--skip-late values that make no sense.
   // Throws Error(postgres) on the first failure, Error(usage) for SQL that
   // cannot be prepared or a protocol that cannot run it.
   void connect();
@@ -70,7 +103,9 @@ class Driver {
   // a failure that leaves an explicit transaction aborted the driver sends a
   // ROLLBACK (not recorded) before the next transaction. A broken connection
   // is recorded and reset (at once, then with backoff 0.1 s … 1.6 s; the new
-  // backend is delivered as a fresh `client` row); after six failed attempts
+  // backend is delivered as a `client` row with the next connection number;
+  // every query row carries the backend pid that served it; with -C a failed
+  // connect is recorded as a failed transaction); after six failed attempts
   // that client stops and the others go on. At the end (-T reached or
   // stop_requested()) nothing new is sent; in-flight transactions get 200 ms
   // to finish, then a cancel request and 500 ms more, else they are recorded

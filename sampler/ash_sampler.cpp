@@ -10,23 +10,62 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/pg.h"
+#include "common/thread_name.h"
 #include "sampler/sampler.h"
 
 namespace stallscope::sampler {
 namespace {
 
 constexpr const char* kStatementName = "stallscope_ash";
-constexpr const char* kQuery =
-    "SELECT pid, backend_type, state, wait_event_type, wait_event, application_name "
+// {} = "query_id" on PostgreSQL 14+, else "NULL::bigint". Times as µs since
+// the epoch (exact for timestamptz).
+constexpr const char* kQueryFormat =
+    "SELECT pid, backend_type, state, wait_event_type, wait_event, application_name, "
+    "{}, host(client_addr), client_port, "
+    "(extract(epoch FROM backend_start) * 1000000)::bigint, "
+    "(extract(epoch FROM xact_start) * 1000000)::bigint, "
+    "(extract(epoch FROM query_start) * 1000000)::bigint, "
+    "(extract(epoch FROM state_change) * 1000000)::bigint, "
+    "CASE WHEN wait_event_type = 'Lock' THEN array_to_string(pg_blocking_pids(pid), ',') END, "
+    "query "
     "FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND state IS DISTINCT FROM 'idle'";
-// Column numbers of kQuery.
-enum AshColumn : int { kPid, kBackendType, kState, kWaitEventType, kWaitEvent, kApplicationName };
+// Column numbers of the query.
+enum AshColumn : int {
+  kPid,
+  kBackendType,
+  kState,
+  kWaitEventType,
+  kWaitEvent,
+  kApplicationName,
+  kQueryId,
+  kClientAddr,
+  kClientPort,
+  kBackendStart,
+  kXactStart,
+  kQueryStart,
+  kStateChange,
+  kBlockingPids,
+  kQueryText
+};
+// Distinct query texts remembered; past this the map is cleared (memory stays
+// bounded) and a text seen again is stored again under a new id.
+constexpr std::size_t kMaxQueryTexts = 10'000;
+
+std::optional<std::int64_t> int_or_null(const PGresult* res, int row, int col) {
+  if (PQgetisnull(res, row, col)) return std::nullopt;
+  return std::strtoll(PQgetvalue(res, row, col), nullptr, 10);
+}
+std::optional<std::int64_t> us_to_ns(std::optional<std::int64_t> us) {
+  if (!us) return std::nullopt;
+  return *us * 1000;
+}
 
 constexpr std::int64_t kTopWindowNs = 1'000'000'000;  // latest().top_wait_event looks this far back
 constexpr std::int64_t kFirstRetryNs = 100'000'000;
@@ -43,9 +82,11 @@ std::chrono::steady_clock::time_point steady_at(std::int64_t mono_ns) {
   return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(mono_ns));
 }
 
-// Prepares kQuery on `conn`; throws Error(postgres).
+// Prepares the poll on `conn` (query_id from PostgreSQL 14 on); throws Error(postgres).
 void prepare(pg_conn* conn) {
-  pg::Result res(PQprepare(conn, kStatementName, kQuery, 0, nullptr));
+  const std::string query =
+      fmt::format(kQueryFormat, PQserverVersion(conn) >= 140000 ? "query_id" : "NULL::bigint");
+  pg::Result res(PQprepare(conn, kStatementName, query.c_str(), 0, nullptr));
   if (!res || PQresultStatus(res.get()) != PGRES_COMMAND_OK) {
     const char* state = res ? PQresultErrorField(res.get(), PG_DIAG_SQLSTATE) : nullptr;
     throw Error(
@@ -72,6 +113,9 @@ struct AshSampler::Impl {
     std::vector<std::string> events;
   };
   std::deque<RecentPoll> recent;
+  // Query text → its pg_query_text id; key "#<query_id>" or "=<text>".
+  std::unordered_map<std::string, std::int64_t> query_texts;
+  std::int64_t next_query_text_id = 1;
 
   // Shared with other threads.
   mutable std::mutex mu;
@@ -124,7 +168,35 @@ schema::Batch AshSampler::Impl::poll() {
         .wait_event_type = text_or_null(res.get(), r, kWaitEventType),
         .wait_event = text_or_null(res.get(), r, kWaitEvent),
         .application_name = text_or_null(res.get(), r, kApplicationName),
+        .query_id = int_or_null(res.get(), r, kQueryId),
+        .client_addr = text_or_null(res.get(), r, kClientAddr),
+        .backend_start_ns = us_to_ns(int_or_null(res.get(), r, kBackendStart)),
+        .xact_start_ns = us_to_ns(int_or_null(res.get(), r, kXactStart)),
+        .query_start_ns = us_to_ns(int_or_null(res.get(), r, kQueryStart)),
+        .state_change_ns = us_to_ns(int_or_null(res.get(), r, kStateChange)),
+        .blocking_pids = text_or_null(res.get(), r, kBlockingPids),
     };
+    if (auto port = int_or_null(res.get(), r, kClientPort))
+      row.client_port = static_cast<int>(*port);
+    if (row.query_id == 0) row.query_id.reset();  // 0: not computed for this statement
+    if (auto text = text_or_null(res.get(), r, kQueryText); text && !text->empty()) {
+      std::string key = row.query_id ? fmt::format("#{}", *row.query_id) : "=" + *text;
+      auto [it, is_new] = query_texts.try_emplace(std::move(key), 0);
+      if (is_new) {
+        if (query_texts.size() > kMaxQueryTexts) {
+          query_texts.clear();
+          it = query_texts
+                   .try_emplace(row.query_id ? fmt::format("#{}", *row.query_id) : "=" + *text, 0)
+                   .first;
+        }
+        it->second = next_query_text_id++;
+        batch.pg_query_texts.push_back({.query_text_id = it->second,
+                                        .query_id = row.query_id,
+                                        .query = *text,
+                                        .first_time_ns = wall_ns});
+      }
+      row.query_text_id = it->second;
+    }
     if (row.backend_type == "client backend" && row.state == "active") {
       events.push_back(row.wait_event_type
                            ? fmt::format("{}:{}", *row.wait_event_type, row.wait_event.value_or(""))
@@ -224,7 +296,10 @@ void AshSampler::start() {
     std::lock_guard lock(s.mu);
     s.stopping = false;
   }
-  s.thread = std::thread([&s] { s.run(); });
+  s.thread = std::thread([&s] {
+    set_thread_name(kAshSamplerThreadName);
+    s.run();
+  });
 }
 
 void AshSampler::stop() {

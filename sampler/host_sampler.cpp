@@ -1,13 +1,19 @@
 // HostSampler: one tick every 1/hz s on its own thread.
 //
-// Per tick: /proc/stat (libproc2 stat select), loadavg, one broad libproc2
-// reap of cheap items (all from /proc/PID/stat), then detail::ProcessTracker
-// reads schedstat for every process and status / wchan / cmdline only for the
-// processes that get a row. libproc2 reads the real /proc; proc_root applies
-// to the hand-read files.
+// Per tick: /proc/stat (libproc2 stat select), loadavg, meminfo and vmstat
+// (libproc2 select), diskstats (libproc2 reap), /proc/pressure/*, then the
+// process listing: detail::ProcScanner preads every process's stat and
+// schedstat from files kept open between ticks (cheaper than a libproc2
+// pids reap, which opens and parses each file every time), and
+// detail::ProcessTracker reads status / wchan / io / cgroup / cmdline (and
+// per-thread files, kernel stacks) only for the processes that get a row.
+// Last, cgroup cpu.stat of the cgroups of those processes. proc_root applies
+// to the hand-read files; libproc2 reads the real /proc.
+#include <libproc2/diskstats.h>
+#include <libproc2/meminfo.h>
 #include <libproc2/misc.h>
-#include <libproc2/pids.h>
 #include <libproc2/stat.h>
+#include <libproc2/vmstat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -16,6 +22,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -23,34 +30,45 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/thread_name.h"
 #include "sampler/procfs.h"
 #include "sampler/sampler.h"
 
 namespace stallscope::sampler {
 namespace {
 
-using PidsHandle = detail::Proc2Handle<pids_info, procps_pids_unref>;
 using StatHandle = detail::Proc2Handle<stat_info, procps_stat_unref>;
+using MeminfoHandle = detail::Proc2Handle<meminfo_info, procps_meminfo_unref>;
+using VmstatHandle = detail::Proc2Handle<vmstat_info, procps_vmstat_unref>;
+using DiskstatsHandle = detail::Proc2Handle<diskstats_info, procps_diskstats_unref>;
 
-// The broad reap: items that libproc2 fills from /proc/PID/stat alone.
-// Deltas are not asked of libproc2 (its history ignores start time); the
-// tracker keeps its own, keyed by (pid, start_ticks).
-enum PidsColumn : int {
-  kPid,
-  kPpid,
-  kState,
-  kUtime,
-  kStime,
-  kBegan,
-  kRssPages,
-  kMajflt,
-  kComm,
-  kThreads,
-  kPidsColumns
+// meminfo / vmstat / diskstats: select and reap only (their `get` caches for
+// a second and moves the delta baseline); deltas are ours.
+enum MemColumn : int { kMemAvailable, kMemDirty, kMemWriteback, kSwapUsed, kMemColumns };
+constexpr std::array<meminfo_item, kMemColumns> kMemItems{MEMINFO_MEM_AVAILABLE, MEMINFO_MEM_DIRTY,
+                                                          MEMINFO_MEM_WRITEBACK, MEMINFO_SWAP_USED};
+enum VmColumn : int { kMajFault, kSwapIn, kSwapOut, kPageIn, kPageOut, kVmColumns };
+constexpr std::array<vmstat_item, kVmColumns> kVmItems{
+    VMSTAT_PGMAJFAULT, VMSTAT_PSWPIN, VMSTAT_PSWPOUT, VMSTAT_PGPGIN, VMSTAT_PGPGOUT};
+enum DiskColumn : int {
+  kDiskName,
+  kDiskReads,
+  kDiskWrites,
+  kDiskReadSectors,
+  kDiskWriteSectors,
+  kDiskInFlight,
+  kDiskIoTime,
+  kDiskWeighted,
+  kDiskColumns
 };
-constexpr std::array<pids_item, kPidsColumns> kPidsItems{
-    PIDS_ID_PID,     PIDS_ID_PPID, PIDS_STATE,   PIDS_TICS_USER, PIDS_TICS_SYSTEM,
-    PIDS_TICS_BEGAN, PIDS_RSS,     PIDS_FLT_MAJ, PIDS_CMD,       PIDS_NLWP};
+constexpr std::array<diskstats_item, kDiskColumns> kDiskItems{
+    DISKSTATS_NAME,          DISKSTATS_READS,         DISKSTATS_WRITES,  DISKSTATS_READ_SECTORS,
+    DISKSTATS_WRITE_SECTORS, DISKSTATS_IO_INPROGRESS, DISKSTATS_IO_TIME, DISKSTATS_WEIGHTED_TIME};
+struct DiskCounters {
+  std::int64_t mono_ns = 0;
+  std::int64_t reads = 0, writes = 0, read_sectors = 0, write_sectors = 0, io_ms = 0,
+               weighted_ms = 0;
+};
 
 enum StatColumn : int {
   kUser,
@@ -72,14 +90,6 @@ constexpr std::array<stat_item, kStatColumns> kStatItems{
 
 // The one place that spells libproc2's result macros: they take 4 arguments
 // in 4.0.2 and 3 from 4.0.5.
-struct PidsRow {
-  pids_stack* stack;
-  int s_int(int col) const { return PIDS_VAL(col, s_int, stack, nullptr); }
-  char s_ch(int col) const { return static_cast<char>(PIDS_VAL(col, s_ch, stack, nullptr)); }
-  unsigned long ul_int(int col) const { return PIDS_VAL(col, ul_int, stack, nullptr); }
-  unsigned long long ull_int(int col) const { return PIDS_VAL(col, ull_int, stack, nullptr); }
-  const char* str(int col) const { return PIDS_VAL(col, str, stack, nullptr); }
-};
 struct StatRow {
   stat_stack* stack;
   unsigned long long ull_int(int col) const { return STAT_VAL(col, ull_int, stack, nullptr); }
@@ -104,9 +114,7 @@ struct HostSampler::Impl {
   Sink sink;
 
   // Owned by the sampling thread once it runs.
-  PidsHandle pids;
   StatHandle stat;
-  std::array<pids_item, kPidsColumns> pids_items = kPidsItems;
   std::array<stat_item, kStatColumns> stat_items = kStatItems;
   long ticks_per_s = 100;
   std::int64_t page_bytes = 4096;
@@ -124,10 +132,33 @@ struct HostSampler::Impl {
   HostSnapshot snapshot;
   std::thread thread;
 
+  // Sampler depth (issue 3).
+  MeminfoHandle meminfo;
+  VmstatHandle vmstat;
+  DiskstatsHandle diskstats;
+  std::array<meminfo_item, kMemColumns> mem_items = kMemItems;
+  std::array<vmstat_item, kVmColumns> vm_items = kVmItems;
+  std::array<diskstats_item, kDiskColumns> disk_items = kDiskItems;
+  std::optional<std::array<std::int64_t, kVmColumns>> prev_vm;
+  std::array<std::optional<std::int64_t>, 6> prev_psi;  // cpu some/full, io ..., memory ...
+  std::map<std::string, DiskCounters> prev_disks;
+  detail::CgroupThrottleTracker cgroups;
+  detail::ProcScanner scanner;
+  bool delayacct_on = false;
+  std::optional<std::int64_t> delayacct_checked_ns;
+
   Impl(HostSamplerOptions o, Sink s)
       : options(std::move(o)),
         sink(std::move(s)),
-        tracker(options.proc_root, options.heartbeat_ns) {}
+        tracker(options.proc_root, options.heartbeat_ns,
+                detail::TrackerDepth{.all_threads = options.all_threads,
+                                     .kernel_stacks = options.kernel_stacks,
+                                     .always_threads_pid = static_cast<int>(getpid())}),
+        cgroups(options.cgroup_root),
+        scanner(options.proc_root) {}
+
+  void sample_memory(schema::Batch& batch);
+  void sample_disks(schema::Batch& batch, std::int64_t mono_ns);
 
   void run();
   schema::Batch tick(std::int64_t mono_ns, std::int64_t wall_ns);
@@ -169,7 +200,10 @@ schema::Batch HostSampler::Impl::tick(std::int64_t mono_ns, std::int64_t wall_ns
   schema::HostSampleRow host{.sample_id = sample_id};
   HostSnapshot snap{.ticks = sample_id};
   sample_host(host, snap);
+  sample_memory(batch);
+  sample_disks(batch, mono_ns);
   sample_processes(host, batch, mono_ns);
+  cgroups.observe(sample_id, mono_ns, tracker.active_cgroups(), batch);
   snap.processes_d_state = host.processes_d_state;
   if (snap.ticks > 1) snap.time_ns = wall_ns;
 
@@ -240,35 +274,127 @@ void HostSampler::Impl::sample_host(schema::HostSampleRow& host, HostSnapshot& s
 
 void HostSampler::Impl::sample_processes(schema::HostSampleRow& host, schema::Batch& batch,
                                          std::int64_t mono_ns) {
-  observations.clear();
-  if (pids_fetch* fetch = procps_pids_reap(pids.get(), PIDS_FETCH_TASKS_ONLY)) {
-    const int total = fetch->counts ? fetch->counts->total : 0;
-    for (int i = 0; i < total && fetch->stacks[i]; ++i) {
-      const PidsRow row{fetch->stacks[i]};
-      detail::ProcessObservation& obs = observations.emplace_back();
-      obs.pid = row.s_int(kPid);
-      obs.start_ticks = static_cast<std::int64_t>(row.ull_int(kBegan));
-      obs.ppid = row.s_int(kPpid);
-      obs.state = row.s_ch(kState);
-      const char* comm = row.str(kComm);
-      obs.comm = comm ? comm : "";  // copied: libproc2 reuses its strings
-      obs.utime_ticks = static_cast<std::int64_t>(row.ull_int(kUtime));
-      obs.stime_ticks = static_cast<std::int64_t>(row.ull_int(kStime));
-      obs.majflt = static_cast<std::int64_t>(row.ul_int(kMajflt));
-      obs.rss_bytes = static_cast<std::int64_t>(row.ul_int(kRssPages)) * page_bytes;
-      obs.threads = row.s_int(kThreads);
-      if (obs.state == 'D') ++host.processes_d_state;
-    }
+  scanner.scan(observations, page_bytes);
+  for (const auto& obs : observations) {
+    if (obs.state == 'D') ++host.processes_d_state;
   }
-  // A failed reap (out of memory) leaves the list empty: the tick still has
+  // A failed listing leaves the list empty: the tick still has
   // its system figures, and the tracker forgets nothing it cannot compare.
   host.processes_total = static_cast<int>(observations.size());
   if (observations.empty()) return;
+  // kernel.task_delayacct can be switched at any time: look once a second.
+  if (!delayacct_checked_ns || mono_ns - *delayacct_checked_ns >= 1'000'000'000) {
+    std::string text;
+    delayacct_on =
+        detail::read_proc_file(options.proc_root + "/sys/kernel/task_delayacct", text, 16) &&
+        text.starts_with("1");
+    delayacct_checked_ns = mono_ns;
+  }
   tracker.observe(detail::TickInfo{.sample_id = sample_id,
                                    .mono_ns = mono_ns,
                                    .boot_wall_ns = boot_wall_ns,
-                                   .ticks_per_s = ticks_per_s},
+                                   .ticks_per_s = ticks_per_s,
+                                   .delayacct_on = delayacct_on},
                   observations, batch);
+}
+
+void HostSampler::Impl::sample_memory(schema::Batch& batch) {
+  schema::HostMemorySampleRow row{.sample_id = sample_id};
+  static constexpr std::string_view kResources[3] = {"cpu", "io", "memory"};
+  std::array<std::optional<std::int64_t>, 6> psi;
+  for (int i = 0; i < 3; ++i) {
+    if (auto p = detail::read_pressure(options.proc_root, kResources[i])) {
+      psi[2 * i] = p->some_us;
+      psi[2 * i + 1] = p->full_us;
+    }
+  }
+  std::array<std::optional<std::int64_t>, 6> d;
+  for (std::size_t i = 0; i < psi.size(); ++i) {
+    if (psi[i] && prev_psi[i] && *psi[i] >= *prev_psi[i]) d[i] = *psi[i] - *prev_psi[i];
+  }
+  prev_psi = psi;
+  row.psi_cpu_some_us = d[0];
+  row.psi_cpu_full_us = d[1];
+  row.psi_io_some_us = d[2];
+  row.psi_io_full_us = d[3];
+  row.psi_memory_some_us = d[4];
+  row.psi_memory_full_us = d[5];
+  if (meminfo_stack* m = procps_meminfo_select(meminfo.get(), mem_items.data(), kMemColumns)) {
+    auto kib = [&](int col) {
+      return static_cast<std::int64_t>(MEMINFO_VAL(col, ul_int, m, nullptr)) * 1024;
+    };
+    row.mem_available_bytes = kib(kMemAvailable);
+    row.mem_dirty_bytes = kib(kMemDirty);
+    row.mem_writeback_bytes = kib(kMemWriteback);
+    row.swap_used_bytes = kib(kSwapUsed);
+  }
+  if (vmstat_stack* v = procps_vmstat_select(vmstat.get(), vm_items.data(), kVmColumns)) {
+    std::array<std::int64_t, kVmColumns> now{};
+    for (int i = 0; i < kVmColumns; ++i) {
+      now[i] = static_cast<std::int64_t>(VMSTAT_VAL(i, ul_int, v, nullptr));
+    }
+    if (prev_vm) {
+      auto dv = [&](int i) -> std::optional<std::int64_t> {
+        if (now[i] < (*prev_vm)[i]) return std::nullopt;
+        return now[i] - (*prev_vm)[i];
+      };
+      row.major_faults = dv(kMajFault);
+      row.swap_in_pages = dv(kSwapIn);
+      row.swap_out_pages = dv(kSwapOut);
+      row.page_in_kib = dv(kPageIn);
+      row.page_out_kib = dv(kPageOut);
+    }
+    prev_vm = now;
+  } else {
+    prev_vm.reset();
+  }
+  batch.host_memory_samples.push_back(std::move(row));
+}
+
+void HostSampler::Impl::sample_disks(schema::Batch& batch, std::int64_t mono_ns) {
+  if (!diskstats) return;
+  diskstats_reaped* reaped =
+      procps_diskstats_reap(diskstats.get(), disk_items.data(), kDiskColumns);
+  if (!reaped) return;
+  std::map<std::string, DiskCounters> now;
+  for (int i = 0; i < reaped->total; ++i) {
+    diskstats_stack* st = reaped->stacks[i];
+    const char* name = DISKSTATS_VAL(kDiskName, str, st, nullptr);
+    if (!name) continue;
+    auto ul = [&](int col) {
+      return static_cast<std::int64_t>(DISKSTATS_VAL(col, ul_int, st, nullptr));
+    };
+    DiskCounters c{.mono_ns = mono_ns,
+                   .reads = ul(kDiskReads),
+                   .writes = ul(kDiskWrites),
+                   .read_sectors = ul(kDiskReadSectors),
+                   .write_sectors = ul(kDiskWriteSectors),
+                   .io_ms = ul(kDiskIoTime),
+                   .weighted_ms = ul(kDiskWeighted)};
+    const std::int64_t in_flight = DISKSTATS_VAL(kDiskInFlight, s_int, st, nullptr);
+    const std::string dev = name;
+    auto prev = prev_disks.find(dev);
+    if (prev != prev_disks.end()) {
+      const DiskCounters& p = prev->second;
+      schema::DiskSampleRow row{.sample_id = sample_id,
+                                .device = dev,
+                                .reads = c.reads - p.reads,
+                                .writes = c.writes - p.writes,
+                                .read_sectors = c.read_sectors - p.read_sectors,
+                                .write_sectors = c.write_sectors - p.write_sectors,
+                                .in_flight = in_flight,
+                                .busy_ns = (c.io_ms - p.io_ms) * 1'000'000,
+                                .weighted_ns = (c.weighted_ms - p.weighted_ms) * 1'000'000,
+                                .span_ns = mono_ns - p.mono_ns};
+      const bool counters_ok = row.reads >= 0 && row.writes >= 0 && row.read_sectors >= 0 &&
+                               row.write_sectors >= 0 && row.busy_ns >= 0 && row.weighted_ns >= 0;
+      const bool idle = row.reads == 0 && row.writes == 0 && row.busy_ns == 0 && in_flight == 0;
+      const bool pseudo = dev.starts_with("loop") || dev.starts_with("ram");
+      if (counters_ok && !(pseudo && idle)) batch.disk_samples.push_back(std::move(row));
+    }
+    now.emplace(dev, c);
+  }
+  prev_disks = std::move(now);
 }
 
 HostSampler::HostSampler(HostSamplerOptions options, Sink sink)
@@ -284,14 +410,22 @@ void HostSampler::start() {
   if (!(s.options.hz > 0)) {
     throw Error(ErrorKind::usage, fmt::format("cannot sample at {} Hz: must be > 0", s.options.hz));
   }
-  if (int rc = procps_pids_new(s.pids.out(), s.pids_items.data(), kPidsColumns); rc < 0) {
-    throw Error(ErrorKind::proc,
-                fmt::format("cannot initialise libproc2 pids: {}", std::strerror(-rc)), -rc);
-  }
+  // The scanner keeps two files per process open.
+  detail::raise_nofile_limit();
   if (int rc = procps_stat_new(s.stat.out()); rc < 0) {
     throw Error(ErrorKind::proc,
                 fmt::format("cannot initialise libproc2 stat: {}", std::strerror(-rc)), -rc);
   }
+  if (int rc = procps_meminfo_new(s.meminfo.out()); rc < 0) {
+    throw Error(ErrorKind::proc,
+                fmt::format("cannot initialise libproc2 meminfo: {}", std::strerror(-rc)), -rc);
+  }
+  if (int rc = procps_vmstat_new(s.vmstat.out()); rc < 0) {
+    throw Error(ErrorKind::proc,
+                fmt::format("cannot initialise libproc2 vmstat: {}", std::strerror(-rc)), -rc);
+  }
+  // A host without /proc/diskstats (some containers) simply has no disk rows.
+  if (procps_diskstats_new(s.diskstats.out()) < 0) s.diskstats.reset();
   s.ticks_per_s = sysconf(_SC_CLK_TCK);
   if (s.ticks_per_s <= 0) s.ticks_per_s = 100;
   s.page_bytes = sysconf(_SC_PAGESIZE);
@@ -301,7 +435,10 @@ void HostSampler::start() {
     std::lock_guard lock(s.mu);
     s.stopping = false;
   }
-  s.thread = std::thread([&s] { s.run(); });
+  s.thread = std::thread([&s] {
+    set_thread_name(kHostSamplerThreadName);
+    s.run();
+  });
 }
 
 void HostSampler::stop() {

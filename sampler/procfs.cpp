@@ -1,10 +1,13 @@
 #include "sampler/procfs.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -156,6 +159,380 @@ std::optional<std::vector<std::string>> read_cmdline(const std::string& proc_roo
 }
 
 // ---------------------------------------------------------------------------
+// Sampler depth readers.
+
+namespace {
+
+// Value after "<key>=" in a PSI line, e.g. total=123.
+std::optional<std::int64_t> psi_total(std::string_view line) {
+  const std::size_t pos = line.find("total=");
+  if (pos == std::string_view::npos) return std::nullopt;
+  std::string_view rest = line.substr(pos + 6);
+  return take_count(rest);
+}
+
+// Value of a "<key> <count>" line (cpu.stat) or "<key>: <count>" (io).
+std::optional<std::int64_t> keyed_field(std::string_view text, std::string_view key) {
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t eol = text.find('\n', pos);
+    if (eol == std::string_view::npos) eol = text.size();
+    std::string_view line = text.substr(pos, eol - pos);
+    if (line.size() > key.size() && line.substr(0, key.size()) == key &&
+        (line[key.size()] == ' ' || line[key.size()] == ':')) {
+      std::string_view rest = line.substr(key.size() + (line[key.size()] == ':' ? 1 : 0));
+      auto value = take_count(rest);
+      if (value && skip_spaces(rest).empty()) return value;
+      return std::nullopt;
+    }
+    pos = eol + 1;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+PressureTotals parse_pressure(std::string_view text) {
+  PressureTotals p;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t eol = text.find('\n', pos);
+    if (eol == std::string_view::npos) eol = text.size();
+    std::string_view line = text.substr(pos, eol - pos);
+    if (line.starts_with("some ")) p.some_us = psi_total(line);
+    if (line.starts_with("full ")) p.full_us = psi_total(line);
+    pos = eol + 1;
+  }
+  return p;
+}
+
+std::optional<PressureTotals> read_pressure(const std::string& proc_root,
+                                            std::string_view resource) {
+  std::string text;
+  if (!read_proc_file(fmt::format("{}/pressure/{}", proc_root, resource), text, 1024)) {
+    return std::nullopt;
+  }
+  return parse_pressure(text);
+}
+
+std::optional<IoBytes> parse_io(std::string_view text) {
+  auto r = keyed_field(text, "read_bytes");
+  auto w = keyed_field(text, "write_bytes");
+  if (!r || !w) return std::nullopt;
+  return IoBytes{.read_bytes = *r, .write_bytes = *w};
+}
+
+std::optional<IoBytes> read_io(const std::string& proc_root, int pid) {
+  std::string text;
+  if (!read_proc_file(pid_path(proc_root, pid, "io"), text, 1024)) return std::nullopt;
+  return parse_io(text);
+}
+
+std::optional<CgroupRef> parse_cgroup(std::string_view text) {
+  std::optional<CgroupRef> v2;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t eol = text.find('\n', pos);
+    if (eol == std::string_view::npos) eol = text.size();
+    std::string_view line = text.substr(pos, eol - pos);
+    pos = eol + 1;
+    const std::size_t c1 = line.find(':');
+    const std::size_t c2 = c1 == std::string_view::npos ? c1 : line.find(':', c1 + 1);
+    if (c2 == std::string_view::npos) continue;
+    std::string_view controllers = line.substr(c1 + 1, c2 - c1 - 1);
+    std::string_view path = line.substr(c2 + 1);
+    if (path.empty()) continue;
+    if (line.substr(0, c1) == "0" && controllers.empty()) {
+      v2 = CgroupRef{.path = std::string(path), .v1 = false};
+      continue;
+    }
+    // v1: the hierarchy whose comma-separated controllers include "cpu".
+    std::size_t from = 0;
+    while (from <= controllers.size()) {
+      std::size_t comma = controllers.find(',', from);
+      if (comma == std::string_view::npos) comma = controllers.size();
+      if (controllers.substr(from, comma - from) == "cpu") {
+        return CgroupRef{.path = std::string(path), .v1 = true};
+      }
+      from = comma + 1;
+    }
+  }
+  return v2;
+}
+
+std::optional<CgroupRef> read_cgroup(const std::string& proc_root, int pid) {
+  std::string text;
+  if (!read_proc_file(pid_path(proc_root, pid, "cgroup"), text, 8192)) return std::nullopt;
+  return parse_cgroup(text);
+}
+
+CpuThrottle parse_cpu_stat(std::string_view text) {
+  CpuThrottle t{.nr_periods = keyed_field(text, "nr_periods"),
+                .nr_throttled = keyed_field(text, "nr_throttled"),
+                .throttled_ns = keyed_field(text, "throttled_time")};
+  if (!t.throttled_ns) {
+    if (auto us = keyed_field(text, "throttled_usec")) t.throttled_ns = *us * 1000;
+  }
+  return t;
+}
+
+std::optional<CpuThrottle> read_cpu_throttle(const std::string& cgroup_root, const CgroupRef& ref) {
+  const std::string path = ref.path == "/" ? std::string() : ref.path;
+  const std::string candidates[2] = {
+      ref.v1 ? fmt::format("{}/cpu,cpuacct{}/cpu.stat", cgroup_root, path)
+             : fmt::format("{}{}/cpu.stat", cgroup_root, path),
+      ref.v1 ? fmt::format("{}/cpu{}/cpu.stat", cgroup_root, path)
+             : fmt::format("{}/unified{}/cpu.stat", cgroup_root, path)};
+  std::string text;
+  for (const auto& c : candidates) {
+    if (read_proc_file(c, text, 4096)) return parse_cpu_stat(text);
+  }
+  return std::nullopt;
+}
+
+std::optional<TaskStat> parse_task_stat(std::string_view text) {
+  const std::size_t open = text.find('(');
+  const std::size_t close = text.rfind(')');
+  if (open == std::string_view::npos || close == std::string_view::npos || close < open) {
+    return std::nullopt;
+  }
+  TaskStat t;
+  t.comm = std::string(text.substr(open + 1, close - open - 1));
+  // Fields from 3 (state) on, blank-separated.
+  std::string_view rest = text.substr(close + 1);
+  int field = 3;
+  while (true) {
+    rest = skip_spaces(rest);
+    if (rest.empty()) break;
+    std::size_t end = 0;
+    while (end < rest.size() && !is_space(rest[end])) ++end;
+    std::string_view tok = rest.substr(0, end);
+    if (field == 3) t.state = tok.empty() ? '?' : tok.front();
+    if (field == 22 || field == 42) {
+      std::int64_t v = 0;
+      auto [p, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), v);
+      if (ec != std::errc{}) return std::nullopt;
+      (field == 22 ? t.start_ticks : t.blkio_ticks) = v;
+    }
+    rest.remove_prefix(end);
+    if (++field > 42) break;
+  }
+  if (field < 23) return std::nullopt;
+  return t;
+}
+
+std::optional<std::string> read_kernel_stack(const std::string& path) {
+  std::string text;
+  if (!read_proc_file(path, text, 16384)) return std::nullopt;
+  std::string out;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t eol = text.find('\n', pos);
+    if (eol == std::string::npos) eol = text.size();
+    std::string_view line = std::string_view(text).substr(pos, eol - pos);
+    pos = eol + 1;
+    if (line.starts_with("[<")) {
+      const std::size_t b = line.find("] ");
+      if (b != std::string_view::npos) line.remove_prefix(b + 2);
+    }
+    if (line.empty()) continue;
+    if (!out.empty()) out += '\n';
+    out += line;
+  }
+  if (out.empty()) return std::nullopt;
+  return out;
+}
+
+std::optional<PidStat> parse_pid_stat(std::string_view text) {
+  const std::size_t open = text.find('(');
+  const std::size_t close = text.rfind(')');
+  if (open == std::string_view::npos || close == std::string_view::npos || close < open) {
+    return std::nullopt;
+  }
+  PidStat p;
+  std::string_view head = text.substr(0, open);
+  auto pid = take_count(head);
+  if (!pid) return std::nullopt;
+  p.pid = static_cast<int>(*pid);
+  p.comm = std::string(text.substr(open + 1, close - open - 1));
+  std::string_view rest = text.substr(close + 1);
+  int field = 3;
+  while (field <= 42) {
+    rest = skip_spaces(rest);
+    if (rest.empty()) break;
+    std::size_t end = 0;
+    while (end < rest.size() && !is_space(rest[end])) ++end;
+    std::string_view tok = rest.substr(0, end);
+    rest.remove_prefix(end);
+    if (field == 3) {
+      p.state = tok.front();
+    } else if (field == 4 || field == 12 || field == 14 || field == 15 || field == 20 ||
+               field == 22 || field == 24 || field == 42) {
+      std::int64_t v = 0;
+      if (std::from_chars(tok.data(), tok.data() + tok.size(), v).ec != std::errc{}) {
+        return std::nullopt;
+      }
+      switch (field) {
+        case 4:
+          p.ppid = static_cast<int>(v);
+          break;
+        case 12:
+          p.majflt = v;
+          break;
+        case 14:
+          p.utime_ticks = v;
+          break;
+        case 15:
+          p.stime_ticks = v;
+          break;
+        case 20:
+          p.threads = static_cast<int>(v);
+          break;
+        case 22:
+          p.start_ticks = v;
+          break;
+        case 24:
+          p.rss_pages = v;
+          break;
+        default:
+          p.blkio_ticks = v;
+          break;
+      }
+    }
+    ++field;
+  }
+  if (field <= 24) return std::nullopt;
+  return p;
+}
+
+ProcScanner::ProcScanner(std::string proc_root) : root_(std::move(proc_root)) {
+  buf_.reserve(1024);
+}
+
+ProcScanner::~ProcScanner() {
+  for (auto& [pid, f] : files_) {
+    if (f.stat_fd >= 0) ::close(f.stat_fd);
+    if (f.schedstat_fd >= 0) ::close(f.schedstat_fd);
+  }
+}
+
+std::size_t ProcScanner::open_files() const noexcept {
+  std::size_t n = 0;
+  for (const auto& [pid, f] : files_) n += (f.stat_fd >= 0) + (f.schedstat_fd >= 0);
+  return n;
+}
+
+// Reads a kept file from offset 0 (opening it first if needed); on a read
+// failure of a kept descriptor (its process exited), reopens once.
+bool ProcScanner::read_kept(int& fd, int pid, const char* name, std::string& out) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (fd < 0) {
+      const std::string path = fmt::format("{}/{}/{}", root_, pid, name);
+      if (out_of_fds_) return read_proc_file(path, out, 4096);
+      fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) {
+        if (errno == EMFILE || errno == ENFILE) {
+          out_of_fds_ = true;
+          return read_proc_file(path, out, 4096);
+        }
+        return false;
+      }
+    }
+    char buf[1024];
+    const ssize_t n = ::pread(fd, buf, sizeof buf, 0);
+    if (n > 0) {
+      out.assign(buf, static_cast<std::size_t>(n));
+      return true;
+    }
+    ::close(fd);
+    fd = -1;
+  }
+  return false;
+}
+
+bool ProcScanner::scan(std::vector<ProcessObservation>& out, std::int64_t page_bytes) {
+  out.clear();
+  ++generation_;
+  // readdir, not std::filesystem: no path object per entry at ~1,000 a tick.
+  DIR* dir = ::opendir(root_.c_str());
+  if (!dir) return false;
+  while (const dirent* entry = ::readdir(dir)) {
+    const char* name = entry->d_name;
+    const char* name_end = name + std::strlen(name);
+    int pid = 0;
+    auto [end, err] = std::from_chars(name, name_end, pid);
+    if (err != std::errc{} || end != name_end || pid <= 0) continue;
+    Files& f = files_[pid];
+    f.generation = generation_;
+    if (!read_kept(f.stat_fd, pid, "stat", buf_)) continue;
+    auto st = parse_pid_stat(buf_);
+    if (!st) continue;
+    ProcessObservation& obs = out.emplace_back();
+    obs.pid = pid;
+    obs.start_ticks = st->start_ticks;
+    obs.ppid = st->ppid;
+    obs.state = st->state;
+    obs.comm = std::move(st->comm);
+    obs.utime_ticks = st->utime_ticks;
+    obs.stime_ticks = st->stime_ticks;
+    obs.majflt = st->majflt;
+    obs.rss_bytes = st->rss_pages * page_bytes;
+    obs.threads = st->threads;
+    obs.blkio_ticks = st->blkio_ticks;
+    if (obs.threads <= 1 && read_kept(f.schedstat_fd, pid, "schedstat", buf_)) {
+      obs.schedstat = parse_schedstat(buf_);
+    }
+  }
+  ::closedir(dir);
+  std::erase_if(files_, [&](auto& e) {
+    if (e.second.generation == generation_) return false;
+    if (e.second.stat_fd >= 0) ::close(e.second.stat_fd);
+    if (e.second.schedstat_fd >= 0) ::close(e.second.schedstat_fd);
+    return true;
+  });
+  // A later tick may find descriptors again (processes exited).
+  out_of_fds_ = false;
+  return true;
+}
+
+std::optional<std::uint64_t> raise_nofile_limit() {
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return std::nullopt;
+  const std::uint64_t before = lim.rlim_cur;
+  if (lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &lim);
+  }
+  return before;
+}
+
+void CgroupThrottleTracker::observe(std::int64_t sample_id, std::int64_t mono_ns,
+                                    const std::vector<CgroupRef>& cgroups, schema::Batch& out) {
+  for (const CgroupRef& ref : cgroups) {
+    auto now = read_cpu_throttle(root_, ref);
+    if (!now) continue;
+    const std::string key = (ref.v1 ? "1:" : "2:") + ref.path;
+    schema::CgroupSampleRow row{.sample_id = sample_id, .cgroup = ref.path};
+    auto it = state_.find(key);
+    if (it != state_.end()) {
+      const CpuThrottle& b = it->second.counters;
+      auto d = [](std::optional<std::int64_t> n,
+                  std::optional<std::int64_t> o) -> std::optional<std::int64_t> {
+        if (!n || !o || *n < *o) return std::nullopt;
+        return *n - *o;
+      };
+      row.nr_periods = d(now->nr_periods, b.nr_periods);
+      row.nr_throttled = d(now->nr_throttled, b.nr_throttled);
+      row.throttled_ns = d(now->throttled_ns, b.throttled_ns);
+      row.span_ns = mono_ns - it->second.mono_ns;
+    }
+    state_[key] = State{.mono_ns = mono_ns, .counters = *now};
+    out.cgroup_samples.push_back(std::move(row));
+  }
+  std::erase_if(state_, [&](const auto& e) { return mono_ns - e.second.mono_ns > 60'000'000'000; });
+}
+
+// ---------------------------------------------------------------------------
 
 namespace {
 
@@ -172,23 +549,88 @@ std::optional<std::int64_t> delta(std::int64_t now, std::int64_t before) {
 
 }  // namespace
 
-ProcessTracker::ProcessTracker(std::string proc_root, std::int64_t heartbeat_ns)
-    : proc_root_(std::move(proc_root)), heartbeat_ns_(heartbeat_ns) {}
+ProcessTracker::ProcessTracker(std::string proc_root, std::int64_t heartbeat_ns, TrackerDepth depth)
+    : proc_root_(std::move(proc_root)), heartbeat_ns_(heartbeat_ns), depth_(depth) {}
+
+void ProcessTracker::sample_threads(const TickInfo& tick, int pid, Tracked& t, schema::Batch& out) {
+  std::error_code ec;
+  const std::string task_dir = fmt::format("{}/{}/task", proc_root_, pid);
+  std::filesystem::directory_iterator it(task_dir, ec);
+  if (ec) return;
+  std::string text;
+  for (const auto& entry : it) {
+    const std::string name = entry.path().filename().string();
+    int tid = 0;
+    if (std::from_chars(name.data(), name.data() + name.size(), tid).ec != std::errc{}) continue;
+    const std::string dir = entry.path().string();
+    if (!read_proc_file(dir + "/stat", text, 4096)) continue;
+    auto st = parse_task_stat(text);
+    if (!st) continue;
+    std::optional<Schedstat> ss;
+    if (read_proc_file(dir + "/schedstat", text, 256)) ss = parse_schedstat(text);
+    auto [th_it, is_new] = t.threads.try_emplace(ThreadKey{tid, st->start_ticks});
+    ThreadState& th = th_it->second;
+    th.generation = generation_;
+    const bool busy = st->state == 'R' || st->state == 'D';
+    bool row = busy;
+    if (!is_new && !row) {
+      row = ss && th.last &&
+            (ss->on_cpu_ns != th.last->on_cpu_ns || ss->timeslices != th.last->timeslices);
+    }
+    th.last = ss;
+    if (is_new) {  // first sight: the baseline of its first delta, row or not
+      th.base = ss;
+      th.base_mono_ns = tick.mono_ns;
+    }
+    if (!row) continue;
+    schema::ThreadSampleRow r{.sample_id = tick.sample_id,
+                              .process_id = t.process_id,
+                              .tid = tid,
+                              .comm = st->comm,
+                              .state = st->state};
+    if (!is_new) {
+      if (ss && th.base && ss->on_cpu_ns >= th.base->on_cpu_ns &&
+          ss->run_delay_ns >= th.base->run_delay_ns) {
+        r.cpu_ns = ss->on_cpu_ns - th.base->on_cpu_ns;
+        r.run_delay_ns = ss->run_delay_ns - th.base->run_delay_ns;
+      }
+      r.span_ns = tick.mono_ns - th.base_mono_ns;
+    }
+    if (st->state != 'R') {
+      if (read_proc_file(dir + "/wchan", text, 256)) {
+        while (!text.empty() && is_space(text.back())) text.pop_back();
+        if (!text.empty() && text != "0" && text != "-" && text != "?") r.wchan = text;
+      }
+    }
+    if (st->state == 'D' && depth_.kernel_stacks)
+      r.kernel_stack = read_kernel_stack(dir + "/stack");
+    th.base = ss;
+    th.base_mono_ns = tick.mono_ns;
+    out.thread_samples.push_back(std::move(r));
+  }
+  std::erase_if(t.threads, [&](const auto& e) { return e.second.generation != generation_; });
+}
 
 void ProcessTracker::observe(const TickInfo& tick,
                              const std::vector<ProcessObservation>& observations,
                              schema::Batch& out) {
   ++generation_;
+  active_cgroups_.clear();
   for (const ProcessObservation& obs : observations) {
     const Key key{obs.pid, obs.start_ticks};
-    auto schedstat = obs.threads > 1 ? read_schedstat_all_threads(proc_root_, obs.pid)
-                                     : read_schedstat(proc_root_, obs.pid);
+    auto schedstat = obs.schedstat     ? obs.schedstat
+                     : obs.threads > 1 ? read_schedstat_all_threads(proc_root_, obs.pid)
+                                       : read_schedstat(proc_root_, obs.pid);
     auto [it, is_new] = tracked_.try_emplace(key);
     Tracked& t = it->second;
     if (!is_new && t.generation == generation_) continue;  // listed twice in one tick
     t.generation = generation_;
 
     bool row = is_new;
+    // A heartbeat row of a task that has not run since its last row: its
+    // status, io and wchan cannot have changed, so they are not read again
+    // (the "deep files only for tasks that did something").
+    bool quiet = false;
     if (!is_new) {
       bool cpu_moved;
       if (schedstat && t.last_schedstat) {
@@ -199,36 +641,80 @@ void ProcessTracker::observe(const TickInfo& tick,
         // back to the (10 ms) tick counters.
         cpu_moved = obs.utime_ticks != t.last_utime_ticks || obs.stime_ticks != t.last_stime_ticks;
       }
-      row = cpu_moved || obs.state == 'R' || obs.state == 'D' ||
-            tick.mono_ns - t.base.mono_ns >= heartbeat_ns_;
+      const bool active = cpu_moved || obs.state == 'R' || obs.state == 'D';
+      row = active || tick.mono_ns - t.base.mono_ns >= heartbeat_ns_;
+      quiet = !active && schedstat && t.last_schedstat;
     }
     const bool exec_seen = !is_new && obs.comm != t.comm;
     row = row || exec_seen;
+    quiet = quiet && !exec_seen;
     t.last_schedstat = schedstat;
     t.last_utime_ticks = obs.utime_ticks;
     t.last_stime_ticks = obs.stime_ticks;
-    if (!row) continue;
+
+    // CPU rate over about the last second: picks the processes sampled per thread.
+    if (schedstat) {
+      if (t.window_cpu_ns < 0 || schedstat->on_cpu_ns < t.window_cpu_ns) {
+        t.window_mono_ns = tick.mono_ns;
+        t.window_cpu_ns = schedstat->on_cpu_ns;
+      } else if (tick.mono_ns - t.window_mono_ns >= 1'000'000'000) {
+        t.recent_cores = static_cast<double>(schedstat->on_cpu_ns - t.window_cpu_ns) /
+                         static_cast<double>(tick.mono_ns - t.window_mono_ns);
+        t.window_mono_ns = tick.mono_ns;
+        t.window_cpu_ns = schedstat->on_cpu_ns;
+      }
+    }
+    const bool per_thread =
+        obs.threads > 1 && (depth_.all_threads || t.recent_cores >= depth_.thread_cores_min ||
+                            obs.pid == depth_.always_threads_pid);
+    if (!per_thread) t.threads.clear();
+    if (!row) {
+      // A thread can sit in D without moving the process's counters: with
+      // --threads, look at the threads of quiet processes too.
+      if (per_thread && depth_.all_threads) sample_threads(tick, obs.pid, t, out);
+      continue;
+    }
 
     std::optional<std::int64_t> on_cpu_ns, run_delay_ns;
     if (schedstat) {
       on_cpu_ns = schedstat->on_cpu_ns;
       run_delay_ns = schedstat->run_delay_ns;
     }
-    auto switches = read_context_switches(proc_root_, obs.pid);
+    auto switches = quiet ? t.base.context_switches : read_context_switches(proc_root_, obs.pid);
+    auto io = quiet ? t.base.io : read_io(proc_root_, obs.pid);
+    auto cgroup = quiet ? std::nullopt : read_cgroup(proc_root_, obs.pid);
+    std::optional<std::int64_t> blkio_ticks;
+    if (tick.delayacct_on) blkio_ticks = obs.blkio_ticks;
+    const bool cgroup_changed = !is_new && cgroup && cgroup->path != t.cgroup;
+    if (cgroup) {
+      bool seen = false;
+      for (const auto& c : active_cgroups_)
+        seen = seen || (c.path == cgroup->path && c.v1 == cgroup->v1);
+      if (!seen) active_cgroups_.push_back(*cgroup);
+    }
 
     schema::ProcessSampleRow sample{
         .sample_id = tick.sample_id,
         .state = obs.state,
         .rss_bytes = obs.rss_bytes,
     };
-    if (obs.state != 'R') sample.wchan = read_wchan(proc_root_, obs.pid);
+    if (quiet) {
+      sample.wchan = t.last_wchan;
+    } else if (obs.state != 'R') {
+      sample.wchan = read_wchan(proc_root_, obs.pid);
+    }
+    t.last_wchan = sample.wchan;
+    if (obs.state == 'D' && depth_.kernel_stacks) {
+      sample.kernel_stack = read_kernel_stack(pid_path(proc_root_, obs.pid, "stack"));
+    }
 
     if (is_new) {
       t.process_id = next_process_id_++;
       t.first_sample_id = tick.sample_id;
     }
-    if (is_new || exec_seen) {
+    if (is_new || exec_seen || cgroup_changed) {
       t.comm = obs.comm;
+      if (cgroup) t.cgroup = cgroup->path;
       schema::ProcessRow process{
           .process_id = t.process_id,
           .pid = obs.pid,
@@ -236,6 +722,7 @@ void ProcessTracker::observe(const TickInfo& tick,
           .ppid = obs.ppid,
           .comm = obs.comm,
           .first_sample_id = t.first_sample_id,
+          .cgroup = t.cgroup,
       };
       if (tick.ticks_per_s > 0) {
         // Split so that ticks × 1e9 cannot overflow after years of uptime.
@@ -261,6 +748,13 @@ void ProcessTracker::observe(const TickInfo& tick,
             delta(switches->nonvoluntary, b.context_switches->nonvoluntary);
       }
       sample.span_ns = tick.mono_ns - b.mono_ns;
+      if (io && b.io) {
+        sample.read_bytes = delta(io->read_bytes, b.io->read_bytes);
+        sample.write_bytes = delta(io->write_bytes, b.io->write_bytes);
+      }
+      if (auto d = delta(blkio_ticks, b.blkio_ticks); d && tick.ticks_per_s > 0) {
+        sample.blkio_delay_ns = *d * 1'000'000'000 / tick.ticks_per_s;
+      }
     }
     sample.process_id = t.process_id;
     out.process_samples.push_back(std::move(sample));
@@ -273,7 +767,10 @@ void ProcessTracker::observe(const TickInfo& tick,
         .stime_ticks = obs.stime_ticks,
         .majflt = obs.majflt,
         .context_switches = switches,
+        .io = io,
+        .blkio_ticks = blkio_ticks,
     };
+    if (per_thread) sample_threads(tick, obs.pid, t, out);
   }
   std::erase_if(tracked_,
                 [&](const auto& entry) { return entry.second.generation != generation_; });

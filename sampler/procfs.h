@@ -88,6 +88,94 @@ std::optional<std::vector<std::string>> read_cmdline(const std::string& proc_roo
 bool read_proc_file(const std::string& path, std::string& out, std::size_t max_bytes = 65536);
 
 // ---------------------------------------------------------------------------
+// Sampler depth (issue 3): pressure, io, cgroup, per-thread stat, stacks.
+
+// /proc/pressure/{cpu,io,memory}: "some avg10=.. avg60=.. avg300=.. total=<µs>"
+// and the same for "full". A line that is absent (cpu's "full" before Linux
+// 5.13) gives nullopt for it.
+struct PressureTotals {
+  std::optional<std::int64_t> some_us;  // cumulative stall time, µs
+  std::optional<std::int64_t> full_us;
+};
+// Example: parse_pressure("some avg10=0.00 avg60=0.00 avg300=0.00 total=12\n")->some_us == 12.
+PressureTotals parse_pressure(std::string_view text);
+// Reads <proc_root>/pressure/<resource>; nullopt when the file is absent
+// (kernel without PSI) or unreadable.
+std::optional<PressureTotals> read_pressure(const std::string& proc_root,
+                                            std::string_view resource);
+
+// /proc/PID/io: bytes the task caused to be read from / written to storage.
+struct IoBytes {
+  std::int64_t read_bytes = 0;   // "read_bytes:"
+  std::int64_t write_bytes = 0;  // "write_bytes:"
+};
+std::optional<IoBytes> parse_io(std::string_view text);
+// Reads <proc_root>/<pid>/io (root, or the process's owner, only).
+std::optional<IoBytes> read_io(const std::string& proc_root, int pid);
+
+// The cgroup of a process, from /proc/PID/cgroup ("<id>:<controllers>:<path>"
+// lines): the path of the v1 hierarchy holding the "cpu" controller when
+// there is one, else the v2 (unified, "0::") path.
+struct CgroupRef {
+  std::string path;  // e.g. "/system.slice/postgresql.service"
+  bool v1 = false;   // true: a v1 cpu hierarchy path
+};
+std::optional<CgroupRef> parse_cgroup(std::string_view text);
+std::optional<CgroupRef> read_cgroup(const std::string& proc_root, int pid);
+
+// Throttling counters of a cgroup's cpu.stat, cumulative. v1 gives
+// throttled_time (ns), v2 throttled_usec (µs; converted to ns). Each is
+// nullopt when the file lacks it (v2 without the cpu controller).
+struct CpuThrottle {
+  std::optional<std::int64_t> nr_periods;
+  std::optional<std::int64_t> nr_throttled;
+  std::optional<std::int64_t> throttled_ns;
+};
+CpuThrottle parse_cpu_stat(std::string_view text);
+// Finds and reads the cpu.stat of `ref` under `cgroup_root` (normally
+// /sys/fs/cgroup): v1 tries <root>/cpu,cpuacct<path>, then <root>/cpu<path>;
+// v2 tries <root><path>, then <root>/unified<path>. nullopt when none is
+// readable.
+std::optional<CpuThrottle> read_cpu_throttle(const std::string& cgroup_root, const CgroupRef& ref);
+
+// /proc/PID/task/TID/stat: what a per-thread row needs.
+struct TaskStat {
+  std::string comm;
+  char state = '?';
+  std::int64_t start_ticks = 0;  // field 22
+  std::int64_t blkio_ticks = 0;  // field 42 (delayacct)
+};
+// The comm is between the first '(' and the last ')', so a name holding ')'
+// or spaces is kept whole. nullopt if fields are missing.
+std::optional<TaskStat> parse_task_stat(std::string_view text);
+
+// Reads a kernel stack file (/proc/PID/stack or .../task/TID/stack) and keeps
+// one function per line without the "[<0>] " address prefix; nullopt when it
+// cannot be read (not root) or is empty.
+std::optional<std::string> read_kernel_stack(const std::string& path);
+
+// Per cgroup, the cpu.stat counters at its last row, so each row gives the
+// throttling since then. A cgroup unseen for 60 s is forgotten (its next row
+// has NULL deltas again), so memory follows the cgroups in use.
+class CgroupThrottleTracker {
+ public:
+  explicit CgroupThrottleTracker(std::string cgroup_root) : root_(std::move(cgroup_root)) {}
+  // One row per cgroup in `cgroups` (the cgroups of this tick's sampled
+  // active processes) whose cpu.stat is readable.
+  void observe(std::int64_t sample_id, std::int64_t mono_ns, const std::vector<CgroupRef>& cgroups,
+               schema::Batch& out);
+  std::size_t tracked() const noexcept { return state_.size(); }
+
+ private:
+  struct State {
+    std::int64_t mono_ns = 0;
+    CpuThrottle counters;
+  };
+  std::string root_;
+  std::unordered_map<std::string, State> state_;  // key: "1:" / "2:" + path
+};
+
+// ---------------------------------------------------------------------------
 // One tick's view of the processes, turned into rows.
 
 // What the broad libproc2 reap gives for one process (strings copied out of
@@ -102,8 +190,72 @@ struct ProcessObservation {
   std::int64_t stime_ticks = 0;
   std::int64_t majflt = 0;
   std::optional<std::int64_t> rss_bytes;
-  int threads = 1;  // PIDS_NLWP; > 1: schedstat is summed over /proc/PID/task/*
+  int threads = 1;               // PIDS_NLWP; > 1: schedstat is summed over /proc/PID/task/*
+  std::int64_t blkio_ticks = 0;  // PIDS_TICS_BLKIO (delayacct; 0 while it is off)
+  // /proc/PID/schedstat when the scanner already read it (single-threaded
+  // processes); nullopt: the tracker reads it (or sums task/*/schedstat).
+  std::optional<Schedstat> schedstat;
 };
+
+// /proc/PID/stat: every field the tracker uses (see `man 5 proc`).
+struct PidStat {
+  int pid = 0;
+  std::string comm;
+  char state = '?';
+  int ppid = 0;
+  std::int64_t majflt = 0;       // field 12
+  std::int64_t utime_ticks = 0;  // 14
+  std::int64_t stime_ticks = 0;  // 15
+  int threads = 1;               // 20
+  std::int64_t start_ticks = 0;  // 22
+  std::int64_t rss_pages = 0;    // 24
+  std::int64_t blkio_ticks = 0;  // 42 (0 on kernels without it)
+};
+// nullopt unless fields 1-24 are present; comm is between the first '(' and
+// the last ')'.
+std::optional<PidStat> parse_pid_stat(std::string_view text);
+
+// The broad per-tick listing: every process's /proc/PID/stat and (for
+// single-threaded ones) schedstat, read with pread on files kept open from
+// tick to tick — the cheapest way to read them (see
+// /work/shared/notes/libproc2.md: ~5 ms at 1,000 processes against ~10 ms
+// for a libproc2 reap). A kept file belongs to the process it was opened
+// for: once that process exits, reads fail (ESRCH) even if the pid is
+// reused, and the scanner reopens. When no descriptor is left (EMFILE) it
+// falls back to open/read/close for the rest. Files are closed when their
+// process is gone and on destruction. Not thread-safe: one tick at a time.
+class ProcScanner {
+ public:
+  explicit ProcScanner(std::string proc_root);
+  ~ProcScanner();
+  ProcScanner(const ProcScanner&) = delete;
+  ProcScanner& operator=(const ProcScanner&) = delete;
+
+  // Replaces `out` with this tick's processes; returns false (and leaves out
+  // empty) when <proc_root> cannot be listed.
+  bool scan(std::vector<ProcessObservation>& out, std::int64_t page_bytes);
+  // Descriptors currently kept open.
+  std::size_t open_files() const noexcept;
+
+ private:
+  struct Files {
+    int stat_fd = -1;
+    int schedstat_fd = -1;
+    std::int64_t generation = 0;
+  };
+  bool read_kept(int& fd, int pid, const char* name, std::string& out);
+  std::string root_;
+  std::unordered_map<int, Files> files_;
+  std::int64_t generation_ = 0;
+  bool out_of_fds_ = false;
+  std::string buf_;
+};
+
+// Raises the RLIMIT_NOFILE soft limit to the hard limit (the scanner keeps
+// two files per process open); returns the soft limit before, or nullopt
+// when it could not be read. Failure to raise is not an error: the scanner
+// falls back.
+std::optional<std::uint64_t> raise_nofile_limit();
 
 // The tick the observations belong to.
 struct TickInfo {
@@ -111,6 +263,21 @@ struct TickInfo {
   std::int64_t mono_ns = 0;       // CLOCK_MONOTONIC when the tick began
   std::int64_t boot_wall_ns = 0;  // wall clock at boot: start_ns = this + start_ticks/Hz
   long ticks_per_s = 100;         // sysconf(_SC_CLK_TCK)
+  bool delayacct_on = false;      // kernel.task_delayacct = 1: blkio_delay_ns is filled
+};
+
+// What the tracker reads beyond the base columns.
+struct TrackerDepth {
+  // Per-thread rows: every multi-threaded process (true), or by default only
+  // those whose CPU over the last second reached thread_cores_min cores.
+  bool all_threads = false;
+  double thread_cores_min = 0.5;
+  // Read /proc/PID/stack (and per thread) of D-state tasks.
+  bool kernel_stacks = false;
+  // A process always sampled per thread, whatever its CPU: stallscope
+  // itself, so explain can count its driver threads apart from its writer
+  // and samplers. 0 = none.
+  int always_threads_pid = 0;
 };
 
 // Keeps, per process (keyed by (pid, start_ticks), so a reused pid is a new
@@ -131,7 +298,7 @@ struct TickInfo {
 // process_ids are 1, 2, ... and never reused.
 class ProcessTracker {
  public:
-  ProcessTracker(std::string proc_root, std::int64_t heartbeat_ns);
+  ProcessTracker(std::string proc_root, std::int64_t heartbeat_ns, TrackerDepth depth = {});
 
   // Appends this tick's rows to out.processes and out.process_samples.
   void observe(const TickInfo& tick, const std::vector<ProcessObservation>& observations,
@@ -139,6 +306,8 @@ class ProcessTracker {
 
   // Processes currently remembered (= those in the last observe()).
   std::size_t tracked() const noexcept { return tracked_.size(); }
+  // Cgroups of the processes that got a row in the last observe() (distinct).
+  const std::vector<CgroupRef>& active_cgroups() const noexcept { return active_cgroups_; }
 
  private:
   struct Key {
@@ -157,6 +326,24 @@ class ProcessTracker {
     std::optional<std::int64_t> on_cpu_ns, run_delay_ns;
     std::int64_t utime_ticks = 0, stime_ticks = 0, majflt = 0;
     std::optional<ContextSwitches> context_switches;
+    std::optional<IoBytes> io;
+    std::optional<std::int64_t> blkio_ticks;
+  };
+  struct ThreadKey {
+    int tid = 0;
+    std::int64_t start_ticks = 0;
+    bool operator==(const ThreadKey&) const = default;
+  };
+  struct ThreadKeyHash {
+    std::size_t operator()(const ThreadKey& k) const noexcept {
+      return std::hash<std::int64_t>{}((static_cast<std::int64_t>(k.tid) << 40) ^ k.start_ticks);
+    }
+  };
+  struct ThreadState {
+    std::int64_t generation = 0;
+    std::int64_t base_mono_ns = 0;
+    std::optional<Schedstat> base;  // at its last row
+    std::optional<Schedstat> last;  // at its last observation
   };
   struct Tracked {
     std::int64_t process_id = 0;
@@ -166,10 +353,21 @@ class ProcessTracker {
     std::string comm;                  // as last stored; a change means exec
     std::int64_t first_sample_id = 0;  // of its ProcessRow
     Baseline base;
+    std::optional<std::string> cgroup;      // as last stored
+    std::optional<std::string> last_wchan;  // of its last row (reused by quiet heartbeats)
+    // CPU rate over about the last second, for the per-thread decision.
+    std::int64_t window_mono_ns = 0;
+    std::int64_t window_cpu_ns = -1;  // -1: no window yet
+    double recent_cores = 0;
+    std::unordered_map<ThreadKey, ThreadState, ThreadKeyHash> threads;
   };
+
+  void sample_threads(const TickInfo& tick, int pid, Tracked& t, schema::Batch& out);
 
   std::string proc_root_;
   std::int64_t heartbeat_ns_;
+  TrackerDepth depth_;
+  std::vector<CgroupRef> active_cgroups_;
   std::int64_t next_process_id_ = 1;
   std::int64_t generation_ = 0;
   std::unordered_map<Key, Tracked, KeyHash> tracked_;

@@ -6,9 +6,11 @@
 //   ...
 //   host.stop();                 // joins; the last tick is delivered first
 //
-// Host state comes from libproc2 (process list, /proc/stat, loadavg); what
-// libproc2 lacks is read by hand: /proc/PID/schedstat (on-CPU ns, run-queue
-// delay ns) and /proc/PID/status (context switches).
+// Host state comes from libproc2 (process list, /proc/stat, loadavg,
+// meminfo, vmstat, diskstats); what libproc2 lacks is read by hand:
+// /proc/PID/schedstat (on-CPU ns, run-queue delay ns), /proc/PID/status
+// (context switches), /proc/PID/{io,cgroup,stack}, /proc/pressure/*, cgroup
+// cpu.stat and, for processes sampled per thread, /proc/PID/task/*.
 #pragma once
 
 #include <cstdint>
@@ -27,11 +29,20 @@ using Sink = std::function<void(schema::Batch)>;
 
 struct HostSamplerOptions {
   double hz = 10;  // ticks per second
-  // Seam for tests: where the hand-read files (schedstat, status, wchan,
-  // cmdline) are found. libproc2's reap always reads the real /proc.
+  // Seam for tests: where the hand-read files (the process listing, stat,
+  // schedstat, status, wchan, io, cgroup, cmdline, pressure/*) are found.
+  // libproc2 (/proc/stat, meminfo, vmstat, diskstats) reads the real /proc.
   std::string proc_root = "/proc";
   // A process with no activity still gets a row at least this often, ns.
   std::int64_t heartbeat_ns = 10'000'000'000;
+  // --threads: thread_sample rows for every multi-threaded process. Without
+  // it, only for those whose CPU over the last second reached half a core.
+  bool all_threads = false;
+  // --stacks: kernel_stack of D-state tasks (/proc/PID/stack; root only —
+  // otherwise the column stays NULL and the run row says "unavailable").
+  bool kernel_stacks = false;
+  // Seam for tests: where cgroup cpu.stat files are found.
+  std::string cgroup_root = "/sys/fs/cgroup";
 };
 
 // The latest tick's system figures, for progress lines.

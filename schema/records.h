@@ -28,7 +28,9 @@ struct RunInfo {
   std::optional<std::string> protocol;
   std::optional<std::string> sql;
   std::optional<std::string> server_version;
-  std::optional<std::string> command;  // record -- COMMAND, already masked
+  std::optional<std::string> command;        // record -- COMMAND, already masked
+  std::optional<int> delayacct_set;          // --delayacct: 1 = stallscope turned it on
+  std::optional<std::string> kernel_stacks;  // --stacks: "collected" / "unavailable: ..."
 };
 
 struct SampleRow {
@@ -60,6 +62,7 @@ struct ProcessRow {
   std::string comm;
   std::optional<std::string> cmdline;
   std::int64_t first_sample_id = 0;
+  std::optional<std::string> cgroup;
 };
 
 struct ProcessSampleRow {
@@ -76,6 +79,54 @@ struct ProcessSampleRow {
   std::optional<std::int64_t> voluntary_ctxt_switches;
   std::optional<std::int64_t> nonvoluntary_ctxt_switches;
   std::optional<std::int64_t> span_ns;
+  std::optional<std::int64_t> read_bytes;
+  std::optional<std::int64_t> write_bytes;
+  std::optional<std::int64_t> blkio_delay_ns;
+  std::optional<std::string> kernel_stack;
+};
+
+struct ThreadSampleRow {
+  std::int64_t sample_id = 0;
+  std::int64_t process_id = 0;
+  int tid = 0;
+  std::string comm;
+  char state = '?';
+  std::optional<std::int64_t> cpu_ns;
+  std::optional<std::int64_t> run_delay_ns;
+  std::optional<std::string> wchan;
+  std::optional<std::string> kernel_stack;
+  std::optional<std::int64_t> span_ns;
+};
+
+struct HostMemorySampleRow {
+  std::int64_t sample_id = 0;
+  std::optional<std::int64_t> psi_cpu_some_us, psi_cpu_full_us, psi_io_some_us, psi_io_full_us,
+      psi_memory_some_us, psi_memory_full_us;
+  std::optional<std::int64_t> mem_available_bytes, mem_dirty_bytes, mem_writeback_bytes,
+      swap_used_bytes;
+  std::optional<std::int64_t> major_faults, swap_in_pages, swap_out_pages, page_in_kib,
+      page_out_kib;
+};
+
+struct DiskSampleRow {
+  std::int64_t sample_id = 0;
+  std::string device;
+  std::int64_t reads = 0, writes = 0, read_sectors = 0, write_sectors = 0;
+  std::int64_t in_flight = 0;
+  std::int64_t busy_ns = 0, weighted_ns = 0, span_ns = 0;
+};
+
+struct CgroupSampleRow {
+  std::int64_t sample_id = 0;
+  std::string cgroup;
+  std::optional<std::int64_t> nr_periods, nr_throttled, throttled_ns, span_ns;
+};
+
+struct PgQueryTextRow {
+  std::int64_t query_text_id = 0;
+  std::optional<std::int64_t> query_id;
+  std::string query;
+  std::int64_t first_time_ns = 0;
 };
 
 struct PgActivityRow {
@@ -87,6 +138,12 @@ struct PgActivityRow {
   std::optional<std::string> wait_event_type;
   std::optional<std::string> wait_event;
   std::optional<std::string> application_name;
+  std::optional<std::int64_t> query_id;
+  std::optional<std::int64_t> query_text_id;
+  std::optional<std::string> client_addr;
+  std::optional<int> client_port;
+  std::optional<std::int64_t> backend_start_ns, xact_start_ns, query_start_ns, state_change_ns;
+  std::optional<std::string> blocking_pids;
 };
 
 struct AshTickRow {
@@ -97,6 +154,7 @@ struct AshTickRow {
 
 struct ClientRow {
   int client_id = 0;
+  int connection = 0;
   int thread = 0;
   std::optional<int> backend_pid;
   std::optional<std::int64_t> connect_ns;
@@ -112,6 +170,23 @@ struct QueryRow {
   std::optional<std::string> sqlstate;  // nullopt = success
   std::optional<std::int64_t> rows;
   std::optional<std::string> error;
+  std::optional<int> backend_pid;
+  std::optional<std::int64_t> lag_ns;
+  bool skipped = false;  // stored as 1, else NULL
+};
+
+struct PgbenchAggregateRow {
+  std::string file;
+  std::int64_t line = 0;
+  std::int64_t interval_start_ns = 0;
+  std::int64_t transactions = 0;
+  std::int64_t latency_sum_ns = 0;
+  double latency_sum2_us2 = 0;
+  std::optional<std::int64_t> latency_min_ns, latency_max_ns;
+  std::optional<std::int64_t> lag_sum_ns;
+  std::optional<double> lag_sum2_us2;
+  std::optional<std::int64_t> lag_min_ns, lag_max_ns, skipped, retried, retries;
+  std::optional<std::int64_t> serialization_failures, deadlock_failures;
 };
 
 // What one producer hands the writer at a time. Any vector may be empty.
@@ -125,11 +200,19 @@ struct Batch {
   std::vector<PgActivityRow> pg_activity;
   std::vector<ClientRow> clients;
   std::vector<QueryRow> queries;
+  std::vector<ThreadSampleRow> thread_samples;
+  std::vector<HostMemorySampleRow> host_memory_samples;
+  std::vector<DiskSampleRow> disk_samples;
+  std::vector<CgroupSampleRow> cgroup_samples;
+  std::vector<PgQueryTextRow> pg_query_texts;
+  std::vector<PgbenchAggregateRow> pgbench_aggregates;  // import-pgbench
 
   bool empty() const {
     return samples.empty() && host_samples.empty() && processes.empty() &&
            process_samples.empty() && ash_ticks.empty() && pg_activity.empty() && clients.empty() &&
-           queries.empty();
+           queries.empty() && thread_samples.empty() && host_memory_samples.empty() &&
+           disk_samples.empty() && cgroup_samples.empty() && pg_query_texts.empty() &&
+           pgbench_aggregates.empty();
   }
 };
 

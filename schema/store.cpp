@@ -26,6 +26,8 @@ void bind_opt(SQLite::Statement& st, int index, const std::optional<T>& v) {
       st.bind(index, *v);
     } else if constexpr (std::is_same_v<T, std::string>) {
       st.bind(index, *v);
+    } else if constexpr (std::is_floating_point_v<T>) {
+      st.bind(index, static_cast<double>(*v));
     } else {
       st.bind(index, static_cast<int64_t>(*v));
     }
@@ -70,6 +72,9 @@ std::unique_ptr<SQLite::Database> open_existing(const std::string& path, int fla
   if (!std::filesystem::exists(path, ec)) {
     throw Error(ErrorKind::usage, fmt::format("cannot open {}: no such file", path), ENOENT);
   }
+  if (std::filesystem::is_directory(path, ec)) {
+    throw Error(ErrorKind::usage, fmt::format("cannot open {}: is a directory", path), EISDIR);
+  }
   try {
     auto db = std::make_unique<SQLite::Database>(path, flags, 5000);
     check_run_file(*db, path);
@@ -87,16 +92,41 @@ struct Store::Statements {
       : sample(db, "INSERT INTO sample VALUES (?,?,?,?,?,?)"),
         host_sample(db, "INSERT INTO host_sample VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
         process(db,
-                "INSERT INTO process VALUES (?,?,?,?,?,?,?,?) ON CONFLICT (process_id) DO UPDATE "
-                "SET ppid = excluded.ppid, comm = excluded.comm, cmdline = excluded.cmdline"),
+                "INSERT INTO process (process_id, pid, start_ticks, start_ns, ppid, comm, cmdline, "
+                "first_sample_id, cgroup) VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (process_id) DO "
+                "UPDATE SET ppid = excluded.ppid, comm = excluded.comm, cmdline = "
+                "excluded.cmdline, cgroup = excluded.cgroup"),
         process_sample(db,
-                       "INSERT OR REPLACE INTO process_sample VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"),
+                       "INSERT OR REPLACE INTO process_sample (sample_id, process_id, state, "
+                       "cpu_ns, run_delay_ns, utime_ticks, stime_ticks, wchan, rss_bytes, majflt, "
+                       "voluntary_ctxt_switches, nonvoluntary_ctxt_switches, span_ns, read_bytes, "
+                       "write_bytes, blkio_delay_ns, kernel_stack) "
+                       "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
         ash_tick(db, "INSERT INTO ash_tick VALUES (?,?,?)"),
-        pg_activity(db, "INSERT INTO pg_activity_sample VALUES (?,?,?,?,?,?,?,?)"),
-        client(db, "INSERT OR REPLACE INTO client VALUES (?,?,?,?,?,?)"),
-        query(db, "INSERT INTO query VALUES (?,?,?,?,?,?,?)") {}
+        pg_activity(db,
+                    "INSERT INTO pg_activity_sample (time_ns, ash_tick, pid, backend_type, state, "
+                    "wait_event_type, wait_event, application_name, query_id, query_text_id, "
+                    "client_addr, client_port, backend_start_ns, xact_start_ns, query_start_ns, "
+                    "state_change_ns, blocking_pids) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
+        client(db, "INSERT OR REPLACE INTO client VALUES (?,?,?,?,?,?,?)"),
+        query(db, "INSERT INTO query VALUES (?,?,?,?,?,?,?,?,?,?)"),
+        pgbench_aggregate(
+            db, "INSERT INTO pgbench_aggregate VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
+        depth(db) {}
   SQLite::Statement sample, host_sample, process, process_sample, ash_tick, pg_activity, client,
-      query;
+      query, pgbench_aggregate;
+  // Sampler depth tables (issue 3).
+  struct Depth {
+    explicit Depth(SQLite::Database& db)
+        : thread_sample(db, "INSERT OR REPLACE INTO thread_sample VALUES (?,?,?,?,?,?,?,?,?,?)"),
+          host_memory(db,
+                      "INSERT INTO host_memory_sample VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
+          disk(db, "INSERT OR REPLACE INTO disk_sample VALUES (?,?,?,?,?,?,?,?,?,?)"),
+          cgroup(db, "INSERT OR REPLACE INTO cgroup_sample VALUES (?,?,?,?,?,?)"),
+          query_text(db, "INSERT OR IGNORE INTO pg_query_text VALUES (?,?,?,?)") {}
+    SQLite::Statement thread_sample, host_memory, disk, cgroup, query_text;
+  };
+  Depth depth;
 };
 
 Store::Store(std::unique_ptr<SQLite::Database> db, std::string path)
@@ -170,12 +200,12 @@ Store Store::open_readwrite(const std::string& path) {
 
 void Store::begin_run(const RunInfo& r) {
   try {
-    SQLite::Statement st(
-        *db_,
-        "INSERT INTO run (run_id, mode, status, host, kernel, cores, "
-        "clock_ticks_per_s, start_ns, command_line, conninfo, tool_version, hz, "
-        "stallscope_pid, stallscope_start_ticks, clients, threads, protocol, sql, "
-        "server_version, command) VALUES (1,?,'running',?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+    SQLite::Statement st(*db_,
+                         "INSERT INTO run (run_id, mode, status, host, kernel, cores, "
+                         "clock_ticks_per_s, start_ns, command_line, conninfo, tool_version, hz, "
+                         "stallscope_pid, stallscope_start_ticks, clients, threads, protocol, sql, "
+                         "server_version, command, delayacct_set, kernel_stacks) "
+                         "VALUES (1,?,'running',?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
     int i = 1;
     st.bind(i++, r.mode);
     st.bind(i++, r.host);
@@ -195,6 +225,8 @@ void Store::begin_run(const RunInfo& r) {
     bind_opt(st, i++, r.sql);
     bind_opt(st, i++, r.server_version);
     bind_opt(st, i++, r.command);
+    bind_opt(st, i++, r.delayacct_set);
+    bind_opt(st, i++, r.kernel_stacks);
     st.exec();
   } catch (const SQLite::Exception& e) {
     throw Error(ErrorKind::sqlite, fmt::format("cannot write run row to {}: {}", path_, e.what()),
@@ -217,6 +249,70 @@ void Store::end_run(std::int64_t end_ns, const std::string& status, const std::s
                 e.getExtendedErrorCode());
   }
 }
+
+namespace {
+// Rows of the sampler depth tables (thread_sample, host_memory_sample,
+// disk_sample, cgroup_sample, pg_query_text); inside write()'s transaction.
+template <typename Depth>
+void write_depth(const Batch& b, Depth& d) {
+  for (const auto& r : b.thread_samples) {
+    auto& st = d.thread_sample;
+    st.bind(1, static_cast<int64_t>(r.sample_id));
+    st.bind(2, static_cast<int64_t>(r.process_id));
+    st.bind(3, r.tid);
+    st.bind(4, r.comm);
+    st.bind(5, std::string(1, r.state));
+    bind_opt(st, 6, r.cpu_ns);
+    bind_opt(st, 7, r.run_delay_ns);
+    bind_opt(st, 8, r.wchan);
+    bind_opt(st, 9, r.kernel_stack);
+    bind_opt(st, 10, r.span_ns);
+    run_row(st);
+  }
+  for (const auto& r : b.host_memory_samples) {
+    auto& st = d.host_memory;
+    st.bind(1, static_cast<int64_t>(r.sample_id));
+    int i = 2;
+    for (const auto* v :
+         {&r.psi_cpu_some_us, &r.psi_cpu_full_us, &r.psi_io_some_us, &r.psi_io_full_us,
+          &r.psi_memory_some_us, &r.psi_memory_full_us, &r.mem_available_bytes, &r.mem_dirty_bytes,
+          &r.mem_writeback_bytes, &r.swap_used_bytes, &r.major_faults, &r.swap_in_pages,
+          &r.swap_out_pages, &r.page_in_kib, &r.page_out_kib}) {
+      bind_opt(st, i++, *v);
+    }
+    run_row(st);
+  }
+  for (const auto& r : b.disk_samples) {
+    auto& st = d.disk;
+    st.bind(1, static_cast<int64_t>(r.sample_id));
+    st.bind(2, r.device);
+    int i = 3;
+    for (std::int64_t v : {r.reads, r.writes, r.read_sectors, r.write_sectors, r.in_flight,
+                           r.busy_ns, r.weighted_ns, r.span_ns}) {
+      st.bind(i++, static_cast<int64_t>(v));
+    }
+    run_row(st);
+  }
+  for (const auto& r : b.cgroup_samples) {
+    auto& st = d.cgroup;
+    st.bind(1, static_cast<int64_t>(r.sample_id));
+    st.bind(2, r.cgroup);
+    bind_opt(st, 3, r.nr_periods);
+    bind_opt(st, 4, r.nr_throttled);
+    bind_opt(st, 5, r.throttled_ns);
+    bind_opt(st, 6, r.span_ns);
+    run_row(st);
+  }
+  for (const auto& r : b.pg_query_texts) {
+    auto& st = d.query_text;
+    st.bind(1, static_cast<int64_t>(r.query_text_id));
+    bind_opt(st, 2, r.query_id);
+    st.bind(3, r.query);
+    st.bind(4, static_cast<int64_t>(r.first_time_ns));
+    run_row(st);
+  }
+}
+}  // namespace
 
 void Store::write(const Batch& b) {
   if (!stmts_) stmts_ = std::make_unique<Statements>(*db_);
@@ -262,6 +358,7 @@ void Store::write(const Batch& b) {
       st.bind(6, r.comm);
       bind_opt(st, 7, r.cmdline);
       st.bind(8, static_cast<int64_t>(r.first_sample_id));
+      bind_opt(st, 9, r.cgroup);
       run_row(st);
     }
     for (const auto& r : b.process_samples) {
@@ -279,6 +376,10 @@ void Store::write(const Batch& b) {
       bind_opt(st, 11, r.voluntary_ctxt_switches);
       bind_opt(st, 12, r.nonvoluntary_ctxt_switches);
       bind_opt(st, 13, r.span_ns);
+      bind_opt(st, 14, r.read_bytes);
+      bind_opt(st, 15, r.write_bytes);
+      bind_opt(st, 16, r.blkio_delay_ns);
+      bind_opt(st, 17, r.kernel_stack);
       run_row(st);
     }
     for (const auto& r : b.ash_ticks) {
@@ -297,16 +398,26 @@ void Store::write(const Batch& b) {
       bind_opt(st, 6, r.wait_event_type);
       bind_opt(st, 7, r.wait_event);
       bind_opt(st, 8, r.application_name);
+      bind_opt(st, 9, r.query_id);
+      bind_opt(st, 10, r.query_text_id);
+      bind_opt(st, 11, r.client_addr);
+      bind_opt(st, 12, r.client_port);
+      bind_opt(st, 13, r.backend_start_ns);
+      bind_opt(st, 14, r.xact_start_ns);
+      bind_opt(st, 15, r.query_start_ns);
+      bind_opt(st, 16, r.state_change_ns);
+      bind_opt(st, 17, r.blocking_pids);
       run_row(st);
     }
     for (const auto& r : b.clients) {
       auto& st = s.client;
       st.bind(1, r.client_id);
-      st.bind(2, r.thread);
-      bind_opt(st, 3, r.backend_pid);
-      bind_opt(st, 4, r.connect_ns);
-      bind_opt(st, 5, r.connect_latency_ns);
-      bind_opt(st, 6, r.application_name);
+      st.bind(2, r.connection);
+      st.bind(3, r.thread);
+      bind_opt(st, 4, r.backend_pid);
+      bind_opt(st, 5, r.connect_ns);
+      bind_opt(st, 6, r.connect_latency_ns);
+      bind_opt(st, 7, r.application_name);
       run_row(st);
     }
     for (const auto& r : b.queries) {
@@ -318,8 +429,37 @@ void Store::write(const Batch& b) {
       bind_opt(st, 5, r.sqlstate);
       bind_opt(st, 6, r.rows);
       bind_opt(st, 7, r.error);
+      bind_opt(st, 8, r.backend_pid);
+      bind_opt(st, 9, r.lag_ns);
+      if (r.skipped) {
+        st.bind(10, 1);
+      } else {
+        st.bind(10);
+      }
       run_row(st);
     }
+    for (const auto& r : b.pgbench_aggregates) {
+      auto& st = s.pgbench_aggregate;
+      st.bind(1, r.file);
+      st.bind(2, static_cast<int64_t>(r.line));
+      st.bind(3, static_cast<int64_t>(r.interval_start_ns));
+      st.bind(4, static_cast<int64_t>(r.transactions));
+      st.bind(5, static_cast<int64_t>(r.latency_sum_ns));
+      st.bind(6, r.latency_sum2_us2);
+      bind_opt(st, 7, r.latency_min_ns);
+      bind_opt(st, 8, r.latency_max_ns);
+      bind_opt(st, 9, r.lag_sum_ns);
+      bind_opt(st, 10, r.lag_sum2_us2);
+      bind_opt(st, 11, r.lag_min_ns);
+      bind_opt(st, 12, r.lag_max_ns);
+      bind_opt(st, 13, r.skipped);
+      bind_opt(st, 14, r.retried);
+      bind_opt(st, 15, r.retries);
+      bind_opt(st, 16, r.serialization_failures);
+      bind_opt(st, 17, r.deadlock_failures);
+      run_row(st);
+    }
+    write_depth(b, s.depth);
     tx.commit();
   } catch (const SQLite::Exception& e) {
     throw Error(ErrorKind::sqlite, fmt::format("cannot write to {}: {}", path_, e.what()),

@@ -28,7 +28,9 @@ CREATE TABLE run (
   server_version      TEXT,                       -- server_version of the database, if any
   end_reason          TEXT,                       -- e.g. 'duration reached', 'SIGINT', an error
   command             TEXT,                       -- record -- COMMAND: its argv, passwords masked
-  command_exit_status INTEGER                     -- its exit status (128+signal if killed)
+  command_exit_status INTEGER,                    -- its exit status (128+signal if killed)
+  delayacct_set       INTEGER,                    -- --delayacct: 1 = stallscope set kernel.task_delayacct=1 (restored to 0 at exit), 0 = it was already on or could not be set; NULL without --delayacct
+  kernel_stacks       TEXT                        -- --stacks: 'collected', or 'unavailable: <reason>' (not root); NULL without --stacks
 );
 
 -- One row per sampler tick.
@@ -75,7 +77,8 @@ CREATE TABLE process (
   ppid                INTEGER,
   comm                TEXT NOT NULL,              -- /proc/PID/stat comm, stored exactly
   cmdline             TEXT,                       -- arguments joined by spaces, passwords masked
-  first_sample_id     INTEGER NOT NULL
+  first_sample_id     INTEGER NOT NULL,
+  cgroup              TEXT                        -- latest seen: cgroup v2 path, or the v1 cpu controller's; /proc/PID/cgroup
 );
 CREATE INDEX process_by_pid ON process(pid, start_ticks);
 
@@ -95,9 +98,86 @@ CREATE TABLE process_sample (
   voluntary_ctxt_switches    INTEGER,             -- same span; /proc/PID/status
   nonvoluntary_ctxt_switches INTEGER,             -- same span
   span_ns             INTEGER,                    -- the span the deltas cover (since its previous row)
+  read_bytes          INTEGER,                    -- storage bytes read, same span; /proc/PID/io read_bytes
+  write_bytes         INTEGER,                    -- storage bytes written, same span; /proc/PID/io write_bytes
+  blkio_delay_ns      INTEGER,                    -- time waiting for block I/O, same span; /proc/PID/stat field 42 (delayacct; NULL while kernel.task_delayacct=0)
+  kernel_stack        TEXT,                       -- --stacks, state D only: /proc/PID/stack, one frame per line
   PRIMARY KEY (sample_id, process_id)
 ) WITHOUT ROWID;
 CREATE INDEX process_sample_by_process ON process_sample(process_id, sample_id);
+
+-- Per tick, per thread of a process sampled per thread (--threads: every
+-- process; by default a multi-threaded process whose CPU over the last second
+-- reached half a core). A row when the thread ran or switched since its last
+-- row, or is in state R or D; first sight: deltas NULL. Source
+-- /proc/PID/task/TID/{stat,schedstat,wchan,stack}.
+CREATE TABLE thread_sample (
+  sample_id           INTEGER NOT NULL,
+  process_id          INTEGER NOT NULL,           -- the process the thread belongs to
+  tid                 INTEGER NOT NULL,
+  comm                TEXT NOT NULL,              -- thread name (task/TID/stat comm)
+  state               TEXT NOT NULL,              -- one letter
+  cpu_ns              INTEGER,                    -- on-CPU time since its previous row; schedstat field 1
+  run_delay_ns        INTEGER,                    -- runnable, not running, same span; schedstat field 2
+  wchan               TEXT,                       -- kernel wait channel when not running
+  kernel_stack        TEXT,                       -- --stacks, state D only
+  span_ns             INTEGER,                    -- the span the deltas cover
+  PRIMARY KEY (sample_id, process_id, tid)
+) WITHOUT ROWID;
+
+-- System memory, VM activity and pressure per tick. PSI columns: stall time
+-- since the previous tick, µs (/proc/pressure/{cpu,io,memory} total=; NULL
+-- where the file or line is absent). Memory: /proc/meminfo via libproc2.
+-- VM counts: since the previous tick, /proc/vmstat via libproc2.
+CREATE TABLE host_memory_sample (
+  sample_id           INTEGER PRIMARY KEY,
+  psi_cpu_some_us     INTEGER,
+  psi_cpu_full_us     INTEGER,
+  psi_io_some_us      INTEGER,
+  psi_io_full_us      INTEGER,
+  psi_memory_some_us  INTEGER,
+  psi_memory_full_us  INTEGER,
+  mem_available_bytes INTEGER,                    -- MemAvailable
+  mem_dirty_bytes     INTEGER,                    -- Dirty
+  mem_writeback_bytes INTEGER,                    -- Writeback
+  swap_used_bytes     INTEGER,                    -- SwapTotal - SwapFree
+  major_faults        INTEGER,                    -- pgmajfault
+  swap_in_pages       INTEGER,                    -- pswpin
+  swap_out_pages      INTEGER,                    -- pswpout
+  page_in_kib         INTEGER,                    -- pgpgin (KiB)
+  page_out_kib        INTEGER                     -- pgpgout (KiB)
+);
+
+-- Per tick, per block device (/proc/diskstats via libproc2), counts since the
+-- previous tick; loop/ram devices with no activity are skipped. A device's
+-- first tick gives no row.
+CREATE TABLE disk_sample (
+  sample_id           INTEGER NOT NULL,
+  device              TEXT NOT NULL,              -- e.g. sda, nvme0n1p1
+  reads               INTEGER NOT NULL,           -- reads completed
+  writes              INTEGER NOT NULL,           -- writes completed
+  read_sectors        INTEGER NOT NULL,           -- 512-byte sectors read
+  write_sectors       INTEGER NOT NULL,           -- 512-byte sectors written
+  in_flight           INTEGER NOT NULL,           -- I/Os in progress now
+  busy_ns             INTEGER NOT NULL,           -- time with I/O in progress (busy_ns / span_ns = utilisation)
+  weighted_ns         INTEGER NOT NULL,           -- weighted time (÷ span_ns = average queue length)
+  span_ns             INTEGER NOT NULL,           -- since the device's previous row
+  PRIMARY KEY (sample_id, device)
+) WITHOUT ROWID;
+
+-- Per tick, per cgroup holding a sampled active process: CPU throttling
+-- since the cgroup's previous row (cgroup cpu.stat: v1 nr_throttled and
+-- throttled_time ns under /sys/fs/cgroup/cpu,cpuacct or /sys/fs/cgroup/cpu;
+-- v2 nr_throttled and throttled_usec). First sight: deltas NULL.
+CREATE TABLE cgroup_sample (
+  sample_id           INTEGER NOT NULL,
+  cgroup              TEXT NOT NULL,              -- as process.cgroup
+  nr_periods          INTEGER,                    -- enforcement periods elapsed, same span
+  nr_throttled        INTEGER,                    -- periods in which the cgroup was throttled
+  throttled_ns        INTEGER,                    -- time throttled
+  span_ns             INTEGER,                    -- since its previous row
+  PRIMARY KEY (sample_id, cgroup)
+) WITHOUT ROWID;
 
 -- Active session history: per ASH tick, per non-idle backend of
 -- pg_stat_activity (the ASH connection itself excluded).
@@ -109,9 +189,27 @@ CREATE TABLE pg_activity_sample (
   state               TEXT,                       -- active, idle in transaction, ... (NULL for background processes)
   wait_event_type     TEXT,                       -- NULL = not waiting (on CPU, or an OS stall PostgreSQL cannot see)
   wait_event          TEXT,
-  application_name    TEXT
+  application_name    TEXT,
+  query_id            INTEGER,                    -- pg_stat_activity.query_id (PG 14+, compute_query_id on); else NULL
+  query_text_id       INTEGER,                    -- pg_query_text row of its query text
+  client_addr         TEXT,
+  client_port         INTEGER,
+  backend_start_ns    INTEGER,                    -- wall clock
+  xact_start_ns       INTEGER,
+  query_start_ns      INTEGER,
+  state_change_ns     INTEGER,
+  blocking_pids       TEXT                        -- wait_event_type = 'Lock': pg_blocking_pids(pid), comma-separated
 );
 CREATE INDEX pg_activity_sample_by_time ON pg_activity_sample(time_ns);
+
+-- Query text, stored once per distinct query: per query_id when the server
+-- computes one, else per distinct text.
+CREATE TABLE pg_query_text (
+  query_text_id       INTEGER PRIMARY KEY,        -- assigned by the ASH sampler
+  query_id            INTEGER,                    -- pg_stat_activity.query_id, if any
+  query               TEXT NOT NULL,              -- the first text seen (truncated by track_activity_query_size)
+  first_time_ns       INTEGER NOT NULL            -- wall clock of the poll that first saw it
+);
 
 -- One row per ASH poll, so samples with no non-idle backend still count.
 CREATE TABLE ash_tick (
@@ -120,15 +218,19 @@ CREATE TABLE ash_tick (
   duration_ns         INTEGER NOT NULL            -- round trip of the poll
 );
 
--- One row per driver client (connection).
+-- One row per driver connection: a client's first connection is 0, each
+-- reconnect after a lost connection (and, with -C, each transaction) opens
+-- the next, so every backend pid that ever served the run stays mapped.
 CREATE TABLE client (
-  client_id           INTEGER PRIMARY KEY,        -- 0 .. clients-1
+  client_id           INTEGER NOT NULL,           -- 0 .. clients-1
+  connection          INTEGER NOT NULL,           -- 0, 1, ... per client, in connect order
   thread              INTEGER NOT NULL,           -- driver thread serving it
-  backend_pid         INTEGER,                    -- PQbackendPID of its connection
+  backend_pid         INTEGER,                    -- PQbackendPID of this connection
   connect_ns          INTEGER,                    -- wall clock when connected
-  connect_latency_ns  INTEGER,                    -- time PQconnect took
-  application_name    TEXT
-);
+  connect_latency_ns  INTEGER,                    -- connect start → usable (PQconnectdb / PQresetPoll OK)
+  application_name    TEXT,
+  PRIMARY KEY (client_id, connection)
+) WITHOUT ROWID;
 
 -- One row per query (transaction) the driver sent.
 CREATE TABLE query (
@@ -139,6 +241,68 @@ CREATE TABLE query (
   sqlstate            TEXT,                       -- NULL on success, else the SQLSTATE (or 'XX000'-like libpq failure)
   rows                INTEGER,                    -- rows returned (or affected)
   error               TEXT,                       -- error message on failure, else NULL
+  backend_pid         INTEGER,                    -- PQbackendPID serving it (NULL: no connection, or imported)
+  lag_ns              INTEGER,                    -- -R only: scheduled start → sent, ns; start_ns and latency_ns then count from the scheduled start
+  skipped             INTEGER,                    -- 1 = not sent: with -R -L --skip-late it was already later than -L at its turn; else NULL
   PRIMARY KEY (client_id, seq)
 ) WITHOUT ROWID;
 CREATE INDEX query_by_start ON query(start_ns);
+
+-- `stallscope import-pgbench` of a pgbench aggregate log (--aggregate-interval,
+-- PostgreSQL 15-17 format): one row per interval per log line. Source: the
+-- log; µs values converted to ns (sums of squares kept in µs², as logged).
+CREATE TABLE pgbench_aggregate (
+  file                TEXT NOT NULL,              -- log file as given
+  line                INTEGER NOT NULL,           -- 1-based line in it
+  interval_start_ns   INTEGER NOT NULL,           -- interval_start (epoch s) × 1e9
+  transactions        INTEGER NOT NULL,           -- num_transactions
+  latency_sum_ns      INTEGER NOT NULL,           -- sum_latency
+  latency_sum2_us2    REAL NOT NULL,              -- sum_latency_2, µs²
+  latency_min_ns      INTEGER,                    -- min_latency (NULL when no transaction)
+  latency_max_ns      INTEGER,                    -- max_latency
+  lag_sum_ns          INTEGER,                    -- sum_lag (0 without -R, as logged)
+  lag_sum2_us2        REAL,                       -- sum_lag_2, µs²
+  lag_min_ns          INTEGER,                    -- min_lag
+  lag_max_ns          INTEGER,                    -- max_lag
+  skipped             INTEGER,                    -- skipped (-R -L)
+  retried             INTEGER,                    -- retried (--max-tries ≠ 1)
+  retries             INTEGER,                    -- retries
+  serialization_failures INTEGER,                 -- serialization_failures
+  deadlock_failures   INTEGER,                    -- deadlock_failures
+  PRIMARY KEY (file, line)
+) WITHOUT ROWID;
+
+-- Written by `stallscope explain` (all rows replaced on each run of explain):
+-- the findings of the whole run, highest score first.
+CREATE TABLE IF NOT EXISTS finding (
+  rank                INTEGER PRIMARY KEY,        -- 1 = highest score
+  kind                TEXT NOT NULL,              -- server_cpu, io_wait, ... (README: findings)
+  score               REAL NOT NULL,              -- share of client time it explains, 0-1
+  start_ns            INTEGER NOT NULL,           -- wall clock: span where the signal was seen
+  end_ns              INTEGER NOT NULL,
+  summary             TEXT NOT NULL,              -- one sentence
+  evidence            TEXT NOT NULL,              -- JSON object of named numbers (units in the names)
+  suggestion          TEXT NOT NULL
+);
+
+-- Written by `stallscope explain` (replaced on each run): windows whose
+-- throughput fell or whose latency rose well beyond the run's typical window
+-- (robust z = (x - median) / (1.4826 * MAD) over the windows with queries;
+-- README gives the thresholds), each explained against the typical windows.
+CREATE TABLE IF NOT EXISTS stall (
+  stall_id            INTEGER PRIMARY KEY,        -- 1, 2, ... in time order
+  window_index        INTEGER NOT NULL,           -- 0-based index of the window in explain's output
+  start_ns            INTEGER NOT NULL,           -- wall clock
+  end_ns              INTEGER NOT NULL,
+  queries             INTEGER NOT NULL,           -- queries sent in the window
+  tps                 REAL,                       -- queries / s in the window
+  typical_tps         REAL,                       -- median over windows with queries
+  latency_mean_ms     REAL,
+  typical_latency_mean_ms REAL,                   -- median over windows with queries
+  latency_max_ms      REAL,
+  tps_z               REAL,                       -- robust z of tps (negative = slower)
+  latency_z           REAL,                       -- robust z of the mean latency
+  cause               TEXT NOT NULL,              -- io_wait, lock_wait, lwlock_wait, checkpoint, steal, cpu_throttle, runqueue, unexplained
+  explanation         TEXT NOT NULL,              -- one sentence: what differs from the typical windows
+  evidence            TEXT NOT NULL               -- JSON object: this window's figures vs typical
+);

@@ -3,13 +3,16 @@
 #include <chrono>
 
 #include "common/clock.h"
+#include "common/thread_name.h"
 
 namespace stallscope::schema {
 namespace {
 std::int64_t row_count(const Batch& b) {
-  return static_cast<std::int64_t>(b.samples.size() + b.host_samples.size() + b.processes.size() +
-                                   b.process_samples.size() + b.ash_ticks.size() +
-                                   b.pg_activity.size() + b.clients.size() + b.queries.size());
+  return static_cast<std::int64_t>(
+      b.samples.size() + b.host_samples.size() + b.processes.size() + b.process_samples.size() +
+      b.ash_ticks.size() + b.pg_activity.size() + b.clients.size() + b.queries.size() +
+      b.thread_samples.size() + b.host_memory_samples.size() + b.disk_samples.size() +
+      b.cgroup_samples.size() + b.pg_query_texts.size() + b.pgbench_aggregates.size());
 }
 
 // Appends every row of `from` to `into`, so one commit covers many batches.
@@ -34,6 +37,12 @@ Batch merge(std::vector<Batch>& batches) {
     append(all.pg_activity, b.pg_activity);
     append(all.clients, b.clients);
     append(all.queries, b.queries);
+    append(all.thread_samples, b.thread_samples);
+    append(all.host_memory_samples, b.host_memory_samples);
+    append(all.disk_samples, b.disk_samples);
+    append(all.cgroup_samples, b.cgroup_samples);
+    append(all.pg_query_texts, b.pg_query_texts);
+    append(all.pgbench_aggregates, b.pgbench_aggregates);
   }
   return all;
 }
@@ -41,7 +50,10 @@ Batch merge(std::vector<Batch>& batches) {
 
 Writer::Writer(Store store, std::int64_t commit_interval_ns)
     : store_(std::move(store)), commit_interval_ns_(commit_interval_ns) {
-  thread_ = std::thread([this] { loop(); });
+  thread_ = std::thread([this] {
+    set_thread_name(kWriterThreadName);
+    loop();
+  });
 }
 
 Writer::~Writer() {

@@ -19,9 +19,21 @@ struct RunOptions {
   std::optional<std::int64_t> queries_per_client;  // -t
   std::string sql;                                 // --sql or the contents of -f
   std::string protocol = "simple";                 // -M
-  double hz = 10;                                  // --hz
-  double progress_s = 1;                           // -P; 0 = no progress lines
-  std::vector<std::string> argv;                   // for the run row (masked there)
+  bool connect_per_transaction = false;            // -C
+  std::optional<double> rate_tps;                  // -R
+  std::optional<double> latency_limit_ms;          // -L
+  bool skip_late = false;                          // --skip-late
+  struct ScriptFile {
+    std::string text, path;
+    int weight = 1;
+  };
+  std::vector<ScriptFile> script_files;  // -f FILE[@WEIGHT], contents read
+  std::optional<std::string> builtin;    // -S (select-only) or -b NAME
+  std::optional<std::int64_t> scale;     // -s
+  double hz = 10;                        // --hz
+  double progress_s = 1;                 // -P; 0 = no progress lines
+  bool delayacct = false;                // --delayacct
+  std::vector<std::string> argv;         // for the run row (masked there)
 };
 int run_command(const RunOptions& options);
 
@@ -32,6 +44,10 @@ struct RecordOptions {
   std::optional<double> duration_s;     // -T
   std::vector<std::string> command;     // after --; sampled until it exits
   double progress_s = 0;                // -P
+  std::optional<double> ash_hz;         // --ash-hz; default = hz, at most 100
+  bool all_threads = false;             // --threads
+  bool kernel_stacks = false;           // --stacks
+  bool delayacct = false;               // --delayacct
   std::vector<std::string> argv;
 };
 // Returns the command's exit status when one was given, else 0.
@@ -42,8 +58,18 @@ struct ExplainCommandOptions {
   bool json = false;                          // --json
   std::int64_t window_ns = 1'000'000'000;     // --window
   std::optional<std::int64_t> every_queries;  // --every
+  std::vector<std::string> path_processes;    // --path-process NAME (repeatable)
 };
 int explain_command(const ExplainCommandOptions& options);
+
+struct ImportPgbenchOptions {
+  std::string output_path;         // -o
+  std::vector<std::string> files;  // pgbench -l logs or --aggregate-interval logs
+  std::vector<std::string> argv;
+};
+// Parses every file first (Error(usage) "cannot import FILE:LINE: …" on a
+// malformed line, before any file is created), then writes one run file.
+int import_pgbench_command(const ImportPgbenchOptions& options);
 
 // Parses "1s", "250ms", "2m", "1.5" (seconds) into ns; throws Error(usage)
 // naming `flag` otherwise.

@@ -36,15 +36,21 @@ std::int64_t parse_duration_ns(const std::string& text, const std::string& flag)
 }
 
 int explain_command(const ExplainCommandOptions& o) {
-  if (o.paths.size() != 1) {
+  if (o.paths.empty() || o.paths.size() > 2) {
     throw Error(ErrorKind::usage,
-                fmt::format("explain takes one run file for now ({} given)", o.paths.size()));
+                fmt::format("explain takes a run file, optionally followed by the server's record "
+                            "file ({} given)",
+                            o.paths.size()));
   }
-  auto store = schema::Store::open_readonly(o.paths.front());
+  // Read-write: explain stores its findings and stalls in the file.
+  auto store = schema::Store::open_readwrite(o.paths.front());
   correlate::ExplainOptions eo;
   eo.window_ns = o.window_ns;
   eo.every_queries = o.every_queries;
-  const auto report = correlate::explain(store, eo);
+  eo.path_process_names = o.path_processes;
+  const auto report = o.paths.size() == 2 ? correlate::explain_pair(store, o.paths[1], eo)
+                                          : correlate::explain(store, eo);
+  correlate::save_report(store, report);
   if (o.json) {
     std::cout << correlate::to_json(report).dump(2) << '\n';
   } else {

@@ -3,7 +3,10 @@
 // This file parses the command line (CLI11) and maps errors to exit status:
 // 0 success, 1 the run or analysis failed, 2 bad usage or bad input — always
 // with a one-line message naming the offending thing.
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -12,6 +15,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/error.h"
+#include "driver/script.h"
 #include "tools/commands.h"
 
 namespace {
@@ -20,8 +24,15 @@ using stallscope::Error;
 using stallscope::ErrorKind;
 
 std::string read_sql_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw Error(ErrorKind::usage, fmt::format("cannot read SQL file {}: is a directory", path));
+  }
   std::ifstream in(path);
-  if (!in) throw Error(ErrorKind::usage, fmt::format("cannot read SQL file {}", path));
+  if (!in) {
+    throw Error(ErrorKind::usage,
+                fmt::format("cannot read SQL file {}: {}", path, std::strerror(errno)), errno);
+  }
   std::stringstream ss;
   ss << in.rdbuf();
   std::string sql = ss.str();
@@ -30,6 +41,19 @@ std::string read_sql_file(const std::string& path) {
   }
   return sql;
 }
+
+// A positive number; CLI11's own PositiveNumber prints DBL_MAX in full.
+const CLI::Validator kPositive(
+    [](std::string& value) -> std::string {
+      try {
+        std::size_t used = 0;
+        double v = std::stod(value, &used);
+        if (used == value.size() && v > 0) return {};
+      } catch (const std::exception&) {
+      }
+      return "'" + value + "' is not a positive number";
+    },
+    "POSITIVE");
 
 }  // namespace
 
@@ -45,7 +69,8 @@ int main(int argc, char** argv) {
       "Run 'stallscope COMMAND --help' for a command's options.");
 
   stallscope::tools::RunOptions run;
-  std::string sql_text, sql_file, every_text;
+  std::string sql_text, every_text;
+  std::vector<std::string> sql_files;
   auto* run_cmd = app.add_subcommand(
       "run",
       "Drive PostgreSQL with a closed-loop libpq client while sampling the host and "
@@ -64,21 +89,47 @@ int main(int argc, char** argv) {
   auto* opt_T = run_cmd
                     ->add_option("-T,--time", run.duration_s,
                                  "Duration in seconds (default 10 when -t is not given)")
-                    ->check(CLI::PositiveNumber);
+                    ->check(kPositive);
   auto* opt_t =
       run_cmd->add_option("-t,--transactions", run.queries_per_client, "Transactions per client")
-          ->check(CLI::PositiveNumber);
+          ->check(kPositive);
   opt_T->excludes(opt_t);
   auto* opt_sql = run_cmd->add_option("--sql", sql_text, "SQL of one transaction");
-  auto* opt_f =
-      run_cmd->add_option("-f,--file", sql_file, "File holding the SQL of one transaction");
+  auto* opt_f = run_cmd->add_option(
+      "-f,--file", sql_files, "Script file (SQL, pgbench \\set/\\sleep), FILE@WEIGHT; repeatable");
+  bool select_only = false;
+  auto* opt_S =
+      run_cmd->add_flag("-S,--select-only", select_only, "pgbench's built-in select-only script");
+  auto* opt_b = run_cmd->add_option("-b,--builtin", run.builtin,
+                                    "pgbench built-in script: tpcb-like, simple-update, "
+                                    "select-only (tables from 'pgbench -i')");
+  opt_S->excludes(opt_b);
+  run_cmd->add_option("-s,--scale", run.scale, "Value of :scale (default: from pgbench_branches)")
+      ->check(CLI::PositiveNumber);
   opt_sql->excludes(opt_f);
   run_cmd->add_option("-M,--protocol", run.protocol, "Query protocol: simple, extended or prepared")
       ->capture_default_str()
       ->check(CLI::IsMember({"simple", "extended", "prepared"}));
+  run_cmd->add_flag("-C,--connect", run.connect_per_transaction,
+                    "New connection for each transaction (its connect time counts in its latency)");
+  run_cmd
+      ->add_option("-R,--rate", run.rate_tps,
+                   "Fixed rate: transactions per second over all clients, Poisson schedule; "
+                   "latency counts from the scheduled start")
+      ->check(kPositive);
+  auto* opt_L = run_cmd
+                    ->add_option("-L,--latency-limit", run.latency_limit_ms,
+                                 "Count transactions slower than this many ms as late")
+                    ->check(kPositive);
+  run_cmd
+      ->add_flag("--skip-late", run.skip_late,
+                 "With -R and -L: skip (record as skipped) transactions already later than -L")
+      ->needs(opt_L);
   run_cmd->add_option("--hz", run.hz, "Host and ASH samples per second")
       ->capture_default_str()
       ->check(CLI::Range(0.1, 100.0));
+  run_cmd->add_flag("--delayacct", run.delayacct,
+                    "Turn kernel.task_delayacct on while running (restored at exit)");
   run_cmd->add_option("-P,--progress", run.progress_s, "Progress line every N seconds (0 = none)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 3600.0));
@@ -96,20 +147,39 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(0.1, 100.0));
   auto* rec_T = record_cmd->add_option("-T,--time", record.duration_s, "Duration in seconds")
-                    ->check(CLI::PositiveNumber);
+                    ->check(kPositive);
   record_cmd
       ->add_option("-P,--progress", record.progress_s, "Progress line every N seconds (0 = none)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 3600.0));
+  record_cmd->add_option("--ash-hz", record.ash_hz, "ASH polls per second (default: --hz)")
+      ->check(CLI::Range(0.1, 100.0));
+  record_cmd->add_flag("--threads", record.all_threads,
+                       "Sample every thread (default: only processes using >= half a core)");
+  record_cmd->add_flag("--stacks", record.kernel_stacks,
+                       "Record the kernel stack of D-state tasks (root only)");
+  record_cmd->add_flag("--delayacct", record.delayacct,
+                       "Turn kernel.task_delayacct on while recording (restored at exit)");
   auto* rec_cmd = record_cmd->add_option("command", record.command,
                                          "Command to start and sample until it exits (after --)");
   rec_T->excludes(rec_cmd);
 
   stallscope::tools::ExplainCommandOptions explain;
   std::string window_text;
+  stallscope::tools::ImportPgbenchOptions import_pgbench;
+  auto* import_cmd = app.add_subcommand(
+      "import-pgbench",
+      "Import pgbench logs (-l per-transaction, or --aggregate-interval) into a new run file.");
+  import_cmd->add_option("-o,--output", import_pgbench.output_path, "Run file to create")
+      ->required();
+  import_cmd->add_option("logs", import_pgbench.files, "pgbench log files")->required();
+
   auto* explain_cmd = app.add_subcommand(
       "explain", "Explain a run file: windows, time accounting and findings ranked by score.");
-  explain_cmd->add_option("run.db", explain.paths, "Run file written by 'stallscope run'")
+  explain_cmd
+      ->add_option("run.db", explain.paths,
+                   "Run file written by 'stallscope run', optionally followed by the "
+                   "server host's 'stallscope record' file")
       ->required();
   explain_cmd->add_flag("--json", explain.json, "Print one JSON object instead of text");
   auto* opt_window = explain_cmd->add_option("--window", window_text,
@@ -118,8 +188,11 @@ int main(int argc, char** argv) {
       explain_cmd
           ->add_option("--every", explain.every_queries,
                        "Windows of N consecutive queries (min/max/mean/stddev latency per window)")
-          ->check(CLI::PositiveNumber);
+          ->check(kPositive);
   opt_window->excludes(opt_every);
+  explain_cmd->add_option("--path-process", explain.path_processes,
+                          "A pooler or proxy between driver and server, by process name (comm); "
+                          "its CPU gets its own line in the accounting (repeatable)");
 
   try {
     app.parse(argc, argv);
@@ -130,9 +203,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::string where = app.get_subcommands().empty()
-                            ? std::string("stallscope")
-                            : "stallscope " + app.get_subcommands().front()->get_name();
+    const std::string where = app.get_subcommands().empty()
+                                  ? std::string("stallscope")
+                                  : "stallscope " + app.get_subcommands().front()->get_name();
     fmt::print(stderr, "{}: {} (see '{} --help')\n", where, stallscope::fold_lines(e.what()),
                where);
     return 2;
@@ -141,8 +214,17 @@ int main(int argc, char** argv) {
   try {
     if (run_cmd->parsed()) {
       run.argv.assign(argv, argv + argc);
-      if (!sql_file.empty()) {
-        run.sql = read_sql_file(sql_file);
+      if (select_only) run.builtin = "select-only";
+      for (const auto& f : sql_files) {
+        auto [path, weight] = stallscope::driver::split_weight(f);
+        run.script_files.push_back({read_sql_file(path), path, weight});
+      }
+      if (run.builtin) {
+        if (!sql_text.empty() || !sql_files.empty()) {
+          throw Error(ErrorKind::usage, "cannot combine -S/-b with --sql or -f");
+        }
+      } else if (!sql_files.empty()) {
+        run.sql = run.script_files.front().text;
       } else if (!sql_text.empty()) {
         run.sql = sql_text;
       } else {
@@ -156,6 +238,10 @@ int main(int argc, char** argv) {
       if (!record_pg.empty()) record.conninfo = record_pg;
       return stallscope::tools::record_command(record);
     }
+    if (import_cmd->parsed()) {
+      import_pgbench.argv.assign(argv, argv + argc);
+      return stallscope::tools::import_pgbench_command(import_pgbench);
+    }
     if (explain_cmd->parsed()) {
       if (!window_text.empty()) {
         explain.window_ns = stallscope::tools::parse_duration_ns(window_text, "--window");
@@ -163,10 +249,12 @@ int main(int argc, char** argv) {
       return stallscope::tools::explain_command(explain);
     }
   } catch (const Error& e) {
-    fmt::print(stderr, "stallscope: {}\n", stallscope::fold_lines(e.what()));
+    fmt::print(stderr, "stallscope {}: {}\n", app.get_subcommands().front()->get_name(),
+               stallscope::fold_lines(e.what()));
     return e.exit_status();
   } catch (const std::exception& e) {
-    fmt::print(stderr, "stallscope: {}\n", stallscope::fold_lines(e.what()));
+    fmt::print(stderr, "stallscope {}: {}\n", app.get_subcommands().front()->get_name(),
+               stallscope::fold_lines(e.what()));
     return 1;
   }
   return 2;

@@ -2,9 +2,11 @@
 // until SIGINT/SIGTERM, or for the life of a command it starts.
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -21,6 +23,7 @@
 #include "schema/store.h"
 #include "schema/writer.h"
 #include "tools/commands.h"
+#include "tools/delayacct.h"
 #include "tools/session.h"
 
 extern char** environ;
@@ -39,24 +42,48 @@ int shell_status(int wait_status) {
 
 int record_command(const RecordOptions& o) {
   if (o.conninfo) check_conninfo(*o.conninfo);
+  const double ash_hz = o.ash_hz.value_or(std::min(o.hz, 100.0));
+  if (!(ash_hz > 0) || ash_hz > 100) {
+    throw Error(ErrorKind::usage,
+                fmt::format("cannot poll ASH at {} Hz: --ash-hz must be in (0, 100]", ash_hz));
+  }
   auto store = schema::Store::create(o.output_path);
   schema::RunInfo info = make_run_info("record", o.argv, o.conninfo, o.hz);
   if (!o.command.empty()) info.command = mask_command_line(o.command);
+  DelayacctGuard delayacct;  // restores kernel.task_delayacct when record ends
+  if (o.delayacct) {
+    delayacct = DelayacctGuard::enable("record");
+    info.delayacct_set = delayacct.set_by_us() ? 1 : 0;
+  }
+  if (o.kernel_stacks) {
+    // /proc/PID/stack is readable by root only (CAP_SYS_ADMIN in practice).
+    info.kernel_stacks =
+        geteuid() == 0 ? std::string("collected") : std::string("unavailable: not root");
+  }
   store.begin_run(info);
   schema::Writer writer(std::move(store));
   auto sink = [&writer](schema::Batch b) { writer.submit(std::move(b)); };
 
   install_stop_handlers();
-  sampler::HostSampler host_sampler({.hz = o.hz}, sink);
+  // The host sampler raises our RLIMIT_NOFILE soft limit (it keeps /proc
+  // files open); the command gets the limit we were started with.
+  rlimit nofile_before{};
+  const bool have_nofile = getrlimit(RLIMIT_NOFILE, &nofile_before) == 0;
+  sampler::HostSampler host_sampler({.hz = o.hz,
+                                     .all_threads = o.all_threads,
+                                     .kernel_stacks = o.kernel_stacks && geteuid() == 0},
+                                    sink);
   std::optional<sampler::AshSampler> ash_sampler;
   std::optional<int> child_status;
   std::string reason;
+  bool sampling_started = false;
   try {
     if (o.conninfo) {
-      ash_sampler.emplace(sampler::AshSamplerOptions{.conninfo = *o.conninfo, .hz = o.hz}, sink);
+      ash_sampler.emplace(sampler::AshSamplerOptions{.conninfo = *o.conninfo, .hz = ash_hz}, sink);
       ash_sampler->start();
     }
     host_sampler.start();
+    sampling_started = true;
     ProgressPrinter progress(o.progress_s, {}, host_sampler, ash_sampler ? &*ash_sampler : nullptr);
     const std::int64_t start_ns = mono_now_ns();
     if (!o.command.empty()) {
@@ -69,6 +96,7 @@ int record_command(const RecordOptions& o) {
             ErrorKind::usage,
             fmt::format("cannot run command '{}': {}", o.command.front(), std::strerror(rc)), rc);
       }
+      if (have_nofile) prlimit(pid, RLIMIT_NOFILE, &nofile_before, nullptr);
       bool forwarded = false;
       int wait_status = 0;
       while (true) {
@@ -97,9 +125,13 @@ int record_command(const RecordOptions& o) {
     host_sampler.stop();
     if (ash_sampler) ash_sampler->stop();
     writer.close(wall_now_ns(), "failed", e.what());
-    if (e.kind() == ErrorKind::usage) remove_run_file(o.output_path);
+    // A file that holds nothing (e.g. --pg unreachable) would only block the
+    // next attempt with the same -o.
+    if (!sampling_started || e.kind() == ErrorKind::usage) remove_run_file(o.output_path);
     throw;
   }
+  warn_if_sampler_lagged(host_sampler, o.hz,
+                         static_cast<double>(wall_now_ns() - info.start_ns) / 1e9);
   host_sampler.stop();
   if (ash_sampler) ash_sampler->stop();
   // A record without a limit ends by a signal: that is its normal end.

@@ -21,6 +21,7 @@
 #include "schema/store.h"
 #include "schema/writer.h"
 #include "tools/commands.h"
+#include "tools/delayacct.h"
 #include "tools/session.h"
 
 namespace stallscope::tools {
@@ -51,6 +52,39 @@ int run_command(const RunOptions& o) {
   dopt.queries_per_client = o.queries_per_client;
   dopt.sql = o.sql;
   dopt.protocol = protocol;
+  dopt.connect_per_transaction = o.connect_per_transaction;
+  dopt.rate_tps = o.rate_tps;
+  dopt.latency_limit_ms = o.latency_limit_ms;
+  dopt.skip_late = o.skip_late;
+  dopt.scale = o.scale;
+  // Scripts replace the single SQL string unless the file is plain SQL the
+  // fast path runs as is: one file, no weight, no meta-command, and (outside
+  // simple mode) a single SQL command.
+  if (o.builtin) {
+    dopt.scripts.push_back(driver::builtin_script(*o.builtin, dopt.variables));
+  } else if (!o.script_files.empty()) {
+    std::vector<driver::Script> scripts;
+    driver::Variables variables;
+    bool needs_scripts =
+        o.script_files.size() > 1 || o.script_files.front().weight != 1 || o.scale.has_value();
+    for (const auto& f : o.script_files) {
+      scripts.push_back(driver::parse_script(f.text, f.path, variables));
+      scripts.back().weight = f.weight;
+      for (const auto& c : scripts.back().commands) {
+        if (c.kind != driver::ScriptCommand::Kind::sql || !c.vars.empty()) needs_scripts = true;
+      }
+      if (protocol != driver::Protocol::simple && scripts.back().sql_commands() > 1) {
+        needs_scripts = true;
+      }
+    }
+    std::int64_t total_weight = 0;
+    for (const auto& sc : scripts) total_weight += sc.weight;
+    if (total_weight == 0) throw_usage("cannot run the scripts: their weights are all 0");
+    if (needs_scripts) {
+      dopt.scripts = std::move(scripts);
+      dopt.variables = std::move(variables);
+    }
+  }
   driver::Driver driver(dopt, sink);
   try {
     driver.connect();
@@ -65,8 +99,21 @@ int run_command(const RunOptions& o) {
   info.clients = o.clients;
   info.threads = dopt.threads;
   info.protocol = driver::protocol_name(protocol);
-  info.sql = o.sql;
+  if (dopt.scripts.empty()) {
+    info.sql = o.sql;
+  } else {
+    std::string names;
+    for (const auto& sc : dopt.scripts) {
+      names += fmt::format("{}{}@{}", names.empty() ? "" : ", ", sc.name, sc.weight);
+    }
+    info.sql = "scripts: " + names;
+  }
   info.server_version = driver.server_version();
+  DelayacctGuard delayacct;  // restores kernel.task_delayacct when run ends
+  if (o.delayacct) {
+    delayacct = DelayacctGuard::enable("run");
+    info.delayacct_set = delayacct.set_by_us() ? 1 : 0;
+  }
   store.begin_run(info);
 
   schema::Writer writer(std::move(store));
@@ -86,12 +133,16 @@ int run_command(const RunOptions& o) {
     host_sampler.start();
     ash_sampler.start();
     {
-      auto driver_part = [&driver] {
+      auto driver_part = [&driver, &o] {
         const auto s = driver.take_interval_stats();
         const double tps =
             s.interval_ns > 0 ? static_cast<double>(s.queries) * 1e9 / s.interval_ns : 0;
-        return fmt::format("{:.1f} tps, lat {:.3f} ms mean, {:.3f} ms p99, {} failed", tps,
-                           s.mean_latency_ms, s.p99_latency_ms, s.errors);
+        std::string out = fmt::format("{:.1f} tps, lat {:.3f} ms mean, {:.3f} ms p99", tps,
+                                      s.mean_latency_ms, s.p99_latency_ms);
+        if (s.mean_lag_ms) out += fmt::format(", lag {:.3f} ms", *s.mean_lag_ms);
+        if (o.skip_late) out += fmt::format(", {} skipped", s.skipped);
+        if (o.latency_limit_ms) out += fmt::format(", {} late", s.late);
+        return out + fmt::format(", {} failed", s.errors);
       };
       ProgressPrinter progress(o.progress_s, driver_part, host_sampler, &ash_sampler);
       driver.run();
@@ -108,6 +159,8 @@ int run_command(const RunOptions& o) {
     writer.close(wall_now_ns(), "failed", e.what());
     throw;
   }
+  warn_if_sampler_lagged(host_sampler, o.hz,
+                         static_cast<double>(wall_now_ns() - info.start_ns) / 1e9);
   host_sampler.stop();
   ash_sampler.stop();
   writer.close(wall_now_ns(), status, reason);
@@ -120,6 +173,15 @@ int run_command(const RunOptions& o) {
              static_cast<double>(s.elapsed_ns) / 1e9,
              status == "interrupted" ? fmt::format(" — interrupted by {}", reason) : "");
   fmt::print("latency average = {:.3f} ms, p99 = {:.3f} ms\n", s.mean_latency_ms, s.p99_latency_ms);
+  if (s.mean_lag_ms) {
+    fmt::print("rate limit schedule lag: avg {:.3f} (max {:.3f}) ms\n", *s.mean_lag_ms,
+               s.max_lag_ms.value_or(0));
+  }
+  if (o.skip_late) fmt::print("transactions skipped: {}\n", s.skipped);
+  if (o.latency_limit_ms) {
+    fmt::print("transactions above the {:.1f} ms latency limit: {}\n", *o.latency_limit_ms, s.late);
+  }
+  if (o.connect_per_transaction) fmt::print("connections opened: {}\n", s.connections);
   fmt::print("tps = {:.1f}\n", s.tps);
   fmt::print("next: stallscope explain {}\n", o.output_path);
   return 0;

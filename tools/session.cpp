@@ -11,6 +11,7 @@
 #include "common/clock.h"
 #include "common/conninfo.h"
 #include "common/host.h"
+#include "common/thread_name.h"
 
 namespace stallscope::tools {
 
@@ -37,13 +38,29 @@ void remove_run_file(const std::string& path) {
   for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix, ec);
 }
 
+void warn_if_sampler_lagged(const sampler::HostSampler& host, double hz, double elapsed_s) {
+  const double expected = hz * elapsed_s;
+  const auto ticks = static_cast<double>(host.latest().ticks);
+  if (expected >= 5 && ticks < 0.8 * expected) {
+    fmt::print(stderr,
+               "warning: the host sampler took {:.0f} ticks in {:.1f} s, {:.0f} % of --hz {:g} "
+               "(mean interval {:.1f} ms); explain uses the real period\n",
+               ticks, elapsed_s, 100.0 * ticks / expected, hz, 1000.0 * elapsed_s / ticks);
+  }
+}
+
 ProgressPrinter::ProgressPrinter(double period_s, std::function<std::string()> driver_part,
                                  const sampler::HostSampler& host, const sampler::AshSampler* ash)
     : period_ns_(static_cast<std::int64_t>(period_s * 1e9)),
       driver_part_(std::move(driver_part)),
       host_(host),
       ash_(ash) {
-  if (period_ns_ > 0) thread_ = std::thread([this] { loop(); });
+  if (period_ns_ > 0) {
+    thread_ = std::thread([this] {
+      set_thread_name(kProgressThreadName);
+      loop();
+    });
+  }
 }
 
 ProgressPrinter::~ProgressPrinter() {

@@ -23,6 +23,11 @@ schema::RunInfo make_run_info(const std::string& mode, const std::vector<std::st
 // failed before anything was recorded).
 void remove_run_file(const std::string& path);
 
+// Warns on stderr when the host sampler took fewer than 80 % of the ticks
+// `hz` asks for over `elapsed_s` (an overloaded host, or --hz too high for
+// its process count); explain then uses the real period.
+void warn_if_sampler_lagged(const sampler::HostSampler& host, double hz, double elapsed_s);
+
 // Prints a progress line on stderr every `period_s` (nothing when 0):
 // "progress: 3.0 s, <driver part>; host idle …, iowait …, steal …, D n; top wait …".
 // `driver_part` (may be empty) gives the driver's figures for the interval.

@@ -413,12 +413,21 @@ TEST(Driver, BrokenConnectionIsRecordedAndReconnected) {
                              [](const auto& q) { return !q.sqlstate.has_value(); });
   EXPECT_GT(after, 5) << "no successful query after the reconnect";
   for (std::size_t i = 0; i < victim.size(); ++i) EXPECT_EQ(victim[i].seq, std::int64_t(i));
-  // The new backend was reported for client 0.
+  // The new backend was reported for client 0 as its connection 1; the old
+  // row (connection 0, the victim's pid) stays.
   auto clients = got.clients();
   ASSERT_EQ(clients.size(), 3u);
+  EXPECT_EQ(clients[0].connection, 0);
   EXPECT_EQ(clients[2].client_id, 0);
+  EXPECT_EQ(clients[2].connection, 1);
   ASSERT_TRUE(clients[2].backend_pid.has_value());
   EXPECT_NE(*clients[2].backend_pid, victim_pid);
+  // Each query carries the backend that served it: the victim's up to the
+  // break, the new one after it.
+  for (auto q = victim.begin(); q <= broken; ++q) EXPECT_EQ(q->backend_pid, victim_pid);
+  for (auto q = broken + 1; q != victim.end(); ++q) {
+    EXPECT_EQ(q->backend_pid, clients[2].backend_pid);
+  }
   // The other client never noticed.
   for (const auto& q : per_client[1]) EXPECT_FALSE(q.sqlstate.has_value());
   EXPECT_GT(per_client[1].size(), 50u);

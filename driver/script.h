@@ -1,0 +1,71 @@
+// pgbench-compatible custom scripts, the common subset: SQL commands (each
+// ends at an unquoted ';' or the end of the file), `\set name expression`
+// (integer + - * / %, parentheses, unary minus, :variables, random(lo, hi),
+// random_exponential(lo, hi, param), random_gaussian(lo, hi, param)),
+// `\sleep N [us|ms|s]` (N a number or :variable), and `:name` substitution in
+// SQL for variables the scripts \set (plus `scale`). One script run is one
+// transaction. Any other meta-command is Error(usage) "FILE:LINE: …".
+//
+//   driver::ScriptSet set;
+//   set.add(driver::parse_script(text, "bench.sql", set.variables), 1);
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace stallscope::driver {
+
+// Names of the variables of a script set; a variable is its index here.
+struct Variables {
+  std::vector<std::string> names;
+  int slot(std::string_view name);  // adds it when new
+  std::optional<int> find(std::string_view name) const;
+};
+
+struct Expr;  // an expression tree (script.cpp)
+
+struct ScriptCommand {
+  enum class Kind { sql, set, sleep };
+  Kind kind = Kind::sql;
+  int line = 0;  // 1-based line in its file, for messages
+  // sql: the text split at the variable references: text[0] var[0] text[1] …
+  // (text.size() == vars.size() + 1); `numbered` is the same with $1, $2 …
+  // in place of the variables (extended and prepared protocols).
+  std::vector<std::string> text;
+  std::vector<int> vars;
+  std::string numbered;
+  // set: variable `target` = `expr`; sleep: `expr` × `unit_ns`.
+  int target = -1;
+  std::shared_ptr<const Expr> expr;
+  std::int64_t unit_ns = 1'000'000'000;
+};
+
+struct Script {
+  std::string name;  // file name or "builtin: select-only"
+  int weight = 1;
+  std::vector<ScriptCommand> commands;
+  int sql_commands() const;
+};
+
+// Parses `text` (named `file` in errors). Throws Error(usage)
+// "cannot parse FILE:LINE: …" on anything outside the subset.
+Script parse_script(std::string_view text, const std::string& file, Variables& variables);
+
+// pgbench's built-in scripts: "select-only" (-S), "tpcb-like" (-b tpcb-like),
+// "simple-update" (-N). Their SQL uses :scale. Throws Error(usage) for others.
+Script builtin_script(const std::string& name, Variables& variables);
+
+// Evaluates `e` with `values` (indexed by variable); throws Error(usage) for
+// division by zero, an unset variable, or a bad random() range.
+std::int64_t evaluate(const Expr& e, const std::vector<std::optional<std::int64_t>>& values,
+                      std::mt19937_64& rng);
+
+// `spec` "FILE" or "FILE@WEIGHT" → (FILE, WEIGHT ≥ 0); Error(usage) otherwise.
+std::pair<std::string, int> split_weight(const std::string& spec);
+
+}  // namespace stallscope::driver

@@ -1,0 +1,94 @@
+// pgbench-compatible scripts: parsing and expression evaluation (no server).
+#include "driver/script.h"
+
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+
+namespace stallscope::driver {
+namespace {
+
+std::int64_t eval_set(const std::string& expr, std::mt19937_64& rng) {
+  Variables vars;
+  Script s = parse_script("\\set v " + expr + "\nSELECT 1;\n", "t.sql", vars);
+  std::vector<std::optional<std::int64_t>> values(vars.names.size());
+  return evaluate(*s.commands.at(0).expr, values, rng);
+}
+
+TEST(Script, IntegerArithmeticFollowsPrecedenceAndTruncates) {
+  std::mt19937_64 rng(1);
+  EXPECT_EQ(eval_set("1 + 2 * 3", rng), 7);
+  EXPECT_EQ(eval_set("(1 + 2) * 3", rng), 9);
+  EXPECT_EQ(eval_set("-7 / 2", rng), -3);
+  EXPECT_EQ(eval_set("17 % 5 - -1", rng), 3);
+  EXPECT_THROW(eval_set("1 / (2 - 2)", rng), Error);
+}
+
+TEST(Script, RandomFunctionsStayInRange) {
+  std::mt19937_64 rng(7);
+  std::int64_t lo_seen = 1'000'000, hi_seen = -1;
+  for (int i = 0; i < 2000; ++i) {
+    auto v = eval_set("random(1, 10)", rng);
+    lo_seen = std::min(lo_seen, v);
+    hi_seen = std::max(hi_seen, v);
+    auto e = eval_set("random_exponential(1, 100, 3.0)", rng);
+    EXPECT_GE(e, 1);
+    EXPECT_LE(e, 100);
+    auto g = eval_set("random_gaussian(1, 100, 2.5)", rng);
+    EXPECT_GE(g, 1);
+    EXPECT_LE(g, 100);
+  }
+  EXPECT_EQ(lo_seen, 1);
+  EXPECT_EQ(hi_seen, 10);
+}
+
+TEST(Script, SplitsCommandsAndSubstitutesKnownVariablesOnly) {
+  Variables vars;
+  Script s = parse_script(
+      "-- a comment\n"
+      "\\set aid random(1, 1000)\n"
+      "BEGIN;\n"
+      "UPDATE t SET v = v + 1\n  WHERE id = :aid AND note = ':aid';\n"
+      "SELECT now()::date, :unknown;\n"
+      "\\sleep 5 ms\n"
+      "END\n",
+      "mix.sql", vars);
+  ASSERT_EQ(s.commands.size(), 6u);
+  EXPECT_EQ(s.sql_commands(), 4);
+  const auto& upd = s.commands[2];
+  EXPECT_EQ(upd.line, 4);
+  ASSERT_EQ(upd.vars.size(), 1u);
+  EXPECT_EQ(vars.names[static_cast<std::size_t>(upd.vars[0])], "aid");
+  EXPECT_EQ(upd.numbered, "UPDATE t SET v = v + 1\n  WHERE id = $1 AND note = ':aid'");
+  EXPECT_EQ(s.commands[3].numbered, "SELECT now()::date, :unknown");  // not a script variable
+  EXPECT_EQ(s.commands[4].kind, ScriptCommand::Kind::sleep);
+  EXPECT_EQ(s.commands[4].unit_ns, 1'000'000);
+  EXPECT_EQ(s.commands[5].numbered, "END");
+}
+
+TEST(Script, UnsupportedMetaCommandNamesFileAndLine) {
+  Variables vars;
+  try {
+    parse_script("SELECT 1;\n\n\\gset\n", "bench.sql", vars);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::usage);
+    EXPECT_EQ(
+        std::string(e.what()).rfind("cannot parse bench.sql:3: unsupported meta-command \\gset", 0),
+        0u)
+        << e.what();
+  }
+}
+
+TEST(Script, WeightsAndBuiltins) {
+  EXPECT_EQ(split_weight("a.sql@5"), (std::pair<std::string, int>{"a.sql", 5}));
+  EXPECT_EQ(split_weight("a.sql"), (std::pair<std::string, int>{"a.sql", 1}));
+  EXPECT_THROW(split_weight("a.sql@x"), Error);
+  Variables vars;
+  Script tpcb = builtin_script("tpcb-like", vars);
+  EXPECT_EQ(tpcb.sql_commands(), 7);
+  EXPECT_THROW(builtin_script("nope", vars), Error);
+}
+
+}  // namespace
+}  // namespace stallscope::driver

@@ -1,0 +1,258 @@
+// The driver's fixed rate (-R, -L, --skip-late), connection per transaction
+// (-C) and survival of a server restart, against real PostgreSQL 15.
+#include <sys/stat.h>
+
+#include <pwd.h>
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+#include "driver/driver.h"
+#include "support/test_support.h"
+
+namespace stallscope::driver {
+namespace {
+
+class Collected {
+ public:
+  Sink sink() {
+    return [this](schema::Batch b) {
+      std::lock_guard lock(mu_);
+      for (auto& c : b.clients) clients_.push_back(std::move(c));
+      for (auto& q : b.queries) queries_.push_back(std::move(q));
+    };
+  }
+  // Queries of one client in seq order.
+  std::vector<schema::QueryRow> queries(int client_id = 0) const {
+    std::lock_guard lock(mu_);
+    std::vector<schema::QueryRow> out;
+    for (const auto& q : queries_) {
+      if (q.client_id == client_id) out.push_back(q);
+    }
+    std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.seq < b.seq; });
+    return out;
+  }
+  std::vector<schema::ClientRow> clients() const {
+    std::lock_guard lock(mu_);
+    return clients_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<schema::ClientRow> clients_;
+  std::vector<schema::QueryRow> queries_;
+};
+
+DriverOptions options(std::string sql) {
+  DriverOptions o;
+  o.conninfo = test::scratch_conninfo();
+  o.sql = std::move(sql);
+  return o;
+}
+
+// 500 tps asked of one client whose every query takes ≥ 10 ms (≤ 100 tps):
+// the schedule falls further behind with every transaction, and the latency
+// counts from the scheduled start, so it includes the lag.
+TEST(DriverRate, OverloadGrowsTheLagAndLatencyIncludesIt) {
+  auto o = options("SELECT pg_sleep(0.01)");
+  o.rate_tps = 500;
+  o.duration_s = 3;
+  Collected got;
+  Driver d(o, got.sink());
+  d.connect();
+  d.run();
+  auto q = got.queries();
+  ASSERT_GT(q.size(), 20u);
+  for (const auto& r : q) {
+    ASSERT_TRUE(r.lag_ns.has_value()) << "seq " << r.seq;
+    EXPECT_FALSE(r.skipped);
+    EXPECT_FALSE(r.sqlstate.has_value()) << r.error.value_or("");
+    // latency = lag + the query itself (≥ 10 ms of pg_sleep)
+    EXPECT_GE(r.latency_ns, *r.lag_ns + 10'000'000) << "seq " << r.seq;
+  }
+  // The lag grows: each transaction waits for all before it. Over the run the
+  // driver fell behind by (3 s of schedule) − (time served): ≥ 1 s at the end.
+  std::int64_t increases = 0;
+  for (std::size_t i = 1; i < q.size(); ++i) increases += *q[i].lag_ns > *q[i - 1].lag_ns;
+  EXPECT_GE(increases, static_cast<std::int64_t>(q.size()) * 9 / 10);
+  EXPECT_GT(*q.back().lag_ns, 1'000'000'000);
+  EXPECT_LT(*q.front().lag_ns, *q.back().lag_ns / 10);
+  auto s = d.summary();
+  ASSERT_TRUE(s.mean_lag_ms.has_value());
+  EXPECT_GT(*s.max_lag_ms, 1000.0);
+  EXPECT_EQ(s.skipped, 0);
+}
+
+// --skip-late: the same overload with -L 50 ms; transactions that are already
+// 50 ms late when their client is free are recorded as skipped, not sent, so
+// the ones sent never start more than ~50 ms behind.
+TEST(DriverRate, SkipLateSkipsAndRecordsThem) {
+  auto o = options("SELECT pg_sleep(0.01)");
+  o.rate_tps = 500;
+  o.latency_limit_ms = 50;
+  o.skip_late = true;
+  o.duration_s = 2;
+  Collected got;
+  Driver d(o, got.sink());
+  d.connect();
+  d.run();
+  auto q = got.queries();
+  std::int64_t skipped = 0, sent = 0;
+  for (std::size_t i = 0; i < q.size(); ++i) {
+    EXPECT_EQ(q[i].seq, static_cast<std::int64_t>(i));
+    ASSERT_TRUE(q[i].lag_ns.has_value());
+    if (q[i].skipped) {
+      ++skipped;
+      EXPECT_GT(*q[i].lag_ns, 50'000'000);
+      EXPECT_FALSE(q[i].rows.has_value());
+      EXPECT_FALSE(q[i].backend_pid.has_value());
+    } else {
+      ++sent;
+      EXPECT_EQ(q[i].rows, 1);
+      EXPECT_LE(*q[i].lag_ns, 50'000'000 + 5'000'000) << "seq " << q[i].seq;
+    }
+  }
+  EXPECT_GT(sent, 20);
+  EXPECT_GT(skipped, sent) << "≥ 4 of every 5 scheduled cannot be served";
+  auto s = d.summary();
+  EXPECT_EQ(s.skipped, skipped);
+  EXPECT_EQ(s.queries, sent);
+  EXPECT_GT(s.late, 0) << "lag up to 50 ms + a 10 ms query exceeds -L 50 sometimes";
+}
+
+TEST(DriverRate, SkipLateWithoutRateAndLimitIsAUsageError) {
+  auto o = options("SELECT 1");
+  o.queries_per_client = 1;
+  o.skip_late = true;
+  o.rate_tps = 10;
+  Driver d(o, [](schema::Batch) {});
+  EXPECT_THROW(d.connect(), Error);
+}
+
+// -C: every transaction gets its own backend; each is a client row and the
+// query row names it.
+TEST(DriverConnect, ConnectPerTransactionUsesANewBackendEachTime) {
+  auto o = options("SELECT pg_backend_pid()");
+  o.clients = 2;
+  o.queries_per_client = 5;
+  o.connect_per_transaction = true;
+  Collected got;
+  Driver d(o, got.sink());
+  d.connect();
+  d.run();
+  auto clients = got.clients();
+  // Client 0's check connection + 5 per client.
+  ASSERT_EQ(clients.size(), 11u);
+  std::set<int> pids;
+  for (const auto& c : clients) {
+    ASSERT_TRUE(c.backend_pid.has_value());
+    pids.insert(*c.backend_pid);
+    EXPECT_EQ(c.application_name, fmt::format("stallscope/{}", c.client_id));
+  }
+  EXPECT_EQ(pids.size(), 11u) << "every connection is a new backend";
+  for (int client = 0; client < 2; ++client) {
+    auto q = got.queries(client);
+    ASSERT_EQ(q.size(), 5u);
+    std::set<int> used;
+    for (const auto& r : q) {
+      EXPECT_FALSE(r.sqlstate.has_value()) << r.error.value_or("");
+      ASSERT_TRUE(r.backend_pid.has_value());
+      used.insert(*r.backend_pid);
+      auto row = std::find_if(clients.begin(), clients.end(), [&](const auto& c) {
+        return c.client_id == client && c.backend_pid == r.backend_pid;
+      });
+      ASSERT_NE(row, clients.end());
+      EXPECT_GE(row->connection, 1);
+      // The connect time is part of the transaction's latency.
+      EXPECT_GE(r.latency_ns, *row->connect_latency_ns);
+    }
+    EXPECT_EQ(used.size(), 5u);
+  }
+  EXPECT_EQ(d.summary().connections, 11);
+}
+
+// A scratch server of the test's own, restarted (pg_ctl restart -m fast)
+// mid-run: the run finishes, the failures carry a SQLSTATE and message, and
+// every client succeeds again afterwards on a new backend.
+TEST(DriverRestart, ServerRestartMidRunIsRecordedAndTheRunGoesOn) {
+  const std::string tools = std::string(STALLSCOPE_SOURCE_DIR_DEFAULT) + "/tools";
+  // scratch-postgres makes its own dir (readable by the cluster's owner) and
+  // names it as the socket directory: host=DIR.
+  auto started = test::run_command({tools + "/scratch-postgres", "start"});
+  ASSERT_EQ(started.exit_status, 0) << started.err;
+  std::string conninfo = started.out;
+  while (!conninfo.empty() && conninfo.back() == '\n') conninfo.pop_back();
+  struct Stop {
+    std::string tool, conninfo;
+    ~Stop() { test::run_command({tool, "stop", conninfo}); }
+  } stop{tools + "/scratch-postgres", conninfo};
+  auto host_at = conninfo.find("host=");
+  ASSERT_NE(host_at, std::string::npos) << conninfo;
+  std::string pgdir = conninfo.substr(host_at + 5, conninfo.find(' ', host_at) - host_at - 5);
+
+  struct stat st {};
+  ASSERT_EQ(::stat((pgdir + "/data").c_str(), &st), 0);
+  const passwd* owner = getpwuid(st.st_uid);
+  ASSERT_NE(owner, nullptr);
+  std::string pg_ctl;
+  for (int v : {15, 16, 17}) {
+    auto p = fmt::format("/usr/lib/postgresql/{}/bin/pg_ctl", v);
+    if (std::filesystem::exists(p)) {
+      pg_ctl = p;
+      break;
+    }
+  }
+  ASSERT_FALSE(pg_ctl.empty());
+
+  DriverOptions o;
+  o.conninfo = conninfo;
+  o.clients = 2;
+  o.sql = "SELECT pg_sleep(0.005)";
+  o.duration_s = 5;
+  Collected got;
+  Driver d(o, got.sink());
+  d.connect();
+  test::CommandResult restarted;
+  std::jthread restarter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    // -l: the new postmaster must not inherit this process's stdout pipe.
+    std::vector<std::string> argv{pg_ctl, "-D", pgdir + "/data", "-l", pgdir + "/server.log", "-m",
+                                  "fast", "-w", "restart"};
+    if (::geteuid() == 0) argv.insert(argv.begin(), {"runuser", "-u", owner->pw_name, "--"});
+    restarted = test::run_command(argv);
+  });
+  d.run();
+  restarter.join();
+  ASSERT_EQ(restarted.exit_status, 0) << restarted.err << restarted.out;
+
+  for (int client = 0; client < 2; ++client) {
+    auto q = got.queries(client);
+    auto failed = std::find_if(q.begin(), q.end(), [](auto& r) { return r.sqlstate.has_value(); });
+    ASSERT_NE(failed, q.end()) << "client " << client << " saw no failure";
+    EXPECT_TRUE(failed->error.has_value() && !failed->error->empty());
+    EXPECT_EQ(failed->sqlstate->size(), 5u) << *failed->sqlstate;
+    auto last_failed =
+        std::find_if(q.rbegin(), q.rend(), [](auto& r) { return r.sqlstate.has_value(); });
+    auto ok_after =
+        std::count_if(last_failed.base(), q.end(), [](auto& r) { return !r.sqlstate.has_value(); });
+    EXPECT_GT(ok_after, 10) << "client " << client << " did not recover";
+    ASSERT_TRUE(q.back().backend_pid.has_value());
+    EXPECT_NE(q.back().backend_pid, q.front().backend_pid);
+  }
+  // Both clients reconnected: a second connection row each.
+  auto clients = got.clients();
+  for (int client = 0; client < 2; ++client) {
+    EXPECT_TRUE(std::any_of(clients.begin(), clients.end(),
+                            [&](auto& c) { return c.client_id == client && c.connection >= 1; }));
+  }
+}
+
+}  // namespace
+}  // namespace stallscope::driver

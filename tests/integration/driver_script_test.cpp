@@ -1,0 +1,121 @@
+// Scripts (\set, :var, several commands, weights, built-ins) against real
+// PostgreSQL 15, through the stallscope binary.
+#include <SQLiteCpp/Database.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "support/test_support.h"
+
+namespace stallscope {
+namespace {
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
+
+class ScriptProtocol : public ::testing::TestWithParam<const char*> {};
+
+// Each protocol sends the script's commands one by one with the values in
+// place: every inserted row has a in [1, 1000] and b = a * 3 + 1 - 7 / 2.
+TEST_P(ScriptProtocol, SetAndSubstitutionReachTheServer) {
+  auto conninfo = test::scratch_conninfo();
+  ASSERT_FALSE(conninfo.empty());
+  const std::string table = fmt::format("script_{}", GetParam());
+  test::psql(conninfo,
+             fmt::format("DROP TABLE IF EXISTS {0}; CREATE TABLE {0} (a int, b int)", table));
+  test::TempDir dir;
+  write_file(dir.file("s.sql"), fmt::format("\\set aid random(1, 1000)\n"
+                                            "\\set b :aid * 3 + 1 - 7 / 2\n"
+                                            "BEGIN;\n"
+                                            "INSERT INTO {0} VALUES (:aid, :b);\n"
+                                            "SELECT count(*) FROM {0};\n"
+                                            "END;\n",
+                                            table));
+  auto r =
+      test::run_command({test::stallscope_bin(), "run", "-o", dir.file("run.db"), conninfo, "-c",
+                         "2", "-t", "25", "-M", GetParam(), "-P", "0", "-f", dir.file("s.sql")});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  EXPECT_EQ(test::psql(conninfo, fmt::format("SELECT count(*) FROM {}", table)), "50");
+  EXPECT_EQ(test::psql(conninfo, fmt::format("SELECT count(*) FROM {} WHERE a BETWEEN 1 AND 1000 "
+                                             "AND b = a * 3 + 1 - 3",
+                                             table)),
+            "50");
+  // Some spread: 50 draws from 1..1000 are not all the same.
+  EXPECT_GT(std::stoi(test::psql(conninfo, fmt::format("SELECT count(DISTINCT a) FROM {}", table))),
+            10);
+  SQLite::Database db(dir.file("run.db"));
+  // One row per script run (transaction); rows = 1 inserted + 1 counted + 0.
+  EXPECT_EQ(
+      db.execAndGet("SELECT count(*) FROM query WHERE sqlstate IS NULL AND rows = 2").getInt64(),
+      50);
+  EXPECT_EQ(db.execAndGet("SELECT sql FROM run").getString().rfind("scripts: ", 0), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllProtocols, ScriptProtocol,
+                         ::testing::Values("simple", "extended", "prepared"));
+
+TEST(Scripts, WeightsPickScriptsInProportion) {
+  auto conninfo = test::scratch_conninfo();
+  test::psql(conninfo, "DROP TABLE IF EXISTS script_mix; CREATE TABLE script_mix (k text)");
+  test::TempDir dir;
+  write_file(dir.file("a.sql"), "INSERT INTO script_mix VALUES ('a');\n");
+  write_file(dir.file("b.sql"), "INSERT INTO script_mix VALUES ('b');\n");
+  write_file(dir.file("never.sql"), "INSERT INTO script_mix VALUES ('never');\n");
+  auto r = test::run_command({test::stallscope_bin(), "run", "-o", dir.file("run.db"), conninfo,
+                              "-t", "400", "-P", "0", "-f", dir.file("a.sql") + "@3", "-f",
+                              dir.file("b.sql") + "@1", "-f", dir.file("never.sql") + "@0"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  EXPECT_EQ(test::psql(conninfo, "SELECT count(*) FROM script_mix"), "400");
+  EXPECT_EQ(test::psql(conninfo, "SELECT count(*) FROM script_mix WHERE k = 'never'"), "0");
+  // 3:1 → about 300 'a' (binomial sd ≈ 8.7; ±60 is ~7 sd).
+  int a = std::stoi(test::psql(conninfo, "SELECT count(*) FROM script_mix WHERE k = 'a'"));
+  EXPECT_GT(a, 240);
+  EXPECT_LT(a, 360);
+}
+
+TEST(Scripts, UnsupportedMetaCommandIsAUsageErrorNamingTheLine) {
+  auto conninfo = test::scratch_conninfo();
+  test::TempDir dir;
+  write_file(dir.file("bad.sql"), "SELECT 1;\n\\if true\nSELECT 2;\n\\endif\n");
+  auto r = test::run_command({test::stallscope_bin(), "run", "-o", dir.file("run.db"), conninfo,
+                              "-t", "1", "-f", dir.file("bad.sql")});
+  EXPECT_EQ(r.exit_status, 2);
+  EXPECT_NE(r.err.find(dir.file("bad.sql") + ":2: unsupported meta-command \\if"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+// -S and -b tpcb-like against tables made by pgbench -i (in a database of
+// this test's own).
+TEST(Scripts, BuiltinsRunAgainstPgbenchTables) {
+  auto conninfo = test::scratch_conninfo();
+  test::psql(conninfo, "DROP DATABASE IF EXISTS stallscope_pgbench");
+  test::psql(conninfo, "CREATE DATABASE stallscope_pgbench");
+  std::string db_conninfo = conninfo + " dbname=stallscope_pgbench";
+  auto init = test::run_command({"pgbench", "-i", "-s", "1", "-q", db_conninfo});
+  ASSERT_EQ(init.exit_status, 0) << init.err;
+  test::TempDir dir;
+  auto s = test::run_command({test::stallscope_bin(), "run", "-o", dir.file("s.db"), db_conninfo,
+                              "-c", "2", "-t", "50", "-S", "-M", "prepared", "-P", "0"});
+  ASSERT_EQ(s.exit_status, 0) << s.err;
+  SQLite::Database sdb(dir.file("s.db"));
+  EXPECT_EQ(
+      sdb.execAndGet("SELECT count(*) FROM query WHERE sqlstate IS NULL AND rows = 1").getInt64(),
+      100);
+  auto b = test::run_command({test::stallscope_bin(), "run", "-o", dir.file("b.db"), db_conninfo,
+                              "-c", "2", "-t", "30", "-b", "tpcb-like", "-P", "0"});
+  ASSERT_EQ(b.exit_status, 0) << b.err;
+  EXPECT_EQ(test::psql(db_conninfo, "SELECT count(*) FROM pgbench_history"), "60");
+  // The deltas moved money consistently: branches, tellers and history agree.
+  EXPECT_EQ(test::psql(db_conninfo,
+                       "SELECT sum(bbalance) = (SELECT sum(delta) FROM "
+                       "pgbench_history) FROM pgbench_branches"),
+            "t");
+}
+
+}  // namespace
+}  // namespace stallscope

@@ -1,0 +1,93 @@
+// Scenario tests: each runs one script of tools/scenarios/ — which starts its
+// own scratch server, reproduces one cause by construction, runs `stallscope
+// run` and `explain --json` — and asserts that the script's verdict check
+// passed: the expected kind ranked first and none of io_wait, lock_wait,
+// steal, cpu_throttle raised where absent. Exit status 77 means the machine
+// cannot run the scenario (no loop device, cgroups not writable): the test
+// skips with the script's reason.
+#include <cstdlib>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "support/test_support.h"
+
+namespace stallscope::test {
+namespace {
+
+std::string scenario_path(const std::string& name) {
+  const char* dir = std::getenv("STALLSCOPE_SOURCE_DIR");
+  return std::string(dir ? dir : STALLSCOPE_SOURCE_DIR_DEFAULT) + "/tools/scenarios/" + name;
+}
+
+// Runs the scenario and asserts its verdict; its stdout goes to *out.
+void run_scenario(const std::string& name, const std::string& expected_kind,
+                  std::string* out = nullptr, bool top_two = false) {
+  ::setenv("STALLSCOPE_BIN", stallscope_bin().c_str(), 1);
+  auto r = run_command({scenario_path(name)});
+  if (r.exit_status == 77) {
+    auto reason = r.out.empty() ? r.err : r.out;
+    GTEST_SKIP() << name << " cannot run here: " << reason;
+  }
+  EXPECT_EQ(r.exit_status, 0) << name << " stdout:\n" << r.out << "\nstderr:\n" << r.err;
+  // The script prints what it checked; the expected kind must be first.
+  EXPECT_NE(r.out.find("expected: " + expected_kind + "\n"), std::string::npos) << r.out;
+  if (top_two && r.out.find("runner-up: " + expected_kind + "\n") != std::string::npos) {
+    // The script checked: second, with a score of at least 0.3.
+  } else {
+    EXPECT_NE(r.out.find("ranked: " + expected_kind + "="), std::string::npos) << r.out;
+    // explain wrote the same verdict into the run file's finding table.
+    EXPECT_NE(r.out.find("stored: " + expected_kind + "\n"), std::string::npos) << r.out;
+  }
+  EXPECT_NE(r.out.find("verdict: ok"), std::string::npos) << r.out;
+  if (out) *out = r.out;
+}
+
+TEST(Scenario, RowLockIsLockWait) {
+  run_scenario("row-lock", "lock_wait");
+}
+
+TEST(Scenario, Seed000With8ClientsIsServerCpuWithoutWaits) {
+  std::string out;
+  run_scenario("seed-000-c8", "server_cpu", &out);
+  if (IsSkipped()) return;
+  for (const char* kind : {"io_wait=", "lock_wait=", "steal=", "cpu_throttle="}) {
+    EXPECT_EQ(out.find(kind), std::string::npos) << kind << " raised:\n" << out;
+  }
+}
+
+TEST(Scenario, CpuHogIsRunqueueNamingTheHogs) {
+  std::string out;
+  run_scenario("cpu-hog", "runqueue", &out, /*top_two=*/true);
+  if (IsSkipped()) return;
+  EXPECT_NE(out.find("blamed: cpuhog"), std::string::npos) << out;
+}
+
+TEST(Scenario, Seed003ThrottledWalIsIoWait) {
+  std::string out;
+  run_scenario("seed-003", "io_wait", &out);
+  if (IsSkipped()) return;
+  // The evidence names the WAL flush: an IO/WALWrite wait event or a D-state wchan.
+  EXPECT_NE(out.find("evidence: "), std::string::npos) << out;
+  EXPECT_TRUE(out.find("WAL") != std::string::npos || out.find("top_wchan=-") == std::string::npos)
+      << out;
+}
+
+TEST(Scenario, CpuQuotaIsCpuThrottle) {
+  run_scenario("cpu-quota", "cpu_throttle");
+}
+
+TEST(Scenario, Seed000With1ClientBehindADelayIsNetworkRoundtrip) {
+  run_scenario("seed-000-c1", "network_roundtrip");
+}
+
+TEST(Scenario, Seed000ThroughPgbouncerGivesThePoolerItsOwnLine) {
+  std::string out;
+  run_scenario("seed-000-pgbouncer", "server_cpu", &out);
+  if (IsSkipped()) return;
+  EXPECT_NE(out.find("pooler accounting: path_cpu:pgbouncer"), std::string::npos) << out;
+  EXPECT_NE(out.find("throughput: pooled "), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace stallscope::test

@@ -1,0 +1,185 @@
+// stallscope-gen-run: writes a synthetic run file for `tools/bench correlate`
+// through the real store (schema v1): QUERIES queries from 16 clients spread
+// evenly over SECONDS, and host, process and ASH samples at 10 Hz for
+// PROCESSES processes (the driver, 16 backends, the rest background
+// processes using a little CPU), with a slow stretch (backends in D state on
+// IO:WALSync, latency ×5) in the middle so stalls and io_wait have something
+// to find.
+//
+//   stallscope-gen-run OUT.db [QUERIES=10000000] [SECONDS=3600] [PROCESSES=300]
+//
+// Exit status 0, or 1 with a one-line message (e.g. OUT.db exists).
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "common/error.h"
+#include "schema/store.h"
+
+namespace {
+
+constexpr std::int64_t kS = 1'000'000'000;
+constexpr std::int64_t kMs = 1'000'000;
+constexpr int kClients = 16;
+constexpr int kDriverPid = 1000;
+constexpr int kBackendPid0 = 2000;
+
+int generate(const std::string& path, std::int64_t queries, std::int64_t seconds, int processes) {
+  using namespace stallscope::schema;
+  auto store = Store::create(path);
+  const std::int64_t t0 = 1'800'000'000 * kS;
+  RunInfo r;
+  r.mode = "run";
+  r.host = "bench";
+  r.kernel = "6.1.0";
+  r.cores = 8;
+  r.clock_ticks_per_s = 100;
+  r.start_ns = t0 - kS;
+  r.command_line = "stallscope-gen-run";
+  r.tool_version = "bench";
+  r.hz = 10;
+  r.stallscope_pid = kDriverPid;
+  r.stallscope_start_ticks = 100;
+  r.clients = kClients;
+  r.threads = 2;
+  r.protocol = "simple";
+  r.sql = "SELECT 1";
+  store.begin_run(r);
+
+  Batch b;
+  b.processes.push_back({.process_id = 1,
+                         .pid = kDriverPid,
+                         .start_ticks = 100,
+                         .start_ns = t0 - 2 * kS,
+                         .comm = "stallscope",
+                         .first_sample_id = 1});
+  for (int c = 0; c < kClients; ++c) {
+    b.processes.push_back({.process_id = 2 + c,
+                           .pid = kBackendPid0 + c,
+                           .start_ticks = 200 + c,
+                           .start_ns = t0 - 2 * kS,
+                           .comm = "postgres",
+                           .first_sample_id = 1});
+    b.clients.push_back({.client_id = c,
+                         .connection = 0,
+                         .thread = c % 2,
+                         .backend_pid = kBackendPid0 + c,
+                         .connect_ns = t0 - kS});
+  }
+  for (int p = 2 + kClients; p <= processes; ++p) {
+    b.processes.push_back({.process_id = p,
+                           .pid = 5000 + p,
+                           .start_ticks = 50,
+                           .start_ns = t0 - 100 * kS,
+                           .comm = "daemon" + std::to_string(p),
+                           .first_sample_id = 1});
+  }
+  store.write(b);
+  b = {};
+
+  const std::int64_t span_ns = seconds * kS;
+  const std::int64_t per_client = queries / kClients;
+  const std::int64_t gap_ns = span_ns / std::max<std::int64_t>(1, per_client);
+  const std::int64_t slow_from = span_ns / 2, slow_to = span_ns / 2 + 20 * kS;
+  std::int64_t next_query = 0;  // index in time order over all clients
+  const std::int64_t total_queries = per_client * kClients;
+  const std::int64_t ticks = seconds * 10;
+  std::uint64_t rng = 42;
+  auto rnd = [&] {
+    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+    return rng >> 33;
+  };
+  for (std::int64_t k = 0; k <= ticks; ++k) {
+    const std::int64_t t = t0 + k * 100 * kMs;
+    const bool slow = t - t0 >= slow_from && t - t0 < slow_to;
+    b.samples.push_back({.sample_id = k + 1,
+                         .time_ns = t,
+                         .mono_ns = k * 100 * kMs,
+                         .interval_ns = k ? std::optional<std::int64_t>(100 * kMs) : std::nullopt,
+                         .sampler_cpu_ns = 2 * kMs,
+                         .sampler_duration_ns = 2 * kMs});
+    HostSampleRow h{.sample_id = k + 1};
+    if (k > 0) {
+      h.cpu_user_ns = 300 * kMs;
+      h.cpu_nice_ns = 0;
+      h.cpu_system_ns = 100 * kMs;
+      h.cpu_idle_ns = slow ? 200 * kMs : 400 * kMs;
+      h.cpu_iowait_ns = slow ? 200 * kMs : 0;
+      h.cpu_irq_ns = 0;
+      h.cpu_softirq_ns = 0;
+      h.cpu_steal_ns = 0;
+    }
+    h.procs_running = 3;
+    h.processes_total = processes;
+    h.processes_d_state = slow ? kClients : 0;
+    b.host_samples.push_back(h);
+    if (k > 0) {
+      for (int p = 1; p <= processes; ++p) {
+        ProcessSampleRow ps{.sample_id = k + 1, .process_id = p};
+        const bool backend = p >= 2 && p < 2 + kClients;
+        ps.state = backend && slow ? 'D' : (rnd() % 10 == 0 ? 'R' : 'S');
+        if (ps.state == 'D') ps.wchan = "submit_bio_wait";
+        ps.cpu_ns = p == 1    ? 30 * kMs
+                    : backend ? (slow ? 2 : 15) * kMs
+                              : std::int64_t(rnd() % 2) * kMs;
+        ps.run_delay_ns = backend ? 1 * kMs : 0;
+        ps.utime_ticks = 1;
+        ps.stime_ticks = 0;
+        ps.span_ns = 100 * kMs;
+        b.process_samples.push_back(ps);
+      }
+      b.ash_ticks.push_back({.ash_tick = k, .time_ns = t, .duration_ns = kMs});
+      for (int c = 0; c < kClients; c += 2) {
+        PgActivityRow a{.time_ns = t, .ash_tick = k, .pid = kBackendPid0 + c};
+        a.backend_type = "client backend";
+        a.state = "active";
+        if (slow) {
+          a.wait_event_type = "IO";
+          a.wait_event = "WALSync";
+        }
+        b.pg_activity.push_back(a);
+      }
+    }
+    // Queries sent before the next tick, in time order, round robin over clients.
+    while (next_query < total_queries) {
+      const std::int64_t seq = next_query / kClients;
+      const int client = static_cast<int>(next_query % kClients);
+      const std::int64_t start = t0 + seq * gap_ns + client * (gap_ns / kClients);
+      if (start >= t + 100 * kMs) break;
+      const bool q_slow = start - t0 >= slow_from && start - t0 < slow_to;
+      const std::int64_t latency = (q_slow ? 5 : 1) * (gap_ns / 2) + std::int64_t(rnd() % 1000);
+      b.queries.push_back({.client_id = client,
+                           .seq = seq,
+                           .start_ns = start,
+                           .latency_ns = latency,
+                           .rows = 1,
+                           .backend_pid = kBackendPid0 + client});
+      ++next_query;
+    }
+    if (b.process_samples.size() >= 200'000 || b.queries.size() >= 200'000) {
+      store.write(b);
+      b = {};
+    }
+  }
+  store.write(b);
+  store.end_run(t0 + span_ns + kS, "complete", "duration reached");
+  std::printf("%s: %lld queries, %lld ticks x %d processes\n", path.c_str(),
+              static_cast<long long>(total_queries), static_cast<long long>(ticks), processes);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || argc > 5) {
+    std::fprintf(stderr, "usage: stallscope-gen-run OUT.db [QUERIES] [SECONDS] [PROCESSES]\n");
+    return 2;
+  }
+  try {
+    return generate(argv[1], argc > 2 ? std::stoll(argv[2]) : 10'000'000,
+                    argc > 3 ? std::stoll(argv[3]) : 3600, argc > 4 ? std::stoi(argv[4]) : 300);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "stallscope-gen-run: %s\n", e.what());
+    return 1;
+  }
+}

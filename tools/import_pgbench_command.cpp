@@ -1,0 +1,211 @@
+// `stallscope import-pgbench`: pgbench logs (PostgreSQL 15–17 formats) into a
+// new run file, so `explain` works on runs stallscope did not drive.
+//
+// Per-transaction log (-l), one line per transaction:
+//   client_id transaction_no time script_no time_epoch time_us [schedule_lag] [retries]
+// time (µs) may be "skipped" (-R -L), "failed", "serialization" or
+// "deadlock"; time_epoch/time_us are when the transaction completed. Seven
+// fields are read as schedule_lag (-R), eight as schedule_lag and retries.
+// Aggregate log (--aggregate-interval), one line per interval, always 15
+// fields (0 where an option was not used):
+//   interval_start num_transactions sum_latency sum_latency_2 min_latency
+//   max_latency sum_lag sum_lag_2 min_lag max_lag skipped retried retries
+//   serialization_failures deadlock_failures
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <fstream>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "schema/store.h"
+#include "tools/commands.h"
+#include "tools/session.h"
+
+namespace stallscope::tools {
+namespace {
+
+std::vector<std::string_view> split_fields(std::string_view line) {
+  std::vector<std::string_view> out;
+  std::size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r')) ++i;
+    std::size_t start = i;
+    while (i < line.size() && line[i] != ' ' && line[i] != '\t' && line[i] != '\r') ++i;
+    if (i > start) out.push_back(line.substr(start, i - start));
+  }
+  return out;
+}
+
+struct LineError {
+  std::string file;
+  std::int64_t line;
+  [[noreturn]] void fail(const std::string& what) const {
+    throw_usage(fmt::format("cannot import {}:{}: {}", file, line, what));
+  }
+  std::int64_t integer(std::string_view field, const char* name) const {
+    std::int64_t v = 0;
+    auto [p, ec] = std::from_chars(field.data(), field.data() + field.size(), v);
+    if (ec != std::errc() || p != field.data() + field.size()) {
+      fail(fmt::format("{} '{}' is not an integer", name, field));
+    }
+    return v;
+  }
+  double real(std::string_view field, const char* name) const {
+    std::string text(field);
+    std::size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != text.size() || text.empty())
+      fail(fmt::format("{} '{}' is not a number", name, field));
+    return v;
+  }
+};
+
+enum class LogKind { transaction, aggregate };
+
+// The kind of a log from its first line: per-transaction lines have 6–8
+// fields with time_us < 1e6 and an epoch second in field 5; aggregate
+// lines have 15.
+LogKind detect(const std::vector<std::string_view>& f, const LineError& at) {
+  if (f.size() >= 6 && f.size() <= 8) {
+    std::int64_t us = 0;
+    auto [p, ec] = std::from_chars(f[5].data(), f[5].data() + f[5].size(), us);
+    bool epoch4 = f[4].size() >= 9 && f[4].find_first_not_of("0123456789") == std::string::npos;
+    if (ec == std::errc() && p == f[5].data() + f[5].size() && us >= 0 && us < 1'000'000 &&
+        epoch4 && f[0].size() < 9) {
+      return LogKind::transaction;
+    }
+  }
+  if (f.size() == 15) return LogKind::aggregate;
+  at.fail(fmt::format("{} fields: neither a pgbench per-transaction nor an aggregate log line",
+                      f.size()));
+}
+
+void transaction_row(const std::vector<std::string_view>& f, const LineError& at,
+                     schema::Batch& out) {
+  if (f.size() < 6 || f.size() > 8) {
+    at.fail(
+        fmt::format("{} fields, expected 6 to 8 (client_id transaction_no time script_no "
+                    "time_epoch time_us [schedule_lag] [retries])",
+                    f.size()));
+  }
+  schema::QueryRow q;
+  q.client_id = static_cast<int>(at.integer(f[0], "client_id"));
+  q.seq = at.integer(f[1], "transaction_no");
+  at.integer(f[3], "script_no");
+  std::int64_t end_ns =
+      at.integer(f[4], "time_epoch") * 1'000'000'000 + at.integer(f[5], "time_us") * 1'000;
+  if (f.size() >= 7) q.lag_ns = at.integer(f[6], "schedule_lag") * 1'000;
+  if (f.size() == 8) at.integer(f[7], "retries");
+  if (f[2] == "skipped") {
+    q.skipped = true;
+    q.latency_ns = q.lag_ns.value_or(0);
+  } else if (f[2] == "failed" || f[2] == "serialization" || f[2] == "deadlock") {
+    // pgbench logs no latency for a failed transaction.
+    q.latency_ns = 0;
+    q.sqlstate = f[2] == "serialization" ? "40001" : f[2] == "deadlock" ? "40P01" : "XX000";
+    q.error = fmt::format("pgbench logged the transaction as {}", f[2]);
+  } else {
+    q.latency_ns = at.integer(f[2], "time") * 1'000;
+  }
+  q.start_ns = end_ns - q.latency_ns;
+  out.queries.push_back(std::move(q));
+}
+
+void aggregate_row(const std::vector<std::string_view>& f, const LineError& at,
+                   schema::Batch& out) {
+  if (f.size() != 15) {
+    at.fail(
+        fmt::format("{} fields, expected the 15 of a pgbench 15–17 aggregate log line", f.size()));
+  }
+  schema::PgbenchAggregateRow r;
+  r.file = at.file;
+  r.line = at.line;
+  r.interval_start_ns = at.integer(f[0], "interval_start") * 1'000'000'000;
+  r.transactions = at.integer(f[1], "num_transactions");
+  r.latency_sum_ns = at.integer(f[2], "sum_latency") * 1'000;
+  r.latency_sum2_us2 = at.real(f[3], "sum_latency_2");
+  if (r.transactions > 0) {
+    r.latency_min_ns = at.integer(f[4], "min_latency") * 1'000;
+    r.latency_max_ns = at.integer(f[5], "max_latency") * 1'000;
+  }
+  r.lag_sum_ns = at.integer(f[6], "sum_lag") * 1'000;
+  r.lag_sum2_us2 = at.real(f[7], "sum_lag_2");
+  r.lag_min_ns = at.integer(f[8], "min_lag") * 1'000;
+  r.lag_max_ns = at.integer(f[9], "max_lag") * 1'000;
+  r.skipped = at.integer(f[10], "skipped");
+  r.retried = at.integer(f[11], "retried");
+  r.retries = at.integer(f[12], "retries");
+  r.serialization_failures = at.integer(f[13], "serialization_failures");
+  r.deadlock_failures = at.integer(f[14], "deadlock_failures");
+  out.pgbench_aggregates.push_back(std::move(r));
+}
+
+}  // namespace
+
+int import_pgbench_command(const ImportPgbenchOptions& o) {
+  // Everything is parsed before the run file exists: a malformed line leaves
+  // no file behind.
+  schema::Batch batch;
+  for (const auto& path : o.files) {
+    std::ifstream in(path);
+    if (!in) {
+      throw_usage(fmt::format("cannot read pgbench log {}: {}", path, std::strerror(errno)));
+    }
+    std::string text;
+    std::optional<LogKind> kind;
+    LineError at{path, 0};
+    while (std::getline(in, text)) {
+      ++at.line;
+      auto f = split_fields(text);
+      if (f.empty()) continue;
+      if (!kind) kind = detect(f, at);
+      if (*kind == LogKind::transaction) {
+        transaction_row(f, at, batch);
+      } else {
+        aggregate_row(f, at, batch);
+      }
+    }
+    if (!kind) throw_usage(fmt::format("cannot import {}: the log is empty", path));
+  }
+
+  auto store = schema::Store::create(o.output_path);
+  try {
+    schema::RunInfo info = make_run_info("import-pgbench", o.argv, std::nullopt, 0);
+    if (!batch.queries.empty()) {
+      std::int64_t first = batch.queries.front().start_ns;
+      for (const auto& q : batch.queries) first = std::min(first, q.start_ns);
+      info.start_ns = first;
+    } else if (!batch.pgbench_aggregates.empty()) {
+      info.start_ns = batch.pgbench_aggregates.front().interval_start_ns;
+    }
+    std::set<int> clients;
+    for (const auto& q : batch.queries) clients.insert(q.client_id);
+    if (!clients.empty()) info.clients = static_cast<int>(clients.size());
+    std::int64_t end_ns = info.start_ns;
+    for (const auto& q : batch.queries) end_ns = std::max(end_ns, q.start_ns + q.latency_ns);
+    store.begin_run(info);
+    store.write(batch);  // one SQLite transaction
+    store.end_run(end_ns, "complete", "imported");
+  } catch (...) {
+    store = schema::Store::create(":memory:");
+    remove_run_file(o.output_path);
+    throw;
+  }
+  fmt::print("run file: {}\n", o.output_path);
+  fmt::print("imported: {} transactions, {} aggregate intervals from {} file(s)\n",
+             batch.queries.size(), batch.pgbench_aggregates.size(), o.files.size());
+  fmt::print("next: stallscope explain {}\n", o.output_path);
+  return 0;
+}
+
+}  // namespace stallscope::tools

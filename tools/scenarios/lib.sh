@@ -1,0 +1,109 @@
+# lib.sh — shared by the scenario scripts in tools/scenarios/ (sourced, not run).
+#
+# A scenario sets up its own scratch PostgreSQL, reproduces one cause by
+# construction, runs `stallscope run`, then `stallscope explain --json`, and
+# checks the verdict with scenario_check: the expected kind ranked first and
+# none of the forbidden kinds (io_wait, lock_wait, steal, cpu_throttle, minus
+# the expected one) raised.
+# Exit status: 0 verdict right, 1 verdict wrong or a step failed, 77 the
+# machine cannot run this scenario (reason printed).
+# Environment: STALLSCOPE_BIN (default <repo>/build/tools/stallscope),
+# SCENARIO_SECONDS (run length, default per scenario), SCENARIO_KEEP_DIR
+# (keep the run files there instead of a temp dir).
+set -euo pipefail
+
+SCENARIO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BIN=${STALLSCOPE_BIN:-$SCENARIO_ROOT/build/tools/stallscope}
+SCENARIO_NAME=$(basename "$0")
+CONNINFO=""
+declare -a SCENARIO_CLEANUP=()
+
+scenario_log() { echo "$SCENARIO_NAME: $*" >&2; }
+scenario_fail() { echo "$SCENARIO_NAME: FAIL: $*" >&2; exit 1; }
+scenario_skip() { echo "$SCENARIO_NAME: SKIP: $*"; echo "$SCENARIO_NAME: SKIP: $*" >&2; exit 77; }
+
+scenario_on_exit() {
+  local rc=$? i
+  for (( i=${#SCENARIO_CLEANUP[@]}-1; i>=0; i-- )); do
+    eval "${SCENARIO_CLEANUP[$i]}" >/dev/null 2>&1 || true
+  done
+  exit $rc
+}
+trap scenario_on_exit EXIT
+# Runs CMD (a shell string) when the script exits, last registered first.
+scenario_defer() { SCENARIO_CLEANUP+=("$1"); }
+
+[[ -x "$BIN" ]] || scenario_fail "no stallscope binary at $BIN (set STALLSCOPE_BIN or build into build/)"
+if [[ -n "${SCENARIO_KEEP_DIR:-}" ]]; then
+  WORK=$SCENARIO_KEEP_DIR; mkdir -p "$WORK"
+else
+  WORK=$(mktemp -d /tmp/stallscope-scenario.XXXXXX)
+  scenario_defer "rm -rf '$WORK'"
+fi
+chmod 0755 "$WORK"
+
+# Starts the scratch server (arguments after -- go to postgres) and sets CONNINFO.
+scenario_start_pg() {
+  CONNINFO=$("$SCENARIO_ROOT/tools/scratch-postgres" start "$@") || scenario_fail "cannot start scratch postgres"
+  scenario_defer "'$SCENARIO_ROOT/tools/scratch-postgres' stop '$CONNINFO'"
+  PGDIR=$(sed -n 's/.*host=\([^ ]*\).*/\1/p' <<<"$CONNINFO")
+  PGPORT_=$(sed -n 's/.*port=\([0-9]*\).*/\1/p' <<<"$CONNINFO")
+  scenario_log "scratch server: $CONNINFO"
+}
+
+# Pids of the scratch server's postmaster and all its children.
+scenario_pg_pids() {
+  local pm
+  pm=$(head -n 1 "$PGDIR/data/postmaster.pid")
+  echo "$pm"
+  pgrep -P "$pm" || true
+}
+
+scenario_psql() { psql "$CONNINFO" -q -X -v ON_ERROR_STOP=1 "$@"; }
+
+# Seed 000's table and its singleton select (written to $WORK/seed.sql).
+scenario_seed000() {
+  scenario_psql <<'SQL'
+CREATE TABLE django_site (id serial PRIMARY KEY, domain varchar(100) NOT NULL, name varchar(50) NOT NULL);
+INSERT INTO django_site (domain, name) VALUES ('example.com', 'example.com');
+SQL
+  echo "SELECT * FROM django_site WHERE django_site.domain = 'example.com' ORDER BY django_site.domain;" >"$WORK/seed.sql"
+}
+
+# scenario_check RUN_DB EXPECTED_KIND [explain options…]
+# Prints the expected kind and the ranked kinds; fails unless EXPECTED_KIND is
+# first (with SCENARIO_TOP=2: first or second, with a score of at least 0.3)
+# and no forbidden kind is raised. Leaves the JSON in $WORK/explain.json.
+scenario_check() {
+  local db=$1 expected=$2; shift 2
+  "$BIN" explain "$db" --json "$@" >"$WORK/explain.json" || scenario_fail "explain failed on $db"
+  local ranked first
+  ranked=$(jq -r '[.findings[] | "\(.kind)=\(.score)"] | join(" ")' "$WORK/explain.json")
+  first=$(jq -r '.findings[0].kind // "none"' "$WORK/explain.json")
+  echo "expected: $expected"
+  echo "ranked: ${ranked:-none}"
+  jq -r '.findings[0].summary // empty' "$WORK/explain.json" | sed 's/^/first: /'
+  local bad="" k
+  for k in io_wait lock_wait steal cpu_throttle; do
+    [[ "$k" == "$expected" ]] && continue
+    if jq -e --arg k "$k" 'any(.findings[]; .kind == $k)' "$WORK/explain.json" >/dev/null; then bad+=" $k"; fi
+  done
+  if [[ "${SCENARIO_TOP:-1}" == 2 && "$first" != "$expected" ]]; then
+    local second
+    second=$(jq -r --arg k "$expected" '[.findings[:2][] | select(.kind == $k and .score >= 0.3)] | length' "$WORK/explain.json")
+    [[ "$second" == 1 ]] || scenario_fail "expected $expected in the top two with score >= 0.3 (ranked: $ranked)"
+    echo "runner-up: $expected"
+    echo "verdict: ok"
+    return 0
+  fi
+  [[ "$first" == "$expected" ]] || scenario_fail "expected $expected first, got $first (ranked: $ranked)"
+  # explain stored the same verdict in the run file.
+  if command -v sqlite3 >/dev/null; then
+    local stored
+    stored=$(sqlite3 "$db" "SELECT kind FROM finding WHERE rank = 1")
+    echo "stored: $stored"
+    [[ "$stored" == "$expected" ]] || scenario_fail "the finding table's rank 1 is '$stored', not $expected"
+  fi
+  [[ -z "$bad" ]] || scenario_fail "forbidden kinds raised:$bad"
+  echo "verdict: ok"
+}
