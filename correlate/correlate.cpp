@@ -555,8 +555,15 @@ void read_ash(SQLite::Database& db, const QueryPath& qp, bool use_pids, const Wi
     auto& a = acc[static_cast<std::size_t>(i)];
     auto label = event_label(st.getColumn(4), st.getColumn(5));
     ++f.ash_rows;
-    ++a.ash_event_rows[label];
-    ++f.ash_event_rows[label];
+    // pg_stat_activity reads state from a snapshot but the wait event live,
+    // so a backend that just finished shows 'active' with Client:ClientRead:
+    // it is waiting for the client, not a server wait. Not a "top wait".
+    const bool waiting_for_client =
+        !st.getColumn(4).isNull() && st.getColumn(4).getString() == "Client";
+    if (!waiting_for_client) {
+      ++a.ash_event_rows[label];
+      ++f.ash_event_rows[label];
+    }
     if (st.getColumn(4).isNull()) {
       if (state && *state == "active") ++a.ash_cpu_rows;
       continue;
@@ -901,6 +908,12 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
 
     Facts f;
     f.has_queries = report.run.queries > 0;
+    if (report.run.queries > 0 && 2 * report.run.errors >= report.run.queries) {
+      report.notes.push_back(fmt::format(
+          "{} of {} queries failed: the latency and throughput figures describe failures, not the "
+          "workload (SELECT sqlstate, count(*), min(error) FROM query GROUP BY 1).",
+          report.run.errors, report.run.queries));
+    }
     f.cores = report.run.cores;
     f.threads = report.run.threads.value_or(1);
     f.ash_period_ns = tick_period_ns(db, "ash_tick", report.run.hz);

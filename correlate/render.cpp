@@ -143,11 +143,13 @@ void render_header(const Report& r, std::ostream& out) {
              escape_text(run.host), escape_text(run.kernel), run.cores, escape_text(run.mode),
              escape_text(run.status));
   fmt::print(out, "run       {} -> {}  ({})\n", time_text(run.start_ns),
-             run.end_ns ? time_text(*run.end_ns) : std::string("not finished"),
+             run.end_ns
+                 ? time_text(*run.end_ns)
+                 : std::string("no end recorded (still running, or the recorder was killed)"),
              run.duration_ns ? fmt::format("{:.2f} s", double(*run.duration_ns) / kNsPerS)
                              : std::string("?"));
   if (run.clients || run.protocol) {
-    fmt::print(out, "driver    {} clients, {} threads, protocol {}, sampling {:g} Hz\n",
+    fmt::print(out, "driver    clients {}, threads {}, protocol {}, sampling {:g} Hz\n",
                opt_text(run.clients), opt_text(run.threads),
                escape_text(run.protocol.value_or("-")), run.hz);
   } else {

@@ -197,7 +197,10 @@ schema::Batch AshSampler::Impl::poll() {
       }
       row.query_text_id = it->second;
     }
-    if (row.backend_type == "client backend" && row.state == "active") {
+    // 'active' with a Client wait is a backend that already went back to
+    // reading from its client (state is a snapshot, the wait event is live).
+    if (row.backend_type == "client backend" && row.state == "active" &&
+        row.wait_event_type != "Client") {
       events.push_back(row.wait_event_type
                            ? fmt::format("{}:{}", *row.wait_event_type, row.wait_event.value_or(""))
                            : std::string("CPU"));
