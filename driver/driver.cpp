@@ -62,31 +62,15 @@ using Cancel = std::unique_ptr<PGcancel, CancelDeleter>;
 // stderr once per transaction; the driver drops them.
 void discard_notice(void*, const char*) {}
 
-// Folds `text` onto one line: inner line breaks become "; ", trailing
-// whitespace goes.
-std::string one_line(std::string_view text) {
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
-  std::string out;
-  out.reserve(text.size());
-  for (char ch : text) {
-    if (ch == '\n') {
-      out += "; ";
-    } else {
-      out += ch;
-    }
-  }
-  return out;
-}
-
 // The message of a failed result: the server's primary message when there is
 // one, else libpq's text, else the connection's last error.
 std::string result_message(const PGresult* res, const PGconn* conn) {
   if (res) {
     if (const char* primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY)) {
-      return one_line(primary);
+      return fold_lines(primary);
     }
     const char* msg = PQresultErrorMessage(res);
-    if (msg && *msg) return one_line(msg);
+    if (msg && *msg) return fold_lines(msg);
   }
   return pg::error_message(conn);
 }
@@ -288,6 +272,7 @@ class Worker {
   void start_script(Client& c);
   void step_script(Client& c);
   void script_failed(Client& c, const std::string& message);
+  void send_failed(Client& c);  // a PQsend* call failed: record, reconnect
   void record_skipped(Client& c, std::int64_t scheduled_mono_ns, std::int64_t now_ns);
 
   int threads_;  // threads of the driver (-R shares the rate among them)
@@ -550,8 +535,13 @@ void Worker::send_transaction(Client& c) {
     c.state = ClientState::busy;
     return;
   }
-  // Could not even send: the connection is gone (or libpq is out of memory).
-  // Record the attempt and reconnect either way.
+  send_failed(c);
+}
+
+// Could not even send: the connection is gone (or libpq is out of memory).
+// Record the attempt and reconnect either way.
+void Worker::send_failed(Client& c) {
+  PGconn* conn = c.conn.get();
   c.failed = true;
   c.sqlstate = PQstatus(conn) == CONNECTION_BAD ? kConnectionFailure : kInternalError;
   c.error = pg::error_message(conn);
@@ -641,12 +631,7 @@ void Worker::step_script(Client& c) {
       c.state = ClientState::busy;
       return;
     }
-    c.failed = true;
-    c.sqlstate = PQstatus(conn) == CONNECTION_BAD ? kConnectionFailure : kInternalError;
-    c.error = pg::error_message(conn);
-    std::int64_t now = mono_now_ns();
-    record(c, now);
-    begin_reset(c, now);
+    send_failed(c);
     return;
   }
   std::int64_t now = mono_now_ns();

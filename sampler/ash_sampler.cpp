@@ -18,6 +18,7 @@
 #include "common/error.h"
 #include "common/pg.h"
 #include "common/thread_name.h"
+#include "sampler/periodic.h"
 #include "sampler/sampler.h"
 
 namespace stallscope::sampler {
@@ -77,11 +78,6 @@ std::optional<std::string> text_or_null(const PGresult* res, int row, int col) {
                      static_cast<std::size_t>(PQgetlength(res, row, col)));
 }
 
-std::chrono::steady_clock::time_point steady_at(std::int64_t mono_ns) {
-  // libstdc++'s steady_clock is CLOCK_MONOTONIC, the clock of mono_now_ns().
-  return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(mono_ns));
-}
-
 // Prepares the poll on `conn` (query_id from PostgreSQL 14 on); throws Error(postgres).
 void prepare(pg_conn* conn) {
   const std::string query =
@@ -119,10 +115,8 @@ struct AshSampler::Impl {
 
   // Shared with other threads.
   mutable std::mutex mu;
-  std::condition_variable cv;
-  bool stopping = false;
   AshSnapshot snapshot;
-  std::thread thread;
+  detail::PeriodicThread thread;
 
   Impl(AshSamplerOptions o, Sink s) : options(std::move(o)), sink(std::move(s)) {}
 
@@ -130,7 +124,7 @@ struct AshSampler::Impl {
     conn = pg::connect(options.conninfo, options.application_name);
     prepare(conn.get());
   }
-  void run();
+  void run_tick();  // reconnect if due, poll once, hand the rows to the sink
   // One poll; returns its rows, or throws Error(postgres).
   schema::Batch poll();
   std::string top_event(std::int64_t mono_ns, std::vector<std::string> events);
@@ -235,50 +229,30 @@ std::string AshSampler::Impl::top_event(std::int64_t mono_ns, std::vector<std::s
   return top;
 }
 
-void AshSampler::Impl::run() {
-  const std::int64_t period_ns =
-      std::max<std::int64_t>(1, static_cast<std::int64_t>(1e9 / options.hz));
-  std::int64_t deadline_ns = mono_now_ns();
-  for (;;) {
+void AshSampler::Impl::run_tick() {
+  if (!conn && mono_now_ns() >= retry_at_ns) {
     try {
-      if (!conn && mono_now_ns() >= retry_at_ns) {
-        try {
-          connect();
-          retry_delay_ns = kFirstRetryNs;
-        } catch (const Error& e) {
-          conn.reset();
-          note_error(e.what());
-          retry_at_ns = mono_now_ns() + retry_delay_ns;
-          retry_delay_ns = std::min(retry_delay_ns * 2, kMaxRetryNs);
-        }
-      }
-      if (conn) {
-        std::optional<schema::Batch> batch;
-        try {
-          batch = poll();
-        } catch (const Error& e) {
-          // Server restart, terminated backend, ...: reconnect at the next
-          // deadline, then back off while it keeps failing.
-          note_error(e.what());
-          conn.reset();
-          recent.clear();
-        }
-        if (batch && sink) sink(std::move(*batch));
-      }
-    } catch (...) {
-      // Only a throwing sink (or out of memory) gets here; no thread may
-      // leak an exception, so polling ends and stop() still joins.
-      return;
+      connect();
+      retry_delay_ns = kFirstRetryNs;
+    } catch (const Error& e) {
+      conn.reset();
+      note_error(e.what());
+      retry_at_ns = mono_now_ns() + retry_delay_ns;
+      retry_delay_ns = std::min(retry_delay_ns * 2, kMaxRetryNs);
     }
-
-    deadline_ns += period_ns;
-    const std::int64_t now_ns = mono_now_ns();
-    if (now_ns >= deadline_ns) {  // overran: skip to the next deadline still ahead
-      deadline_ns += (now_ns - deadline_ns) / period_ns * period_ns + period_ns;
-    }
-    std::unique_lock lock(mu);
-    if (cv.wait_until(lock, steady_at(deadline_ns), [&] { return stopping; })) return;
   }
+  if (!conn) return;
+  std::optional<schema::Batch> batch;
+  try {
+    batch = poll();
+  } catch (const Error& e) {
+    // Server restart, terminated backend, ...: reconnect at the next
+    // deadline, then back off while it keeps failing.
+    note_error(e.what());
+    conn.reset();
+    recent.clear();
+  }
+  if (batch && sink) sink(std::move(*batch));
 }
 
 AshSampler::AshSampler(AshSamplerOptions options, Sink sink)
@@ -290,31 +264,19 @@ AshSampler::~AshSampler() {
 
 void AshSampler::start() {
   Impl& s = *impl_;
-  if (s.thread.joinable()) return;
+  if (s.thread.running()) return;
   if (!(s.options.hz > 0)) {
     throw Error(ErrorKind::usage, fmt::format("cannot poll at {} Hz: must be > 0", s.options.hz));
   }
   s.connect();  // throws Error(postgres) naming the masked conninfo
-  {
-    std::lock_guard lock(s.mu);
-    s.stopping = false;
-  }
-  s.thread = std::thread([&s] {
-    set_thread_name(kAshSamplerThreadName);
-    s.run();
-  });
+  s.thread.start(kAshSamplerThreadName, static_cast<std::int64_t>(1e9 / s.options.hz),
+                 [&s] { s.run_tick(); });
 }
 
 void AshSampler::stop() {
   if (!impl_) return;
-  Impl& s = *impl_;
-  {
-    std::lock_guard lock(s.mu);
-    s.stopping = true;
-  }
-  s.cv.notify_all();
-  if (s.thread.joinable()) s.thread.join();
-  s.conn.reset();
+  impl_->thread.stop();
+  impl_->conn.reset();
 }
 
 AshSnapshot AshSampler::latest() const {

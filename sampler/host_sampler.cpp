@@ -31,6 +31,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/thread_name.h"
+#include "sampler/periodic.h"
 #include "sampler/procfs.h"
 #include "sampler/sampler.h"
 
@@ -102,11 +103,6 @@ std::int64_t boottime_ns() {
   return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-std::chrono::steady_clock::time_point steady_at(std::int64_t mono_ns) {
-  // libstdc++'s steady_clock is CLOCK_MONOTONIC, the clock of mono_now_ns().
-  return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(mono_ns));
-}
-
 }  // namespace
 
 struct HostSampler::Impl {
@@ -127,10 +123,8 @@ struct HostSampler::Impl {
 
   // Shared with other threads.
   mutable std::mutex mu;
-  std::condition_variable cv;
-  bool stopping = false;
   HostSnapshot snapshot;
-  std::thread thread;
+  detail::PeriodicThread thread;
 
   // Sampler depth (issue 3).
   MeminfoHandle meminfo;
@@ -160,37 +154,17 @@ struct HostSampler::Impl {
   void sample_memory(schema::Batch& batch);
   void sample_disks(schema::Batch& batch, std::int64_t mono_ns);
 
-  void run();
+  void run_tick();  // one tick, handed to the sink
   schema::Batch tick(std::int64_t mono_ns, std::int64_t wall_ns);
   void sample_host(schema::HostSampleRow& host, HostSnapshot& snap);
   void sample_processes(schema::HostSampleRow& host, schema::Batch& batch, std::int64_t mono_ns);
 };
 
-void HostSampler::Impl::run() {
-  const std::int64_t period_ns =
-      std::max<std::int64_t>(1, static_cast<std::int64_t>(1e9 / options.hz));
-  const std::int64_t start_ns = mono_now_ns();
-  std::int64_t deadline_ns = start_ns;
-  for (;;) {
-    const std::int64_t wall_ns = wall_now_ns();
-    const std::int64_t mono_ns = mono_now_ns();
-    try {
-      schema::Batch batch = tick(mono_ns, wall_ns);
-      if (sink) sink(std::move(batch));
-    } catch (...) {
-      // Only a throwing sink (or out of memory) gets here; no thread may
-      // leak an exception, so sampling ends and stop() still joins.
-      return;
-    }
-
-    deadline_ns += period_ns;
-    const std::int64_t now_ns = mono_now_ns();
-    if (now_ns >= deadline_ns) {  // overran: skip to the next deadline still ahead
-      deadline_ns += (now_ns - deadline_ns) / period_ns * period_ns + period_ns;
-    }
-    std::unique_lock lock(mu);
-    if (cv.wait_until(lock, steady_at(deadline_ns), [&] { return stopping; })) return;
-  }
+void HostSampler::Impl::run_tick() {
+  const std::int64_t wall_ns = wall_now_ns();
+  const std::int64_t mono_ns = mono_now_ns();
+  schema::Batch batch = tick(mono_ns, wall_ns);
+  if (sink) sink(std::move(batch));
 }
 
 schema::Batch HostSampler::Impl::tick(std::int64_t mono_ns, std::int64_t wall_ns) {
@@ -406,7 +380,7 @@ HostSampler::~HostSampler() {
 
 void HostSampler::start() {
   Impl& s = *impl_;
-  if (s.thread.joinable()) return;
+  if (s.thread.running()) return;
   if (!(s.options.hz > 0)) {
     throw Error(ErrorKind::usage, fmt::format("cannot sample at {} Hz: must be > 0", s.options.hz));
   }
@@ -431,25 +405,12 @@ void HostSampler::start() {
   s.page_bytes = sysconf(_SC_PAGESIZE);
   if (s.page_bytes <= 0) s.page_bytes = 4096;
   s.boot_wall_ns = wall_now_ns() - boottime_ns();
-  {
-    std::lock_guard lock(s.mu);
-    s.stopping = false;
-  }
-  s.thread = std::thread([&s] {
-    set_thread_name(kHostSamplerThreadName);
-    s.run();
-  });
+  s.thread.start(kHostSamplerThreadName, static_cast<std::int64_t>(1e9 / s.options.hz),
+                 [&s] { s.run_tick(); });
 }
 
 void HostSampler::stop() {
-  if (!impl_) return;
-  Impl& s = *impl_;
-  {
-    std::lock_guard lock(s.mu);
-    s.stopping = true;
-  }
-  s.cv.notify_all();
-  if (s.thread.joinable()) s.thread.join();
+  if (impl_) impl_->thread.stop();
 }
 
 HostSnapshot HostSampler::latest() const {

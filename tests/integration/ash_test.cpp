@@ -20,30 +20,7 @@ namespace stallscope::sampler {
 namespace {
 
 using namespace std::chrono_literals;
-
-class Collector {
- public:
-  Sink sink() {
-    return [this](schema::Batch b) {
-      std::lock_guard lock(mu_);
-      for (auto& t : b.ash_ticks) ticks_.push_back(t);
-      for (auto& a : b.pg_activity) activity_.push_back(std::move(a));
-    };
-  }
-  std::vector<schema::AshTickRow> ticks() const {
-    std::lock_guard lock(mu_);
-    return ticks_;
-  }
-  std::vector<schema::PgActivityRow> activity() const {
-    std::lock_guard lock(mu_);
-    return activity_;
-  }
-
- private:
-  mutable std::mutex mu_;
-  std::vector<schema::AshTickRow> ticks_;
-  std::vector<schema::PgActivityRow> activity_;
-};
+using Collector = test::Collected;
 
 TEST(AshSampler, SeesPgSleepAsTimeoutWaitAndNeverItself) {
   const std::string conninfo = test::scratch_conninfo();
@@ -71,7 +48,7 @@ TEST(AshSampler, SeesPgSleepAsTimeoutWaitAndNeverItself) {
 
   EXPECT_EQ(during.top_wait_event, "Timeout:PgSleep");
 
-  const auto ticks = collector.ticks();
+  const auto ticks = collector.ash_ticks();
   const auto activity = collector.activity();
   const AshSnapshot after = ash.latest();
   EXPECT_EQ(after.poll_errors, 0) << after.last_error;
@@ -142,7 +119,7 @@ TEST(AshSampler, ReconnectsAfterItsBackendIsTerminated) {
   EXPECT_NE(snap.last_error.find("cannot poll pg_stat_activity"), std::string::npos)
       << snap.last_error;
   EXPECT_GT(snap.polls, polls_after_kill + 5);  // polling went on
-  const auto ticks = collector.ticks();
+  const auto ticks = collector.ash_ticks();
   EXPECT_EQ(static_cast<std::int64_t>(ticks.size()), snap.polls);
 }
 

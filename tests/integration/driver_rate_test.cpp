@@ -20,35 +20,7 @@
 namespace stallscope::driver {
 namespace {
 
-class Collected {
- public:
-  Sink sink() {
-    return [this](schema::Batch b) {
-      std::lock_guard lock(mu_);
-      for (auto& c : b.clients) clients_.push_back(std::move(c));
-      for (auto& q : b.queries) queries_.push_back(std::move(q));
-    };
-  }
-  // Queries of one client in seq order.
-  std::vector<schema::QueryRow> queries(int client_id = 0) const {
-    std::lock_guard lock(mu_);
-    std::vector<schema::QueryRow> out;
-    for (const auto& q : queries_) {
-      if (q.client_id == client_id) out.push_back(q);
-    }
-    std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.seq < b.seq; });
-    return out;
-  }
-  std::vector<schema::ClientRow> clients() const {
-    std::lock_guard lock(mu_);
-    return clients_;
-  }
-
- private:
-  mutable std::mutex mu_;
-  std::vector<schema::ClientRow> clients_;
-  std::vector<schema::QueryRow> queries_;
-};
+using test::Collected;
 
 DriverOptions options(std::string sql) {
   DriverOptions o;

@@ -19,40 +19,7 @@
 namespace stallscope::driver {
 namespace {
 
-// A sink that keeps everything it is given.
-class Collected {
- public:
-  Sink sink() {
-    return [this](schema::Batch b) {
-      std::lock_guard lock(mu_);
-      ++batches_;
-      for (auto& c : b.clients) clients_.push_back(std::move(c));
-      for (auto& q : b.queries) queries_.push_back(std::move(q));
-    };
-  }
-  std::vector<schema::QueryRow> queries() const {
-    std::lock_guard lock(mu_);
-    return queries_;
-  }
-  std::vector<schema::ClientRow> clients() const {
-    std::lock_guard lock(mu_);
-    return clients_;
-  }
-  std::map<int, std::vector<schema::QueryRow>> by_client() const {
-    std::map<int, std::vector<schema::QueryRow>> out;
-    for (auto& q : queries()) out[q.client_id].push_back(q);
-    for (auto& [id, rows] : out) {
-      std::sort(rows.begin(), rows.end(), [](auto& a, auto& b) { return a.seq < b.seq; });
-    }
-    return out;
-  }
-
- private:
-  mutable std::mutex mu_;
-  int batches_ = 0;
-  std::vector<schema::ClientRow> clients_;
-  std::vector<schema::QueryRow> queries_;
-};
+using test::Collected;
 
 DriverOptions options(int clients, int threads, std::string sql,
                       Protocol protocol = Protocol::simple) {

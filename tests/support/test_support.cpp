@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <random>
@@ -26,6 +27,66 @@ TempDir::TempDir() {
 TempDir::~TempDir() {
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);
+}
+
+std::function<void(schema::Batch)> Collected::sink() {
+  return [this](schema::Batch b) {
+    std::lock_guard lock(mu_);
+    ++batches_;
+    auto move_into = [](auto& into, auto& from) {
+      for (auto& row : from) into.push_back(std::move(row));
+    };
+    move_into(all_.clients, b.clients);
+    move_into(all_.queries, b.queries);
+    move_into(all_.ash_ticks, b.ash_ticks);
+    move_into(all_.pg_activity, b.pg_activity);
+  };
+}
+
+int Collected::batches() const {
+  std::lock_guard lock(mu_);
+  return batches_;
+}
+
+std::vector<schema::QueryRow> Collected::queries() const {
+  std::vector<schema::QueryRow> out;
+  {
+    std::lock_guard lock(mu_);
+    out = all_.queries;
+  }
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return a.client_id != b.client_id ? a.client_id < b.client_id : a.seq < b.seq;
+  });
+  return out;
+}
+
+std::vector<schema::QueryRow> Collected::queries(int client_id) const {
+  std::vector<schema::QueryRow> out;
+  for (auto& q : queries()) {
+    if (q.client_id == client_id) out.push_back(std::move(q));
+  }
+  return out;
+}
+
+std::map<int, std::vector<schema::QueryRow>> Collected::by_client() const {
+  std::map<int, std::vector<schema::QueryRow>> out;
+  for (auto& q : queries()) out[q.client_id].push_back(std::move(q));
+  return out;
+}
+
+std::vector<schema::ClientRow> Collected::clients() const {
+  std::lock_guard lock(mu_);
+  return all_.clients;
+}
+
+std::vector<schema::AshTickRow> Collected::ash_ticks() const {
+  std::lock_guard lock(mu_);
+  return all_.ash_ticks;
+}
+
+std::vector<schema::PgActivityRow> Collected::activity() const {
+  std::lock_guard lock(mu_);
+  return all_.pg_activity;
 }
 
 std::string scratch_conninfo() {

@@ -2,8 +2,13 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
+#include <map>
+#include <mutex>
 #include <string>
 #include <vector>
+
+#include "schema/records.h"
 
 namespace stallscope::test {
 
@@ -20,6 +25,27 @@ class TempDir {
 
  private:
   std::filesystem::path path_;
+};
+
+// A thread-safe sink (driver::Sink, sampler::Sink) that keeps every row it
+// is given; the accessors return copies.
+class Collected {
+ public:
+  std::function<void(schema::Batch)> sink();
+  int batches() const;
+  // Every query, ordered by (client_id, seq).
+  std::vector<schema::QueryRow> queries() const;
+  // The queries of one client, in seq order.
+  std::vector<schema::QueryRow> queries(int client_id) const;
+  std::map<int, std::vector<schema::QueryRow>> by_client() const;
+  std::vector<schema::ClientRow> clients() const;
+  std::vector<schema::AshTickRow> ash_ticks() const;
+  std::vector<schema::PgActivityRow> activity() const;
+
+ private:
+  mutable std::mutex mu_;
+  int batches_ = 0;
+  schema::Batch all_;
 };
 
 // Conninfo of the scratch server the ctest fixture started (read from the
