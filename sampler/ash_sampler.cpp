@@ -3,22 +3,19 @@
 #include <libpq-fe.h>
 
 #include <algorithm>
-#include <chrono>
-#include <condition_variable>
 #include <cstdlib>
 #include <deque>
 #include <map>
 #include <mutex>
-#include <thread>
 #include <unordered_map>
 
 #include <fmt/format.h>
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/periodic.h"
 #include "common/pg.h"
 #include "common/thread_name.h"
-#include "sampler/periodic.h"
 #include "sampler/sampler.h"
 
 namespace stallscope::sampler {
@@ -116,7 +113,7 @@ struct AshSampler::Impl {
   // Shared with other threads.
   mutable std::mutex mu;
   AshSnapshot snapshot;
-  detail::PeriodicThread thread;
+  PeriodicThread thread;
 
   Impl(AshSamplerOptions o, Sink s) : options(std::move(o)), sink(std::move(s)) {}
 

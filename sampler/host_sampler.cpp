@@ -19,19 +19,16 @@
 
 #include <array>
 #include <cerrno>
-#include <chrono>
-#include <condition_variable>
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <thread>
 
 #include <fmt/format.h>
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/periodic.h"
 #include "common/thread_name.h"
-#include "sampler/periodic.h"
 #include "sampler/procfs.h"
 #include "sampler/sampler.h"
 
@@ -124,7 +121,7 @@ struct HostSampler::Impl {
   // Shared with other threads.
   mutable std::mutex mu;
   HostSnapshot snapshot;
-  detail::PeriodicThread thread;
+  PeriodicThread thread;
 
   // Sampler depth (issue 3).
   MeminfoHandle meminfo;

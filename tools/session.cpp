@@ -2,8 +2,6 @@
 
 #include <unistd.h>
 
-#include <algorithm>
-#include <chrono>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -51,51 +49,26 @@ void warn_if_sampler_lagged(const sampler::HostSampler& host, double hz, double 
 
 ProgressPrinter::ProgressPrinter(double period_s, std::function<std::string()> driver_part,
                                  const sampler::HostSampler& host, const sampler::AshSampler* ash)
-    : period_ns_(static_cast<std::int64_t>(period_s * 1e9)),
-      driver_part_(std::move(driver_part)),
-      host_(host),
-      ash_(ash) {
-  if (period_ns_ > 0) {
-    thread_ = std::thread([this] {
-      set_thread_name(kProgressThreadName);
-      loop();
-    });
+    : start_ns_(mono_now_ns()), driver_part_(std::move(driver_part)), host_(host), ash_(ash) {
+  const auto period_ns = static_cast<std::int64_t>(period_s * 1e9);
+  if (period_ns > 0) {
+    thread_.start(
+        kProgressThreadName, period_ns, [this] { print_line(); }, period_ns);
   }
 }
 
-ProgressPrinter::~ProgressPrinter() {
-  stop();
-}
-
-void ProgressPrinter::stop() {
-  {
-    std::lock_guard lock(mu_);
-    done_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
-
-void ProgressPrinter::loop() {
-  const std::int64_t start_ns = mono_now_ns();
-  std::int64_t next_ns = start_ns + period_ns_;
-  std::unique_lock lock(mu_);
-  while (!done_) {
-    auto wait = std::chrono::nanoseconds(std::max<std::int64_t>(0, next_ns - mono_now_ns()));
-    if (cv_.wait_for(lock, wait, [this] { return done_; })) break;
-    next_ns += period_ns_;
-    const double elapsed_s = static_cast<double>(mono_now_ns() - start_ns) / 1e9;
-    std::string driver = driver_part_ ? driver_part_() : std::string();
-    const auto h = host_.latest();
-    std::string top_wait = ash_ ? ash_->latest().top_wait_event : std::string();
-    fmt::print(
-        stderr,
-        "progress: {:.1f} s, {}host idle {:.1f} %, iowait {:.1f} %, steal {:.1f} %, D {}"
-        "{}\n",
-        elapsed_s, driver.empty() ? std::string() : driver + "; ", h.idle_pct, h.iowait_pct,
-        h.steal_pct, h.processes_d_state,
-        ash_ ? "; top wait " + (top_wait.empty() ? std::string("-") : top_wait) : std::string());
-  }
+void ProgressPrinter::print_line() {
+  const double elapsed_s = static_cast<double>(mono_now_ns() - start_ns_) / 1e9;
+  std::string driver = driver_part_ ? driver_part_() : std::string();
+  const auto h = host_.latest();
+  std::string top_wait = ash_ ? ash_->latest().top_wait_event : std::string();
+  fmt::print(
+      stderr,
+      "progress: {:.1f} s, {}host idle {:.1f} %, iowait {:.1f} %, steal {:.1f} %, D {}"
+      "{}\n",
+      elapsed_s, driver.empty() ? std::string() : driver + "; ", h.idle_pct, h.iowait_pct,
+      h.steal_pct, h.processes_d_state,
+      ash_ ? "; top wait " + (top_wait.empty() ? std::string("-") : top_wait) : std::string());
 }
 
 }  // namespace stallscope::tools

@@ -1,15 +1,13 @@
 // Pieces `run` and `record` share: the run row, the progress printer.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "common/periodic.h"
 #include "sampler/sampler.h"
 #include "schema/records.h"
 
@@ -35,21 +33,18 @@ class ProgressPrinter {
  public:
   ProgressPrinter(double period_s, std::function<std::string()> driver_part,
                   const sampler::HostSampler& host, const sampler::AshSampler* ash);
-  ~ProgressPrinter();
+  ~ProgressPrinter() { stop(); }
   ProgressPrinter(const ProgressPrinter&) = delete;
   ProgressPrinter& operator=(const ProgressPrinter&) = delete;
-  void stop();
+  void stop() { thread_.stop(); }
 
  private:
-  void loop();
-  std::int64_t period_ns_;
+  void print_line();
+  std::int64_t start_ns_;
   std::function<std::string()> driver_part_;
   const sampler::HostSampler& host_;
   const sampler::AshSampler* ash_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::thread thread_;
+  PeriodicThread thread_;
 };
 
 }  // namespace stallscope::tools

@@ -1,4 +1,4 @@
-#include "sampler/periodic.h"
+#include "common/periodic.h"
 
 #include <algorithm>
 #include <chrono>
@@ -6,7 +6,7 @@
 #include "common/clock.h"
 #include "common/thread_name.h"
 
-namespace stallscope::sampler::detail {
+namespace stallscope {
 namespace {
 std::chrono::steady_clock::time_point steady_at(std::int64_t mono_ns) {
   // libstdc++'s steady_clock is CLOCK_MONOTONIC, the clock of mono_now_ns().
@@ -14,7 +14,8 @@ std::chrono::steady_clock::time_point steady_at(std::int64_t mono_ns) {
 }
 }  // namespace
 
-void PeriodicThread::start(const char* name, std::int64_t period_ns, std::function<void()> tick) {
+void PeriodicThread::start(const char* name, std::int64_t period_ns, std::function<void()> tick,
+                           std::int64_t first_delay_ns) {
   if (thread_.joinable()) return;
   tick_ = std::move(tick);
   {
@@ -22,9 +23,9 @@ void PeriodicThread::start(const char* name, std::int64_t period_ns, std::functi
     stopping_ = false;
   }
   period_ns = std::max<std::int64_t>(1, period_ns);
-  thread_ = std::thread([this, name, period_ns] {
+  thread_ = std::thread([this, name, period_ns, first_delay_ns] {
     set_thread_name(name);
-    loop(period_ns);
+    loop(period_ns, first_delay_ns);
   });
 }
 
@@ -37,9 +38,13 @@ void PeriodicThread::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-void PeriodicThread::loop(std::int64_t period_ns) {
-  std::int64_t deadline_ns = mono_now_ns();
+void PeriodicThread::loop(std::int64_t period_ns, std::int64_t first_delay_ns) {
+  std::int64_t deadline_ns = mono_now_ns() + std::max<std::int64_t>(0, first_delay_ns);
   for (;;) {
+    if (deadline_ns > mono_now_ns()) {
+      std::unique_lock lock(mu_);
+      if (cv_.wait_until(lock, steady_at(deadline_ns), [&] { return stopping_; })) return;
+    }
     try {
       tick_();
     } catch (...) {
@@ -52,9 +57,9 @@ void PeriodicThread::loop(std::int64_t period_ns) {
     if (now_ns >= deadline_ns) {  // overran: skip to the next deadline still ahead
       deadline_ns += (now_ns - deadline_ns) / period_ns * period_ns + period_ns;
     }
-    std::unique_lock lock(mu_);
-    if (cv_.wait_until(lock, steady_at(deadline_ns), [&] { return stopping_; })) return;
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
   }
 }
 
-}  // namespace stallscope::sampler::detail
+}  // namespace stallscope
