@@ -125,9 +125,10 @@ class LatencyHistogram {
 };
 
 void read_query_totals(SQLite::Database& db, RunSummary& s) {
-  SQLite::Statement st(db,
-                       "SELECT count(*), count(sqlstate), avg(latency_ns), max(latency_ns), "
-                       "min(start_ns), max(start_ns + latency_ns) FROM query");
+  SQLite::Statement st(
+      db,
+      "SELECT count(*), count(sqlstate), avg(latency_ns), max(latency_ns), "
+      "min(start_ns), max(start_ns + latency_ns) FROM query WHERE skipped IS NULL");
   st.executeStep();
   s.queries = st.getColumn(0).getInt64();
   s.errors = st.getColumn(1).getInt64();
@@ -339,11 +340,8 @@ void fill_latency_stats(std::vector<std::int64_t>& lat, Window& w) {
   w.latency_p99_ms = ms(lat[rank - 1]);
 }
 
-// Queries in start order. With at most kMergeMaxClients clients: a k-way
-// merge of one cursor per client over the primary key (client_id, seq) — a
-// client's queries are sent in seq order, so their start times ascend — which
-// reads the table in its own order instead of looking up every row from the
-// start_ns index (several times faster on large files). Otherwise the index.
+// Queries in start order: the query table is clustered by (start_ns, ...),
+// so this reads it in its own order.
 class QueryStream {
  public:
   struct Row {
@@ -351,56 +349,19 @@ class QueryStream {
     std::int64_t latency_ns = 0;
     bool error = false;
   };
-  explicit QueryStream(SQLite::Database& db) {
-    std::vector<std::int64_t> ids;
-    SQLite::Statement next_id(db, "SELECT min(client_id) FROM query WHERE client_id > ?1");
-    std::int64_t last = INT64_MIN;
-    while (ids.size() <= kMergeMaxClients) {
-      next_id.bind(1, last);
-      next_id.executeStep();
-      if (next_id.getColumn(0).isNull()) break;
-      last = next_id.getColumn(0).getInt64();
-      ids.push_back(last);
-      next_id.reset();
-    }
-    if (ids.size() > kMergeMaxClients) {
-      cursors_.push_back(std::make_unique<SQLite::Statement>(
-          db, "SELECT start_ns, latency_ns, sqlstate IS NOT NULL FROM query ORDER BY start_ns"));
-    } else {
-      for (auto id : ids) {
-        cursors_.push_back(std::make_unique<SQLite::Statement>(
-            db,
-            "SELECT start_ns, latency_ns, sqlstate IS NOT NULL FROM query WHERE client_id = ?1 "
-            "ORDER BY seq"));
-        cursors_.back()->bind(1, id);
-      }
-    }
-    heads_.resize(cursors_.size());
-    for (std::size_t i = 0; i < cursors_.size(); ++i) advance(i);
-  }
+  explicit QueryStream(SQLite::Database& db)
+      : cursor_(db,
+                "SELECT start_ns, latency_ns, sqlstate IS NOT NULL FROM query "
+                "WHERE skipped IS NULL ORDER BY start_ns") {}
   bool next(Row& out) {
-    if (heap_.empty()) return false;
-    std::pop_heap(heap_.begin(), heap_.end(), std::greater<>());
-    const auto i = heap_.back().second;
-    heap_.pop_back();
-    out = heads_[i];
-    advance(i);
+    if (!cursor_.executeStep()) return false;
+    out = {cursor_.getColumn(0).getInt64(), cursor_.getColumn(1).getInt64(),
+           cursor_.getColumn(2).getInt() != 0};
     return true;
   }
 
  private:
-  static constexpr std::size_t kMergeMaxClients = 4096;
-  void advance(std::size_t i) {
-    auto& c = *cursors_[i];
-    if (!c.executeStep()) return;
-    heads_[i] = {c.getColumn(0).getInt64(), c.getColumn(1).getInt64(),
-                 c.getColumn(2).getInt() != 0};
-    heap_.emplace_back(heads_[i].start_ns, i);
-    std::push_heap(heap_.begin(), heap_.end(), std::greater<>());
-  }
-  std::vector<std::unique_ptr<SQLite::Statement>> cursors_;
-  std::vector<Row> heads_;
-  std::vector<std::pair<std::int64_t, std::size_t>> heap_;
+  SQLite::Statement cursor_;
 };
 
 // Pass 1: queries in start order into windows. Holds one window's latencies.

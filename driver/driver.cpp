@@ -436,7 +436,7 @@ void Worker::record_skipped(Client& c, std::int64_t scheduled_mono_ns, std::int6
       .sqlstate = std::nullopt,
       .rows = std::nullopt,
       .error = std::nullopt,
-      .backend_pid = std::nullopt,
+      .connection = std::nullopt,
       .lag_ns = lag_ns,
       .skipped = true,
   });
@@ -772,7 +772,7 @@ void Worker::record(Client& c, std::int64_t done_mono_ns) {
       .sqlstate = std::move(c.sqlstate),
       .rows = c.failed ? std::nullopt : std::optional<std::int64_t>(c.rows),
       .error = std::move(c.error),
-      .backend_pid = c.backend_pid,
+      .connection = c.backend_pid ? std::optional<int>(c.connection) : std::nullopt,
       .lag_ns = c.lag_ns,
   });
   c.sqlstate.reset();

@@ -170,7 +170,7 @@ struct QueryRow {
   std::optional<std::string> sqlstate;  // nullopt = success
   std::optional<std::int64_t> rows;
   std::optional<std::string> error;
-  std::optional<int> backend_pid;
+  std::optional<int> connection;  // ClientRow::connection that served it
   std::optional<std::int64_t> lag_ns;
   bool skipped = false;  // stored as 1, else NULL
 };

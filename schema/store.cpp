@@ -5,9 +5,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <tuple>
+#include <vector>
 
 #include <SQLiteCpp/Statement.h>
 #include <SQLiteCpp/Transaction.h>
@@ -420,16 +423,26 @@ void Store::write(const Batch& b) {
       bind_opt(st, 7, r.application_name);
       run_row(st);
     }
-    for (const auto& r : b.queries) {
+    // In key order, so the table (clustered by start time) is appended to
+    // rather than split page by page.
+    std::vector<const QueryRow*> queries;
+    queries.reserve(b.queries.size());
+    for (const auto& r : b.queries) queries.push_back(&r);
+    std::sort(queries.begin(), queries.end(), [](const QueryRow* x, const QueryRow* y) {
+      return std::tie(x->start_ns, x->client_id, x->seq) <
+             std::tie(y->start_ns, y->client_id, y->seq);
+    });
+    for (const QueryRow* q : queries) {
+      const auto& r = *q;
       auto& st = s.query;
-      st.bind(1, r.client_id);
-      st.bind(2, static_cast<int64_t>(r.seq));
-      st.bind(3, static_cast<int64_t>(r.start_ns));
+      st.bind(1, static_cast<int64_t>(r.start_ns));
+      st.bind(2, r.client_id);
+      st.bind(3, static_cast<int64_t>(r.seq));
       st.bind(4, static_cast<int64_t>(r.latency_ns));
-      bind_opt(st, 5, r.sqlstate);
+      bind_opt(st, 5, r.connection);
       bind_opt(st, 6, r.rows);
-      bind_opt(st, 7, r.error);
-      bind_opt(st, 8, r.backend_pid);
+      bind_opt(st, 7, r.sqlstate);
+      bind_opt(st, 8, r.error);
       bind_opt(st, 9, r.lag_ns);
       if (r.skipped) {
         st.bind(10, 1);

@@ -232,21 +232,23 @@ CREATE TABLE client (
   PRIMARY KEY (client_id, connection)
 ) WITHOUT ROWID;
 
--- One row per query (transaction) the driver sent.
+-- One row per query (transaction) the driver sent, clustered by start time
+-- (the primary key starts with start_ns, so time ranges read the table in
+-- its own order and the writer appends). The backend that served a query is
+-- client.backend_pid of (client_id, connection).
 CREATE TABLE query (
+  start_ns            INTEGER NOT NULL,           -- wall clock when sent (with -R: when scheduled)
   client_id           INTEGER NOT NULL,
   seq                 INTEGER NOT NULL,           -- 0, 1, ... per client
-  start_ns            INTEGER NOT NULL,           -- wall clock when sent
-  latency_ns          INTEGER NOT NULL,           -- sent → last result, CLOCK_MONOTONIC
-  sqlstate            TEXT,                       -- NULL on success, else the SQLSTATE (or 'XX000'-like libpq failure)
+  latency_ns          INTEGER NOT NULL,           -- sent → last result, CLOCK_MONOTONIC (with -R: from the scheduled start)
+  connection          INTEGER,                    -- client.connection that served it (NULL: no connection, or imported)
   rows                INTEGER,                    -- rows returned (or affected)
+  sqlstate            TEXT,                       -- NULL on success, else the SQLSTATE (or 'XX000'-like libpq failure)
   error               TEXT,                       -- error message on failure, else NULL
-  backend_pid         INTEGER,                    -- PQbackendPID serving it (NULL: no connection, or imported)
-  lag_ns              INTEGER,                    -- -R only: scheduled start → sent, ns; start_ns and latency_ns then count from the scheduled start
+  lag_ns              INTEGER,                    -- -R only: scheduled start → sent, ns
   skipped             INTEGER,                    -- 1 = not sent: with -R -L --skip-late it was already later than -L at its turn; else NULL
-  PRIMARY KEY (client_id, seq)
+  PRIMARY KEY (start_ns, client_id, seq)
 ) WITHOUT ROWID;
-CREATE INDEX query_by_start ON query(start_ns);
 
 -- `stallscope import-pgbench` of a pgbench aggregate log (--aggregate-interval,
 -- PostgreSQL 15-17 format): one row per interval per log line. Source: the

@@ -153,7 +153,7 @@ int generate(const std::string& path, std::int64_t queries, std::int64_t seconds
                            .start_ns = start,
                            .latency_ns = latency,
                            .rows = 1,
-                           .backend_pid = kBackendPid0 + client});
+                           .connection = 0});
       ++next_query;
     }
     if (b.process_samples.size() >= 200'000 || b.queries.size() >= 200'000) {

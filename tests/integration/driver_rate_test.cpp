@@ -84,7 +84,7 @@ TEST(DriverRate, SkipLateSkipsAndRecordsThem) {
       ++skipped;
       EXPECT_GT(*q[i].lag_ns, 50'000'000);
       EXPECT_FALSE(q[i].rows.has_value());
-      EXPECT_FALSE(q[i].backend_pid.has_value());
+      EXPECT_FALSE(q[i].connection.has_value());
     } else {
       ++sent;
       EXPECT_EQ(q[i].rows, 1);
@@ -135,10 +135,10 @@ TEST(DriverConnect, ConnectPerTransactionUsesANewBackendEachTime) {
     std::set<int> used;
     for (const auto& r : q) {
       EXPECT_FALSE(r.sqlstate.has_value()) << r.error.value_or("");
-      ASSERT_TRUE(r.backend_pid.has_value());
-      used.insert(*r.backend_pid);
+      ASSERT_TRUE(got.backend_pid(r).has_value());
+      used.insert(*got.backend_pid(r));
       auto row = std::find_if(clients.begin(), clients.end(), [&](const auto& c) {
-        return c.client_id == client && c.backend_pid == r.backend_pid;
+        return c.client_id == client && c.connection == r.connection;
       });
       ASSERT_NE(row, clients.end());
       EXPECT_GE(row->connection, 1);
@@ -215,8 +215,8 @@ TEST(DriverRestart, ServerRestartMidRunIsRecordedAndTheRunGoesOn) {
     auto ok_after =
         std::count_if(last_failed.base(), q.end(), [](auto& r) { return !r.sqlstate.has_value(); });
     EXPECT_GT(ok_after, 10) << "client " << client << " did not recover";
-    ASSERT_TRUE(q.back().backend_pid.has_value());
-    EXPECT_NE(q.back().backend_pid, q.front().backend_pid);
+    ASSERT_TRUE(got.backend_pid(q.back()).has_value());
+    EXPECT_NE(got.backend_pid(q.back()), got.backend_pid(q.front()));
   }
   // Both clients reconnected: a second connection row each.
   auto clients = got.clients();

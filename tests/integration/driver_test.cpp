@@ -391,9 +391,9 @@ TEST(Driver, BrokenConnectionIsRecordedAndReconnected) {
   EXPECT_NE(*clients[2].backend_pid, victim_pid);
   // Each query carries the backend that served it: the victim's up to the
   // break, the new one after it.
-  for (auto q = victim.begin(); q <= broken; ++q) EXPECT_EQ(q->backend_pid, victim_pid);
+  for (auto q = victim.begin(); q <= broken; ++q) EXPECT_EQ(got.backend_pid(*q), victim_pid);
   for (auto q = broken + 1; q != victim.end(); ++q) {
-    EXPECT_EQ(q->backend_pid, clients[2].backend_pid);
+    EXPECT_EQ(got.backend_pid(*q), clients[2].backend_pid);
   }
   // The other client never noticed.
   for (const auto& q : per_client[1]) EXPECT_FALSE(q.sqlstate.has_value());

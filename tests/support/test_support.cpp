@@ -79,6 +79,15 @@ std::vector<schema::ClientRow> Collected::clients() const {
   return all_.clients;
 }
 
+std::optional<int> Collected::backend_pid(const schema::QueryRow& q) const {
+  if (!q.connection) return std::nullopt;
+  std::lock_guard lock(mu_);
+  for (const auto& c : all_.clients) {
+    if (c.client_id == q.client_id && c.connection == *q.connection) return c.backend_pid;
+  }
+  return std::nullopt;
+}
+
 std::vector<schema::AshTickRow> Collected::ash_ticks() const {
   std::lock_guard lock(mu_);
   return all_.ash_ticks;

@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,8 @@ class Collected {
   std::vector<schema::QueryRow> queries(int client_id) const;
   std::map<int, std::vector<schema::QueryRow>> by_client() const;
   std::vector<schema::ClientRow> clients() const;
+  // The backend pid that served `q`: its client's connection row's pid.
+  std::optional<int> backend_pid(const schema::QueryRow& q) const;
   std::vector<schema::AshTickRow> ash_ticks() const;
   std::vector<schema::PgActivityRow> activity() const;
 
