@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <climits>
 #include <cstring>
 #include <filesystem>
 
@@ -414,22 +415,26 @@ ProcScanner::~ProcScanner() {
     if (f.stat_fd >= 0) ::close(f.stat_fd);
     if (f.schedstat_fd >= 0) ::close(f.schedstat_fd);
   }
+  if (loadavg_fd_ >= 0) ::close(loadavg_fd_);
 }
 
 std::size_t ProcScanner::open_files() const noexcept {
-  std::size_t n = 0;
+  std::size_t n = loadavg_fd_ >= 0;
   for (const auto& [pid, f] : files_) n += (f.stat_fd >= 0) + (f.schedstat_fd >= 0);
   return n;
 }
 
 // Reads a kept file from offset 0 (opening it first if needed); on a read
 // failure of a kept descriptor (its process exited), reopens once.
-bool ProcScanner::read_kept(int& fd, int pid, const char* name, std::string& out) {
+bool ProcScanner::read_kept(int& fd, int pid, const char* name, std::string& out,
+                            bool& reopened) {
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (fd < 0) {
-      const std::string path = fmt::format("{}/{}/{}", root_, pid, name);
+      reopened = true;
+      char path[PATH_MAX];
+      fmt::format_to_n(path, sizeof path - 1, "{}/{}/{}", root_, pid, name).out[0] = '\0';
       if (out_of_fds_) return read_proc_file(path, out, 4096);
-      fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      fd = ::open(path, O_RDONLY | O_CLOEXEC);
       if (fd < 0) {
         if (errno == EMFILE || errno == ENFILE) {
           out_of_fds_ = true;
@@ -450,40 +455,111 @@ bool ProcScanner::read_kept(int& fd, int pid, const char* name, std::string& out
   return false;
 }
 
+// The last field of loadavg: the pid most recently allocated in this pid
+// namespace. nullopt when unreadable (fake trees have none).
+std::optional<std::int64_t> ProcScanner::last_pid() {
+  if (loadavg_fd_ < 0) {
+    loadavg_fd_ = ::open((root_ + "/loadavg").c_str(), O_RDONLY | O_CLOEXEC);
+    if (loadavg_fd_ < 0) return std::nullopt;
+  }
+  char buf[128];
+  const ssize_t n = ::pread(loadavg_fd_, buf, sizeof buf, 0);
+  if (n <= 0) return std::nullopt;
+  std::string_view text(buf, static_cast<std::size_t>(n));
+  while (!text.empty() && is_space(text.back())) text.remove_suffix(1);
+  const std::size_t space = text.rfind(' ');
+  if (space == std::string_view::npos) return std::nullopt;
+  std::string_view field = text.substr(space + 1);
+  return take_count(field);
+}
+
+bool ProcScanner::observe(int pid, Files& f, std::vector<ProcessObservation>& out,
+                          std::int64_t page_bytes) {
+  bool reopened = false;
+  std::optional<Schedstat> schedstat;
+  // A sleeping single-threaded process whose schedstat has not moved has not
+  // run since its last stat read: reuse that read.
+  const bool cache_usable = f.stat && f.schedstat && !out_of_fds_ && f.stat->threads <= 1 &&
+                            (f.stat->state == 'S' || f.stat->state == 'I');
+  bool from_cache = false;
+  if (cache_usable) {
+    if (read_kept(f.schedstat_fd, pid, "schedstat", buf_, reopened)) schedstat = parse_schedstat(buf_);
+    from_cache = !reopened && schedstat && schedstat->on_cpu_ns == f.schedstat->on_cpu_ns &&
+                 schedstat->run_delay_ns == f.schedstat->run_delay_ns &&
+                 schedstat->timeslices == f.schedstat->timeslices;
+  }
+  if (!from_cache) {
+    reopened = false;
+    if (!read_kept(f.stat_fd, pid, "stat", buf_, reopened)) {
+      f.stat.reset();
+      return false;
+    }
+    f.stat = parse_pid_stat(buf_);
+    if (!f.stat) return false;
+    if (f.stat->threads <= 1 && !cache_usable) {
+      bool schedstat_reopened = false;
+      schedstat.reset();
+      if (read_kept(f.schedstat_fd, pid, "schedstat", buf_, schedstat_reopened)) {
+        schedstat = parse_schedstat(buf_);
+      }
+    } else if (f.stat->threads > 1) {
+      schedstat.reset();  // the main thread's alone: the tracker sums task/*
+    }
+    // A stat read through a fallback path (no kept file) is not cached: a
+    // reused pid could not be told apart.
+    f.schedstat = out_of_fds_ ? std::nullopt : schedstat;
+  }
+  const PidStat& st = *f.stat;
+  ProcessObservation& obs = out.emplace_back();
+  obs.pid = pid;
+  obs.start_ticks = st.start_ticks;
+  obs.ppid = st.ppid;
+  obs.state = st.state;
+  obs.comm = st.comm;
+  obs.utime_ticks = st.utime_ticks;
+  obs.stime_ticks = st.stime_ticks;
+  obs.majflt = st.majflt;
+  obs.rss_bytes = st.rss_pages * page_bytes;
+  obs.threads = st.threads;
+  obs.blkio_ticks = st.blkio_ticks;
+  obs.schedstat = schedstat;
+  obs.stat_cached = from_cache;
+  return true;
+}
+
 bool ProcScanner::scan(std::vector<ProcessObservation>& out, std::int64_t page_bytes) {
   out.clear();
   ++generation_;
-  // readdir, not std::filesystem: no path object per entry at ~1,000 a tick.
-  DIR* dir = ::opendir(root_.c_str());
-  if (!dir) return false;
-  while (const dirent* entry = ::readdir(dir)) {
-    const char* name = entry->d_name;
-    const char* name_end = name + std::strlen(name);
-    int pid = 0;
-    auto [end, err] = std::from_chars(name, name_end, pid);
-    if (err != std::errc{} || end != name_end || pid <= 0) continue;
-    Files& f = files_[pid];
-    f.generation = generation_;
-    if (!read_kept(f.stat_fd, pid, "stat", buf_)) continue;
-    auto st = parse_pid_stat(buf_);
-    if (!st) continue;
-    ProcessObservation& obs = out.emplace_back();
-    obs.pid = pid;
-    obs.start_ticks = st->start_ticks;
-    obs.ppid = st->ppid;
-    obs.state = st->state;
-    obs.comm = std::move(st->comm);
-    obs.utime_ticks = st->utime_ticks;
-    obs.stime_ticks = st->stime_ticks;
-    obs.majflt = st->majflt;
-    obs.rss_bytes = st->rss_pages * page_bytes;
-    obs.threads = st->threads;
-    obs.blkio_ticks = st->blkio_ticks;
-    if (obs.threads <= 1 && read_kept(f.schedstat_fd, pid, "schedstat", buf_)) {
-      obs.schedstat = parse_schedstat(buf_);
+  const std::optional<std::int64_t> pid_cursor = last_pid();
+  const bool list = !pid_cursor || !listed_last_pid_ || *pid_cursor != *listed_last_pid_ ||
+                    out_of_fds_;
+  if (list) {
+    // readdir, not std::filesystem: no path object per entry at ~1,000 a tick.
+    DIR* dir = ::opendir(root_.c_str());
+    if (!dir) {
+      listed_last_pid_.reset();
+      return false;
+    }
+    ++listings_;
+    listed_last_pid_ = pid_cursor;
+    while (const dirent* entry = ::readdir(dir)) {
+      const char* name = entry->d_name;
+      const char* name_end = name + std::strlen(name);
+      int pid = 0;
+      auto [end, err] = std::from_chars(name, name_end, pid);
+      if (err != std::errc{} || end != name_end || pid <= 0) continue;
+      Files& f = files_[pid];
+      f.generation = generation_;
+      observe(pid, f, out, page_bytes);
+    }
+    ::closedir(dir);
+  } else {
+    // No pid allocated since the last listing: the processes are those
+    // already known, minus those that exited (their reads fail).
+    for (auto& [pid, f] : files_) {
+      if (observe(pid, f, out, page_bytes)) f.generation = generation_;
     }
   }
-  ::closedir(dir);
   std::erase_if(files_, [&](auto& e) {
     if (e.second.generation == generation_) return false;
     if (e.second.stat_fd >= 0) ::close(e.second.stat_fd);

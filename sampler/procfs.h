@@ -195,6 +195,12 @@ struct ProcessObservation {
   // /proc/PID/schedstat when the scanner already read it (single-threaded
   // processes); nullopt: the tracker reads it (or sums task/*/schedstat).
   std::optional<Schedstat> schedstat;
+  // true: the fields above from /proc/PID/stat were read at an earlier tick,
+  // not this one — the process is single-threaded, was sleeping (S or I)
+  // then, and its schedstat has not moved since, so it has not run: only
+  // rss_bytes (reclaim) and state (woken, not yet run) can be stale. The
+  // tracker re-reads stat for such a process when it gives it a row.
+  bool stat_cached = false;
 };
 
 // /proc/PID/stat: every field the tracker uses (see `man 5 proc`).
@@ -219,10 +225,21 @@ std::optional<PidStat> parse_pid_stat(std::string_view text);
 // single-threaded ones) schedstat, read with pread on files kept open from
 // tick to tick — the cheapest way to read them (see
 // /work/shared/notes/libproc2.md: ~5 ms at 1,000 processes against ~10 ms
-// for a libproc2 reap). A kept file belongs to the process it was opened
-// for: once that process exits, reads fail (ESRCH) even if the pid is
-// reused, and the scanner reopens. When no descriptor is left (EMFILE) it
-// falls back to open/read/close for the rest. Files are closed when their
+// for a libproc2 reap). Two cuts on top of that, both exact:
+//   - stat (the costly file: the kernel formats 52 fields) is read again only
+//     when the process may have changed: a single-threaded process that was
+//     sleeping (S or I) at its last stat read and whose schedstat (on-CPU ns,
+//     run delay, timeslices) has not moved since has not run, so its
+//     observation reuses that read (ProcessObservation::stat_cached);
+//   - the <proc_root> directory is listed again only when a pid was
+//     allocated since the last listing (the last field of <proc_root>/loadavg
+//     moved) — otherwise the set of processes can only have shrunk, and the
+//     kept files say which exited. Without a readable loadavg (fake trees),
+//     or while descriptors are short, it lists every tick.
+// A kept file belongs to the process it was opened for: once that process
+// exits, reads fail (ESRCH) even if the pid is reused, and the scanner
+// reopens (and forgets the cached stat). When no descriptor is left (EMFILE)
+// it falls back to open/read/close for the rest. Files are closed when their
 // process is gone and on destruction. Not thread-safe: one tick at a time.
 class ProcScanner {
  public:
@@ -234,20 +251,32 @@ class ProcScanner {
   // Replaces `out` with this tick's processes; returns false (and leaves out
   // empty) when <proc_root> cannot be listed.
   bool scan(std::vector<ProcessObservation>& out, std::int64_t page_bytes);
-  // Descriptors currently kept open.
+  // Descriptors currently kept open (loadavg's included).
   std::size_t open_files() const noexcept;
+  // How many scans listed <proc_root> (the others reused the last listing).
+  std::int64_t listings() const noexcept { return listings_; }
 
  private:
   struct Files {
     int stat_fd = -1;
     int schedstat_fd = -1;
     std::int64_t generation = 0;
+    std::optional<PidStat> stat;           // last stat read (kept files only)
+    std::optional<Schedstat> schedstat;    // schedstat at the tick of that read, or later
   };
-  bool read_kept(int& fd, int pid, const char* name, std::string& out);
+  // Reads a kept file; `reopened` is set when the descriptor had to be
+  // (re)opened, i.e. it may now belong to another process.
+  bool read_kept(int& fd, int pid, const char* name, std::string& out, bool& reopened);
+  // Appends pid's observation; false when its files cannot be read.
+  bool observe(int pid, Files& f, std::vector<ProcessObservation>& out, std::int64_t page_bytes);
+  std::optional<std::int64_t> last_pid();
   std::string root_;
   std::unordered_map<int, Files> files_;
   std::int64_t generation_ = 0;
+  std::int64_t listings_ = 0;
   bool out_of_fds_ = false;
+  int loadavg_fd_ = -1;
+  std::optional<std::int64_t> listed_last_pid_;  // loadavg's last pid at the last listing
   std::string buf_;
 };
 
@@ -264,6 +293,7 @@ struct TickInfo {
   std::int64_t boot_wall_ns = 0;  // wall clock at boot: start_ns = this + start_ticks/Hz
   long ticks_per_s = 100;         // sysconf(_SC_CLK_TCK)
   bool delayacct_on = false;      // kernel.task_delayacct = 1: blkio_delay_ns is filled
+  std::int64_t page_bytes = 4096;  // sysconf(_SC_PAGESIZE): stat's rss pages → bytes
 };
 
 // What the tracker reads beyond the base columns.
@@ -289,9 +319,14 @@ struct TrackerDepth {
 //     or schedstat timeslices moved (utime/stime when schedstat is
 //     unreadable) — or when its last row is at least heartbeat_ns old.
 //     Deltas cover the span since its previous row.
-// schedstat is read for every process every tick; status (context
-// switches), wchan (only when state != 'R') and cmdline (first sight only)
-// are read only for the processes that get a row. A process whose comm
+// schedstat is read for every process every tick (summed over
+// task/*/schedstat for a multi-threaded one; a process sampled per thread
+// has its task files read once a tick, for the sum and its thread rows
+// alike); status (context switches), io, cgroup, wchan (only when state !=
+// 'R') and cmdline (first sight only) are read only for the processes that
+// get a row, and not at all for a heartbeat row of a process that has not
+// run since its last row (they cannot have changed). An observation with
+// stat_cached has its stat re-read when it gets a row. A process whose comm
 // changed (it called exec) gets its ProcessRow again, same process_id, with
 // the new comm and cmdline, and a row that tick. Processes not in a tick's
 // observations are forgotten, so memory follows the process count.
@@ -362,6 +397,15 @@ class ProcessTracker {
     std::unordered_map<ThreadKey, ThreadState, ThreadKeyHash> threads;
   };
 
+  // One thread's files, read once a tick for a process sampled per thread:
+  // both its schedstat sum and its thread rows come from these.
+  struct TaskReading {
+    int tid = 0;
+    TaskStat stat;
+    std::optional<Schedstat> schedstat;
+  };
+  // Reads <proc_root>/<pid>/task/*/{stat,schedstat} into tasks_.
+  void read_tasks(int pid);
   void sample_threads(const TickInfo& tick, int pid, Tracked& t, schema::Batch& out);
 
   std::string proc_root_;
@@ -371,6 +415,8 @@ class ProcessTracker {
   std::int64_t next_process_id_ = 1;
   std::int64_t generation_ = 0;
   std::unordered_map<Key, Tracked, KeyHash> tracked_;
+  std::vector<TaskReading> tasks_;  // of the process being observed (reused buffer)
+  std::string text_;                // file buffer (reused)
 };
 
 // ---------------------------------------------------------------------------

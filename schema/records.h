@@ -189,6 +189,15 @@ struct PgbenchAggregateRow {
   std::optional<std::int64_t> serialization_failures, deadlock_failures;
 };
 
+struct ClockOffsetRow {
+  std::int64_t time_ns = 0;
+  std::int64_t offset_ns = 0;
+  std::int64_t uncertainty_ns = 0;
+  std::int64_t rtt_ns = 0;
+  int probes = 0;
+  std::string phase;  // start | periodic | end
+};
+
 // What one producer hands the writer at a time. Any vector may be empty.
 // Rows are inserted in the order of the members below.
 struct Batch {
@@ -206,13 +215,14 @@ struct Batch {
   std::vector<CgroupSampleRow> cgroup_samples;
   std::vector<PgQueryTextRow> pg_query_texts;
   std::vector<PgbenchAggregateRow> pgbench_aggregates;  // import-pgbench
+  std::vector<ClockOffsetRow> clock_offsets;
 
   bool empty() const {
     return samples.empty() && host_samples.empty() && processes.empty() &&
            process_samples.empty() && ash_ticks.empty() && pg_activity.empty() && clients.empty() &&
            queries.empty() && thread_samples.empty() && host_memory_samples.empty() &&
            disk_samples.empty() && cgroup_samples.empty() && pg_query_texts.empty() &&
-           pgbench_aggregates.empty();
+           pgbench_aggregates.empty() && clock_offsets.empty();
   }
 };
 

@@ -115,9 +115,10 @@ struct Store::Statements {
         query(db, "INSERT INTO query VALUES (?,?,?,?,?,?,?,?,?,?)"),
         pgbench_aggregate(
             db, "INSERT INTO pgbench_aggregate VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
+        clock_offset(db, "INSERT OR REPLACE INTO clock_offset VALUES (?,?,?,?,?,?)"),
         depth(db) {}
   SQLite::Statement sample, host_sample, process, process_sample, ash_tick, pg_activity, client,
-      query, pgbench_aggregate;
+      query, pgbench_aggregate, clock_offset;
   // Sampler depth tables (issue 3).
   struct Depth {
     explicit Depth(SQLite::Database& db)
@@ -470,6 +471,16 @@ void Store::write(const Batch& b) {
       bind_opt(st, 15, r.retries);
       bind_opt(st, 16, r.serialization_failures);
       bind_opt(st, 17, r.deadlock_failures);
+      run_row(st);
+    }
+    for (const auto& r : b.clock_offsets) {
+      auto& st = s.clock_offset;
+      st.bind(1, static_cast<int64_t>(r.time_ns));
+      st.bind(2, static_cast<int64_t>(r.offset_ns));
+      st.bind(3, static_cast<int64_t>(r.uncertainty_ns));
+      st.bind(4, static_cast<int64_t>(r.rtt_ns));
+      st.bind(5, r.probes);
+      st.bind(6, r.phase);
       run_row(st);
     }
     write_depth(b, s.depth);

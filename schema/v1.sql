@@ -250,6 +250,19 @@ CREATE TABLE query (
   PRIMARY KEY (start_ns, client_id, seq)
 ) WITHOUT ROWID;
 
+-- Server clock against the driver host's clock (`run`): at the start, every
+-- 10 s and at the end, several bracketed `SELECT clock_timestamp()` round
+-- trips; the one with the smallest round trip is kept. A server-side
+-- `record` file's times map to this file's clock as server_ns - offset_ns.
+CREATE TABLE clock_offset (
+  time_ns             INTEGER PRIMARY KEY,        -- client wall clock at the middle of the kept round trip
+  offset_ns           INTEGER NOT NULL,           -- server clock - client clock, ns (server_ns = client_ns + offset_ns)
+  uncertainty_ns      INTEGER NOT NULL,           -- ± bound: half the kept round trip
+  rtt_ns              INTEGER NOT NULL,           -- the kept round trip, CLOCK_MONOTONIC
+  probes              INTEGER NOT NULL,           -- round trips made for this estimate
+  phase               TEXT NOT NULL               -- 'start', 'periodic', 'end'
+);
+
 -- `stallscope import-pgbench` of a pgbench aggregate log (--aggregate-interval,
 -- PostgreSQL 15-17 format): one row per interval per log line. Source: the
 -- log; µs values converted to ns (sums of squares kept in µs², as logged).
