@@ -11,6 +11,7 @@ inline constexpr const char* kWriterThreadName = "ss-writer";
 inline constexpr const char* kHostSamplerThreadName = "ss-sampler";
 inline constexpr const char* kAshSamplerThreadName = "ss-ash";
 inline constexpr const char* kProgressThreadName = "ss-progress";
+inline constexpr const char* kClockThreadName = "ss-clock";  // run: clock-offset estimates
 
 // Names the calling thread (pthread_setname_np; longer names are cut to 15
 // bytes). Failure is ignored: a name is a label, not a requirement.

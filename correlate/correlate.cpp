@@ -3,7 +3,10 @@
 // sums the windows into the whole-run accounting and hands the facts to the
 // finding rules.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <ctime>
 #include <functional>
 #include <memory>
 #include <set>
@@ -17,6 +20,7 @@
 #include "common/error.h"
 #include "correlate/correlate.h"
 #include "correlate/detail.h"
+#include "schema/row.h"
 
 namespace stallscope::correlate {
 namespace detail {
@@ -46,6 +50,28 @@ bool has_column(SQLite::Database& db, const char* table, const char* column) {
 double ms(std::int64_t ns) {
   return double(ns) / kNsPerMs;
 }
+
+// STALLSCOPE_EXPLAIN_TIMING=1: each pass's wall time on stderr (for
+// tools/bench correlate; never part of the report).
+class PassClock {
+ public:
+  PassClock() : on_(std::getenv("STALLSCOPE_EXPLAIN_TIMING") != nullptr) {}
+  void lap(const char* pass) {
+    if (!on_) return;
+    const auto now = std::chrono::steady_clock::now();
+    const auto cpu = std::clock();
+    fmt::print(stderr, "explain pass {:<22} wall {:7.3f} s  cpu {:7.3f} s\n", pass,
+               std::chrono::duration<double>(now - last_).count(),
+               double(cpu - last_cpu_) / CLOCKS_PER_SEC);
+    last_ = now;
+    last_cpu_ = cpu;
+  }
+
+ private:
+  bool on_;
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+  std::clock_t last_cpu_ = std::clock();
+};
 
 // The run row and what identifies the driver.
 struct RunRow {
@@ -123,23 +149,6 @@ class LatencyHistogram {
   std::vector<std::int64_t> max_;
   std::int64_t n_ = 0;
 };
-
-void read_query_totals(SQLite::Database& db, RunSummary& s) {
-  SQLite::Statement st(
-      db,
-      "SELECT count(*), count(sqlstate), avg(latency_ns), max(latency_ns), "
-      "min(start_ns), max(start_ns + latency_ns) FROM query WHERE skipped IS NULL");
-  st.executeStep();
-  s.queries = st.getColumn(0).getInt64();
-  s.errors = st.getColumn(1).getInt64();
-  if (s.queries == 0) return;
-  s.latency_mean_ms = st.getColumn(2).getDouble() / kNsPerMs;
-  s.latency_max_ms = ms(st.getColumn(3).getInt64());
-  s.query_start_ns = st.getColumn(4).getInt64();
-  s.query_end_ns = st.getColumn(5).getInt64();
-  auto span_ns = *s.query_end_ns - *s.query_start_ns;
-  if (span_ns > 0) s.tps = double(s.queries) / (double(span_ns) / kNsPerS);
-}
 
 // Mean spacing of rows in a tick table, or 1/hz when there are fewer than 2.
 std::int64_t tick_period_ns(SQLite::Database& db, const char* table, double hz) {
@@ -293,9 +302,13 @@ struct WindowAcc {
 struct WindowIndex {
   std::vector<std::int64_t> starts;
   std::vector<std::int64_t> ends;
+  // Time windows: their common length (the last may be shorter), so that
+  // find() is a division; 0 for query windows (binary search).
+  std::int64_t uniform_ns = 0;
   // Index of the window holding t, or -1 outside [A, B).
   std::ptrdiff_t find(std::int64_t t) const {
     if (starts.empty() || t < starts.front() || t >= ends.back()) return -1;
+    if (uniform_ns > 0) return static_cast<std::ptrdiff_t>((t - starts.front()) / uniform_ns);
     auto it = std::upper_bound(starts.begin(), starts.end(), t);
     return (it - starts.begin()) - 1;
   }
@@ -313,6 +326,10 @@ void spread(const WindowIndex& wi, std::int64_t t, std::optional<std::int64_t> s
   const std::int64_t from = t - *span_ns;
   auto i = wi.find(std::max(from, wi.starts.front()));
   if (i < 0) return;
+  if (const auto k = static_cast<std::size_t>(i); from >= wi.starts[k] && t <= wi.ends[k]) {
+    add(k, value);  // the whole span in one window (value × span ÷ span)
+    return;
+  }
   for (auto k = static_cast<std::size_t>(i); k < wi.starts.size() && wi.starts[k] < t; ++k) {
     auto overlap = std::min(t, wi.ends[k]) - std::max(from, wi.starts[k]);
     if (overlap <= 0) continue;
@@ -340,63 +357,137 @@ void fill_latency_stats(std::vector<std::int64_t>& lat, Window& w) {
   w.latency_p99_ms = ms(lat[rank - 1]);
 }
 
-// Queries in start order: the query table is clustered by (start_ns, ...),
-// so this reads it in its own order.
-class QueryStream {
- public:
-  struct Row {
-    std::int64_t start_ns = 0;
-    std::int64_t latency_ns = 0;
-    bool error = false;
-  };
-  explicit QueryStream(SQLite::Database& db)
-      : cursor_(db,
-                "SELECT start_ns, latency_ns, sqlstate IS NOT NULL FROM query "
-                "WHERE skipped IS NULL ORDER BY start_ns") {}
-  bool next(Row& out) {
-    if (!cursor_.executeStep()) return false;
-    out = {cursor_.getColumn(0).getInt64(), cursor_.getColumn(1).getInt64(),
-           cursor_.getColumn(2).getInt() != 0};
-    return true;
-  }
-
- private:
-  SQLite::Statement cursor_;
-};
-
-// Pass 1: queries in start order into windows. Holds one window's latencies.
-void build_windows(SQLite::Database& db, const ExplainOptions& opt, Report& report, WindowIndex& wi,
-                   std::int64_t A, std::int64_t B, LatencyHistogram& hist) {
+// Pass 1: the query table in its own order (it is clustered by start_ns), in
+// one scan: the run's totals and percentiles (report.run, hist) and the
+// windows' query figures. Holds one window's latencies (two at a window
+// boundary). Time windows start at the first query sent (A) and are grown as
+// queries arrive; finish_windows() closes them at B once it is known. Rows
+// with skipped = 1 (-R -L --skip-late: never sent) are only counted.
+void scan_queries(SQLite::Database& db, const ExplainOptions& opt, Report& report,
+                  LatencyHistogram& hist, std::int64_t& distinct_clients) {
+  auto& s = report.run;
   auto& windows = report.windows;
-  QueryStream q(db);
-  QueryStream::Row row;
-  std::vector<std::int64_t> lat;
-  if (report.query_windows) {
-    const auto n = *opt.every_queries;
-    Window cur;
-    std::int64_t cur_end = 0;
-    auto close = [&] {
-      fill_latency_stats(lat, cur);
-      cur.duration_s = double(cur_end - cur.start_ns) / kNsPerS;
-      if (cur_end > cur.start_ns) cur.tps = double(cur.queries) / cur.duration_s;
-      windows.push_back(cur);
-      lat.clear();
-      cur = Window{};
-    };
-    while (q.next(row)) {
-      auto start = row.start_ns;
-      auto latency = row.latency_ns;
-      hist.add(latency);
+  schema::Cursor row(db,
+                     "SELECT start_ns, latency_ns, sqlstate IS NOT NULL, skipped IS NOT NULL, "
+                     "client_id FROM query ORDER BY start_ns");
+  std::vector<std::int64_t> lat, prev_lat;
+  std::int64_t A = 0, B = 0, latency_sum = 0, latency_max = 0;
+  // Query windows (--every N).
+  Window cur;
+  std::int64_t cur_end = 0;
+  // Time windows: the one being filled, and whether there are too many.
+  const auto w = opt.window_ns;
+  std::int64_t open = -1, prev_open = -1;
+  bool too_many = false;
+  auto close_time_window = [&] {
+    if (open < 0 || too_many) return;
+    fill_latency_stats(lat, windows[static_cast<std::size_t>(open)]);
+    std::swap(lat, prev_lat);
+    lat.clear();
+    prev_open = open;
+  };
+  // Distinct client ids (for files that do not record -c): small ids in a
+  // bitmap, any others in a set.
+  std::vector<bool> client_seen;
+  std::unordered_set<std::int64_t> other_clients;
+  while (row.step()) {
+    if (const auto c = row.int64(4); c >= 0 && c < 65536) {
+      if (static_cast<std::size_t>(c) >= client_seen.size()) client_seen.resize(c + 1);
+      if (!client_seen[c]) {
+        client_seen[c] = true;
+        ++distinct_clients;
+      }
+    } else if (other_clients.insert(c).second) {
+      ++distinct_clients;
+    }
+    if (row.int64(3) != 0) {
+      ++s.skipped;
+      continue;
+    }
+    const auto start = row.int64(0);
+    const auto latency = row.int64(1);
+    const bool error = row.int64(2) != 0;
+    if (s.queries == 0) A = B = start;
+    ++s.queries;
+    if (error) ++s.errors;
+    latency_sum += latency;
+    latency_max = s.queries == 1 ? latency : std::max(latency_max, latency);
+    B = std::max(B, start + latency);
+    hist.add(latency);
+    if (opt.every_queries) {
       if (lat.empty()) {
         cur.start_ns = start;
         cur_end = start;
       }
       lat.push_back(latency);
       cur_end = std::max(cur_end, start + latency);
-      if (row.error) ++cur.errors;
-      if (static_cast<std::int64_t>(lat.size()) == n) close();
+      if (error) ++cur.errors;
+      if (static_cast<std::int64_t>(lat.size()) == *opt.every_queries) {
+        fill_latency_stats(lat, cur);
+        cur.duration_s = double(cur_end - cur.start_ns) / kNsPerS;
+        if (cur_end > cur.start_ns) cur.tps = double(cur.queries) / cur.duration_s;
+        windows.push_back(cur);
+        lat.clear();
+        cur = Window{};
+      }
+      continue;
     }
-    if (!lat.empty()) close();
+    const auto i = (start - A) / w;
+    if (i != open) {
+      close_time_window();
+      open = i;
+      if (i >= kMaxWindows) too_many = true;
+      for (auto k = static_cast<std::int64_t>(windows.size()); !too_many && k <= i; ++k) {
+        windows.emplace_back().start_ns = A + k * w;
+      }
+    }
+    if (too_many) continue;
+    lat.push_back(latency);
+    if (error) ++windows[static_cast<std::size_t>(i)].errors;
+  }
+  if (opt.every_queries) {
+    if (!lat.empty()) {
+      fill_latency_stats(lat, cur);
+      cur.duration_s = double(cur_end - cur.start_ns) / kNsPerS;
+      if (cur_end > cur.start_ns) cur.tps = double(cur.queries) / cur.duration_s;
+      windows.push_back(cur);
+    }
+  } else if (s.queries > 0) {
+    B = std::max(B, A + 1);
+    const auto count = std::max<std::int64_t>(1, (B - A + w - 1) / w);
+    if (too_many || count > kMaxWindows) {
+      throw_usage(
+          fmt::format("cannot explain with --window {} ns: {} windows is too many (at most {})", w,
+                      count, kMaxWindows));
+    }
+    if (open >= count) {
+      // Queries sent exactly at B (latency 0) belong to the last window.
+      auto& last = windows[static_cast<std::size_t>(count - 1)];
+      const auto errors = last.errors + windows[static_cast<std::size_t>(open)].errors;
+      if (prev_open == count - 1) lat.insert(lat.end(), prev_lat.begin(), prev_lat.end());
+      windows.resize(static_cast<std::size_t>(count));
+      last = Window{};
+      last.start_ns = A + (count - 1) * w;
+      last.errors = errors;
+      open = count - 1;
+    }
+    close_time_window();
+  }
+  if (s.queries == 0) return;
+  s.latency_mean_ms = double(latency_sum) / double(s.queries) / kNsPerMs;
+  s.latency_max_ms = ms(latency_max);
+  s.query_start_ns = A;
+  s.query_end_ns = B;
+  if (B > A) s.tps = double(s.queries) / (double(B - A) / kNsPerS);
+}
+
+// Closes the windows at B: time windows partition [A, B) (without queries
+// they are made here, over the samples' span); query windows each end where
+// the next starts, the last at B. Fills the window index.
+void finish_windows(const ExplainOptions& opt, Report& report, WindowIndex& wi, std::int64_t A,
+                    std::int64_t B) {
+  auto& windows = report.windows;
+  if (report.query_windows) {
     for (std::size_t i = 0; i < windows.size(); ++i) {
       windows[i].end_ns = i + 1 < windows.size() ? windows[i + 1].start_ns : B;
     }
@@ -414,31 +505,10 @@ void build_windows(SQLite::Database& db, const ExplainOptions& opt, Report& repo
       win.start_ns = A + i * w;
       win.end_ns = std::min(A + (i + 1) * w, B);
       win.duration_s = double(win.end_ns - win.start_ns) / kNsPerS;
-    }
-    std::ptrdiff_t cur = -1;
-    auto close = [&] {
-      if (cur < 0) return;
-      auto& win = windows[static_cast<std::size_t>(cur)];
-      fill_latency_stats(lat, win);
-      lat.clear();
-    };
-    while (q.next(row)) {
-      auto start = row.start_ns;
-      auto i = std::clamp<std::ptrdiff_t>((start - A) / w, 0, count - 1);
-      if (i != cur) {
-        close();
-        cur = i;
-      }
-      const auto latency = row.latency_ns;
-      hist.add(latency);
-      lat.push_back(latency);
-      if (row.error) ++windows[static_cast<std::size_t>(i)].errors;
-    }
-    close();
-    for (auto& win : windows) {
       if (win.duration_s > 0) win.tps = double(win.queries) / win.duration_s;
     }
   }
+  if (!report.query_windows) wi.uniform_ns = opt.window_ns;
   for (auto& win : windows) {
     win.start_offset_s =
         double(win.start_ns - (windows.empty() ? A : windows.front().start_ns)) / kNsPerS;
@@ -563,13 +633,13 @@ void read_processes(SQLite::Database& db, const QueryPath& qp, const WindowIndex
   std::vector<std::int64_t> sample_time;
   std::int64_t first_sample_id = 0;
   {
-    SQLite::Statement ss(db, "SELECT sample_id, time_ns FROM sample ORDER BY sample_id");
-    while (ss.executeStep()) {
-      const auto sid = ss.getColumn(0).getInt64();
+    schema::Cursor ss(db, "SELECT sample_id, time_ns FROM sample ORDER BY sample_id");
+    while (ss.step()) {
+      const auto sid = ss.int64(0);
       if (sample_time.empty()) first_sample_id = sid;
       const auto k = static_cast<std::size_t>(sid - first_sample_id);
       if (k >= sample_time.size()) sample_time.resize(k + 1, INT64_MIN);
-      sample_time[k] = ss.getColumn(1).getInt64();
+      sample_time[k] = ss.int64(1);
     }
   }
   std::int64_t from_id = first_sample_id;
@@ -577,12 +647,40 @@ void read_processes(SQLite::Database& db, const QueryPath& qp, const WindowIndex
          sample_time[static_cast<std::size_t>(from_id - first_sample_id)] <= A) {
     ++from_id;
   }
-  SQLite::Statement st(
-      db, fmt::format("SELECT sample_id, process_id, state, cpu_ns, run_delay_ns, "
-                      "span_ns, wchan, utime_ticks, stime_ticks, {} "
-                      "FROM process_sample WHERE sample_id >= ?1 "
-                      "ORDER BY sample_id, process_id",
-                      has_column(db, "process_sample", "write_bytes") ? "write_bytes" : "NULL"));
+  // The role of each process, by process_id (dense, from 1): one array
+  // lookup a row instead of hash lookups.
+  enum : std::uint8_t {
+    kDriver = 1,
+    kBackend = 2,
+    kMiddle = 4,
+    kThrottled = 8,
+    kCheckpointer = 16,
+  };
+  const auto max_id = db.execAndGet("SELECT coalesce(max(process_id), 0) FROM process").getInt64();
+  const auto n_ids = static_cast<std::size_t>(std::max<std::int64_t>(0, max_id) + 1);
+  std::vector<std::uint8_t> role(n_ids, 0);
+  std::vector<const std::string*> middle_comm(n_ids, nullptr);
+  auto mark = [&](std::int64_t id, std::uint8_t bit) {
+    if (id >= 0 && static_cast<std::size_t>(id) < n_ids) role[static_cast<std::size_t>(id)] |= bit;
+  };
+  if (qp.driver_process_id) mark(*qp.driver_process_id, kDriver);
+  for (auto id : qp.backend_process_ids) mark(id, kBackend);
+  for (const auto& [id, comm] : qp.middle_processes) {
+    mark(id, kMiddle);
+    if (id >= 0 && static_cast<std::size_t>(id) < n_ids)
+      middle_comm[static_cast<std::size_t>(id)] = &comm;
+  }
+  for (auto id : qp.throttled_process_ids) mark(id, kThrottled);
+  for (auto id : qp.checkpointer_ids) mark(id, kCheckpointer);
+
+  schema::Cursor st(
+      db, has_column(db, "process_sample", "write_bytes")
+              ? "SELECT sample_id, process_id, state, cpu_ns, run_delay_ns, span_ns, "
+                "wchan, utime_ticks, stime_ticks, write_bytes, majflt FROM process_sample "
+                "WHERE sample_id >= ?1 ORDER BY sample_id, process_id"
+              : "SELECT sample_id, process_id, state, cpu_ns, run_delay_ns, span_ns, "
+                "wchan, utime_ticks, stime_ticks, NULL, majflt FROM process_sample "
+                "WHERE sample_id >= ?1 ORDER BY sample_id, process_id");
   st.bind(1, from_id);
   // The stallscope process also runs the writer and the samplers: where the
   // sampler recorded its threads, the driver's CPU is its ss-driver/N threads.
@@ -593,8 +691,14 @@ void read_processes(SQLite::Database& db, const QueryPath& qp, const WindowIndex
     any.bind(1, *qp.driver_process_id);
     f.driver_cpu_from_threads = any.executeStep();
   }
-  std::unordered_map<std::int64_t, std::int64_t> cpu_by_process;
-  std::unordered_map<std::int64_t, SingleThreadScan> scans;
+  std::vector<std::int64_t> cpu_by_process(n_ids, 0);
+  std::vector<SingleThreadScan> scans(n_ids);
+  // Query-path rows also feed the memory and kernel-wait facts
+  // (add_path_process_row): role name and whether a futex wait counts.
+  std::unordered_map<std::int64_t, std::pair<std::string, bool>> path_role;
+  for (auto id : qp.backend_process_ids) path_role[id] = {"backend", false};
+  for (const auto& [id, comm] : qp.middle_processes) path_role[id] = {"pooler:" + comm, true};
+  if (qp.driver_process_id) path_role[*qp.driver_process_id] = {"driver", true};
   const auto hot_min = static_cast<std::int64_t>(kSingleThreadMinCores * double(bucket_ns));
   const auto hot_max = static_cast<std::int64_t>(kSingleThreadMaxCores * double(bucket_ns));
   auto flush = [&](SingleThreadScan& sc) {
@@ -609,108 +713,128 @@ void read_processes(SQLite::Database& db, const QueryPath& qp, const WindowIndex
   // Rows this long after B cannot cover any of [A, B) (every process gets a
   // row at least every 10 s).
   constexpr std::int64_t kMaxSpanNs = 60 * kNsPerS;
-  while (st.executeStep()) {
-    const auto k = static_cast<std::size_t>(st.getColumn(0).getInt64() - first_sample_id);
+  while (st.step()) {
+    const auto k = static_cast<std::size_t>(st.int64(0) - first_sample_id);
     if (k >= sample_time.size() || sample_time[k] == INT64_MIN) continue;
     const auto t = sample_time[k];
     if (t - kMaxSpanNs >= B) break;
-    const auto id = st.getColumn(1).getInt64();
-    if (t <= B && !st.getColumn(3).isNull() &&
-        (!qp.is_path(id) || qp.middle_processes.contains(id))) {
-      auto& sc = scans[id];
+    const auto id = st.int64(1);
+    if (id < 0) continue;
+    const auto uid = static_cast<std::size_t>(id);
+    if (uid >= role.size()) {  // a row without a process row: no role
+      role.resize(uid + 1, 0);
+      middle_comm.resize(uid + 1, nullptr);
+      cpu_by_process.resize(uid + 1, 0);
+      scans.resize(uid + 1);
+    }
+    const auto r = role[uid];
+    const bool driver = (r & kDriver) != 0;
+    const bool backend = (r & kBackend) != 0;
+    const bool middle = (r & kMiddle) != 0;
+    if ((driver || backend || middle) && t <= B) {
+      if (auto it = path_role.find(id); it != path_role.end()) {
+        const auto state = st.text(2);
+        add_path_process_row(
+            f, it->second.first, it->second.second, state.empty() ? '?' : state[0],
+            st.is_null(6) ? std::nullopt : std::optional<std::string>(std::string(st.text(6))),
+            st.opt_int64(10));
+      }
+    }
+    const auto cpu_col = st.opt_int64(3);
+    if (t <= B && cpu_col && (!(driver || backend) || middle)) {
+      auto& sc = scans[uid];
       const auto bucket = (t - 1 - A) / bucket_ns;
       if (bucket != sc.bucket) {
         flush(sc);
         sc.bucket = bucket;
       }
-      sc.bucket_cpu_ns += st.getColumn(3).getInt64();
-      sc.total_cpu_ns += st.getColumn(3).getInt64();
+      sc.bucket_cpu_ns += *cpu_col;
+      sc.total_cpu_ns += *cpu_col;
     }
-    const auto span = opt_int64(st.getColumn(5));
-    const bool driver = qp.driver_process_id && id == *qp.driver_process_id;
-    const bool backend = qp.backend_process_ids.contains(id);
-    const auto middle_it = qp.middle_processes.find(id);
-    const bool middle = middle_it != qp.middle_processes.end();
+    const auto span = st.opt_int64(5);
     if (span && t - *span >= B) continue;
     if (!span && t >= B) continue;
     std::int64_t cpu_in_span = 0;
     // schedstat (summed over every thread by the sampler) is exact; the
     // 10 ms /proc/PID/stat ticks are the fallback where schedstat was
     // unreadable.
-    auto cpu = opt_int64(st.getColumn(3));
-    if (!cpu && !st.getColumn(7).isNull() && !st.getColumn(8).isNull() && clock_ticks_per_s > 0) {
-      cpu = (st.getColumn(7).getInt64() + st.getColumn(8).getInt64()) * kNsPerS / clock_ticks_per_s;
+    auto cpu = cpu_col;
+    if (!cpu && !st.is_null(7) && !st.is_null(8) && clock_ticks_per_s > 0) {
+      cpu = (st.int64(7) + st.int64(8)) * kNsPerS / clock_ticks_per_s;
     }
     const bool driver_from_threads = driver && f.driver_cpu_from_threads;
     if (cpu) {
-      spread(wi, t, span, *cpu, [&](std::size_t k, std::int64_t v) {
+      spread(wi, t, span, *cpu, [&](std::size_t w, std::int64_t v) {
         cpu_in_span += v;
-        if (driver && !driver_from_threads) acc[k].driver_cpu_ns += v;
-        if (backend) acc[k].server_cpu_ns += v;
-        if (middle) acc[k].path_cpu_ns[middle_it->second] += v;
+        if (driver && !driver_from_threads) acc[w].driver_cpu_ns += v;
+        if (backend) acc[w].server_cpu_ns += v;
+        if (middle) acc[w].path_cpu_ns[*middle_comm[uid]] += v;
       });
     }
-    cpu_by_process[id] += cpu_in_span;
+    cpu_by_process[uid] += cpu_in_span;
     f.all_cpu_ns += cpu_in_span;
-    if (!driver && !backend) f.other_cpu_ns += cpu_in_span;
-    if (auto delay = opt_int64(st.getColumn(4))) {
-      spread(wi, t, span, *delay, [&](std::size_t k, std::int64_t v) {
+    if (!driver && !backend && !middle) f.other_cpu_ns += cpu_in_span;  // poolers: path_cpu
+    if (const auto delay = st.opt_int64(4)) {
+      const bool path_delay = (driver && !driver_from_threads) || backend || middle;
+      const bool throttled = (driver || backend || middle) && (r & kThrottled) != 0;
+      spread(wi, t, span, *delay, [&](std::size_t w, std::int64_t v) {
         f.all_run_delay_ns += v;
-        if ((driver && !driver_from_threads) || backend || middle) acc[k].run_delay_ns += v;
-        if ((driver || backend || middle) && qp.throttled_process_ids.contains(id))
-          acc[k].throttled_delay_ns += v;
+        if (path_delay) acc[w].run_delay_ns += v;
+        if (throttled) acc[w].throttled_delay_ns += v;
       });
     }
+    if (!backend && (r & kCheckpointer) == 0) continue;
     const auto at = wi.find(t);
-    const bool in_d = st.getColumn(2).getString() == "D";
-    if (backend && at >= 0 && in_d) {
+    if (at < 0) continue;
+    const auto state = st.text(2);
+    const bool in_d = state == "D";
+    auto& a = acc[static_cast<std::size_t>(at)];
+    if (backend && in_d) {
       ++f.backend_d_rows;
-      auto wchan = st.getColumn(6);
-      const auto w = wchan.isNull() ? std::string("-") : wchan.getString();
-      ++f.backend_d_wchan_rows[w];
-      auto& a = acc[static_cast<std::size_t>(at)];
+      const auto wchan = st.is_null(6) ? std::string("-") : std::string(st.text(6));
+      ++f.backend_d_wchan_rows[wchan];
       ++a.backend_d_rows;
-      ++a.backend_d_wchan_rows[w];
+      ++a.backend_d_wchan_rows[wchan];
     }
-    if (at >= 0 && qp.checkpointer_ids.contains(id)) {
-      auto& a = acc[static_cast<std::size_t>(at)];
+    if ((r & kCheckpointer) != 0) {
       if (in_d) ++a.checkpointer_d_rows;
-      if (!st.getColumn(9).isNull()) a.checkpointer_write_bytes += st.getColumn(9).getInt64();
+      if (!st.is_null(9)) a.checkpointer_write_bytes += st.int64(9);
     }
   }
   if (f.driver_cpu_from_threads) {
-    SQLite::Statement th(db,
-                         "SELECT sample_id, cpu_ns, run_delay_ns, span_ns FROM thread_sample "
-                         "WHERE process_id = ? AND comm LIKE 'ss-driver/%' AND sample_id >= ? "
-                         "ORDER BY sample_id");
+    schema::Cursor th(db,
+                      "SELECT sample_id, cpu_ns, run_delay_ns, span_ns FROM thread_sample "
+                      "WHERE process_id = ?1 AND comm LIKE 'ss-driver/%' AND sample_id >= ?2 "
+                      "ORDER BY sample_id");
     th.bind(1, *qp.driver_process_id);
     th.bind(2, from_id);
-    while (th.executeStep()) {
-      const auto k = static_cast<std::size_t>(th.getColumn(0).getInt64() - first_sample_id);
+    while (th.step()) {
+      const auto k = static_cast<std::size_t>(th.int64(0) - first_sample_id);
       if (k >= sample_time.size() || sample_time[k] == INT64_MIN) continue;
       const auto t = sample_time[k];
-      const auto span = opt_int64(th.getColumn(3));
+      const auto span = th.opt_int64(3);
       if ((span && t - *span >= B) || (!span && t >= B)) continue;
-      if (auto cpu = opt_int64(th.getColumn(1))) {
+      if (auto cpu = th.opt_int64(1)) {
         spread(wi, t, span, *cpu,
                [&](std::size_t w, std::int64_t v) { acc[w].driver_cpu_ns += v; });
       }
-      if (auto delay = opt_int64(th.getColumn(2))) {
+      if (auto delay = th.opt_int64(2)) {
         spread(wi, t, span, *delay,
                [&](std::size_t w, std::int64_t v) { acc[w].run_delay_ns += v; });
       }
     }
   }
   std::vector<std::int64_t> hot_ids;
-  for (auto& [id, sc] : scans) {
+  for (std::size_t id = 0; id < scans.size(); ++id) {
+    auto& sc = scans[id];
+    if (sc.bucket < 0) continue;
     flush(sc);
-    if (sc.cand.hot_buckets > 0) hot_ids.push_back(id);
+    if (sc.cand.hot_buckets > 0) hot_ids.push_back(static_cast<std::int64_t>(id));
   }
-  std::sort(hot_ids.begin(), hot_ids.end());
   {
     SQLite::Statement proc(db, "SELECT pid, comm FROM process WHERE process_id = ?");
     for (auto id : hot_ids) {
-      auto& sc = scans[id];
+      auto& sc = scans[static_cast<std::size_t>(id)];
       sc.cand.process.process_id = id;
       sc.cand.process.cpu_ns = sc.total_cpu_ns;
       sc.cand.bucket_ns = bucket_ns;
@@ -725,8 +849,10 @@ void read_processes(SQLite::Database& db, const QueryPath& qp, const WindowIndex
   }
   // The processes off the query path that used the most CPU.
   std::vector<std::pair<std::int64_t, std::int64_t>> others;
-  for (auto [id, cpu] : cpu_by_process) {
-    if (!qp.is_path(id) && cpu > 0) others.emplace_back(id, cpu);
+  for (std::size_t id = 0; id < cpu_by_process.size(); ++id) {
+    const auto cpu = cpu_by_process[id];
+    if (!qp.is_path(static_cast<std::int64_t>(id)) && cpu > 0)
+      others.emplace_back(static_cast<std::int64_t>(id), cpu);
   }
   std::sort(others.begin(), others.end(), [](auto& x, auto& y) {
     return x.second != y.second ? x.second > y.second : x.first < y.first;
@@ -863,9 +989,13 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
   }
   try {
     Report report;
+    PassClock clock;
     auto run = read_run(db);
     report.run = run.summary;
-    read_query_totals(db, report.run);
+    LatencyHistogram hist;
+    std::int64_t query_clients = 0;
+    scan_queries(db, options, report, hist, query_clients);
+    clock.lap("queries");
 
     Facts f;
     f.has_queries = report.run.queries > 0;
@@ -912,11 +1042,13 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
           "--every needs queries and this file has none: windows are by time instead.");
     }
 
+    clock.lap("periods, span");
     auto qp = find_query_path(db, run);
     if (f.has_queries) find_middle_processes(db, options, qp, A, B, report.notes);
     f.backends_on_host = !qp.backend_process_ids.empty();
     const bool use_pids = !qp.backend_pids.empty();
 
+    clock.lap("query path");
     read_cgroups(db, qp, f, A, B);
     {
       SQLite::Statement ck(db,
@@ -926,19 +1058,23 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
     }
 
     WindowIndex wi;
-    LatencyHistogram hist;
-    build_windows(db, options, report, wi, A, B, hist);
+    finish_windows(options, report, wi, A, B);
+    clock.lap("cgroups, checkpointer");
     if (auto p50 = hist.percentile(0.50)) report.run.latency_p50_ms = ms(*p50);
     if (auto p99 = hist.percentile(0.99)) report.run.latency_p99_ms = ms(*p99);
     std::vector<WindowAcc> acc(report.windows.size());
     read_host(db, wi, acc, A, B);
+    clock.lap("host samples");
     read_ash(db, qp, use_pids, wi, acc, f, A, B);
+    clock.lap("ash");
     read_processes(db, qp, wi, acc, f, A, B,
                    db.execAndGet("SELECT clock_ticks_per_s FROM run").getInt64(),
                    report.query_windows ? kNsPerS : options.window_ns, run.stallscope_pid);
+    clock.lap("processes");
+    read_path_facts(db, {qp.driver_process_id, qp.backend_process_ids, qp.middle_processes}, f, A,
+                    B);
 
-    const int clients = report.run.clients.value_or(
-        static_cast<int>(db.execAndGet("SELECT count(DISTINCT client_id) FROM query").getInt64()));
+    const int clients = report.run.clients.value_or(static_cast<int>(query_clients));
     WindowAcc total;
     f.window_wait_share.resize(report.windows.size());
     f.window_steal_share.resize(report.windows.size());
@@ -1080,6 +1216,7 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
           "Run-queue delay of the query path is charged to server_cpu, client_cpu and runqueue in "
           "proportion to the CPU each of backends, driver and other processes used.");
     }
+    clock.lap("path facts, windows");
     report.findings = find(report, f);
     // The blocker's latest query text (files from before pg_query_text: none).
     const bool texts = has_column(db, "pg_query_text", "query") &&
@@ -1100,6 +1237,7 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
       auto state = blocker.getColumn(1).getString();
       return state.empty() ? q : fmt::format("{} ({})", q, state);
     });
+    clock.lap("findings, stalls");
     return report;
   } catch (const SQLite::Exception& e) {
     throw Error(ErrorKind::sqlite, fmt::format("cannot read {}: {}", store.path(), e.what()),

@@ -60,9 +60,12 @@ struct RunSummary {
   std::optional<std::string> sql;
   std::optional<std::string> server_version;
   std::optional<std::string> end_reason;
-  double hz = 0;                               // sampling rate asked for
-  std::int64_t queries = 0;                    // rows in `query`
-  std::int64_t errors = 0;                     // of those, with a SQLSTATE
+  double hz = 0;             // sampling rate asked for
+  std::int64_t queries = 0;  // rows in `query` that were sent
+  std::int64_t errors = 0;   // of those, with a SQLSTATE
+  // Rows with skipped = 1 (-R -L --skip-late: too late at their turn, never
+  // sent); not counted in queries, errors, throughput or latency.
+  std::int64_t skipped = 0;
   std::optional<std::int64_t> query_start_ns;  // first query sent
   std::optional<std::int64_t> query_end_ns;    // last query answered
   std::optional<double> tps;                   // queries ÷ query span, 1/s
@@ -139,7 +142,8 @@ using Evidence = std::vector<std::pair<std::string, EvidenceValue>>;
 
 struct Finding {
   std::string kind;  // client_cpu, server_cpu, single_thread, runqueue, steal, io_wait, lock_wait,
-                     // lwlock_wait, network_roundtrip
+                     // lwlock_wait, memory_pressure, kernel_wait, connection_setup,
+                     // network_roundtrip
   double score = 0;  // share of client time it explains, 0–1
   std::int64_t start_ns = 0;  // span where the signal was seen, wall clock
   std::int64_t end_ns = 0;
@@ -183,8 +187,46 @@ struct HostSummary {
   std::optional<double> cpu_steal_pct;
 };
 
+// Client + server: how the server file's clock was mapped to the client's.
+// Source: the run file's clock_offset table (the driver's bracketed
+// clock_timestamp() round trips; offset = server clock − client clock).
+struct ClockAlignment {
+  std::int64_t estimates = 0;  // clock_offset rows in the run file (0: no shift applied)
+  // Each server time t maps to t − offset of the estimate nearest in time.
+  // Shown: the estimate nearest the middle of the queries, its ± bound, and
+  // the range of the offsets applied.
+  std::optional<std::int64_t> offset_ns;
+  std::optional<std::int64_t> uncertainty_ns;
+  std::optional<std::int64_t> offset_min_ns;
+  std::optional<std::int64_t> offset_max_ns;
+};
+
+// Two runs of the same workload (e.g. through a pooler and direct): their
+// throughput and latency side by side (explain run.db baseline.db, both
+// `run` files).
+struct RunComparison {
+  struct Side {
+    std::string path;
+    std::string label;  // "through <comm>" when a pooler was on its query path, else "direct";
+                        // the file name when that does not tell the runs apart
+    std::int64_t queries = 0;
+    std::optional<int> clients;
+    std::optional<double> tps;
+    std::optional<double> latency_mean_ms;
+    std::optional<double> latency_p99_ms;
+  };
+  Side run;                              // the first file (the report's own run)
+  Side baseline;                         // the second file
+  std::optional<double> tps_ratio;       // run tps ÷ baseline tps
+  std::optional<double> tps_change_pct;  // (ratio − 1) × 100: negative = the run is slower
+  // "through pgbouncer: 6,120 tps vs 9,840 tps direct (-38%)"
+  std::string summary;
+};
+
 struct Report {
   RunSummary run;
+  std::optional<RunComparison> comparison;    // explain with two run files
+  std::optional<ClockAlignment> clock;        // explain_pair only
   std::vector<HostSummary> hosts;             // explain_pair only: client host, then server host
   bool query_windows = false;                 // windows of N queries (--every) rather than time
   std::optional<std::int64_t> window_ns;      // time windows: their length
@@ -203,12 +245,18 @@ Report explain(schema::Store& store, const ExplainOptions& options);
 // Client + server: `client` is a run file (queries, the driver's host), and
 // `server_path` a file recorded on the database host (`record`) at the same
 // time. Host, process and ASH figures come from the server file (attached
-// read-only, its tables shadowed by temporary views for the analysis); the
-// driver's CPU from the client file. Both hosts are assumed to share one clock
-// (the run file holds no offset estimate yet) and a note says so. Throws
-// Error(usage) with one line when the files' time ranges do not overlap.
+// read-only, its tables shadowed by temporary views for the analysis, whose
+// wall-clock columns are shifted to the client's clock by the run file's
+// clock_offset estimate nearest in time: client_ns = server_ns − offset_ns);
+// the driver's CPU from the client file. Without estimates no shift is
+// applied and a note says so. Throws Error(usage) with one line when the
+// files' time ranges (after the shift) do not overlap.
 Report explain_pair(schema::Store& client, const std::string& server_path,
                     const ExplainOptions& options);
+// Compares `run` (explained from run_path) with `baseline`: both runs'
+// throughput and latency, their tps ratio and a one-line summary.
+RunComparison compare_runs(const Report& run, const std::string& run_path, const Report& baseline,
+                           const std::string& baseline_path);
 // Writes the findings and stalls into the run file's `finding` and `stall`
 // tables (creating them in files made before they existed), replacing any rows
 // of an earlier explain, in one transaction. Throws Error(sqlite) on failure.

@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "correlate/correlate.h"
@@ -52,11 +54,26 @@ inline constexpr std::size_t kStallMinWindows = 5;
 // Perturbation: a window is flagged when the sampler used more than this
 // share of one core in it.
 inline constexpr double kPerturbationMaxCoreShare = 0.05;
+// A backend that lived less than this is short-lived (evidence of
+// connection_setup).
+inline constexpr std::int64_t kShortLivedBackendNs = 1'000'000'000;
 // Upper bound on the number of windows a report may hold.
 inline constexpr std::int64_t kMaxWindows = 10'000'000;
 
 inline constexpr std::int64_t kNsPerS = 1'000'000'000;
 inline constexpr double kNsPerMs = 1e6;
+
+// Kernel wait channel families (notes/diagnosis.md; matched by prefix or
+// substring, never one exact name, since names change between kernels).
+enum class WchanFamily {
+  none,     // running / no wchan ("0", "-", empty)
+  storage,  // page I/O, fsync, journal, block layer, dirty throttling: io_wait
+  memory,   // reclaim, swap, memory cgroup over its mark, compaction: memory_pressure
+  latch,    // epoll/poll/select and socket reads: idle, heavyweight lock, waiting for the peer
+  futex,    // futex: an LWLock semaphore inside PostgreSQL (lwlock_wait via ASH)
+  other,    // anything else (a full pipe, a socket send buffer, a timer…): kernel_wait
+};
+WchanFamily wchan_family(std::string_view wchan);
 
 // Wait classes (pg_stat_activity.wait_event_type) that are not server waits
 // on the query path: the backend waiting for the client, or a background
@@ -90,6 +107,47 @@ struct SingleThreadCandidate {
   std::int64_t bucket_ns = 0;
   std::int64_t first_hot_ns = 0;
   std::int64_t last_hot_end_ns = 0;
+};
+
+// memory_pressure inputs (facts_path.cpp), over the analysed span.
+struct MemoryFacts {
+  std::int64_t rows = 0;          // host_memory_sample rows in the span
+  std::int64_t psi_span_ns = 0;   // wall time covered by rows with PSI memory
+  std::int64_t psi_some_us = 0;   // PSI memory "some" stall time
+  std::int64_t psi_full_us = 0;   // PSI memory "full" stall time
+  std::int64_t major_faults = 0;  // host pgmajfault
+  std::int64_t swap_in_pages = 0;
+  std::int64_t swap_out_pages = 0;
+  std::int64_t path_majflt = 0;         // major faults of query-path processes
+  std::int64_t path_memory_d_rows = 0;  // path rows in D with a memory-family wchan
+  std::map<std::string, std::int64_t> path_memory_wchan_rows;
+};
+
+// kernel_wait inputs (facts_path.cpp): query-path rows (backends, driver
+// threads, poolers) in S or D with a wchan of WchanFamily::other — and, for
+// the driver and poolers, futex (a futex outside PostgreSQL).
+struct KernelWaitFacts {
+  std::int64_t rows = 0;
+  // "role wchan" (role: backend, driver, pooler:<comm>) → rows, for evidence.
+  std::map<std::string, std::int64_t> rows_by_wait;
+};
+
+// connection_setup inputs (facts_path.cpp): driver connections opened during
+// the queries (client rows with connect_ns in the span).
+struct ConnectionFacts {
+  std::int64_t connections = 0;
+  std::int64_t queries = 0;               // transactions in the span (to tell -C runs)
+  std::int64_t connect_latency_ns = 0;    // their summed connect latency
+  std::int64_t short_lived_backends = 0;  // sampled backends of them living < kShortLivedBackendNs
+  std::int64_t sampled_backends = 0;      // sampled backends among them
+  std::optional<std::int64_t> first_query_gap_ns;  // mean: connected → first query sent on it
+};
+
+// The query path's processes, for the facts gathered outside correlate.cpp.
+struct PathRoles {
+  const std::optional<std::int64_t>& driver_process_id;
+  const std::unordered_set<std::int64_t>& backend_process_ids;
+  const std::unordered_map<std::int64_t, std::string>& middle_processes;  // poolers: id → comm
 };
 
 struct Facts {
@@ -133,7 +191,24 @@ struct Facts {
   std::int64_t cgroup_throttled_ns = 0;  // its cpu.stat throttled time in the span
   std::int64_t cgroup_nr_throttled = 0;  // its throttled periods in the span
   std::int64_t cgroup_nr_periods = 0;    // its enforcement periods in the span
+  // Gathered by read_path_facts (facts_path.cpp).
+  MemoryFacts memory;
+  KernelWaitFacts kernel;
+  ConnectionFacts connections;
 };
+
+// Reads the memory, kernel-wait and connection facts of the span [A, B)
+// (facts_path.cpp): per query-path process through the process_sample index,
+// so its cost follows the path's rows, not the host's.
+void read_path_facts(SQLite::Database& db, const PathRoles& path, Facts& f, std::int64_t A,
+                     std::int64_t B);
+// One process_sample row (tick in (A, B]) of a query-path process, from
+// read_processes' single scan of that table: role "backend" (futex_counts
+// false), "pooler:<comm>" (true) or "driver" (its major faults only; the
+// driver's states come from its threads, read by read_path_facts).
+void add_path_process_row(Facts& f, const std::string& role, bool futex_counts, char state,
+                          const std::optional<std::string>& wchan,
+                          std::optional<std::int64_t> majflt);
 
 // Per window, what a stall explanation compares with the typical windows.
 struct WindowSignals {

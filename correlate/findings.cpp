@@ -69,27 +69,58 @@ struct Context {
 // Run-queue delay of the query path, charged to whoever used the CPU: a
 // saturated host delays the query path because of the backends', the
 // driver's or other processes' CPU demand, in proportion to each.
-struct RunDelayCharge {
+struct Charge {
   std::int64_t backends_ns = 0, driver_ns = 0, others_ns = 0;
 };
+struct RunDelayCharge {
+  Charge delay;      // the query path's run delay (less what cpu_throttle claims)
+  Charge remainder;  // on a saturated host: the remainder, as unmeasured contention
+};
+// A connection per transaction (-C): connections opened during the queries
+// are at least half the transactions.
+bool connection_per_transaction(const Facts& f, std::int64_t queries) {
+  return f.connections.connections > 0 && 2 * f.connections.connections >= queries;
+}
+
 // Run delay that cpu_throttle claims (a quota, not contention) is left out.
 // A closed loop has at most one runnable query-path task per client (each
 // client waits for its backend), so with clients ≤ cores the path cannot queue
 // behind itself: while processes off the path used at least
-// kRunqueueMinOtherCores, all of its run delay is charged to them.
-RunDelayCharge charge_run_delay(const Accounting& a, const Facts& f) {
+// kRunqueueMinOtherCores, all of its run delay is charged to them. Poolers'
+// CPU is the path's own demand: it takes a share of the charge that no
+// finding claims. On a CPU-saturated host (busy ≥ kRoundtripMaxHostBusyShare)
+// with driver threads serving several clients each (clients > threads) and
+// without a pooler on the path, the remainder is not a round trip but
+// contention the counters do not attribute — clients queued behind a driver
+// thread that itself waited for a CPU — and is charged the same way. With
+// one client per thread that queue cannot form (the remainder stays a round
+// trip); behind a pooler the remainder holds the time queries wait in the
+// pooler; with -C it is connection set-up.
+RunDelayCharge charge_run_delay(const Accounting& a, const Facts& f, std::int64_t queries) {
   const double o = double(f.other_cpu_ns + a.sampler_cpu_ns);
   const bool path_fits = a.clients > 0 && a.clients <= f.cores && a.wall_ns > 0 &&
                          o / double(a.wall_ns) >= kRunqueueMinOtherCores;
   const double b = path_fits ? 0.0 : double(a.server_cpu_ns),
-               d = path_fits ? 0.0 : double(a.driver_cpu_ns);
-  const double total = b + d + o;
-  const auto contended_ns = std::max<std::int64_t>(
-      0, a.run_delay_ns - std::min(a.run_delay_ns, f.throttled_run_delay_ns));
-  const double r = double(contended_ns);
-  if (total <= 0) return {0, 0, contended_ns};
-  return {static_cast<std::int64_t>(r * b / total), static_cast<std::int64_t>(r * d / total),
-          static_cast<std::int64_t>(r * o / total)};
+               d = path_fits ? 0.0 : double(a.driver_cpu_ns),
+               m = path_fits ? 0.0 : double(a.path_cpu_ns);
+  const double total = b + d + m + o;
+  auto split = [&](std::int64_t ns) -> Charge {
+    if (total <= 0) return {0, 0, ns};
+    const double r = double(ns);
+    return {static_cast<std::int64_t>(r * b / total), static_cast<std::int64_t>(r * d / total),
+            static_cast<std::int64_t>(r * o / total)};
+  };
+  RunDelayCharge out;
+  out.delay = split(std::max<std::int64_t>(
+      0, a.run_delay_ns - std::min(a.run_delay_ns, f.throttled_run_delay_ns)));
+  const bool saturated = f.host.total_ns > 0 && f.host.busy_share() >= kRoundtripMaxHostBusyShare;
+  const bool multiplexed = f.threads > 0 && a.clients > f.threads;
+  if (saturated && multiplexed && a.path_cpu_by_comm_ns.empty() &&
+      !connection_per_transaction(f, queries)) {
+    out.remainder =
+        split(std::max<std::int64_t>(0, a.remainder_ns - f.connections.connect_latency_ns));
+  }
+  return out;
 }
 
 Finding make(const Context& c, std::string kind, double score) {
@@ -101,27 +132,33 @@ Finding make(const Context& c, std::string kind, double score) {
   return x;
 }
 
-// server_cpu: (backend CPU + run delay charged to backends) ÷ N·W.
+// server_cpu: (backend CPU + run delay and saturated-host remainder charged
+// to backends) ÷ N·W.
 void server_cpu(const Context& c, const RunDelayCharge& rd, std::vector<Finding>& out) {
   if (!c.acc) return;
   const auto& a = *c.acc;
-  auto x = make(c, "server_cpu", c.share(a.server_cpu_ns + rd.backends_ns));
+  const auto queued_ns = rd.delay.backends_ns + rd.remainder.backends_ns;
+  auto x = make(c, "server_cpu", c.share(a.server_cpu_ns + queued_ns));
   if (x.score < kMinScore) return;
   const double busy = c.f.host.busy_share();
   const bool saturated = busy >= kRoundtripMaxHostBusyShare;
+  // Saturated by whom: the query path, or processes off it (then runqueue
+  // names them and "add cores / cheaper queries" is not the first fix).
+  const bool by_others = c.f.other_cpu_ns > a.server_cpu_ns + a.driver_cpu_ns + a.path_cpu_ns;
   x.summary = fmt::format(
       "This run's backends were on CPU for {} of client time ({:.2f} cores) and queued for it for "
       "another {}, with the host {:.0f}% busy on {} cores.",
       pct_text(c.share(a.server_cpu_ns)), c.cores_used(a.server_cpu_ns),
-      pct_text(c.share(rd.backends_ns)), 100 * busy, c.f.cores);
+      pct_text(c.share(queued_ns)), 100 * busy, c.f.cores);
   x.evidence = {{"server_cpu_share", round4(c.share(a.server_cpu_ns))},
-                {"run_delay_charged_share", round4(c.share(rd.backends_ns))},
+                {"run_delay_charged_share", round4(c.share(rd.delay.backends_ns))},
+                {"remainder_charged_share", round4(c.share(rd.remainder.backends_ns))},
                 {"backend_cpu_cores", c.cores_used(a.server_cpu_ns)},
                 {"backend_cpu_per_query_ms", c.per_query_ms(a.server_cpu_ns)},
                 {"host_cpu_busy_pct", round4(100 * busy)},
                 {"cores", std::int64_t{c.f.cores}},
                 {"server_cpu_source", std::string(c.f.backends_on_host ? "schedstat" : "ash")}};
-  x.suggestion = saturated
+  x.suggestion = saturated && !by_others
                      ? "The server's CPUs are the limit: make each query cheaper (EXPLAIN ANALYZE, "
                        "indexes, prepared statements to skip planning) or add cores; more clients "
                        "will only queue."
@@ -130,11 +167,13 @@ void server_cpu(const Context& c, const RunDelayCharge& rd, std::vector<Finding>
   out.push_back(std::move(x));
 }
 
-// client_cpu: (driver CPU + run delay charged to the driver) ÷ N·W.
+// client_cpu: (driver CPU + run delay and saturated-host remainder charged to
+// the driver) ÷ N·W.
 void client_cpu(const Context& c, const RunDelayCharge& rd, std::vector<Finding>& out) {
   if (!c.acc) return;
   const auto& a = *c.acc;
-  auto x = make(c, "client_cpu", c.share(a.driver_cpu_ns + rd.driver_ns));
+  const auto queued_ns = rd.delay.driver_ns + rd.remainder.driver_ns;
+  auto x = make(c, "client_cpu", c.share(a.driver_cpu_ns + queued_ns));
   if (x.score < kMinScore) return;
   const double cores = c.cores_used(a.driver_cpu_ns);
   const bool saturated = cores >= kSingleThreadMinCores * c.f.threads;
@@ -142,9 +181,10 @@ void client_cpu(const Context& c, const RunDelayCharge& rd, std::vector<Finding>
       "The driver (stallscope, {} thread{}) used {:.2f} cores, {} of client time, and queued for "
       "CPU for another {}.",
       c.f.threads, c.f.threads == 1 ? "" : "s", cores, pct_text(c.share(a.driver_cpu_ns)),
-      pct_text(c.share(rd.driver_ns)));
+      pct_text(c.share(queued_ns)));
   x.evidence = {{"driver_cpu_share", round4(c.share(a.driver_cpu_ns))},
-                {"run_delay_charged_share", round4(c.share(rd.driver_ns))},
+                {"run_delay_charged_share", round4(c.share(rd.delay.driver_ns))},
+                {"remainder_charged_share", round4(c.share(rd.remainder.driver_ns))},
                 {"driver_cpu_cores", cores},
                 {"threads", std::int64_t{c.f.threads}},
                 {"driver_cpu_per_query_ms", c.per_query_ms(a.driver_cpu_ns)},
@@ -156,13 +196,14 @@ void client_cpu(const Context& c, const RunDelayCharge& rd, std::vector<Finding>
   out.push_back(std::move(x));
 }
 
-// runqueue: run delay charged to processes off the query path ÷ N·W; record
-// files: all processes' run delay ÷ (their CPU + run delay).
+// runqueue: run delay (and saturated-host remainder) charged to processes off
+// the query path ÷ N·W; record files: all processes' run delay ÷ (their CPU +
+// run delay). Names the top three processes off the path with their CPU.
 void runqueue(const Context& c, const RunDelayCharge& rd, std::vector<Finding>& out) {
   double score = 0;
   std::int64_t delay_ns = 0;
   if (c.acc) {
-    score = c.share(rd.others_ns);
+    score = c.share(rd.delay.others_ns + rd.remainder.others_ns);
     delay_ns = c.acc->run_delay_ns;
   } else {
     score = ratio(double(c.f.all_run_delay_ns), double(c.f.all_cpu_ns + c.f.all_run_delay_ns));
@@ -170,9 +211,12 @@ void runqueue(const Context& c, const RunDelayCharge& rd, std::vector<Finding>& 
   }
   auto x = make(c, "runqueue", score);
   if (x.score < kMinScore) return;
-  std::string top = c.f.top_other.empty()
-                        ? std::string("none sampled")
-                        : fmt::format("{} (pid {})", c.f.top_other[0].comm, c.f.top_other[0].pid);
+  std::string top;
+  for (const auto& p : c.f.top_other) {
+    top += fmt::format("{}{} (pid {}) {:.2f} cores", top.empty() ? "" : ", ", p.comm, p.pid,
+                       c.cores_used(p.cpu_ns));
+  }
+  if (top.empty()) top = "none sampled";
   x.summary =
       c.acc
           ? fmt::format(
@@ -190,7 +234,9 @@ void runqueue(const Context& c, const RunDelayCharge& rd, std::vector<Finding>& 
     x.evidence.insert(x.evidence.begin(),
                       {"run_delay_share", round4(c.share(c.acc->run_delay_ns))});
     x.evidence.insert(x.evidence.begin() + 1,
-                      {"run_delay_charged_share", round4(c.share(rd.others_ns))});
+                      {"run_delay_charged_share", round4(c.share(rd.delay.others_ns))});
+    x.evidence.insert(x.evidence.begin() + 2,
+                      {"remainder_charged_share", round4(c.share(rd.remainder.others_ns))});
   }
   for (std::size_t i = 0; i < c.f.top_other.size(); ++i) {
     const auto& p = c.f.top_other[i];
@@ -281,20 +327,34 @@ std::int64_t wal_queue_rows(const Facts& f) {
   return it == f.ash_event_rows.end() ? 0 : it->second;
 }
 
+// classes: the wait classes counted (the first names the finding's main
+// one; lock_wait also counts BufferPin: a backend waiting for other
+// sessions to drop their pin on a buffer is a lock-like wait on them).
 // excluded_rows: rows of the class another rule claims (WALWrite for io_wait).
-void ash_class(const Context& c, const std::string& cls, const std::string& kind,
+void ash_class(const Context& c, const std::vector<std::string>& classes, const std::string& kind,
                const std::string& what, const std::string& suggestion, std::int64_t excluded_rows,
                std::vector<Finding>& out) {
-  const auto rows = std::max<std::int64_t>(0, class_rows(c.f, cls) - excluded_rows);
+  std::int64_t all_rows = 0;
+  for (const auto& cls : classes) all_rows += class_rows(c.f, cls);
+  const auto rows = std::max<std::int64_t>(0, all_rows - excluded_rows);
   const auto ns = rows * c.f.ash_period_ns;
   auto x = make(c, kind, c.acc ? c.share(ns) : ratio(double(rows), double(c.f.ash_rows)));
   if (x.score < kMinScore) return;
   std::tie(x.start_ns, x.end_ns) = signal_span(c.r, c.f, [&](std::size_t i) {
-    auto it = c.f.window_wait_share[i].find(cls);
-    if (it == c.f.window_wait_share[i].end()) return 0.0;
-    return c.acc ? it->second : (it->second > 0 ? 1.0 : 0.0);
+    double share = 0;
+    for (const auto& cls : classes) {
+      auto it = c.f.window_wait_share[i].find(cls);
+      if (it != c.f.window_wait_share[i].end()) share += it->second;
+    }
+    return c.acc ? share : (share > 0 ? 1.0 : 0.0);
   });
-  auto [top, top_rows] = top_event_of_class(c.f, cls);
+  std::pair<std::string, std::int64_t> best{"", 0};
+  for (const auto& cls : classes) {
+    auto cand = top_event_of_class(c.f, cls);
+    if (cand.second > best.second) best = cand;
+  }
+  auto [top, top_rows] = best;
+  const auto& cls = classes.front();
   if (excluded_rows > 0 && top == "LWLock:WALWrite") {
     top_rows -= excluded_rows;  // claimed by io_wait; name the next event instead
     for (const auto& [label, n] : c.f.ash_event_rows) {
@@ -317,6 +377,12 @@ void ash_class(const Context& c, const std::string& cls, const std::string& kind
                 {"top_wait_event", top},
                 {"top_wait_event_samples", top_rows},
                 {"ash_period_ms", round4(double(c.f.ash_period_ns) / kNsPerMs)}};
+  for (std::size_t i = 1; i < classes.size(); ++i) {
+    std::string name = classes[i];
+    std::transform(name.begin(), name.end(), name.begin(),
+                   [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    x.evidence.emplace_back(fmt::format("ash_{}_samples", name), class_rows(c.f, classes[i]));
+  }
   x.suggestion = suggestion;
   out.push_back(std::move(x));
 }
@@ -331,7 +397,13 @@ void io_wait(const Context& c, std::vector<Finding>& out) {
   const auto ash_rows = class_rows(c.f, "IO");
   const auto wal_queue = wal_queue_rows(c.f);
   const auto ash_ns = (ash_rows + wal_queue) * c.f.ash_period_ns;
-  const auto d_ns = c.f.backend_d_rows * c.f.sample_period_ns;
+  // D state on a wchan of another family (reclaim, a pipe) is not storage.
+  std::int64_t d_rows = 0;
+  for (const auto& [w, n] : c.f.backend_d_wchan_rows) {
+    const auto family = wchan_family(w);
+    if (family == WchanFamily::storage || family == WchanFamily::none) d_rows += n;
+  }
+  const auto d_ns = d_rows * c.f.sample_period_ns;
   const auto io_ns = std::max(ash_ns, d_ns);
   const double iowait_share =
       ratio(double(h.iowait_ns), double(h.busy_ns + h.iowait_ns + h.steal_ns));
@@ -364,7 +436,7 @@ void io_wait(const Context& c, std::vector<Finding>& out) {
                 {"ash_io_samples", ash_rows},
                 {"ash_wal_queue_samples", wal_queue},
                 {"ash_io_s", s(ash_ns)},
-                {"backend_d_state_samples", c.f.backend_d_rows},
+                {"backend_d_state_samples", d_rows},
                 {"backend_d_state_s", s(d_ns)},
                 {"top_wait_event", top},
                 {"top_wchan", wchan},
@@ -415,10 +487,23 @@ void single_thread(const Context& c, std::vector<Finding>& out) {
                   {"otherwise_idle_share", round4(otherwise_idle)},
                   {"cpu_s", s(cand.process.cpu_ns)}};
     if (c.acc) x.evidence.emplace_back("remainder_share", round4(c.share(c.acc->remainder_ns)));
-    x.suggestion =
-        "If this process is on the query path (a pooler, a proxy, a client), it caps "
-        "throughput at one core: run several instances (pgbouncer so_reuseport), "
-        "or bypass it to compare.";
+    const std::string& comm = cand.process.comm;
+    if (comm == "pgbouncer") {
+      x.suggestion = fmt::format(
+          "pgbouncer at {:.0f} % of one core: run more pgbouncer processes with so_reuseport or "
+          "pool on the client.",
+          100 * core_share);
+    } else if (comm == "pgcat" || comm == "odyssey" || comm == "pgpool") {
+      x.suggestion = fmt::format(
+          "{} at {:.0f} % of one core: give it more worker threads or processes, or pool on the "
+          "client.",
+          comm, 100 * core_share);
+    } else {
+      x.suggestion =
+          "If this process is on the query path (a pooler, a proxy, a client), it caps "
+          "throughput at one core: run several instances (pgbouncer so_reuseport), "
+          "or bypass it to compare.";
+    }
     out.push_back(std::move(x));
   }
 }
@@ -432,10 +517,14 @@ void network_roundtrip(const Context& c, const std::vector<Finding>& so_far,
   const auto& a = *c.acc;
   const double busy = c.f.host.busy_share();
   if (c.f.host.total_ns > 0 && busy >= kRoundtripMaxHostBusyShare) return;
-  double claimed = 0;
+  // A saturated single thread (a pooler) and connection set-up (its round
+  // trips: startup, authentication) explain parts of the remainder.
+  double claimed = 0, connect = 0;
   for (const auto& x : so_far) {
     if (x.kind == "single_thread") claimed = std::max(claimed, x.score);
+    if (x.kind == "connection_setup") connect = x.score;
   }
+  claimed += connect;
   const double rem = c.share(a.remainder_ns);
   auto x = make(c, "network_roundtrip", rem - claimed);
   if (x.score < kMinScore) return;
@@ -450,11 +539,165 @@ void network_roundtrip(const Context& c, const std::vector<Finding>& so_far,
                 {"driver_cpu_per_query_ms", c.per_query_ms(a.driver_cpu_ns)},
                 {"host_cpu_busy_pct", round4(100 * busy)},
                 {"clients", std::int64_t{a.clients}}};
-  if (claimed > 0) x.evidence.emplace_back("single_thread_claimed_share", round4(claimed));
+  if (claimed > connect)
+    x.evidence.emplace_back("single_thread_claimed_share", round4(claimed - connect));
+  if (connect > 0) x.evidence.emplace_back("connection_setup_claimed_share", round4(connect));
   x.suggestion =
       "Each query waits for a round trip: send fewer of them (batch statements, "
       "pipeline mode, prepared statements), use a Unix socket or a closer client, or "
       "add clients — a closed loop of N clients does at most N / latency queries per second.";
+  out.push_back(std::move(x));
+}
+
+// The largest entries of a name → rows map as "name (rows)" text.
+std::string top_entries(const std::map<std::string, std::int64_t>& m, std::size_t n) {
+  std::vector<std::pair<std::string, std::int64_t>> v(m.begin(), m.end());
+  std::stable_sort(v.begin(), v.end(), [](auto& x, auto& y) { return x.second > y.second; });
+  std::string out;
+  for (std::size_t i = 0; i < v.size() && i < n; ++i) {
+    out += fmt::format("{}{} ({})", i ? ", " : "", v[i].first, v[i].second);
+  }
+  return out;
+}
+
+// memory_pressure: the larger of (query-path rows in S/D on a memory-family
+// wchan — reclaim, swap, memory cgroup over its mark — × sample period ÷
+// N·W) and PSI memory "full" ÷ wall time (every non-idle task stalled on
+// memory, the query path included). Record files: PSI memory "some" ÷ wall
+// time. Major faults and swap traffic are evidence: a count, not a time.
+void memory_pressure(const Context& c, std::vector<Finding>& out) {
+  const auto& m = c.f.memory;
+  const auto d_ns = m.path_memory_d_rows * c.f.sample_period_ns;
+  const double full = ratio(double(m.psi_full_us) * 1e3, double(m.psi_span_ns));
+  const double some = ratio(double(m.psi_some_us) * 1e3, double(m.psi_span_ns));
+  const double score = c.acc ? std::max(c.share(d_ns), full) : some;
+  auto x = make(c, "memory_pressure", score);
+  if (x.score < kMinScore) return;
+  const double span_s = double(c.wall_ns) / kNsPerS;
+  x.summary = fmt::format(
+      "Memory was short: tasks stalled on memory for {:.0f}% of the time (PSI some; all of them "
+      "at once {:.0f}%), with {} major faults and {} pages swapped in, {} out{}.",
+      100 * some, 100 * full, m.major_faults, m.swap_in_pages, m.swap_out_pages,
+      m.path_memory_d_rows > 0 ? fmt::format("; the query path slept in reclaim or swap ({})",
+                                             top_entries(m.path_memory_wchan_rows, 2))
+                               : std::string());
+  x.evidence = {{"memory_pressure_share", x.score},
+                {"psi_memory_some_share", round4(some)},
+                {"psi_memory_full_share", round4(full)},
+                {"path_memory_wait_samples", m.path_memory_d_rows},
+                {"path_memory_wait_s", s(d_ns)},
+                {"host_major_faults", m.major_faults},
+                {"host_major_faults_per_s", round4(ratio(double(m.major_faults), span_s))},
+                {"path_major_faults", m.path_majflt},
+                {"swap_in_pages", m.swap_in_pages},
+                {"swap_out_pages", m.swap_out_pages}};
+  if (!m.path_memory_wchan_rows.empty())
+    x.evidence.emplace_back("top_wchan", top_entries(m.path_memory_wchan_rows, 3));
+  x.suggestion =
+      "The host (or the server's memory cgroup) is short of memory: stop what else uses it, raise "
+      "memory.limit_in_bytes / memory.max, lower shared_buffers or work_mem so the working set "
+      "fits, and avoid swap for the database.";
+  out.push_back(std::move(x));
+}
+
+// kernel_wait: query-path tasks asleep in the kernel on something that is
+// neither storage, lock nor memory (WchanFamily::other: a full pipe to the
+// log collector, a socket send buffer, a timer; for the driver and poolers
+// also a futex — a futex outside PostgreSQL), rows × sample period; plus the
+// backends' ASH waits of the classes no other kind covers — IPC (another
+// process: parallel workers, synchronous replication), Timeout (pg_sleep,
+// vacuum delay) and Extension — rows × ASH period; ÷ N·W. The two views see
+// different waits (a pipe write has no wait event; an IPC wait sleeps on the
+// latch, a latch family wchan), so they add. Record files: those ASH classes'
+// share of sampled non-idle rows.
+void kernel_wait(const Context& c, std::vector<Finding>& out) {
+  static const std::vector<std::string> kClasses = {"IPC", "Timeout", "Extension"};
+  std::int64_t ash_rows = 0;
+  std::map<std::string, std::int64_t> events;
+  for (const auto& cls : kClasses) {
+    ash_rows += class_rows(c.f, cls);
+    for (const auto& [label, n] : c.f.ash_event_rows) {
+      if (label.starts_with(cls + ":")) events[label] += n;
+    }
+  }
+  const auto os_ns = c.f.kernel.rows * c.f.sample_period_ns;
+  const auto ash_ns = ash_rows * c.f.ash_period_ns;
+  const double score =
+      c.acc ? c.share(os_ns + ash_ns) : ratio(double(ash_rows), double(c.f.ash_rows));
+  auto x = make(c, "kernel_wait", score);
+  if (x.score < kMinScore) return;
+  std::string what;
+  if (!c.f.kernel.rows_by_wait.empty())
+    what = "kernel wait channels " + top_entries(c.f.kernel.rows_by_wait, 3);
+  if (!events.empty())
+    what += (what.empty() ? "" : "; ") + std::string("wait events ") + top_entries(events, 3);
+  x.summary = fmt::format(
+      "Query-path tasks slept on something other than storage, locks or memory for {} of client "
+      "time: {}.",
+      pct_text(x.score), what);
+  x.evidence = {{"kernel_wait_share", x.score},
+                {"os_wait_samples", c.f.kernel.rows},
+                {"os_wait_s", s(os_ns)},
+                {"ash_samples", ash_rows},
+                {"ash_wait_s", s(ash_ns)}};
+  if (!c.f.kernel.rows_by_wait.empty())
+    x.evidence.emplace_back("top_wchan", top_entries(c.f.kernel.rows_by_wait, 3));
+  if (!events.empty()) x.evidence.emplace_back("top_wait_events", top_entries(events, 3));
+  x.suggestion =
+      "Find what the named wait is for: a pipe write is the log collector falling behind (log "
+      "less, or log to a faster place), a socket send the client not reading, a futex a lock in "
+      "the client or pooler, IPC:SyncRep a synchronous standby, Timeout:PgSleep an explicit "
+      "sleep in the workload.";
+  out.push_back(std::move(x));
+}
+
+// connection_setup: the connect latency of the driver connections opened
+// during the queries (client rows with connect_ns in the span; with -C one per
+// transaction) ÷ N·W — connecting (fork, authentication, TLS, backend start)
+// is client time no query used. With a connection per transaction (-C) the
+// remainder is connection set-up too — the handshakes and the new backend's
+// start and cold first query, whose CPU the sampler cannot see (a process's
+// first row has no deltas) — so the score is the larger of the two shares.
+// Evidence: connections per second, mean
+// connect latency against the mean query latency net of it, short-lived
+// backends (sampled, living < kShortLivedBackendNs), connected → first query.
+void connection_setup(const Context& c, std::vector<Finding>& out) {
+  if (!c.acc) return;
+  const auto& k = c.f.connections;
+  if (k.connections == 0) return;
+  const bool per_transaction = connection_per_transaction(c.f, c.r.run.queries);
+  auto x =
+      make(c, "connection_setup",
+           per_transaction ? std::max(c.share(k.connect_latency_ns), c.share(c.acc->remainder_ns))
+                           : c.share(k.connect_latency_ns));
+  if (x.score < kMinScore) return;
+  const double span_s = double(c.wall_ns) / kNsPerS;
+  const double connect_ms = double(k.connect_latency_ns) / double(k.connections) / kNsPerMs;
+  // With -C a transaction's latency includes its connect; net of it:
+  const double latency_ms = c.r.run.latency_mean_ms.value_or(0);
+  const double net_ms =
+      std::max(0.0, latency_ms - double(k.connect_latency_ns) /
+                                     double(std::max<std::int64_t>(1, c.r.run.queries)) / kNsPerMs);
+  x.summary = fmt::format(
+      "Connecting took {} of client time: {} connections ({:.0f}/s) at {:.3f} ms each, against "
+      "{:.3f} ms per query once connected.",
+      pct_text(x.score), k.connections, ratio(double(k.connections), span_s), connect_ms, net_ms);
+  x.evidence = {{"connection_setup_share", x.score},
+                {"connect_latency_share", round4(c.share(k.connect_latency_ns))},
+                {"connections", k.connections},
+                {"connection_per_transaction", std::int64_t{per_transaction ? 1 : 0}},
+                {"connections_per_s", round4(ratio(double(k.connections), span_s))},
+                {"connect_latency_mean_ms", round4(connect_ms)},
+                {"query_latency_net_mean_ms", round4(net_ms)},
+                {"sampled_backends", k.sampled_backends},
+                {"short_lived_backends", k.short_lived_backends}};
+  if (k.first_query_gap_ns)
+    x.evidence.emplace_back("first_query_gap_mean_ms",
+                            round4(double(*k.first_query_gap_ns) / kNsPerMs));
+  x.suggestion =
+      "Connecting costs more than querying: keep connections open (a pool in the application, or "
+      "pgbouncer in transaction mode in front of the server), and check what each connect pays "
+      "(authentication method, TLS handshake, a backend fork).";
   out.push_back(std::move(x));
 }
 
@@ -464,7 +707,7 @@ std::vector<Finding> find(const Report& r, const Facts& f) {
   const Accounting* acc = r.accounting ? &*r.accounting : nullptr;
   Context c{r, f, acc, acc ? double(acc->client_ns) : 0.0, f.span_end_ns - f.span_start_ns};
   RunDelayCharge rd;
-  if (acc) rd = charge_run_delay(*acc, f);
+  if (acc) rd = charge_run_delay(*acc, f, r.run.queries);
   std::vector<Finding> out;
   server_cpu(c, rd, out);
   client_cpu(c, rd, out);
@@ -472,16 +715,19 @@ std::vector<Finding> find(const Report& r, const Facts& f) {
   steal(c, out);
   cpu_throttle(c, out);
   io_wait(c, out);
-  ash_class(c, "Lock", "lock_wait", "heavyweight locks",
+  ash_class(c, {"Lock", "BufferPin"}, "lock_wait", "heavyweight locks",
             "Find the blocker (pg_blocking_pids(), pg_locks): shorten transactions that hold row "
             "locks, avoid updating the same hot row from every client, and look for sessions "
             "idle in transaction.",
             0, out);
   ash_class(
-      c, "LWLock", "lwlock_wait", "internal locks (LWLock)",
+      c, {"LWLock"}, "lwlock_wait", "internal locks (LWLock)",
       "Internal lock contention: for WALWrite batch commits or tune wal_buffers; for "
       "LockManager use fewer partitions or fast-path locks; for BufferContent spread hot pages.",
       wal_queue_rows(f), out);
+  memory_pressure(c, out);
+  kernel_wait(c, out);
+  connection_setup(c, out);
   single_thread(c, out);
   network_roundtrip(c, out, out);
   std::stable_sort(out.begin(), out.end(),

@@ -168,10 +168,13 @@ void render_header(const Report& r, std::ostream& out) {
   if (run.end_reason) fmt::print(out, "ended     {}\n", escape_text(*run.end_reason));
   if (run.queries > 0) {
     fmt::print(out,
-               "queries   {} ({} errors)  tps {}  latency ms: mean {}  p50 {}  p99 {}  max {}\n",
-               run.queries, run.errors, opt_text(run.tps, "{:.1f}"),
-               opt_text(run.latency_mean_ms, "{:.3f}"), opt_text(run.latency_p50_ms, "{:.3f}"),
-               opt_text(run.latency_p99_ms, "{:.3f}"), opt_text(run.latency_max_ms, "{:.3f}"));
+               "queries   {} ({} errors{})  tps {}  latency ms: mean {}  p50 {}  p99 {}  max {}\n",
+               run.queries, run.errors,
+               run.skipped > 0 ? fmt::format(", {} skipped as late, not counted", run.skipped)
+                               : std::string(),
+               opt_text(run.tps, "{:.1f}"), opt_text(run.latency_mean_ms, "{:.3f}"),
+               opt_text(run.latency_p50_ms, "{:.3f}"), opt_text(run.latency_p99_ms, "{:.3f}"),
+               opt_text(run.latency_max_ms, "{:.3f}"));
   } else {
     fmt::print(out, "queries   none (host state only)\n");
   }
@@ -325,6 +328,29 @@ void render_text(const Report& report, std::ostream& out) {
                escape_text(h.host), h.cores, opt_text(h.cpu_busy_pct, "{:.1f}"),
                opt_text(h.cpu_iowait_pct, "{:.1f}"), opt_text(h.cpu_steal_pct, "{:.1f}"));
   }
+  if (const auto& c = report.comparison) {
+    fmt::print(out, "compared  {}\n", escape_text(c->summary));
+    for (const auto* side : {&c->run, &c->baseline}) {
+      fmt::print(out, "          {:<24} {:>9} queries  tps {:>10}  latency ms: mean {}  p99 {}\n",
+                 escape_text(side->label), side->queries, opt_text(side->tps, "{:.1f}"),
+                 opt_text(side->latency_mean_ms, "{:.3f}"),
+                 opt_text(side->latency_p99_ms, "{:.3f}"));
+    }
+  }
+  if (const auto& c = report.clock) {
+    if (c->offset_ns) {
+      fmt::print(out,
+                 "clock     server - client {:+.3f} ms +/- {:.3f} ms (nearest of {} estimates, "
+                 "applied per time; offsets {:+.3f} .. {:+.3f} ms)\n",
+                 double(*c->offset_ns) / kNsPerMs, double(c->uncertainty_ns.value_or(0)) / kNsPerMs,
+                 c->estimates, double(c->offset_min_ns.value_or(0)) / kNsPerMs,
+                 double(c->offset_max_ns.value_or(0)) / kNsPerMs);
+    } else {
+      fmt::print(out,
+                 "clock     no clock-offset estimate in the run file: server times used "
+                 "unshifted\n");
+    }
+  }
   render_windows(report, out);
   render_accounting(report, out);
   render_findings(report, out);
@@ -356,6 +382,7 @@ nlohmann::json to_json(const Report& r) {
   run["hz"] = s.hz;
   run["queries"] = s.queries;
   run["errors"] = s.errors;
+  run["skipped"] = s.skipped;
   run["query_start_ns"] = opt(s.query_start_ns);
   run["query_end_ns"] = opt(s.query_end_ns);
   run["tps"] = opt(s.tps);
@@ -427,6 +454,30 @@ nlohmann::json to_json(const Report& r) {
                             {"cpu_iowait_pct", opt(h.cpu_iowait_pct)},
                             {"cpu_steal_pct", opt(h.cpu_steal_pct)}});
     }
+  }
+  if (const auto& c = r.comparison) {
+    auto side = [&](const RunComparison::Side& x) {
+      return nlohmann::json{{"path", valid_utf8(x.path)},
+                            {"label", valid_utf8(x.label)},
+                            {"queries", x.queries},
+                            {"clients", opt(x.clients)},
+                            {"tps", opt(x.tps)},
+                            {"latency_mean_ms", opt(x.latency_mean_ms)},
+                            {"latency_p99_ms", opt(x.latency_p99_ms)}};
+    };
+    j["comparison"] = {{"run", side(c->run)},
+                       {"baseline", side(c->baseline)},
+                       {"tps_ratio", opt(c->tps_ratio)},
+                       {"tps_change_pct", opt(c->tps_change_pct)},
+                       {"summary", valid_utf8(c->summary)}};
+  }
+  if (const auto& c = r.clock) {
+    j["clock"] = {{"estimates", c->estimates},
+                  {"applied", c->offset_ns.has_value()},
+                  {"offset_ns", opt(c->offset_ns)},
+                  {"uncertainty_ns", opt(c->uncertainty_ns)},
+                  {"offset_min_ns", opt(c->offset_min_ns)},
+                  {"offset_max_ns", opt(c->offset_max_ns)}};
   }
   j["notes"] = std::move(notes);
   return j;

@@ -1,7 +1,10 @@
 #include "driver/driver.h"
 
 #include <libpq-fe.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
@@ -9,6 +12,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <exception>
 #include <mutex>
 #include <random>
@@ -47,6 +51,9 @@ constexpr int kMaxResetAttempts = 6;
 constexpr std::int64_t kFirstBackoffNs = 100'000'000;
 // Asynchronous connects ignore connect_timeout: bound each attempt ourselves.
 constexpr std::int64_t kResetAttemptTimeoutNs = 10'000'000'000;
+
+// --pipeline N: at most this many transactions in flight per connection.
+constexpr int kMaxPipeline = 256;
 
 // SQLSTATEs for failures libpq reports without one.
 constexpr const char* kConnectionFailure = "08006";
@@ -230,6 +237,18 @@ struct Client {
   std::int64_t retry_at_mono_ns = 0;
   std::int64_t reset_started_mono_ns = 0;
   short reset_events = 0;
+  // --pipeline: transactions sent and not yet completed, oldest first.
+  struct InFlight {
+    std::int64_t sent_wall_ns = 0, sent_mono_ns = 0, rows = 0;
+    bool failed = false;
+    std::optional<std::string> sqlstate, error;
+  };
+  std::deque<InFlight> inflight;
+  std::int64_t sent_count = 0;  // --pipeline: transactions sent (for -t)
+  // -r: the SQL command in flight was sent at this time; rows of the
+  // transaction's commands so far (delivered with its query row).
+  std::int64_t statement_sent_mono_ns = 0;
+  std::vector<schema::StatementLatencyRow> statement_rows;
 };
 
 // Serves a fixed set of clients on one thread, closed loop.
@@ -274,7 +293,28 @@ class Worker {
   void script_failed(Client& c, const std::string& message);
   void send_failed(Client& c);  // a PQsend* call failed: record, reconnect
   void record_skipped(Client& c, std::int64_t scheduled_mono_ns, std::int64_t now_ns);
+  // Fills c.query_text (simple) or c.param_text/param_ptrs for SQL command
+  // `cmd`; on an unset variable fails the transaction and returns false.
+  std::optional<std::string> bind_command(Client& c, const Script& script,
+                                          const ScriptCommand& cmd);
+  void pick_script(Client& c);
+  void record_entry(Client& c, Client::InFlight&& f, std::int64_t now_ns);
+  int send_command(Client& c, const ScriptCommand& cmd, std::size_t script, std::size_t command);
+  // --pipeline
+  void pipeline_fill(Client& c, std::int64_t now_ns);
+  bool pipeline_send_one(Client& c);
+  void pipeline_drain(Client& c);
+  void pipeline_complete(Client& c, std::int64_t now_ns);
+  void pipeline_lost(Client& c, std::int64_t now_ns);
+  void sample_tcp(std::int64_t now_ns);
+  void statement_done(Client& c, std::int64_t now_ns);
 
+ public:
+  // -r: per statement id, latency sum and executions (read after run()).
+  std::vector<std::int64_t> statement_sum_ns;
+  std::vector<std::int64_t> statement_count;
+
+ private:
   int threads_;  // threads of the driver (-R shares the rate among them)
   const DriverOptions& options_;
   const Sink& sink_;
@@ -293,7 +333,21 @@ class Worker {
   std::int64_t trigger_mono_ns_ = 0;
   std::mt19937_64 rng_{std::random_device{}()};
   std::exponential_distribution<double> next_gap_{1.0};
+  // -r: statement id of command k of script s (SQL commands only, else -1).
+  std::vector<std::vector<int>> statement_ids_;
+  std::int64_t next_tcp_mono_ns_ = 0;
 };
+
+// Statement ids of the scripts' SQL commands, numbered in script order.
+std::vector<std::vector<int>> number_statements(const std::vector<Script>& scripts) {
+  std::vector<std::vector<int>> ids;
+  int next = 0;
+  for (const auto& s : scripts) {
+    auto& v = ids.emplace_back();
+    for (const auto& c : s.commands) v.push_back(c.kind == ScriptCommand::Kind::sql ? next++ : -1);
+  }
+  return ids;
+}
 
 void Worker::run() {
   std::int64_t now = mono_now_ns();
@@ -301,6 +355,15 @@ void Worker::run() {
   pending_.queries.reserve(reserve_rows_);
   active_ = static_cast<int>(clients_.size());
   trigger_mono_ns_ = now;
+  next_tcp_mono_ns_ = now;
+  if (options_.per_statement) {
+    statement_ids_ = number_statements(options_.scripts);
+    int n = 0;
+    for (const auto& v : statement_ids_)
+      n += static_cast<int>(std::count_if(v.begin(), v.end(), [](int id) { return id >= 0; }));
+    statement_sum_ns.assign(static_cast<std::size_t>(n), 0);
+    statement_count.assign(static_cast<std::size_t>(n), 0);
+  }
   if (options_.rate_tps) {
     // Mean gap between this thread's transactions, ns (pgbench: the rate is
     // shared equally among the threads).
@@ -319,13 +382,19 @@ void Worker::run() {
     if (!stopping_ && should_stop(now)) {
       stopping_ = true;
       stop_mono_ns_ = now;
+      if (options_.tcp_info_period_ns > 0) sample_tcp(now);  // the last second's too
     }
     if (stopping_) advance_stop(now);
     advance_timers(now);
+    if (options_.tcp_info_period_ns > 0 && now >= next_tcp_mono_ns_) {
+      sample_tcp(now);
+      next_tcp_mono_ns_ = now + options_.tcp_info_period_ns;
+    }
     if (now - last_flush_mono_ns_ >= kFlushIntervalNs) flush(now);
     if (active_ == 0) break;
 
     std::int64_t wake_ns = std::min(now + kPollSliceNs, last_flush_mono_ns_ + kFlushIntervalNs);
+    if (options_.tcp_info_period_ns > 0) wake_ns = std::min(wake_ns, next_tcp_mono_ns_);
     if (deadline_mono_ns_ && !stopping_) wake_ns = std::min(wake_ns, *deadline_mono_ns_);
     fds.clear();
     owners.clear();
@@ -369,6 +438,8 @@ void Worker::run() {
       Client& c = *owners[i];
       if (c.state == ClientState::resetting) {
         continue_reset(c);
+      } else if (options_.pipeline > 0 && c.state == ClientState::busy) {
+        pipeline_drain(c);
       } else if (c.state == ClientState::busy || c.state == ClientState::rolling_back) {
         on_readable(c);
       }
@@ -380,6 +451,10 @@ void Worker::run() {
 // Closed loop: sends the client's next transaction now, or finishes the
 // client when the run is over for it.
 void Worker::send_next(Client& c, std::int64_t now_ns) {
+  if (options_.pipeline > 0) {
+    pipeline_fill(c, now_ns);
+    return;
+  }
   if (stopping_ || (deadline_mono_ns_ && now_ns >= *deadline_mono_ns_) ||
       (options_.queries_per_client && c.next_seq >= *options_.queries_per_client)) {
     finish(c);
@@ -551,6 +626,15 @@ void Worker::send_failed(Client& c) {
 }
 
 void Worker::start_script(Client& c) {
+  pick_script(c);
+  c.command = 0;
+  c.statement_rows.clear();
+  c.state = ClientState::busy;
+  step_script(c);
+}
+
+// Chooses the next transaction's script by weight; sets up the variables.
+void Worker::pick_script(Client& c) {
   if (options_.scripts.size() == 1) {
     c.script = 0;
   } else {
@@ -562,14 +646,223 @@ void Worker::start_script(Client& c) {
       if (pick < 0) break;
     }
   }
-  c.command = 0;
   if (c.values.empty()) {
     c.values.resize(options_.variables.names.size());
     if (auto scale = options_.variables.find("scale"))
       c.values[*scale] = options_.scale.value_or(1);
   }
+}
+
+// --pipeline: sends transactions until N are in flight or the run is over
+// for this client; finishes the client when nothing is left in flight.
+void Worker::pipeline_fill(Client& c, std::int64_t now_ns) {
+  if (c.state == ClientState::done) return;
+  bool sent = false;
+  while (static_cast<int>(c.inflight.size()) < options_.pipeline && !stopping_ &&
+         !(deadline_mono_ns_ && now_ns >= *deadline_mono_ns_) &&
+         !(options_.queries_per_client && c.sent_count >= *options_.queries_per_client)) {
+    if (!pipeline_send_one(c)) {
+      pipeline_lost(c, mono_now_ns());
+      return;
+    }
+    ++c.sent_count;
+    sent = true;
+  }
+  // libpq buffers pipelined messages until a threshold: send them now.
+  if (sent && PQflush(c.conn.get()) < 0) {
+    pipeline_lost(c, mono_now_ns());
+    return;
+  }
+  if (c.inflight.empty()) {
+    finish(c);
+    return;
+  }
   c.state = ClientState::busy;
-  step_script(c);
+}
+
+// Sends one transaction and its Sync; false when the connection failed. A
+// transaction whose script cannot be bound is recorded as failed, unsent.
+bool Worker::pipeline_send_one(Client& c) {
+  Client::InFlight f;
+  f.sent_wall_ns = wall_now_ns();
+  f.sent_mono_ns = mono_now_ns();
+  if (stats_.first_send_mono_ns.load(std::memory_order_relaxed) == 0) {
+    stats_.first_send_mono_ns.store(f.sent_mono_ns, std::memory_order_relaxed);
+  }
+  PGconn* conn = c.conn.get();
+  int sent = 0;
+  if (options_.scripts.empty()) {
+    switch (options_.protocol) {
+      case Protocol::simple:  // the simple protocol cannot be pipelined: the text as is
+      case Protocol::extended:
+        sent =
+            PQsendQueryParams(conn, options_.sql.c_str(), 0, nullptr, nullptr, nullptr, nullptr, 0);
+        break;
+      case Protocol::prepared:
+        sent = PQsendQueryPrepared(conn, kStatementName, 0, nullptr, nullptr, nullptr, 0);
+        break;
+    }
+  } else {
+    pick_script(c);
+    const Script& script = options_.scripts[c.script];
+    std::optional<std::string> error;
+    std::size_t sql_command = 0;
+    for (std::size_t k = 0; k < script.commands.size() && !error; ++k) {
+      const ScriptCommand& cmd = script.commands[k];
+      if (cmd.kind == ScriptCommand::Kind::set) {
+        try {
+          c.values[static_cast<std::size_t>(cmd.target)] = evaluate(*cmd.expr, c.values, rng_);
+        } catch (const Error& e) {
+          error = fmt::format("{}:{}: {}", script.name, cmd.line, e.what());
+        }
+      } else if (cmd.kind == ScriptCommand::Kind::sql) {
+        sql_command = k;
+        error = bind_command(c, script, cmd);
+      }
+    }
+    if (error) {
+      f.failed = true;
+      f.sqlstate = kInternalError;
+      f.error = std::move(error);
+      record_entry(c, std::move(f), mono_now_ns());
+      return true;
+    }
+    if (options_.protocol == Protocol::simple) {  // values in place, unnamed statement
+      sent =
+          PQsendQueryParams(conn, c.query_text.c_str(), 0, nullptr, nullptr, nullptr, nullptr, 0);
+    } else {
+      sent = send_command(c, script.commands[sql_command], c.script, sql_command);
+    }
+  }
+  if (sent && PQpipelineSync(conn)) {
+    c.inflight.push_back(std::move(f));
+    return true;
+  }
+  if (PQstatus(conn) == CONNECTION_BAD) return false;
+  // Refused by libpq with the connection fine (e.g. out of memory).
+  f.failed = true;
+  f.sqlstate = kInternalError;
+  f.error = pg::error_message(conn);
+  record_entry(c, std::move(f), mono_now_ns());
+  return true;
+}
+
+// --pipeline: takes every result that arrived; a Sync result completes the
+// oldest transaction in flight; then refills the pipeline.
+void Worker::pipeline_drain(Client& c) {
+  PGconn* conn = c.conn.get();
+  if (PQconsumeInput(conn) == 0 && PQstatus(conn) == CONNECTION_BAD) {
+    pipeline_lost(c, mono_now_ns());
+    return;
+  }
+  int nulls = 0;  // two NULLs in a row: nothing more to read now
+  while (!c.inflight.empty() && !PQisBusy(conn)) {
+    pg::Result res(PQgetResult(conn));
+    if (!res) {
+      if (++nulls > 1) break;
+      continue;
+    }
+    nulls = 0;
+    Client::InFlight& f = c.inflight.front();
+    switch (PQresultStatus(res.get())) {
+      case PGRES_PIPELINE_SYNC:
+        pipeline_complete(c, mono_now_ns());
+        break;
+      case PGRES_TUPLES_OK:
+      case PGRES_SINGLE_TUPLE:
+        f.rows += PQntuples(res.get());
+        break;
+      case PGRES_COMMAND_OK: {
+        const char* affected = PQcmdTuples(res.get());
+        if (affected && *affected) f.rows += std::strtoll(affected, nullptr, 10);
+        break;
+      }
+      case PGRES_EMPTY_QUERY:
+        break;
+      default:  // FATAL_ERROR, PIPELINE_ABORTED, COPY_*, …
+        if (!f.failed) {
+          f.failed = true;
+          const char* state = PQresultErrorField(res.get(), PG_DIAG_SQLSTATE);
+          f.sqlstate = state && *state                    ? std::string(state)
+                       : PQstatus(conn) == CONNECTION_BAD ? std::string(kConnectionFailure)
+                                                          : std::string(kInternalError);
+          f.error = PQresultStatus(res.get()) == PGRES_PIPELINE_ABORTED
+                        ? std::string("pipeline aborted by an earlier failure")
+                        : result_message(res.get(), conn);
+        }
+        break;
+    }
+  }
+  if (PQstatus(conn) == CONNECTION_BAD) {
+    pipeline_lost(c, mono_now_ns());
+    return;
+  }
+  pipeline_fill(c, mono_now_ns());
+}
+
+void Worker::pipeline_complete(Client& c, std::int64_t now_ns) {
+  Client::InFlight f = std::move(c.inflight.front());
+  c.inflight.pop_front();
+  record_entry(c, std::move(f), now_ns);
+}
+
+void Worker::record_entry(Client& c, Client::InFlight&& f, std::int64_t now_ns) {
+  c.sent_wall_ns = f.sent_wall_ns;
+  c.sent_mono_ns = f.sent_mono_ns;
+  c.rows = f.rows;
+  c.failed = f.failed;
+  c.sqlstate = std::move(f.sqlstate);
+  c.error = std::move(f.error);
+  c.lag_ns.reset();
+  record(c, now_ns);
+}
+
+// --pipeline: the connection broke: every transaction in flight failed.
+void Worker::pipeline_lost(Client& c, std::int64_t now_ns) {
+  std::string message = pg::error_message(c.conn.get());
+  while (!c.inflight.empty()) {
+    Client::InFlight f = std::move(c.inflight.front());
+    c.inflight.pop_front();
+    if (!f.failed) {
+      f.failed = true;
+      f.sqlstate = kConnectionFailure;
+      f.error = message;
+    }
+    record_entry(c, std::move(f), now_ns);
+  }
+  begin_reset(c, now_ns);
+}
+
+// TCP_INFO of each connected TCP socket of this thread (unix sockets: none).
+void Worker::sample_tcp(std::int64_t) {
+  std::int64_t wall_ns = 0;
+  for (Client* c : clients_) {
+    if (!c->conn || c->state == ClientState::done || c->state == ClientState::resetting ||
+        c->state == ClientState::backoff) {
+      continue;
+    }
+    int fd = PQsocket(c->conn.get());
+    if (fd < 0) continue;
+    sockaddr_storage addr{};
+    socklen_t addr_len = sizeof addr;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &addr_len) != 0 ||
+        (addr.ss_family != AF_INET && addr.ss_family != AF_INET6)) {
+      continue;
+    }
+    tcp_info info{};
+    socklen_t info_len = sizeof info;
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &info_len) != 0) continue;
+    if (wall_ns == 0) wall_ns = wall_now_ns();
+    pending_.tcp_samples.push_back(schema::TcpSampleRow{
+        .time_ns = wall_ns,
+        .client_id = c->client_id,
+        .connection = c->connection,
+        .rtt_ns = static_cast<std::int64_t>(info.tcpi_rtt) * 1000,
+        .rttvar_ns = static_cast<std::int64_t>(info.tcpi_rttvar) * 1000,
+        .total_retrans = static_cast<std::int64_t>(info.tcpi_total_retrans),
+        .unacked = static_cast<std::int64_t>(info.tcpi_unacked),
+    });
+  }
 }
 
 // Runs the script's commands from c.command: \set at once, \sleep by
@@ -596,38 +889,12 @@ void Worker::step_script(Client& c) {
       c.state = ClientState::sleeping;
       return;
     }
-    c.param_text.clear();
-    for (int var : cmd.vars) {
-      const auto& v = c.values[static_cast<std::size_t>(var)];
-      if (!v) {
-        script_failed(c, fmt::format("{}:{}: variable '{}' is not set", script.name, cmd.line,
-                                     options_.variables.names[static_cast<std::size_t>(var)]));
-        return;
-      }
-      c.param_text.push_back(std::to_string(*v));
+    if (auto error = bind_command(c, script, cmd)) {
+      script_failed(c, *error);
+      return;
     }
-    PGconn* conn = c.conn.get();
-    int sent = 0;
-    if (options_.protocol == Protocol::simple) {
-      c.query_text.clear();
-      for (std::size_t k = 0; k < cmd.text.size(); ++k) {
-        c.query_text += cmd.text[k];
-        if (k < c.param_text.size()) c.query_text += c.param_text[k];
-      }
-      sent = PQsendQuery(conn, c.query_text.c_str());
-    } else {
-      c.param_ptrs.clear();
-      for (const auto& p : c.param_text) c.param_ptrs.push_back(p.c_str());
-      int n = static_cast<int>(c.param_ptrs.size());
-      if (options_.protocol == Protocol::extended) {
-        sent = PQsendQueryParams(conn, cmd.numbered.c_str(), n, nullptr, c.param_ptrs.data(),
-                                 nullptr, nullptr, 0);
-      } else {
-        sent = PQsendQueryPrepared(conn, script_statement(c.script, c.command).c_str(), n,
-                                   c.param_ptrs.data(), nullptr, nullptr, 0);
-      }
-    }
-    if (sent) {
+    if (options_.per_statement) c.statement_sent_mono_ns = mono_now_ns();
+    if (send_command(c, cmd, c.script, c.command)) {
       c.state = ClientState::busy;
       return;
     }
@@ -639,6 +906,59 @@ void Worker::step_script(Client& c) {
   c.state = ClientState::idle;
   if (options_.connect_per_transaction) c.conn.reset();
   send_next(c, now);
+}
+
+// Returns the message of a transaction that cannot go on, else nullopt.
+std::optional<std::string> Worker::bind_command(Client& c, const Script& script,
+                                                const ScriptCommand& cmd) {
+  c.param_text.clear();
+  for (int var : cmd.vars) {
+    const auto& v = c.values[static_cast<std::size_t>(var)];
+    if (!v) {
+      return fmt::format("{}:{}: variable '{}' is not set", script.name, cmd.line,
+                         options_.variables.names[static_cast<std::size_t>(var)]);
+    }
+    c.param_text.push_back(std::to_string(*v));
+  }
+  if (options_.protocol == Protocol::simple) {
+    c.query_text.clear();
+    for (std::size_t k = 0; k < cmd.text.size(); ++k) {
+      c.query_text += cmd.text[k];
+      if (k < c.param_text.size()) c.query_text += c.param_text[k];
+    }
+  } else {
+    c.param_ptrs.clear();
+    for (const auto& p : c.param_text) c.param_ptrs.push_back(p.c_str());
+  }
+  return std::nullopt;
+}
+
+// Sends SQL command `command` of script `script`, bound by bind_command.
+int Worker::send_command(Client& c, const ScriptCommand& cmd, std::size_t script,
+                         std::size_t command) {
+  PGconn* conn = c.conn.get();
+  if (options_.protocol == Protocol::simple) return PQsendQuery(conn, c.query_text.c_str());
+  int n = static_cast<int>(c.param_ptrs.size());
+  if (options_.protocol == Protocol::extended) {
+    return PQsendQueryParams(conn, cmd.numbered.c_str(), n, nullptr, c.param_ptrs.data(), nullptr,
+                             nullptr, 0);
+  }
+  return PQsendQueryPrepared(conn, script_statement(script, command).c_str(), n,
+                             c.param_ptrs.data(), nullptr, nullptr, 0);
+}
+
+// -r: the SQL command c.command of the running script got its last result.
+void Worker::statement_done(Client& c, std::int64_t now_ns) {
+  int id = statement_ids_[c.script][c.command];
+  if (id < 0) return;
+  std::int64_t latency_ns = now_ns - c.statement_sent_mono_ns;
+  c.statement_rows.push_back(schema::StatementLatencyRow{
+      .start_ns = c.sent_wall_ns,
+      .client_id = c.client_id,
+      .seq = c.next_seq,
+      .statement = id,
+      .latency_ns = latency_ns,
+  });
 }
 
 // A script that cannot go on (an expression error): the transaction fails
@@ -728,6 +1048,10 @@ void Worker::take_result(Client& c, const PGresult* res) {
 }
 
 void Worker::transaction_done(Client& c, std::int64_t now_ns) {
+  if (options_.per_statement && c.state == ClientState::busy && !options_.scripts.empty() &&
+      c.command < options_.scripts[c.script].commands.size()) {
+    statement_done(c, now_ns);
+  }
   if (c.state == ClientState::busy && !options_.scripts.empty() && !c.failed &&
       PQstatus(c.conn.get()) != CONNECTION_BAD &&
       c.command + 1 < options_.scripts[c.script].commands.size()) {
@@ -753,6 +1077,22 @@ void Worker::transaction_done(Client& c, std::int64_t now_ns) {
 }
 
 void Worker::record(Client& c, std::int64_t done_mono_ns) {
+  if (stopping_ && c.cancel_sent && c.failed && c.sqlstate == kQueryCanceled) {
+    // Cut short by the driver's own cancel at the end of the run: unfinished,
+    // not a failure — dropped (pgbench does not count these either).
+    c.sqlstate.reset();
+    c.error.reset();
+    c.statement_rows.clear();
+    return;
+  }
+  if (options_.per_statement) {
+    for (auto& r : c.statement_rows) {
+      statement_sum_ns[static_cast<std::size_t>(r.statement)] += r.latency_ns;
+      ++statement_count[static_cast<std::size_t>(r.statement)];
+      pending_.statement_latencies.push_back(r);
+    }
+    c.statement_rows.clear();
+  }
   std::int64_t latency_ns = done_mono_ns - c.sent_mono_ns;
   stats_.latency.record_ns(latency_ns);
   if (options_.latency_limit_ms &&
@@ -823,6 +1163,10 @@ void Worker::continue_reset(Client& c) {
       return;
     }
   }
+  if (options_.pipeline > 0 && !PQenterPipelineMode(conn)) {
+    reset_attempt_failed(c, mono_now_ns());
+    return;
+  }
   std::int64_t now = mono_now_ns();
   c.reset_attempts = 0;
   c.needs_rollback = false;
@@ -888,12 +1232,9 @@ void Worker::advance_stop(std::int64_t now_ns) {
             PQcancel(cancel.get(), errbuf, sizeof errbuf);
           }
         } else if (c->cancel_sent && now_ns - stop_mono_ns_ >= kStopGraceNs + kCancelWaitNs) {
-          if (!c->failed) {
-            c->failed = true;
-            c->sqlstate = kQueryCanceled;
-            c->error = "no reply at the end of the run, even after a cancel request";
-          }
-          record(*c, now_ns);
+          // Still no reply: unfinished, dropped (see record()).
+          c->statement_rows.clear();
+          c->inflight.clear();
           finish(*c);
         }
         break;
@@ -944,6 +1285,8 @@ struct Driver::Impl {
   };
   Counters interval_previous_counters;
   std::int64_t initial_connections = 0;  // opened by connect()
+  // -r: per statement id, over all threads, after run().
+  std::vector<std::int64_t> statement_sum_ns, statement_count;
 
   Counters counters() const {
     Counters c;
@@ -1015,6 +1358,33 @@ void Driver::connect() {
   if (o.skip_late && !(o.rate_tps && o.latency_limit_ms)) {
     throw_usage("cannot start the driver: --skip-late needs both -R and -L");
   }
+  if (o.pipeline < 0 || o.pipeline > detail::kMaxPipeline) {
+    throw_usage(fmt::format("cannot start the driver: --pipeline must be 1..{}, not {}",
+                            detail::kMaxPipeline, o.pipeline));
+  }
+  if (o.pipeline > 0) {
+    if (o.connect_per_transaction || o.rate_tps) {
+      throw_usage("cannot start the driver: --pipeline does not go with -C or -R");
+    }
+    if (o.per_statement) throw_usage("cannot start the driver: --pipeline does not go with -r");
+    for (const auto& s : o.scripts) {
+      bool sleeps = std::any_of(s.commands.begin(), s.commands.end(), [](const ScriptCommand& c) {
+        return c.kind == ScriptCommand::Kind::sleep;
+      });
+      if (sleeps || s.sql_commands() != 1) {
+        throw_usage(fmt::format(
+            "cannot use --pipeline with script {}: it needs exactly one SQL command and no \\sleep",
+            s.name));
+      }
+    }
+    if (o.scripts.empty() && o.protocol == Protocol::simple &&
+        o.sql.find(';') < o.sql.find_last_not_of(" \t\r\n;")) {
+      throw_usage("cannot use --pipeline with several statements in one --sql string");
+    }
+  }
+  if (o.per_statement && o.scripts.empty()) {
+    throw_usage("cannot start the driver: -r needs scripts (internal: run_command makes one)");
+  }
 
   std::vector<detail::Client> clients(static_cast<std::size_t>(o.clients));
   schema::Batch batch;
@@ -1040,6 +1410,10 @@ void Driver::connect() {
       if (!o.scripts.empty()) impl_->options.scale = detail::script_scale(conn, o);
     }
     if (o.protocol == Protocol::prepared) detail::prepare_statements(conn, o);
+    if (o.pipeline > 0 && !PQenterPipelineMode(conn)) {
+      throw Error(ErrorKind::postgres,
+                  fmt::format("cannot enter pipeline mode: {}", pg::error_message(conn)));
+    }
     c.backend_pid = PQbackendPID(conn);
     ++impl_->initial_connections;
     batch.clients.push_back(schema::ClientRow{
@@ -1053,6 +1427,24 @@ void Driver::connect() {
     });
     // -C: client 0's connection served the checks; transactions connect anew.
     if (o.connect_per_transaction) c.conn.reset();
+  }
+  if (o.per_statement) {
+    const auto ids = detail::number_statements(o.scripts);
+    for (std::size_t s = 0; s < o.scripts.size(); ++s) {
+      for (std::size_t k = 0; k < o.scripts[s].commands.size(); ++k) {
+        if (ids[s][k] < 0) continue;
+        const ScriptCommand& cmd = o.scripts[s].commands[k];
+        std::string sql;
+        for (std::size_t t = 0; t < cmd.text.size(); ++t) {
+          sql += cmd.text[t];
+          if (t < cmd.vars.size()) {
+            sql += ":" + o.variables.names[static_cast<std::size_t>(cmd.vars[t])];
+          }
+        }
+        batch.statements.push_back(schema::StatementRow{
+            .statement = ids[s][k], .script = o.scripts[s].name, .line = cmd.line, .sql = sql});
+      }
+    }
   }
   impl_->clients = std::move(clients);
   impl_->connected = true;
@@ -1105,6 +1497,16 @@ void Driver::run() {
     }
   }  // joins
   for (auto& c : impl_->clients) c.conn.reset();
+  if (o.per_statement) {
+    for (const auto& w : workers) {
+      impl_->statement_sum_ns.resize(w->statement_sum_ns.size());
+      impl_->statement_count.resize(w->statement_count.size());
+      for (std::size_t i = 0; i < w->statement_sum_ns.size(); ++i) {
+        impl_->statement_sum_ns[i] += w->statement_sum_ns[i];
+        impl_->statement_count[i] += w->statement_count[i];
+      }
+    }
+  }
   for (auto& f : failures) {
     if (f) std::rethrow_exception(f);
   }
@@ -1167,6 +1569,32 @@ Summary Driver::summary() const {
   out.skipped = counters.skipped;
   out.late = counters.late;
   out.connections = counters.connections;
+  if (impl_->options.per_statement) {
+    const auto& scripts = impl_->options.scripts;
+    const auto ids = detail::number_statements(scripts);
+    for (std::size_t s = 0; s < scripts.size(); ++s) {
+      for (std::size_t k = 0; k < scripts[s].commands.size(); ++k) {
+        auto id = static_cast<std::size_t>(ids[s][k]);
+        if (ids[s][k] < 0) continue;
+        const ScriptCommand& cmd = scripts[s].commands[k];
+        StatementStats st{.statement = ids[s][k], .script = scripts[s].name, .line = cmd.line};
+        for (std::size_t t = 0; t < cmd.text.size(); ++t) {
+          st.sql += cmd.text[t];
+          if (t < cmd.vars.size()) {
+            st.sql += ":" + impl_->options.variables.names[static_cast<std::size_t>(cmd.vars[t])];
+          }
+        }
+        if (id < impl_->statement_count.size()) {
+          st.executions = impl_->statement_count[id];
+          if (st.executions > 0) {
+            st.mean_latency_ms =
+                static_cast<double>(impl_->statement_sum_ns[id]) / st.executions / 1e6;
+          }
+        }
+        out.statements.push_back(std::move(st));
+      }
+    }
+  }
   return out;
 }
 

@@ -55,6 +55,34 @@ struct DriverOptions {
   std::vector<Script> scripts;
   Variables variables;
   std::optional<std::int64_t> scale;  // value of :scale; unset = as described above
+  // --pipeline N (0 = off): libpq pipeline mode, up to N transactions in
+  // flight per connection, each sent with its own Sync (so a failure aborts
+  // only its own transaction). Supported: transactions of one SQL statement
+  // (--sql / -f with one statement, or scripts of one SQL command each, with
+  // \set but no \sleep), not with -C or -R, N in 1..256 (their results
+  // must fit the socket buffers); -M simple sends the text with the values in
+  // place through the extended protocol's unnamed statement (the simple
+  // protocol cannot be pipelined). Latency of each transaction: its own send → its own
+  // Sync result. connect() throws Error(usage) otherwise.
+  int pipeline = 0;
+  // -r: per-statement latencies: every SQL command of every transaction is
+  // delivered as a schema::StatementLatencyRow, the commands themselves as
+  // schema::StatementRow (by connect()), and summary().statements has their
+  // means. Needs scripts (run_command turns --sql into a one-script set).
+  bool per_statement = false;
+  // TCP_INFO of every TCP connection (schema::TcpSampleRow) at most this
+  // often, read by the driver thread that owns the socket; 0 = never.
+  std::int64_t tcp_info_period_ns = 1'000'000'000;
+};
+
+// -r: mean latency of one SQL command of the scripts.
+struct StatementStats {
+  int statement = 0;  // schema::StatementRow::statement
+  std::string script;
+  int line = 0;
+  std::string sql;
+  std::int64_t executions = 0;
+  double mean_latency_ms = 0;
 };
 
 // Figures over an interval, for progress lines.
@@ -76,11 +104,12 @@ struct Summary {
   double tps = 0;
   double mean_latency_ms = 0;
   double p99_latency_ms = 0;
-  std::optional<double> mean_lag_ms;  // -R only
-  std::optional<double> max_lag_ms;   // -R only
-  std::int64_t skipped = 0;           // --skip-late: not sent (not in `queries`)
-  std::int64_t late = 0;              // -L: latency above the limit
-  std::int64_t connections = 0;       // connections opened, incl. reconnects and -C
+  std::optional<double> mean_lag_ms;       // -R only
+  std::optional<double> max_lag_ms;        // -R only
+  std::int64_t skipped = 0;                // --skip-late: not sent (not in `queries`)
+  std::int64_t late = 0;                   // -L: latency above the limit
+  std::int64_t connections = 0;            // connections opened, incl. reconnects and -C
+  std::vector<StatementStats> statements;  // -r only, after run()
 };
 
 class Driver {
@@ -108,8 +137,10 @@ class Driver {
   // connect is recorded as a failed transaction); after six failed attempts
   // that client stops and the others go on. At the end (-T reached or
   // stop_requested()) nothing new is sent; in-flight transactions get 200 ms
-  // to finish, then a cancel request and 500 ms more, else they are recorded
-  // as 57014 and their connection closed. Rows reach the sink in batches
+  // to finish, then a cancel request and 500 ms more, else their connection
+  // is closed. A transaction cut short by that cancel request (57014 after
+  // it) or still without reply is dropped — neither stored nor counted, as
+  // pgbench does not count unfinished transactions. Rows reach the sink in batches
   // from each thread: every 100 ms, every 4,096 rows and at the end.
   // Server notices are discarded. Connections are closed when run() returns.
   void run();

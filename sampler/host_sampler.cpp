@@ -142,9 +142,11 @@ struct HostSampler::Impl {
       : options(std::move(o)),
         sink(std::move(s)),
         tracker(options.proc_root, options.heartbeat_ns,
-                detail::TrackerDepth{.all_threads = options.all_threads,
-                                     .kernel_stacks = options.kernel_stacks,
-                                     .always_threads_pid = static_cast<int>(getpid())}),
+                detail::TrackerDepth{
+                    .all_threads = options.all_threads,
+                    .kernel_stacks = options.kernel_stacks,
+                    .always_threads_pid = options.own_threads ? static_cast<int>(getpid()) : 0,
+                    .never_threads_pid = options.own_threads ? 0 : static_cast<int>(getpid())}),
         cgroups(options.cgroup_root),
         scanner(options.proc_root) {}
 
@@ -265,7 +267,8 @@ void HostSampler::Impl::sample_processes(schema::HostSampleRow& host, schema::Ba
                                    .mono_ns = mono_ns,
                                    .boot_wall_ns = boot_wall_ns,
                                    .ticks_per_s = ticks_per_s,
-                                   .delayacct_on = delayacct_on},
+                                   .delayacct_on = delayacct_on,
+                                   .page_bytes = page_bytes},
                   observations, batch);
 }
 

@@ -5,11 +5,13 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <climits>
 #include <cstring>
 #include <filesystem>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -128,12 +130,18 @@ std::optional<ContextSwitches> read_context_switches(const std::string& proc_roo
   return parse_status_context_switches(text);
 }
 
+std::optional<std::string> parse_wchan(std::string_view text) {
+  // A compiler clone suffix (".constprop.0", ".isra.0", ".part.0", ".cold")
+  // names no other function: cut it (kernel symbols have no other '.').
+  text = text.substr(0, text.find_first_of(". \t\n"));
+  if (text.empty() || text == "0" || text == "-" || text == "?") return std::nullopt;
+  return std::string(text);
+}
+
 std::optional<std::string> read_wchan(const std::string& proc_root, int pid) {
   std::string text;
   if (!read_proc_file(pid_path(proc_root, pid, "wchan"), text, 256)) return std::nullopt;
-  while (!text.empty() && is_space(text.back())) text.pop_back();
-  if (text.empty() || text == "0" || text == "-" || text == "?") return std::nullopt;
-  return text;
+  return parse_wchan(text);
 }
 
 std::vector<std::string> split_cmdline(std::string_view text) {
@@ -426,8 +434,7 @@ std::size_t ProcScanner::open_files() const noexcept {
 
 // Reads a kept file from offset 0 (opening it first if needed); on a read
 // failure of a kept descriptor (its process exited), reopens once.
-bool ProcScanner::read_kept(int& fd, int pid, const char* name, std::string& out,
-                            bool& reopened) {
+bool ProcScanner::read_kept(int& fd, int pid, const char* name, std::string& out, bool& reopened) {
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (fd < 0) {
       reopened = true;
@@ -475,39 +482,45 @@ std::optional<std::int64_t> ProcScanner::last_pid() {
 
 bool ProcScanner::observe(int pid, Files& f, std::vector<ProcessObservation>& out,
                           std::int64_t page_bytes) {
-  bool reopened = false;
+  // schedstat is read before stat: the stat read then reflects everything
+  // the process did up to that schedstat value, and any later run moves it.
   std::optional<Schedstat> schedstat;
+  bool schedstat_first = false, reopened = false;
+  if (!f.stat || f.stat->threads <= 1) {
+    if (read_kept(f.schedstat_fd, pid, "schedstat", buf_, reopened)) {
+      schedstat = parse_schedstat(buf_);
+    }
+    schedstat_first = true;
+  }
   // A sleeping single-threaded process whose schedstat has not moved has not
   // run since its last stat read: reuse that read.
-  const bool cache_usable = f.stat && f.schedstat && !out_of_fds_ && f.stat->threads <= 1 &&
-                            (f.stat->state == 'S' || f.stat->state == 'I');
-  bool from_cache = false;
-  if (cache_usable) {
-    if (read_kept(f.schedstat_fd, pid, "schedstat", buf_, reopened)) schedstat = parse_schedstat(buf_);
-    from_cache = !reopened && schedstat && schedstat->on_cpu_ns == f.schedstat->on_cpu_ns &&
-                 schedstat->run_delay_ns == f.schedstat->run_delay_ns &&
-                 schedstat->timeslices == f.schedstat->timeslices;
-  }
+  const bool from_cache = f.stat && f.schedstat && schedstat && !reopened && !out_of_fds_ &&
+                          f.stat->threads <= 1 && (f.stat->state == 'S' || f.stat->state == 'I') &&
+                          schedstat->on_cpu_ns == f.schedstat->on_cpu_ns &&
+                          schedstat->run_delay_ns == f.schedstat->run_delay_ns &&
+                          schedstat->timeslices == f.schedstat->timeslices;
   if (!from_cache) {
-    reopened = false;
-    if (!read_kept(f.stat_fd, pid, "stat", buf_, reopened)) {
+    f.schedstat.reset();
+    bool stat_reopened = false;
+    if (!read_kept(f.stat_fd, pid, "stat", buf_, stat_reopened)) {
       f.stat.reset();
       return false;
     }
     f.stat = parse_pid_stat(buf_);
     if (!f.stat) return false;
-    if (f.stat->threads <= 1 && !cache_usable) {
-      bool schedstat_reopened = false;
+    if (f.stat->threads > 1) {
+      schedstat.reset();  // the main thread's alone: the tracker sums task/*
+    } else if (schedstat_first) {
+      // A stat read through a fallback path (no kept file) is not cached: a
+      // reused pid could not be told apart.
+      if (!out_of_fds_) f.schedstat = schedstat;
+    } else {  // it was multi-threaded: read after stat, so not a cache base
+      bool unused = false;
       schedstat.reset();
-      if (read_kept(f.schedstat_fd, pid, "schedstat", buf_, schedstat_reopened)) {
+      if (read_kept(f.schedstat_fd, pid, "schedstat", buf_, unused)) {
         schedstat = parse_schedstat(buf_);
       }
-    } else if (f.stat->threads > 1) {
-      schedstat.reset();  // the main thread's alone: the tracker sums task/*
     }
-    // A stat read through a fallback path (no kept file) is not cached: a
-    // reused pid could not be told apart.
-    f.schedstat = out_of_fds_ ? std::nullopt : schedstat;
   }
   const PidStat& st = *f.stat;
   ProcessObservation& obs = out.emplace_back();
@@ -531,8 +544,8 @@ bool ProcScanner::scan(std::vector<ProcessObservation>& out, std::int64_t page_b
   out.clear();
   ++generation_;
   const std::optional<std::int64_t> pid_cursor = last_pid();
-  const bool list = !pid_cursor || !listed_last_pid_ || *pid_cursor != *listed_last_pid_ ||
-                    out_of_fds_;
+  const bool list =
+      !pid_cursor || !listed_last_pid_ || *pid_cursor != *listed_last_pid_ || out_of_fds_;
   if (list) {
     // readdir, not std::filesystem: no path object per entry at ~1,000 a tick.
     DIR* dir = ::opendir(root_.c_str());
@@ -628,22 +641,36 @@ std::optional<std::int64_t> delta(std::int64_t now, std::int64_t before) {
 ProcessTracker::ProcessTracker(std::string proc_root, std::int64_t heartbeat_ns, TrackerDepth depth)
     : proc_root_(std::move(proc_root)), heartbeat_ns_(heartbeat_ns), depth_(depth) {}
 
-void ProcessTracker::sample_threads(const TickInfo& tick, int pid, Tracked& t, schema::Batch& out) {
-  std::error_code ec;
+void ProcessTracker::read_tasks(int pid) {
+  tasks_.clear();
   const std::string task_dir = fmt::format("{}/{}/task", proc_root_, pid);
-  std::filesystem::directory_iterator it(task_dir, ec);
-  if (ec) return;
-  std::string text;
-  for (const auto& entry : it) {
-    const std::string name = entry.path().filename().string();
+  DIR* dir = ::opendir(task_dir.c_str());
+  if (!dir) return;
+  std::string path;
+  while (const dirent* entry = ::readdir(dir)) {
+    const char* name = entry->d_name;
+    const char* name_end = name + std::strlen(name);
     int tid = 0;
-    if (std::from_chars(name.data(), name.data() + name.size(), tid).ec != std::errc{}) continue;
-    const std::string dir = entry.path().string();
-    if (!read_proc_file(dir + "/stat", text, 4096)) continue;
-    auto st = parse_task_stat(text);
+    auto [end, err] = std::from_chars(name, name_end, tid);
+    if (err != std::errc{} || end != name_end || tid <= 0) continue;
+    path.assign(task_dir).append("/").append(name, name_end).append("/stat");
+    if (!read_proc_file(path, text_, 4096)) continue;
+    auto st = parse_task_stat(text_);
     if (!st) continue;
-    std::optional<Schedstat> ss;
-    if (read_proc_file(dir + "/schedstat", text, 256)) ss = parse_schedstat(text);
+    TaskReading& r = tasks_.emplace_back();
+    r.tid = tid;
+    r.stat = std::move(*st);
+    path.append("sched").replace(path.size() - 9, 9, "schedstat");
+    if (read_proc_file(path, text_, 256)) r.schedstat = parse_schedstat(text_);
+  }
+  ::closedir(dir);
+}
+
+void ProcessTracker::sample_threads(const TickInfo& tick, int pid, Tracked& t, schema::Batch& out) {
+  for (const TaskReading& task : tasks_) {
+    const int tid = task.tid;
+    const TaskStat* st = &task.stat;
+    const std::optional<Schedstat>& ss = task.schedstat;
     auto [th_it, is_new] = t.threads.try_emplace(ThreadKey{tid, st->start_ticks});
     ThreadState& th = th_it->second;
     th.generation = generation_;
@@ -672,11 +699,9 @@ void ProcessTracker::sample_threads(const TickInfo& tick, int pid, Tracked& t, s
       }
       r.span_ns = tick.mono_ns - th.base_mono_ns;
     }
+    const std::string dir = fmt::format("{}/{}/task/{}", proc_root_, pid, tid);
     if (st->state != 'R') {
-      if (read_proc_file(dir + "/wchan", text, 256)) {
-        while (!text.empty() && is_space(text.back())) text.pop_back();
-        if (!text.empty() && text != "0" && text != "-" && text != "?") r.wchan = text;
-      }
+      if (read_proc_file(dir + "/wchan", text_, 256)) r.wchan = parse_wchan(text_);
     }
     if (st->state == 'D' && depth_.kernel_stacks)
       r.kernel_stack = read_kernel_stack(dir + "/stack");
@@ -687,20 +712,76 @@ void ProcessTracker::sample_threads(const TickInfo& tick, int pid, Tracked& t, s
   std::erase_if(t.threads, [&](const auto& e) { return e.second.generation != generation_; });
 }
 
+namespace {
+
+// The sum of the threads' schedstat, as read_schedstat_all_threads.
+template <typename Tasks>
+std::optional<Schedstat> sum_schedstat(const Tasks& tasks) {
+  std::optional<Schedstat> sum;
+  for (const auto& task : tasks) {
+    if (!task.schedstat) continue;
+    if (!sum) sum = Schedstat{};
+    sum->on_cpu_ns += task.schedstat->on_cpu_ns;
+    sum->run_delay_ns += task.schedstat->run_delay_ns;
+    sum->timeslices += task.schedstat->timeslices;
+  }
+  return sum;
+}
+
+// An observation whose stat was cached by the scanner, with stat read again
+// (same process: same start time); `listed` itself when that fails.
+const ProcessObservation& refresh_stat(const ProcessObservation& listed, const std::string& root,
+                                       std::int64_t page_bytes, std::string& text,
+                                       ProcessObservation& fresh) {
+  if (!read_proc_file(pid_path(root, listed.pid, "stat"), text, 4096)) return listed;
+  auto st = parse_pid_stat(text);
+  if (!st || st->start_ticks != listed.start_ticks) return listed;
+  fresh = listed;
+  fresh.stat_cached = false;
+  fresh.ppid = st->ppid;
+  fresh.state = st->state;
+  fresh.comm = std::move(st->comm);
+  fresh.utime_ticks = st->utime_ticks;
+  fresh.stime_ticks = st->stime_ticks;
+  fresh.majflt = st->majflt;
+  fresh.rss_bytes = st->rss_pages * page_bytes;
+  fresh.threads = st->threads;
+  fresh.blkio_ticks = st->blkio_ticks;
+  return fresh;
+}
+
+}  // namespace
+
 void ProcessTracker::observe(const TickInfo& tick,
                              const std::vector<ProcessObservation>& observations,
                              schema::Batch& out) {
   ++generation_;
   active_cgroups_.clear();
-  for (const ProcessObservation& obs : observations) {
+  const std::size_t first_process_sample = out.process_samples.size();
+  const std::size_t first_thread_sample = out.thread_samples.size();
+  for (const ProcessObservation& listed : observations) {
+    const ProcessObservation& obs = listed;  // until a row needs stat re-read
     const Key key{obs.pid, obs.start_ticks};
-    auto schedstat = obs.schedstat     ? obs.schedstat
-                     : obs.threads > 1 ? read_schedstat_all_threads(proc_root_, obs.pid)
-                                       : read_schedstat(proc_root_, obs.pid);
     auto [it, is_new] = tracked_.try_emplace(key);
     Tracked& t = it->second;
     if (!is_new && t.generation == generation_) continue;  // listed twice in one tick
     t.generation = generation_;
+    auto wants_threads = [&] {
+      if (obs.threads <= 1 || obs.pid == depth_.never_threads_pid) return false;
+      return depth_.all_threads || t.recent_cores >= depth_.thread_cores_min ||
+             obs.pid == depth_.always_threads_pid;
+    };
+    // A process sampled per thread: its task files are read once, for the
+    // schedstat sum and the thread rows.
+    bool have_tasks = false;
+    if (!obs.schedstat && wants_threads()) {
+      read_tasks(obs.pid);
+      have_tasks = true;
+    }
+    auto schedstat = obs.schedstat     ? obs.schedstat
+                     : have_tasks      ? sum_schedstat(tasks_)
+                     : obs.threads > 1 ? read_schedstat_all_threads(proc_root_, obs.pid)
+                                       : read_schedstat(proc_root_, obs.pid);
 
     bool row = is_new;
     // A heartbeat row of a task that has not run since its last row: its
@@ -740,116 +821,140 @@ void ProcessTracker::observe(const TickInfo& tick,
         t.window_cpu_ns = schedstat->on_cpu_ns;
       }
     }
-    const bool per_thread =
-        obs.threads > 1 && (depth_.all_threads || t.recent_cores >= depth_.thread_cores_min ||
-                            obs.pid == depth_.always_threads_pid);
+    const bool per_thread = wants_threads();
     if (!per_thread) t.threads.clear();
+    if (per_thread && !have_tasks) {  // it just reached the threshold
+      read_tasks(obs.pid);
+      have_tasks = true;
+    }
     if (!row) {
       // A thread can sit in D without moving the process's counters: with
       // --threads, look at the threads of quiet processes too.
       if (per_thread && depth_.all_threads) sample_threads(tick, obs.pid, t, out);
       continue;
     }
-
-    std::optional<std::int64_t> on_cpu_ns, run_delay_ns;
-    if (schedstat) {
-      on_cpu_ns = schedstat->on_cpu_ns;
-      run_delay_ns = schedstat->run_delay_ns;
-    }
-    auto switches = quiet ? t.base.context_switches : read_context_switches(proc_root_, obs.pid);
-    auto io = quiet ? t.base.io : read_io(proc_root_, obs.pid);
-    auto cgroup = quiet ? std::nullopt : read_cgroup(proc_root_, obs.pid);
-    std::optional<std::int64_t> blkio_ticks;
-    if (tick.delayacct_on) blkio_ticks = obs.blkio_ticks;
-    const bool cgroup_changed = !is_new && cgroup && cgroup->path != t.cgroup;
-    if (cgroup) {
-      bool seen = false;
-      for (const auto& c : active_cgroups_)
-        seen = seen || (c.path == cgroup->path && c.v1 == cgroup->v1);
-      if (!seen) active_cgroups_.push_back(*cgroup);
-    }
-
-    schema::ProcessSampleRow sample{
-        .sample_id = tick.sample_id,
-        .state = obs.state,
-        .rss_bytes = obs.rss_bytes,
-    };
-    if (quiet) {
-      sample.wchan = t.last_wchan;
-    } else if (obs.state != 'R') {
-      sample.wchan = read_wchan(proc_root_, obs.pid);
-    }
-    t.last_wchan = sample.wchan;
-    if (obs.state == 'D' && depth_.kernel_stacks) {
-      sample.kernel_stack = read_kernel_stack(pid_path(proc_root_, obs.pid, "stack"));
-    }
-
-    if (is_new) {
-      t.process_id = next_process_id_++;
-      t.first_sample_id = tick.sample_id;
-    }
-    if (is_new || exec_seen || cgroup_changed) {
-      t.comm = obs.comm;
-      if (cgroup) t.cgroup = cgroup->path;
-      schema::ProcessRow process{
-          .process_id = t.process_id,
-          .pid = obs.pid,
-          .start_ticks = obs.start_ticks,
-          .ppid = obs.ppid,
-          .comm = obs.comm,
-          .first_sample_id = t.first_sample_id,
-          .cgroup = t.cgroup,
-      };
-      if (tick.ticks_per_s > 0) {
-        // Split so that ticks × 1e9 cannot overflow after years of uptime.
-        const std::int64_t hz = tick.ticks_per_s;
-        process.start_ns = tick.boot_wall_ns + obs.start_ticks / hz * 1'000'000'000 +
-                           obs.start_ticks % hz * 1'000'000'000 / hz;
-      }
-      if (auto args = read_cmdline(proc_root_, obs.pid)) {
-        process.cmdline = join_args_masked(*args);
-      }
-      out.processes.push_back(std::move(process));
-    }
-    if (!is_new) {
-      const Baseline& b = t.base;
-      sample.cpu_ns = delta(on_cpu_ns, b.on_cpu_ns);
-      sample.run_delay_ns = delta(run_delay_ns, b.run_delay_ns);
-      sample.utime_ticks = delta(obs.utime_ticks, b.utime_ticks);
-      sample.stime_ticks = delta(obs.stime_ticks, b.stime_ticks);
-      sample.majflt = delta(obs.majflt, b.majflt);
-      if (switches && b.context_switches) {
-        sample.voluntary_ctxt_switches = delta(switches->voluntary, b.context_switches->voluntary);
-        sample.nonvoluntary_ctxt_switches =
-            delta(switches->nonvoluntary, b.context_switches->nonvoluntary);
-      }
-      sample.span_ns = tick.mono_ns - b.mono_ns;
-      if (io && b.io) {
-        sample.read_bytes = delta(io->read_bytes, b.io->read_bytes);
-        sample.write_bytes = delta(io->write_bytes, b.io->write_bytes);
-      }
-      if (auto d = delta(blkio_ticks, b.blkio_ticks); d && tick.ticks_per_s > 0) {
-        sample.blkio_delay_ns = *d * 1'000'000'000 / tick.ticks_per_s;
-      }
-    }
-    sample.process_id = t.process_id;
-    out.process_samples.push_back(std::move(sample));
-
-    t.base = Baseline{
-        .mono_ns = tick.mono_ns,
-        .on_cpu_ns = on_cpu_ns,
-        .run_delay_ns = run_delay_ns,
-        .utime_ticks = obs.utime_ticks,
-        .stime_ticks = obs.stime_ticks,
-        .majflt = obs.majflt,
-        .context_switches = switches,
-        .io = io,
-        .blkio_ticks = blkio_ticks,
-    };
+    sample_row(tick, listed, is_new, exec_seen, quiet, schedstat, t, out);
     if (per_thread) sample_threads(tick, obs.pid, t, out);
   }
   std::erase_if(tracked_,
                 [&](const auto& entry) { return entry.second.generation != generation_; });
+  // Rows in key order: the writer then appends to the end of each
+  // WITHOUT ROWID table, which leaves its pages full instead of split half
+  // empty.
+  std::sort(out.process_samples.begin() + static_cast<std::ptrdiff_t>(first_process_sample),
+            out.process_samples.end(),
+            [](const auto& a, const auto& b) { return a.process_id < b.process_id; });
+  std::sort(out.thread_samples.begin() + static_cast<std::ptrdiff_t>(first_thread_sample),
+            out.thread_samples.end(), [](const auto& a, const auto& b) {
+              return std::tie(a.process_id, a.tid) < std::tie(b.process_id, b.tid);
+            });
+}
+
+void ProcessTracker::sample_row(const TickInfo& tick, const ProcessObservation& listed, bool is_new,
+                                bool exec_seen, bool quiet,
+                                const std::optional<Schedstat>& schedstat, Tracked& t,
+                                schema::Batch& out) {
+  // A sleeping process the scanner did not re-read: read its stat now.
+  ProcessObservation fresh;
+  const ProcessObservation& obs =
+      listed.stat_cached ? refresh_stat(listed, proc_root_, tick.page_bytes, text_, fresh) : listed;
+  quiet = quiet && obs.state == listed.state;
+
+  std::optional<std::int64_t> on_cpu_ns, run_delay_ns;
+  if (schedstat) {
+    on_cpu_ns = schedstat->on_cpu_ns;
+    run_delay_ns = schedstat->run_delay_ns;
+  }
+  auto switches = quiet ? t.base.context_switches : read_context_switches(proc_root_, obs.pid);
+  auto io = quiet ? t.base.io : read_io(proc_root_, obs.pid);
+  auto cgroup = quiet ? std::nullopt : read_cgroup(proc_root_, obs.pid);
+  std::optional<std::int64_t> blkio_ticks;
+  if (tick.delayacct_on) blkio_ticks = obs.blkio_ticks;
+  const bool cgroup_changed = !is_new && cgroup && cgroup->path != t.cgroup;
+  if (cgroup) {
+    bool seen = false;
+    for (const auto& c : active_cgroups_)
+      seen = seen || (c.path == cgroup->path && c.v1 == cgroup->v1);
+    if (!seen) active_cgroups_.push_back(*cgroup);
+  }
+
+  schema::ProcessSampleRow sample{
+      .sample_id = tick.sample_id,
+      .state = obs.state,
+      .rss_bytes = obs.rss_bytes,
+  };
+  if (quiet) {
+    sample.wchan = t.last_wchan;
+  } else if (obs.state != 'R') {
+    sample.wchan = read_wchan(proc_root_, obs.pid);
+  }
+  t.last_wchan = sample.wchan;
+  if (obs.state == 'D' && depth_.kernel_stacks) {
+    sample.kernel_stack = read_kernel_stack(pid_path(proc_root_, obs.pid, "stack"));
+  }
+
+  if (is_new) {
+    t.process_id = next_process_id_++;
+    t.first_sample_id = tick.sample_id;
+  }
+  if (is_new || exec_seen || cgroup_changed) {
+    t.comm = obs.comm;
+    if (cgroup) t.cgroup = cgroup->path;
+    schema::ProcessRow process{
+        .process_id = t.process_id,
+        .pid = obs.pid,
+        .start_ticks = obs.start_ticks,
+        .ppid = obs.ppid,
+        .comm = obs.comm,
+        .first_sample_id = t.first_sample_id,
+        .cgroup = t.cgroup,
+    };
+    if (tick.ticks_per_s > 0) {
+      // Split so that ticks × 1e9 cannot overflow after years of uptime.
+      const std::int64_t hz = tick.ticks_per_s;
+      process.start_ns = tick.boot_wall_ns + obs.start_ticks / hz * 1'000'000'000 +
+                         obs.start_ticks % hz * 1'000'000'000 / hz;
+    }
+    if (auto args = read_cmdline(proc_root_, obs.pid)) {
+      process.cmdline = join_args_masked(*args);
+    }
+    out.processes.push_back(std::move(process));
+  }
+  if (!is_new) {
+    const Baseline& b = t.base;
+    sample.cpu_ns = delta(on_cpu_ns, b.on_cpu_ns);
+    sample.run_delay_ns = delta(run_delay_ns, b.run_delay_ns);
+    sample.utime_ticks = delta(obs.utime_ticks, b.utime_ticks);
+    sample.stime_ticks = delta(obs.stime_ticks, b.stime_ticks);
+    sample.majflt = delta(obs.majflt, b.majflt);
+    if (switches && b.context_switches) {
+      sample.voluntary_ctxt_switches = delta(switches->voluntary, b.context_switches->voluntary);
+      sample.nonvoluntary_ctxt_switches =
+          delta(switches->nonvoluntary, b.context_switches->nonvoluntary);
+    }
+    sample.span_ns = tick.mono_ns - b.mono_ns;
+    if (io && b.io) {
+      sample.read_bytes = delta(io->read_bytes, b.io->read_bytes);
+      sample.write_bytes = delta(io->write_bytes, b.io->write_bytes);
+    }
+    if (auto d = delta(blkio_ticks, b.blkio_ticks); d && tick.ticks_per_s > 0) {
+      sample.blkio_delay_ns = *d * 1'000'000'000 / tick.ticks_per_s;
+    }
+  }
+  sample.process_id = t.process_id;
+  out.process_samples.push_back(std::move(sample));
+
+  t.base = Baseline{
+      .mono_ns = tick.mono_ns,
+      .on_cpu_ns = on_cpu_ns,
+      .run_delay_ns = run_delay_ns,
+      .utime_ticks = obs.utime_ticks,
+      .stime_ticks = obs.stime_ticks,
+      .majflt = obs.majflt,
+      .context_switches = switches,
+      .io = io,
+      .blkio_ticks = blkio_ticks,
+  };
 }
 
 }  // namespace stallscope::sampler::detail

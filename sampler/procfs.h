@@ -67,8 +67,11 @@ std::optional<ContextSwitches> read_context_switches(const std::string& proc_roo
 // ---------------------------------------------------------------------------
 // /proc/PID/wchan: the kernel function the task sleeps in.
 
-// Reads <proc_root>/<pid>/wchan; nullopt when missing or when the kernel
-// gives no symbol ("0", empty; libproc2's "-"/"?" stand-ins are treated alike).
+// The symbol of a wchan file's text, without a compiler clone suffix
+// ("poll_schedule_timeout.constprop.0" → "poll_schedule_timeout"); nullopt
+// when the kernel gives none ("0", empty; libproc2's "-"/"?" alike).
+std::optional<std::string> parse_wchan(std::string_view text);
+// Reads <proc_root>/<pid>/wchan (see parse_wchan); nullopt when missing.
 std::optional<std::string> read_wchan(const std::string& proc_root, int pid);
 
 // ---------------------------------------------------------------------------
@@ -261,8 +264,8 @@ class ProcScanner {
     int stat_fd = -1;
     int schedstat_fd = -1;
     std::int64_t generation = 0;
-    std::optional<PidStat> stat;           // last stat read (kept files only)
-    std::optional<Schedstat> schedstat;    // schedstat at the tick of that read, or later
+    std::optional<PidStat> stat;         // last stat read (kept files only)
+    std::optional<Schedstat> schedstat;  // schedstat at the tick of that read, or later
   };
   // Reads a kept file; `reopened` is set when the descriptor had to be
   // (re)opened, i.e. it may now belong to another process.
@@ -289,10 +292,10 @@ std::optional<std::uint64_t> raise_nofile_limit();
 // The tick the observations belong to.
 struct TickInfo {
   std::int64_t sample_id = 0;
-  std::int64_t mono_ns = 0;       // CLOCK_MONOTONIC when the tick began
-  std::int64_t boot_wall_ns = 0;  // wall clock at boot: start_ns = this + start_ticks/Hz
-  long ticks_per_s = 100;         // sysconf(_SC_CLK_TCK)
-  bool delayacct_on = false;      // kernel.task_delayacct = 1: blkio_delay_ns is filled
+  std::int64_t mono_ns = 0;        // CLOCK_MONOTONIC when the tick began
+  std::int64_t boot_wall_ns = 0;   // wall clock at boot: start_ns = this + start_ticks/Hz
+  long ticks_per_s = 100;          // sysconf(_SC_CLK_TCK)
+  bool delayacct_on = false;       // kernel.task_delayacct = 1: blkio_delay_ns is filled
   std::int64_t page_bytes = 4096;  // sysconf(_SC_PAGESIZE): stat's rss pages → bytes
 };
 
@@ -308,6 +311,11 @@ struct TrackerDepth {
   // itself, so explain can count its driver threads apart from its writer
   // and samplers. 0 = none.
   int always_threads_pid = 0;
+  // A process never sampled per thread, even with all_threads: stallscope
+  // itself under `record`, whose own cost is sample.sampler_cpu_ns and its
+  // process_sample rows (its sampler thread would add a row every tick).
+  // 0 = none.
+  int never_threads_pid = 0;
 };
 
 // Keeps, per process (keyed by (pid, start_ticks), so a reused pid is a new
@@ -407,6 +415,11 @@ class ProcessTracker {
   // Reads <proc_root>/<pid>/task/*/{stat,schedstat} into tasks_.
   void read_tasks(int pid);
   void sample_threads(const TickInfo& tick, int pid, Tracked& t, schema::Batch& out);
+  // The process_sample row (and, at first sight or exec, the process row) of
+  // a process that gets a row this tick.
+  void sample_row(const TickInfo& tick, const ProcessObservation& listed, bool is_new,
+                  bool exec_seen, bool quiet, const std::optional<Schedstat>& schedstat, Tracked& t,
+                  schema::Batch& out);
 
   std::string proc_root_;
   std::int64_t heartbeat_ns_;

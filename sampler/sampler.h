@@ -43,6 +43,12 @@ struct HostSamplerOptions {
   bool kernel_stacks = false;
   // Seam for tests: where cgroup cpu.stat files are found.
   std::string cgroup_root = "/sys/fs/cgroup";
+  // thread_sample rows for this process's own threads: true (`run`) samples
+  // them every tick whatever their CPU, so explain can tell the driver's
+  // threads from the writer and samplers; false (`record`) never, even with
+  // all_threads — its cost is in sample.sampler_cpu_ns and its
+  // process_sample rows, and its sampler thread would add a row every tick.
+  bool own_threads = true;
 };
 
 // The latest tick's system figures, for progress lines.

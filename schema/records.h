@@ -198,6 +198,31 @@ struct ClockOffsetRow {
   std::string phase;  // start | periodic | end
 };
 
+struct StatementRow {  // `run -r`
+  int statement = 0;
+  std::string script;
+  int line = 0;
+  std::string sql;
+};
+
+struct StatementLatencyRow {  // `run -r`
+  std::int64_t start_ns = 0;
+  int client_id = 0;
+  std::int64_t seq = 0;
+  int statement = 0;
+  std::int64_t latency_ns = 0;
+};
+
+struct TcpSampleRow {  // TCP_INFO of a driver connection
+  std::int64_t time_ns = 0;
+  int client_id = 0;
+  int connection = 0;
+  std::int64_t rtt_ns = 0;
+  std::int64_t rttvar_ns = 0;
+  std::int64_t total_retrans = 0;
+  std::int64_t unacked = 0;
+};
+
 // What one producer hands the writer at a time. Any vector may be empty.
 // Rows are inserted in the order of the members below.
 struct Batch {
@@ -216,13 +241,17 @@ struct Batch {
   std::vector<PgQueryTextRow> pg_query_texts;
   std::vector<PgbenchAggregateRow> pgbench_aggregates;  // import-pgbench
   std::vector<ClockOffsetRow> clock_offsets;
+  std::vector<StatementRow> statements;
+  std::vector<StatementLatencyRow> statement_latencies;
+  std::vector<TcpSampleRow> tcp_samples;
 
   bool empty() const {
     return samples.empty() && host_samples.empty() && processes.empty() &&
            process_samples.empty() && ash_ticks.empty() && pg_activity.empty() && clients.empty() &&
            queries.empty() && thread_samples.empty() && host_memory_samples.empty() &&
            disk_samples.empty() && cgroup_samples.empty() && pg_query_texts.empty() &&
-           pgbench_aggregates.empty() && clock_offsets.empty();
+           pgbench_aggregates.empty() && clock_offsets.empty() && statements.empty() &&
+           statement_latencies.empty() && tcp_samples.empty();
   }
 };
 

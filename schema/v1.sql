@@ -92,7 +92,7 @@ CREATE TABLE process_sample (
   run_delay_ns        INTEGER,                    -- runnable, not running, same span; schedstat field 2
   utime_ticks         INTEGER,                    -- user ticks, same span; /proc/PID/stat
   stime_ticks         INTEGER,                    -- system ticks, same span
-  wchan               TEXT,                       -- kernel wait channel when not running, else NULL
+  wchan               TEXT,                       -- kernel wait channel when not running, else NULL; /proc/PID/wchan without a clone suffix (".constprop.0", ".isra.0")
   rss_bytes           INTEGER,
   majflt              INTEGER,                    -- major faults, same span
   voluntary_ctxt_switches    INTEGER,             -- same span; /proc/PID/status
@@ -104,12 +104,15 @@ CREATE TABLE process_sample (
   kernel_stack        TEXT,                       -- --stacks, state D only: /proc/PID/stack, one frame per line
   PRIMARY KEY (sample_id, process_id)
 ) WITHOUT ROWID;
-CREATE INDEX process_sample_by_process ON process_sample(process_id, sample_id);
+-- No index by process_id: explain reads this table in key order, and such
+-- an index cost ~11 bytes a row (measured with dbstat); a query for one
+-- process scans the table (or, for many, CREATE INDEX on a copy).
 
 -- Per tick, per thread of a process sampled per thread (--threads: every
 -- process; by default a multi-threaded process whose CPU over the last second
--- reached half a core). A row when the thread ran or switched since its last
--- row, or is in state R or D; first sight: deltas NULL. Source
+-- reached half a core; never stallscope's own threads under `record`). A row
+-- when the thread ran or switched since its last row, or is in state R or D;
+-- rows of a tick in (process_id, tid) order; first sight: deltas NULL. Source
 -- /proc/PID/task/TID/{stat,schedstat,wchan,stack}.
 CREATE TABLE thread_sample (
   sample_id           INTEGER NOT NULL,
@@ -119,7 +122,7 @@ CREATE TABLE thread_sample (
   state               TEXT NOT NULL,              -- one letter
   cpu_ns              INTEGER,                    -- on-CPU time since its previous row; schedstat field 1
   run_delay_ns        INTEGER,                    -- runnable, not running, same span; schedstat field 2
-  wchan               TEXT,                       -- kernel wait channel when not running
+  wchan               TEXT,                       -- kernel wait channel when not running (as process_sample.wchan)
   kernel_stack        TEXT,                       -- --stacks, state D only
   span_ns             INTEGER,                    -- the span the deltas cover
   PRIMARY KEY (sample_id, process_id, tid)
@@ -262,6 +265,41 @@ CREATE TABLE clock_offset (
   probes              INTEGER NOT NULL,           -- round trips made for this estimate
   phase               TEXT NOT NULL               -- 'start', 'periodic', 'end'
 );
+
+-- `run -r`: the SQL commands of the scripts, so statement_latency rows can
+-- name theirs. Source: the scripts as parsed (for --sql, the one string).
+CREATE TABLE statement (
+  statement           INTEGER PRIMARY KEY,        -- 0, 1, ... over the scripts' SQL commands, in script order
+  script              TEXT NOT NULL,              -- script name (file, "builtin: …", or "--sql")
+  line                INTEGER NOT NULL,           -- 1-based line of the command in its script
+  sql                 TEXT NOT NULL               -- the command as written (with :variables)
+);
+
+-- `run -r`: one row per SQL command of each transaction (pgbench -r's
+-- per-statement latency, stored per execution). Joins to query on
+-- (start_ns, client_id, seq) of its transaction.
+CREATE TABLE statement_latency (
+  start_ns            INTEGER NOT NULL,           -- query.start_ns of the transaction
+  client_id           INTEGER NOT NULL,
+  seq                 INTEGER NOT NULL,           -- query.seq of the transaction
+  statement           INTEGER NOT NULL,           -- statement.statement
+  latency_ns          INTEGER NOT NULL,           -- command sent → its last result, CLOCK_MONOTONIC
+  PRIMARY KEY (start_ns, client_id, seq, statement)
+) WITHOUT ROWID;
+
+-- TCP_INFO of each driver connection over TCP, read by the driver thread
+-- that owns the socket about once a second (getsockopt(PQsocket,
+-- IPPROTO_TCP, TCP_INFO)). Unix-socket connections have no rows.
+CREATE TABLE tcp_sample (
+  time_ns             INTEGER NOT NULL,           -- client wall clock when read
+  client_id           INTEGER NOT NULL,
+  connection          INTEGER NOT NULL,           -- client.connection
+  rtt_ns              INTEGER NOT NULL,           -- tcpi_rtt (kernel's smoothed RTT, µs) × 1000
+  rttvar_ns           INTEGER NOT NULL,           -- tcpi_rttvar (µs) × 1000
+  total_retrans       INTEGER NOT NULL,           -- tcpi_total_retrans: segments retransmitted since connect (counter)
+  unacked             INTEGER NOT NULL,           -- tcpi_unacked: segments sent, not yet acknowledged (gauge)
+  PRIMARY KEY (time_ns, client_id, connection)
+) WITHOUT ROWID;
 
 -- `stallscope import-pgbench` of a pgbench aggregate log (--aggregate-interval,
 -- PostgreSQL 15-17 format): one row per interval per log line. Source: the

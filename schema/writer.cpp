@@ -12,7 +12,9 @@ std::int64_t row_count(const Batch& b) {
       b.samples.size() + b.host_samples.size() + b.processes.size() + b.process_samples.size() +
       b.ash_ticks.size() + b.pg_activity.size() + b.clients.size() + b.queries.size() +
       b.thread_samples.size() + b.host_memory_samples.size() + b.disk_samples.size() +
-      b.cgroup_samples.size() + b.pg_query_texts.size() + b.pgbench_aggregates.size() + b.clock_offsets.size());
+      b.cgroup_samples.size() + b.pg_query_texts.size() + b.pgbench_aggregates.size() +
+      b.clock_offsets.size() + b.statements.size() + b.statement_latencies.size() +
+      b.tcp_samples.size());
 }
 
 // Appends every row of `from` to `into`, so one commit covers many batches.
@@ -44,6 +46,9 @@ Batch merge(std::vector<Batch>& batches) {
     append(all.pg_query_texts, b.pg_query_texts);
     append(all.pgbench_aggregates, b.pgbench_aggregates);
     append(all.clock_offsets, b.clock_offsets);
+    append(all.statements, b.statements);
+    append(all.statement_latencies, b.statement_latencies);
+    append(all.tcp_samples, b.tcp_samples);
   }
   return all;
 }

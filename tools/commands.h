@@ -33,6 +33,9 @@ struct RunOptions {
   double hz = 10;                        // --hz
   double progress_s = 1;                 // -P; 0 = no progress lines
   bool delayacct = false;                // --delayacct
+  int pipeline = 0;                      // --pipeline N; 0 = off
+  bool per_statement = false;            // -r
+  double clock_offset_period_s = 10;     // --clock-offset-period
   std::vector<std::string> argv;         // for the run row (masked there)
 };
 int run_command(const RunOptions& options);

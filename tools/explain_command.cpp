@@ -39,7 +39,7 @@ int explain_command(const ExplainCommandOptions& o) {
   if (o.paths.empty() || o.paths.size() > 2) {
     throw Error(ErrorKind::usage,
                 fmt::format("explain takes a run file, optionally followed by the server's record "
-                            "file ({} given)",
+                            "file or a second run file to compare with ({} given)",
                             o.paths.size()));
   }
   // Read-write: explain stores its findings and stalls in the file.
@@ -48,8 +48,30 @@ int explain_command(const ExplainCommandOptions& o) {
   eo.window_ns = o.window_ns;
   eo.every_queries = o.every_queries;
   eo.path_process_names = o.path_processes;
-  const auto report = o.paths.size() == 2 ? correlate::explain_pair(store, o.paths[1], eo)
-                                          : correlate::explain(store, eo);
+  // Two files: a run and the server's record file (client + server), or two
+  // run files of the same workload (compared: e.g. through a pooler and direct).
+  bool two_runs = false;
+  if (o.paths.size() == 2) {
+    auto second = schema::Store::open_readonly(o.paths[1]);
+    auto mode = [](schema::Store& s) {
+      return s.db().execAndGet("SELECT coalesce(max(mode), '') FROM run").getString();
+    };
+    two_runs = mode(store) == "run" && mode(second) == "run";
+  }
+  correlate::Report report;
+  if (two_runs) {
+    report = correlate::explain(store, eo);
+    // The baseline finds its poolers by itself (a --path-process pooler may
+    // still run, idle, beside a direct baseline).
+    auto baseline_options = eo;
+    baseline_options.path_process_names.clear();
+    auto baseline_store = schema::Store::open_readonly(o.paths[1]);
+    const auto baseline = correlate::explain(baseline_store, baseline_options);
+    report.comparison = correlate::compare_runs(report, o.paths[0], baseline, o.paths[1]);
+  } else {
+    report = o.paths.size() == 2 ? correlate::explain_pair(store, o.paths[1], eo)
+                                 : correlate::explain(store, eo);
+  }
   correlate::save_report(store, report);
   if (o.json) {
     std::cout << correlate::to_json(report).dump(2) << '\n';

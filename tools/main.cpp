@@ -125,6 +125,18 @@ int main(int argc, char** argv) {
       ->add_flag("--skip-late", run.skip_late,
                  "With -R and -L: skip (record as skipped) transactions already later than -L")
       ->needs(opt_L);
+  run_cmd
+      ->add_option("--pipeline", run.pipeline,
+                   "libpq pipeline mode: N transactions in flight per connection (one SQL "
+                   "statement each, no \\sleep; not with -C, -R, -r)")
+      ->check(CLI::Range(1, 256));
+  run_cmd->add_flag("-r,--report-per-command", run.per_statement,
+                    "Store per-statement latencies and print their averages at the end");
+  run_cmd
+      ->add_option("--clock-offset-period", run.clock_offset_period_s,
+                   "Seconds between server clock-offset estimates (also at start and end)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
   run_cmd->add_option("--hz", run.hz, "Host and ASH samples per second")
       ->capture_default_str()
       ->check(CLI::Range(0.1, 100.0));

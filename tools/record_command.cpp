@@ -71,7 +71,8 @@ int record_command(const RecordOptions& o) {
   const bool have_nofile = getrlimit(RLIMIT_NOFILE, &nofile_before) == 0;
   sampler::HostSampler host_sampler({.hz = o.hz,
                                      .all_threads = o.all_threads,
-                                     .kernel_stacks = o.kernel_stacks && geteuid() == 0},
+                                     .kernel_stacks = o.kernel_stacks && geteuid() == 0,
+                                     .own_threads = false},
                                     sink);
   std::optional<sampler::AshSampler> ash_sampler;
   std::optional<int> child_status;
@@ -108,7 +109,9 @@ int record_command(const RecordOptions& o) {
           kill(pid, stop_signal() != 0 ? stop_signal() : SIGTERM);
           forwarded = true;
         }
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        // One look a tick at most: this thread's wake-ups are part of
+        // record's cost.
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
       child_status = shell_status(wait_status);
       reason = fmt::format("command exited with status {}", *child_status);
@@ -116,7 +119,9 @@ int record_command(const RecordOptions& o) {
       const std::int64_t limit_ns =
           o.duration_s ? static_cast<std::int64_t>(*o.duration_s * 1e9) : INT64_MAX;
       while (!stop_requested() && mono_now_ns() - start_ns < limit_ns) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        const std::int64_t left_ns = limit_ns - (mono_now_ns() - start_ns);
+        std::this_thread::sleep_for(
+            std::chrono::nanoseconds(std::min<std::int64_t>(left_ns, 100'000'000)));
       }
       reason =
           stop_requested() ? (stop_signal() == SIGTERM ? "SIGTERM" : "SIGINT") : "duration reached";

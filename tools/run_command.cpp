@@ -15,7 +15,10 @@
 #include "common/conninfo.h"
 #include "common/error.h"
 #include "common/host.h"
+#include "common/periodic.h"
 #include "common/stop.h"
+#include "common/thread_name.h"
+#include "driver/clock_offset.h"
 #include "driver/driver.h"
 #include "sampler/sampler.h"
 #include "schema/store.h"
@@ -41,6 +44,7 @@ int run_command(const RunOptions& o) {
     } else {
       early.clients.insert(early.clients.end(), b.clients.begin(), b.clients.end());
       early.queries.insert(early.queries.end(), b.queries.begin(), b.queries.end());
+      early.statements.insert(early.statements.end(), b.statements.begin(), b.statements.end());
     }
   };
 
@@ -57,6 +61,8 @@ int run_command(const RunOptions& o) {
   dopt.latency_limit_ms = o.latency_limit_ms;
   dopt.skip_late = o.skip_late;
   dopt.scale = o.scale;
+  dopt.pipeline = o.pipeline;
+  dopt.per_statement = o.per_statement;
   // Scripts replace the single SQL string unless the file is plain SQL the
   // fast path runs as is: one file, no weight, no meta-command, and (outside
   // simple mode) a single SQL command.
@@ -65,8 +71,8 @@ int run_command(const RunOptions& o) {
   } else if (!o.script_files.empty()) {
     std::vector<driver::Script> scripts;
     driver::Variables variables;
-    bool needs_scripts =
-        o.script_files.size() > 1 || o.script_files.front().weight != 1 || o.scale.has_value();
+    bool needs_scripts = o.script_files.size() > 1 || o.script_files.front().weight != 1 ||
+                         o.scale.has_value() || o.per_statement;
     for (const auto& f : o.script_files) {
       scripts.push_back(driver::parse_script(f.text, f.path, variables));
       scripts.back().weight = f.weight;
@@ -84,6 +90,10 @@ int run_command(const RunOptions& o) {
       dopt.scripts = std::move(scripts);
       dopt.variables = std::move(variables);
     }
+  } else if (o.per_statement) {
+    // -r needs statements: the --sql string is a one-script set (split at
+    // its semicolons, as pgbench splits a script).
+    dopt.scripts.push_back(driver::parse_script(o.sql, "--sql", dopt.variables));
   }
   driver::Driver driver(dopt, sink);
   try {
@@ -125,6 +135,32 @@ int run_command(const RunOptions& o) {
   auto writer_sink = [&writer](schema::Batch b) { writer.submit(std::move(b)); };
 
   install_stop_handlers();
+  // Server clock offset: a dedicated connection, at the start, every
+  // --clock-offset-period and at the end. A failure costs only these rows.
+  std::optional<driver::ClockOffsetEstimator> clock;
+  std::mutex clock_mu;
+  auto clock_probe = [&](const char* phase) {
+    std::lock_guard lock(clock_mu);
+    if (!clock) return;
+    try {
+      schema::Batch b;
+      b.clock_offsets.push_back(clock->estimate(phase));
+      writer.submit(std::move(b));
+    } catch (const Error& e) {
+      fmt::print(stderr, "warning: no more clock-offset estimates: {}\n", e.what());
+      clock.reset();
+    }
+  };
+  try {
+    clock.emplace(o.conninfo);
+  } catch (const Error& e) {
+    fmt::print(stderr, "warning: no clock-offset estimates: {}\n", e.what());
+  }
+  clock_probe("start");
+  PeriodicThread clock_thread;
+  const auto clock_period_ns = static_cast<std::int64_t>(o.clock_offset_period_s * 1e9);
+  clock_thread.start(
+      kClockThreadName, clock_period_ns, [&] { clock_probe("periodic"); }, clock_period_ns);
   sampler::HostSampler host_sampler({.hz = o.hz}, writer_sink);
   sampler::AshSampler ash_sampler({.conninfo = o.conninfo, .hz = o.hz}, writer_sink);
   std::string status = "complete";
@@ -154,11 +190,14 @@ int run_command(const RunOptions& o) {
       reason = o.duration_s ? "duration reached" : "transactions done";
     }
   } catch (const std::exception& e) {
+    clock_thread.stop();
     host_sampler.stop();
     ash_sampler.stop();
     writer.close(wall_now_ns(), "failed", e.what());
     throw;
   }
+  clock_thread.stop();
+  clock_probe("end");
   warn_if_sampler_lagged(host_sampler, o.hz,
                          static_cast<double>(wall_now_ns() - info.start_ns) / 1e9);
   host_sampler.stop();
@@ -182,7 +221,21 @@ int run_command(const RunOptions& o) {
     fmt::print("transactions above the {:.1f} ms latency limit: {}\n", *o.latency_limit_ms, s.late);
   }
   if (o.connect_per_transaction) fmt::print("connections opened: {}\n", s.connections);
+  if (o.pipeline > 0)
+    fmt::print("pipeline: {} transactions in flight per connection\n", o.pipeline);
   fmt::print("tps = {:.1f}\n", s.tps);
+  if (o.per_statement) {
+    // As pgbench -r: mean latency per SQL command, by script.
+    fmt::print("statement latencies in milliseconds (mean over executions):\n");
+    std::string script;
+    for (const auto& st : s.statements) {
+      if (st.script != script) {
+        script = st.script;
+        fmt::print("  {}:\n", script);
+      }
+      fmt::print("  {:>10.3f}  {:>9}  {}\n", st.mean_latency_ms, st.executions, fold_lines(st.sql));
+    }
+  }
   fmt::print("next: stallscope explain {}\n", o.output_path);
   return 0;
 }

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -52,19 +53,45 @@ ProgressPrinter::ProgressPrinter(double period_s, std::function<std::string()> d
     : start_ns_(mono_now_ns()), driver_part_(std::move(driver_part)), host_(host), ash_(ash) {
   const auto period_ns = static_cast<std::int64_t>(period_s * 1e9);
   if (period_ns > 0) {
+    constexpr std::int64_t kReadNs = 50'000'000;
+    ticks_per_line_ = std::max<std::int64_t>(1, (period_ns + kReadNs - 1) / kReadNs);
+    const std::int64_t slice_ns = period_ns / ticks_per_line_;
     thread_.start(
-        kProgressThreadName, period_ns, [this] { print_line(); }, period_ns);
+        kProgressThreadName, slice_ns, [this] { tick(); }, slice_ns);
   }
+}
+
+void ProgressPrinter::tick() {
+  const auto h = host_.latest();
+  if (h.time_ns != 0 && h.time_ns != last_host_time_ns_) {
+    last_host_time_ns_ = h.time_ns;
+    ++host_ticks_;
+    idle_sum_pct_ += h.idle_pct;
+    iowait_sum_pct_ += h.iowait_pct;
+    steal_sum_pct_ += h.steal_pct;
+    d_sum_ += h.processes_d_state;
+  }
+  if (++tick_count_ % ticks_per_line_ == 0) print_line();
 }
 
 void ProgressPrinter::print_line() {
   const double elapsed_s = static_cast<double>(mono_now_ns() - start_ns_) / 1e9;
   std::string driver = driver_part_ ? driver_part_() : std::string();
-  const auto h = host_.latest();
+  const auto latest = host_.latest();
+  struct {
+    double idle_pct, iowait_pct, steal_pct, processes_d_state;
+  } h{latest.idle_pct, latest.iowait_pct, latest.steal_pct,
+      static_cast<double>(latest.processes_d_state)};
+  if (host_ticks_ > 0) {
+    const auto n = static_cast<double>(host_ticks_);
+    h = {idle_sum_pct_ / n, iowait_sum_pct_ / n, steal_sum_pct_ / n, d_sum_ / n};
+  }
+  host_ticks_ = 0;
+  idle_sum_pct_ = iowait_sum_pct_ = steal_sum_pct_ = d_sum_ = 0;
   std::string top_wait = ash_ ? ash_->latest().top_wait_event : std::string();
   fmt::print(
       stderr,
-      "progress: {:.1f} s, {}host idle {:.1f} %, iowait {:.1f} %, steal {:.1f} %, D {}"
+      "progress: {:.1f} s, {}host idle {:.1f} %, iowait {:.1f} %, steal {:.1f} %, D {:.1f}"
       "{}\n",
       elapsed_s, driver.empty() ? std::string() : driver + "; ", h.idle_pct, h.iowait_pct,
       h.steal_pct, h.processes_d_state,

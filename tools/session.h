@@ -29,6 +29,9 @@ void warn_if_sampler_lagged(const sampler::HostSampler& host, double hz, double 
 // Prints a progress line on stderr every `period_s` (nothing when 0):
 // "progress: 3.0 s, <driver part>; host idle …, iowait …, steal …, D n; top wait …".
 // `driver_part` (may be empty) gives the driver's figures for the interval.
+// The host figures are the mean over the host sampler's ticks in the
+// interval (idle, iowait, steal %, tasks in D state), read every 50 ms (or
+// every period when shorter); the latest tick when none was new.
 class ProgressPrinter {
  public:
   ProgressPrinter(double period_s, std::function<std::string()> driver_part,
@@ -39,8 +42,15 @@ class ProgressPrinter {
   void stop() { thread_.stop(); }
 
  private:
+  void tick();  // reads the sampler's latest tick; prints every ticks_per_line_-th call
   void print_line();
   std::int64_t start_ns_;
+  std::int64_t ticks_per_line_ = 1;
+  std::int64_t tick_count_ = 0;
+  // Host ticks seen in the current interval (only the progress thread touches these).
+  std::int64_t last_host_time_ns_ = 0;
+  std::int64_t host_ticks_ = 0;
+  double idle_sum_pct_ = 0, iowait_sum_pct_ = 0, steal_sum_pct_ = 0, d_sum_ = 0;
   std::function<std::string()> driver_part_;
   const sampler::HostSampler& host_;
   const sampler::AshSampler* ash_;

@@ -13,6 +13,7 @@
 
 #include <tuple>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "common/error.h"
@@ -726,6 +727,107 @@ TEST(CorrelatePair, SplitsTheAccountingBetweenClientAndServerHost) {
   EXPECT_EQ(client.db().execAndGet("SELECT count(*) FROM process").getInt64(), 1);
 }
 
+// The server's clock runs 5 s ahead of the client's. With the driver's
+// estimate in the run file the server's rows line up with the queries as if
+// both clocks agreed; without it, only the server's first 5 s overlap.
+TEST(CorrelatePair, ShiftsServerTimesByTheNearestClockOffsetEstimate) {
+  test::TempDir dir;
+  write_pair(dir.file("client.db"), dir.file("server.db"), 5);
+  {
+    auto client = schema::Store::open_readwrite(dir.file("client.db"));
+    client.db().exec(fmt::format(
+        "INSERT INTO clock_offset VALUES ({0}, {2}, {3}, {4}, 5, 'start'), "
+        "({1}, {2}, {3}, {4}, 5, 'end')",
+        kT0, kT0 + 10 * kS, 5 * kS, 250'000, 500'000));
+  }
+  auto client = schema::Store::open_readwrite(dir.file("client.db"));
+  auto r = explain_pair(client, dir.file("server.db"), {});
+  ASSERT_TRUE(r.accounting);
+  EXPECT_EQ(part_ns(*r.accounting, "server_cpu"), 2 * kS);
+  EXPECT_EQ(part_ns(*r.accounting, "server_wait:Lock"), 20 * kS);  // all 200 ASH rows
+  ASSERT_EQ(r.windows.size(), 10u);
+  // The server's first second (its t0 + 5 s) is the client's first window.
+  EXPECT_EQ(r.windows.front().top_wait_event.value_or(""), "Lock:transactionid");
+  EXPECT_EQ(r.windows.front().top_wait_event_samples, 20);
+  EXPECT_DOUBLE_EQ(r.windows.front().cpu_busy_pct.value_or(-1), 10.0);
+  ASSERT_TRUE(r.clock);
+  EXPECT_EQ(r.clock->estimates, 2);
+  EXPECT_EQ(r.clock->offset_ns, 5 * kS);
+  EXPECT_EQ(r.clock->uncertainty_ns, 250'000);
+  const auto j = to_json(r);
+  EXPECT_EQ(j["clock"]["offset_ns"], 5 * kS);
+  EXPECT_EQ(j["clock"]["uncertainty_ns"], 250'000);
+  EXPECT_EQ(j["clock"]["applied"], true);
+  std::ostringstream text;
+  render_text(r, text);
+  EXPECT_NE(text.str().find("clock     server - client +5000.000 ms +/- 0.250 ms"),
+            std::string::npos)
+      << text.str();
+}
+
+TEST(CorrelatePair, WithoutAnEstimateTheServerTimesAreUnshiftedAndTheOutputSaysSo) {
+  test::TempDir dir;
+  write_pair(dir.file("client.db"), dir.file("server.db"), 5);
+  auto client = schema::Store::open_readwrite(dir.file("client.db"));
+  auto r = explain_pair(client, dir.file("server.db"), {});
+  ASSERT_TRUE(r.accounting);
+  // Only the server's ASH polls at its t0 .. t0 + 5 s fall in the queries' span.
+  EXPECT_EQ(part_ns(*r.accounting, "server_wait:Lock"), 10 * kS);
+  EXPECT_FALSE(r.windows.front().top_wait_event);
+  ASSERT_TRUE(r.clock);
+  EXPECT_EQ(r.clock->estimates, 0);
+  EXPECT_FALSE(r.clock->offset_ns);
+  EXPECT_NE(r.notes.front().find("holds no clock-offset estimate"), std::string::npos);
+  EXPECT_EQ(to_json(r)["clock"]["applied"], false);
+  std::ostringstream text;
+  render_text(r, text);
+  EXPECT_NE(text.str().find("no clock-offset estimate in the run file"), std::string::npos);
+}
+
+TEST(CorrelateWindow, SkippedQueriesAreCountedApartNotAsQueries) {
+  Fixture fx;
+  fx.host({});
+  // Three --skip-late rows (never sent) with absurd latencies.
+  for (int k = 0; k < 3; ++k) {
+    fx.batch().queries.push_back({.client_id = 0,
+                                  .seq = 100 + k,
+                                  .start_ns = kT0 + k * kS + 1,
+                                  .latency_ns = 100 * kS,
+                                  .skipped = true});
+  }
+  auto r = fx.explain();
+  EXPECT_EQ(r.run.queries, 20);
+  EXPECT_EQ(r.run.skipped, 3);
+  EXPECT_DOUBLE_EQ(*r.run.latency_max_ms, 1000.0);
+  EXPECT_EQ(*r.run.query_end_ns, kT0 + 10 * kS);
+  EXPECT_EQ(r.windows.front().queries, 2);
+  EXPECT_EQ(to_json(r)["run"]["skipped"], 3);
+  std::ostringstream text;
+  render_text(r, text);
+  EXPECT_NE(text.str().find("(0 errors, 3 skipped as late, not counted)"), std::string::npos);
+}
+
+TEST(CorrelateCompare, StatesThePoolersThroughputCostAgainstTheDirectRun) {
+  Report pooled, direct;
+  pooled.run.tps = 6120.4;
+  pooled.run.queries = 61204;
+  pooled.accounting = Accounting{};
+  pooled.accounting->path_cpu_by_comm_ns = {{"pgbouncer", 9 * kS}};
+  direct.run.tps = 9840;
+  direct.run.queries = 98400;
+  const auto c = compare_runs(pooled, "pooled.db", direct, "direct.db");
+  EXPECT_EQ(c.summary, "through pgbouncer: 6,120 tps vs 9,840 tps direct (-38%)");
+  EXPECT_NEAR(*c.tps_ratio, 6120.4 / 9840, 1e-12);
+  EXPECT_EQ(c.baseline.path, "direct.db");
+  pooled.comparison = c;
+  const auto j = to_json(pooled);
+  EXPECT_EQ(j["comparison"]["summary"], c.summary);
+  EXPECT_EQ(j["comparison"]["baseline"]["tps"], 9840.0);
+  // Two runs without a pooler are told apart by their file names.
+  const auto plain = compare_runs(direct, "a.db", direct, "b.db");
+  EXPECT_EQ(plain.summary, "a.db: 9,840 tps vs 9,840 tps b.db (+0%)");
+}
+
 TEST(CorrelatePair, NonOverlappingFilesAreAOneLineUsageError) {
   test::TempDir dir;
   write_pair(dir.file("client.db"), dir.file("server.db"), 3600);
@@ -853,8 +955,16 @@ TEST(CorrelateFinding, RunqueueNamesTheProcessesHoldingTheCpus) {
   ASSERT_FALSE(r.findings.empty());
   EXPECT_EQ(r.findings[0].kind, "runqueue");
   // 2 clients on 2 cores cannot queue behind each other: all 10 s of run
-  // delay is charged to the processes off the path, ÷ 20 s.
-  EXPECT_DOUBLE_EQ(r.findings[0].score, 0.5);
+  // delay is charged to the processes off the path; on the saturated host
+  // (97.5 % busy) the remainder, 20 − 0.9 driver − 2 backend − 10 run delay =
+  // 7.1 s, is contention too and goes the same way: (10 + 7.1) ÷ 20 s.
+  EXPECT_DOUBLE_EQ(r.findings[0].score, 0.855);
+  EXPECT_DOUBLE_EQ(evidence<double>(r.findings[0], "run_delay_charged_share"), 0.5);
+  EXPECT_DOUBLE_EQ(evidence<double>(r.findings[0], "remainder_charged_share"), 0.355);
+  // The backends' own CPU only: none of the hog-made queueing.
+  ASSERT_NE(finding(r, "server_cpu"), nullptr);
+  EXPECT_DOUBLE_EQ(finding(r, "server_cpu")->score, 0.1);
+  EXPECT_NE(finding(r, "server_cpu")->suggestion.find("serial part"), std::string::npos);
   EXPECT_EQ(evidence<std::string>(r.findings[0], "top_other_1"), "stress (pid 777)");
   EXPECT_EQ(finding(r, "single_thread"), nullptr);
   EXPECT_EQ(finding(r, "network_roundtrip"), nullptr);
@@ -878,6 +988,9 @@ TEST(CorrelateFinding, SingleThreadNamesASaturatedPoolerOnAnIdleHost) {
   EXPECT_NEAR(r.findings[0].score, 0.97 * 8 / 10.3, 1e-4);
   EXPECT_DOUBLE_EQ(evidence<double>(r.findings[0], "hot_cores"), 0.97);
   EXPECT_DOUBLE_EQ(evidence<double>(r.findings[0], "hot_time_share"), 1.0);
+  EXPECT_EQ(r.findings[0].suggestion,
+            "pgbouncer at 97 % of one core: run more pgbouncer processes with so_reuseport or "
+            "pool on the client.");
   // The round trip keeps only what the pooler did not claim.
   const auto* rt = finding(r, "network_roundtrip");
   const double remainder = (20 - 1.4 - 2.0) / 20;
@@ -899,6 +1012,202 @@ TEST(CorrelateFinding, SingleThreadStaysSilentOnABusyHost) {
   fx.rows(31, 800);
   auto r = fx.explain();
   EXPECT_EQ(finding(r, "single_thread"), nullptr);
+}
+
+// Rows of process `id` in state `state` with `wchan` at samples i = 1..n
+// (no CPU), as a task asleep in the kernel.
+void sleep_rows(Fixture& fx, std::int64_t id, char state, const std::string& wchan, int n) {
+  for (int i = 1; i <= n; ++i) {
+    schema::ProcessSampleRow r{.sample_id = i + 1, .process_id = id};
+    r.state = state;
+    r.wchan = wchan;
+    r.cpu_ns = 0;
+    r.run_delay_ns = 0;
+    r.span_ns = kS;
+    fx.batch().process_samples.push_back(r);
+  }
+}
+
+// host_memory_sample rows at samples i = 1..10 with these per-tick figures.
+void memory_rows(Fixture& fx, std::int64_t psi_some_us, std::int64_t psi_full_us,
+                 std::int64_t major_faults, std::int64_t swap_in_pages) {
+  for (int i = 1; i <= 10; ++i) {
+    schema::HostMemorySampleRow m{.sample_id = i + 1};
+    m.psi_memory_some_us = psi_some_us;
+    m.psi_memory_full_us = psi_full_us;
+    m.major_faults = major_faults;
+    m.swap_in_pages = swap_in_pages;
+    m.swap_out_pages = 0;
+    fx.batch().host_memory_samples.push_back(m);
+  }
+}
+
+TEST(CorrelateFinding, MemoryPressureFiresOnPsiFullAndReclaimWaits) {
+  Fixture fx;
+  fx.host({});
+  fx.rows(kDriverId, 100);
+  fx.rows(kBackendId[0], 100, 0, 3, "mem_cgroup_handle_over_high");
+  fx.rows(kBackendId[1], 100);
+  // PSI memory: some 500 ms, full 200 ms of every 1 s tick; 50 major faults.
+  memory_rows(fx, 500'000, 200'000, 50, 20);
+  auto r = fx.explain();
+  const auto* m = finding(r, "memory_pressure");
+  ASSERT_NE(m, nullptr);
+  // max(3 reclaim rows × 1 s ÷ 20 s = 0.15, PSI full 0.2) = 0.2.
+  EXPECT_DOUBLE_EQ(m->score, 0.2);
+  EXPECT_DOUBLE_EQ(evidence<double>(*m, "psi_memory_some_share"), 0.5);
+  EXPECT_EQ(evidence<std::int64_t>(*m, "path_memory_wait_samples"), 3);
+  EXPECT_EQ(evidence<std::int64_t>(*m, "host_major_faults"), 500);
+  EXPECT_EQ(evidence<std::int64_t>(*m, "swap_in_pages"), 200);
+  EXPECT_NE(evidence<std::string>(*m, "top_wchan").find("mem_cgroup_handle_over_high"),
+            std::string::npos);
+  EXPECT_NE(m->suggestion.find("memory"), std::string::npos);
+  // Reclaim is not storage: the D rows do not make an io_wait.
+  EXPECT_EQ(finding(r, "io_wait"), nullptr);
+}
+
+TEST(CorrelateFinding, MemoryPressureStaysSilentBelowItsThreshold) {
+  Fixture fx;
+  fx.host({});
+  fx.rows(kDriverId, 100);
+  fx.rows(kBackendId[0], 100);
+  fx.rows(kBackendId[1], 100);
+  // PSI full 40 ms per second (0.04 < 0.05); faults alone are not a time.
+  memory_rows(fx, 300'000, 40'000, 1000, 0);
+  auto r = fx.explain();
+  EXPECT_EQ(finding(r, "memory_pressure"), nullptr);
+}
+
+TEST(CorrelateFinding, KernelWaitNamesThePipeAndTheWaitEvents) {
+  Fixture fx;
+  fx.host({});
+  fx.rows(kDriverId, 100);
+  sleep_rows(fx, kBackendId[0], 'S', "anon_pipe_write", 4);  // a full log pipe
+  fx.rows(kBackendId[1], 100);
+  fx.ash(kBackendPid[1], "IPC", "SyncRep", 10);
+  auto r = fx.explain();
+  const auto* k = finding(r, "kernel_wait");
+  ASSERT_NE(k, nullptr);
+  // 4 rows × 1 s + 10 ASH rows × 100 ms = 5 s of 20 s.
+  EXPECT_DOUBLE_EQ(k->score, 0.25);
+  EXPECT_EQ(evidence<std::int64_t>(*k, "os_wait_samples"), 4);
+  EXPECT_EQ(evidence<std::int64_t>(*k, "ash_samples"), 10);
+  EXPECT_EQ(evidence<std::string>(*k, "top_wchan"), "backend anon_pipe_write (4)");
+  EXPECT_EQ(evidence<std::string>(*k, "top_wait_events"), "IPC:SyncRep (10)");
+  EXPECT_NE(k->summary.find("anon_pipe_write"), std::string::npos);
+  EXPECT_EQ(finding(r, "io_wait"), nullptr);
+}
+
+TEST(CorrelateFinding, KernelWaitIgnoresLatchFutexAndStorageSleeps) {
+  Fixture fx;
+  fx.host({});
+  fx.rows(kDriverId, 100);
+  // Idle or lock waits on the latch, an LWLock futex, a page read: other kinds.
+  sleep_rows(fx, kBackendId[0], 'S', "do_epoll_wait", 10);
+  sleep_rows(fx, kBackendId[1], 'S', "futex_do_wait", 5);
+  fx.process(40, 400, "postgres", kT0 - 10 * kS);
+  auto r = fx.explain();
+  EXPECT_EQ(finding(r, "kernel_wait"), nullptr);
+  // One ASH Timeout row (100 ms of 20 s) stays below the threshold too.
+  Fixture fy;
+  fy.host({});
+  fy.rows(kBackendId[0], 100);
+  fy.ash(kBackendPid[0], "Timeout", "PgSleep", 9);
+  EXPECT_EQ(finding(fy.explain(), "kernel_wait"), nullptr);
+}
+
+TEST(CorrelateFinding, WchanFamiliesMatchByFamilyNotOneName) {
+  using detail::wchan_family;
+  using detail::WchanFamily;
+  EXPECT_EQ(wchan_family("folio_wait_bit_common"), WchanFamily::storage);
+  EXPECT_EQ(wchan_family("wait_on_page_bit_common"), WchanFamily::storage);
+  EXPECT_EQ(wchan_family("jbd2_log_wait_commit"), WchanFamily::storage);
+  EXPECT_EQ(wchan_family("balance_dirty_pages"), WchanFamily::storage);
+  EXPECT_EQ(wchan_family("mem_cgroup_handle_over_high"), WchanFamily::memory);
+  EXPECT_EQ(wchan_family("swap_read_folio"), WchanFamily::memory);
+  EXPECT_EQ(wchan_family("do_epoll_wait"), WchanFamily::latch);
+  EXPECT_EQ(wchan_family("ep_poll"), WchanFamily::latch);
+  EXPECT_EQ(wchan_family("poll_schedule_timeout.constprop.0"), WchanFamily::latch);
+  EXPECT_EQ(wchan_family("futex_wait_queue_me"), WchanFamily::futex);
+  EXPECT_EQ(wchan_family("anon_pipe_write"), WchanFamily::other);
+  EXPECT_EQ(wchan_family("pipe_write"), WchanFamily::other);
+  EXPECT_EQ(wchan_family("0"), WchanFamily::none);
+}
+
+TEST(CorrelateFinding, LockWaitCountsBufferPinWaits) {
+  Fixture fx;
+  fx.host({});
+  fx.rows(kBackendId[0], 100);
+  fx.ash(kBackendPid[0], "BufferPin", "BufferPin", 30);
+  auto r = fx.explain();
+  const auto* l = finding(r, "lock_wait");
+  ASSERT_NE(l, nullptr);
+  EXPECT_DOUBLE_EQ(l->score, 0.15);  // 30 × 100 ms ÷ 20 s
+  EXPECT_EQ(evidence<std::int64_t>(*l, "ash_bufferpin_samples"), 30);
+  EXPECT_EQ(evidence<std::string>(*l, "top_wait_event"), "BufferPin:BufferPin");
+}
+
+// `n` driver connections opened during the queries, `latency_ms` each.
+void connections(Fixture& fx, int n, std::int64_t latency_ms) {
+  for (int i = 0; i < n; ++i) {
+    fx.batch().clients.push_back({.client_id = i % 2,
+                                  .connection = 1 + i / 2,
+                                  .thread = 0,
+                                  .backend_pid = 3000 + i,
+                                  .connect_ns = kT0 + i * (10 * kS / n) + kMs,
+                                  .connect_latency_ns = latency_ms * kMs});
+  }
+}
+
+TEST(CorrelateFinding, ConnectionSetupFiresWhenConnectingCostsClientTime) {
+  Fixture fx;
+  fx.host({});
+  fx.rows(kDriverId, 100);
+  fx.rows(kBackendId[0], 100);
+  fx.rows(kBackendId[1], 100);
+  fx.ash(kBackendPid[0], std::nullopt, std::nullopt, 5);
+  connections(fx, 8, 500);  // 8 reconnects of 500 ms: 4 s of 20 s
+  auto r = fx.explain();
+  const auto* k = finding(r, "connection_setup");
+  ASSERT_NE(k, nullptr);
+  EXPECT_DOUBLE_EQ(k->score, 0.2);
+  EXPECT_EQ(evidence<std::int64_t>(*k, "connections"), 8);
+  EXPECT_DOUBLE_EQ(evidence<double>(*k, "connections_per_s"), 0.8);
+  EXPECT_DOUBLE_EQ(evidence<double>(*k, "connect_latency_mean_ms"), 500);
+  EXPECT_EQ(evidence<std::int64_t>(*k, "connection_per_transaction"), 0);
+  // The round trip keeps only the remainder connecting did not explain.
+  const auto* rt = finding(r, "network_roundtrip");
+  ASSERT_NE(rt, nullptr);
+  EXPECT_NEAR(rt->score, r.accounting->remainder_ns / double(20 * kS) - 0.2, 1e-4);
+}
+
+TEST(CorrelateFinding, ConnectionSetupClaimsTheRemainderWithAConnectionPerTransaction) {
+  Fixture fx;
+  fx.host({});
+  fx.rows(kDriverId, 100);
+  fx.rows(kBackendId[0], 100);
+  fx.rows(kBackendId[1], 100);
+  fx.ash(kBackendPid[0], std::nullopt, std::nullopt, 5);
+  connections(fx, 20, 100);  // one per transaction (-C), 2 s of 20 s
+  auto r = fx.explain();
+  const auto* k = finding(r, "connection_setup");
+  ASSERT_NE(k, nullptr);
+  EXPECT_EQ(r.findings[0].kind, "connection_setup");
+  EXPECT_EQ(evidence<std::int64_t>(*k, "connection_per_transaction"), 1);
+  EXPECT_DOUBLE_EQ(evidence<double>(*k, "connect_latency_share"), 0.1);
+  // 20 − 0.9 driver − 2 backends = 17.1 s of remainder, all set-up.
+  EXPECT_DOUBLE_EQ(k->score, 0.855);
+  EXPECT_EQ(finding(r, "network_roundtrip"), nullptr);
+}
+
+TEST(CorrelateFinding, ConnectionSetupStaysSilentForOneSlowReconnect) {
+  Fixture fx;
+  fx.host({});
+  fx.rows(kDriverId, 100);
+  fx.rows(kBackendId[0], 100);
+  connections(fx, 1, 500);  // 0.5 s of 20 s = 0.025
+  auto r = fx.explain();
+  EXPECT_EQ(finding(r, "connection_setup"), nullptr);
 }
 
 // --- Renderers -------------------------------------------------------------------

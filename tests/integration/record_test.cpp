@@ -28,6 +28,30 @@ TEST(RecordCommand, SamplesForTheLifeOfACommandAndKeepsItsStatus) {
   EXPECT_EQ(db.execAndGet("SELECT count(*) FROM ash_tick").getInt(), 0);
 }
 
+TEST(RecordCommand, WithThreadsSamplesOtherProcessesThreadsButNotItsOwn) {
+  test::TempDir dir;
+  auto db_path = dir.file("threads.db");
+  // The command is multi-threaded for its whole life (stallscope record of
+  // its own, with -T 2): its threads are rows, the outer record's are not.
+  auto inner = dir.file("inner.db");
+  auto r = test::run_command({test::stallscope_bin(), "record", "-o", db_path, "--threads", "--",
+                              test::stallscope_bin(), "record", "-o", inner, "-T", "2"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  SQLite::Database db(db_path);
+  const int own = db.execAndGet("SELECT stallscope_pid FROM run").getInt();
+  EXPECT_EQ(db.execAndGet("SELECT count(*) FROM thread_sample t JOIN process p USING (process_id) "
+                          "WHERE p.pid = " +
+                          std::to_string(own))
+                .getInt(),
+            0);
+  // The inner record's sampler thread ran every tick: it has rows.
+  EXPECT_GE(db.execAndGet("SELECT count(*) FROM thread_sample t JOIN process p USING (process_id) "
+                          "WHERE p.ppid = " +
+                          std::to_string(own) + " AND t.comm = 'ss-sampler'")
+                .getInt(),
+            10);
+}
+
 TEST(RecordCommand, ExitsWithTheCommandsStatus) {
   test::TempDir dir;
   auto r =

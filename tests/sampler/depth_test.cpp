@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "sampler/procfs.h"
@@ -378,7 +379,8 @@ TEST(HostDepthScanner, ReadsStatAndSchedstatOfEveryProcessAndReopensForANewProce
   // Multi-threaded: schedstat is left to the tracker (sum over task/*).
   EXPECT_EQ(obs[1].threads, 4);
   EXPECT_FALSE(obs[1].schedstat.has_value());
-  EXPECT_EQ(scanner.open_files(), 3u);
+  // schedstat is opened before stat tells the thread count: 2 files each.
+  EXPECT_EQ(scanner.open_files(), 4u);
 
   // 43 exits: its file is closed. 42's kept file is read again from offset 0.
   proc.remove(43);
@@ -387,6 +389,106 @@ TEST(HostDepthScanner, ReadsStatAndSchedstatOfEveryProcessAndReopensForANewProce
   ASSERT_EQ(obs.size(), 1u);
   EXPECT_EQ(obs[0].schedstat->on_cpu_ns, 9000);
   EXPECT_EQ(scanner.open_files(), 2u);
+}
+
+// A /proc/PID/stat line with the fields the scanner uses.
+std::string stat_line(int pid, char state, std::int64_t utime, int threads, std::int64_t start,
+                      std::int64_t rss_pages) {
+  return fmt::format(
+      "{} (p) {} 1 {} {} 0 -1 0 0 0 0 0 {} 0 0 0 20 0 {} 0 {} 1000 {} 18446744073709551615 1 1 0 "
+      "0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n",
+      pid, state, pid, pid, utime, threads, start, rss_pages);
+}
+
+TEST(HostDepthScanner, SleeperWhoseSchedstatDidNotMoveReusesItsLastStatRead) {
+  FakeProc proc;
+  proc.write(42, "stat", stat_line(42, 'S', 150, 1, 1000, 300));
+  proc.write(42, "schedstat", "5000 60 7\n");
+  proc.write(43, "stat", stat_line(43, 'R', 10, 1, 1001, 5));
+  proc.write(43, "schedstat", "1 1 1\n");
+  ProcScanner scanner(proc.root());
+  std::vector<ProcessObservation> obs;
+  auto by_pid = [&](int pid) {
+    auto it = std::find_if(obs.begin(), obs.end(), [&](auto& o) { return o.pid == pid; });
+    EXPECT_NE(it, obs.end());
+    return *it;
+  };
+  ASSERT_TRUE(scanner.scan(obs, 4096));
+  EXPECT_FALSE(by_pid(42).stat_cached);
+  EXPECT_EQ(by_pid(42).utime_ticks, 150);
+  // stat changes but schedstat does not: 42 (S) has not run, its last read
+  // is reused; 43 (R) is read again whatever its schedstat says.
+  proc.write(42, "stat", stat_line(42, 'S', 999, 1, 1000, 1));
+  proc.write(43, "stat", stat_line(43, 'R', 20, 1, 1001, 5));
+  ASSERT_TRUE(scanner.scan(obs, 4096));
+  EXPECT_TRUE(by_pid(42).stat_cached);
+  EXPECT_EQ(by_pid(42).utime_ticks, 150);
+  EXPECT_EQ(by_pid(42).rss_bytes, 300 * 4096);
+  EXPECT_FALSE(by_pid(43).stat_cached);
+  EXPECT_EQ(by_pid(43).utime_ticks, 20);
+  // Its schedstat moves (it ran): stat is read again.
+  proc.write(42, "schedstat", "5000 60 8\n");
+  ASSERT_TRUE(scanner.scan(obs, 4096));
+  EXPECT_FALSE(by_pid(42).stat_cached);
+  EXPECT_EQ(by_pid(42).utime_ticks, 999);
+  EXPECT_EQ(by_pid(42).rss_bytes, 4096);
+  // A multi-threaded process is never cached (its other threads' runs do
+  // not show in /proc/PID/schedstat).
+  proc.write(42, "stat", stat_line(42, 'S', 1001, 2, 1000, 1));
+  proc.write(42, "schedstat", "5000 60 9\n");
+  ASSERT_TRUE(scanner.scan(obs, 4096));
+  proc.write(42, "stat", stat_line(42, 'S', 1002, 2, 1000, 1));
+  ASSERT_TRUE(scanner.scan(obs, 4096));
+  EXPECT_FALSE(by_pid(42).stat_cached);
+  EXPECT_EQ(by_pid(42).utime_ticks, 1002);
+}
+
+TEST(HostDepthScanner, ListsProcOnlyWhenAPidWasAllocatedSinceTheLastListing) {
+  FakeProc proc;
+  write_file(std::filesystem::path(proc.root()) / "loadavg", "0.10 0.20 0.30 1/80 500\n");
+  proc.write(42, "stat", stat_line(42, 'S', 1, 1, 1000, 1));
+  proc.write(42, "schedstat", "1 0 1\n");
+  ProcScanner scanner(proc.root());
+  std::vector<ProcessObservation> obs;
+  ASSERT_TRUE(scanner.scan(obs, 4096));
+  EXPECT_EQ(scanner.listings(), 1);
+  ASSERT_EQ(obs.size(), 1u);
+  // A new directory without a new pid in loadavg is not looked for...
+  proc.write(44, "stat", stat_line(44, 'S', 1, 1, 1002, 1));
+  proc.write(44, "schedstat", "1 0 1\n");
+  ASSERT_TRUE(scanner.scan(obs, 4096));
+  EXPECT_EQ(scanner.listings(), 1);
+  ASSERT_EQ(obs.size(), 1u);
+  EXPECT_EQ(obs[0].pid, 42);
+  // ...a moved last pid makes the scanner list again.
+  write_file(std::filesystem::path(proc.root()) / "loadavg", "0.10 0.20 0.30 1/81 501\n");
+  ASSERT_TRUE(scanner.scan(obs, 4096));
+  EXPECT_EQ(scanner.listings(), 2);
+  EXPECT_EQ(obs.size(), 2u);
+}
+
+TEST(HostDepthTracker, HeartbeatOfACachedObservationReadsStatAgain) {
+  FakeProc proc;
+  proc.write(61, "schedstat", "100 0 1\n");
+  proc.write(61, "stat", stat_line(61, 'S', 7, 1, 3, 50));
+  ProcessTracker tracker(proc.root(), 250 * kMs);
+  ProcessObservation idle{.pid = 61,
+                          .start_ticks = 3,
+                          .state = 'S',
+                          .comm = "p",
+                          .utime_ticks = 7,
+                          .rss_bytes = 50 * 4096};
+  schema::Batch out;
+  tracker.observe(tick(1, 0), {idle}, out);
+  // The scanner reuses its old read (rss 50 pages); the file says 20 now.
+  proc.write(61, "stat", stat_line(61, 'S', 7, 1, 3, 20));
+  idle.stat_cached = true;
+  tracker.observe(tick(2, 100 * kMs), {idle}, out);
+  EXPECT_EQ(out.process_samples.size(), 1u);  // no row: not active, no heartbeat yet
+  tracker.observe(tick(3, 300 * kMs), {idle}, out);
+  ASSERT_EQ(out.process_samples.size(), 2u);
+  EXPECT_EQ(out.process_samples[1].rss_bytes, 20 * 4096);
+  EXPECT_EQ(out.process_samples[1].utime_ticks, 0);
 }
 
 TEST(HostDepthScanner, RealProcListsThisProcessWithItsStartTime) {

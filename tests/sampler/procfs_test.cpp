@@ -121,6 +121,14 @@ TEST(HostProcfs, ReadsWchanAndTreatsNoSymbolAsNullopt) {
   EXPECT_FALSE(read_wchan(root, 5).has_value());  // missing
 }
 
+TEST(HostProcfs, WchanLosesItsCompilerCloneSuffix) {
+  EXPECT_EQ(parse_wchan("poll_schedule_timeout.constprop.0"),
+            std::optional<std::string>("poll_schedule_timeout"));
+  EXPECT_EQ(parse_wchan("do_select.isra.0\n"), std::optional<std::string>("do_select"));
+  EXPECT_EQ(parse_wchan("io_schedule\n"), std::optional<std::string>("io_schedule"));
+  EXPECT_FALSE(parse_wchan(".part.0").has_value());
+}
+
 TEST(HostProcfs, SplitsCmdlineAndDropsTitlePadding) {
   using namespace std::string_view_literals;
   EXPECT_EQ(split_cmdline("psql\0-h\0db\0"sv), (std::vector<std::string>{"psql", "-h", "db"}));

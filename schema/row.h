@@ -1,0 +1,55 @@
+// A prepared statement for long streaming scans, read column by column
+// without SQLite::Column objects (each copies the statement's shared_ptr and
+// checks the row) — the cost that dominates a scan of millions of rows — and
+// without <sqlite3.h> outside schema/.
+//
+//   schema::Cursor q(db, "SELECT start_ns, latency_ns, sqlstate FROM query WHERE start_ns >= ?1");
+//   q.bind(1, from_ns);
+//   while (q.step()) total_ns += q.int64(1), errors += !q.is_null(2);
+//
+// Column indexes are 0-based and not checked (an index past the last column
+// reads as NULL); parameters are 1-based as in SQL. Errors (bad SQL, a failed
+// step) throw SQLite::Exception, like SQLiteCpp. Move-only; the destructor
+// finalises the statement (before its connection closes).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include <SQLiteCpp/Database.h>
+
+struct sqlite3_stmt;
+
+namespace stallscope::schema {
+
+class Cursor {
+ public:
+  Cursor(SQLite::Database& db, const char* sql);
+  Cursor(Cursor&& other) noexcept : db_(other.db_), stmt_(other.stmt_) { other.stmt_ = nullptr; }
+  Cursor& operator=(Cursor&&) = delete;
+  Cursor(const Cursor&) = delete;
+  Cursor& operator=(const Cursor&) = delete;
+  ~Cursor();
+
+  void bind(int parameter, std::int64_t value);
+  void bind_null(int parameter);
+  // Next row; false when done.
+  bool step();
+  // Back to before the first row; bindings stay.
+  void reset();
+
+  bool is_null(int column) const;
+  // The value as an integer; 0 for NULL (use opt_int64 where NULL matters).
+  std::int64_t int64(int column) const;
+  std::optional<std::int64_t> opt_int64(int column) const;
+  double real(int column) const;
+  // The text, valid until the next step or reset; empty for NULL.
+  std::string_view text(int column) const;
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+}  // namespace stallscope::schema
