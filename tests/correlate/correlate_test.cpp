@@ -735,10 +735,10 @@ TEST(CorrelatePair, ShiftsServerTimesByTheNearestClockOffsetEstimate) {
   write_pair(dir.file("client.db"), dir.file("server.db"), 5);
   {
     auto client = schema::Store::open_readwrite(dir.file("client.db"));
-    client.db().exec(fmt::format(
-        "INSERT INTO clock_offset VALUES ({0}, {2}, {3}, {4}, 5, 'start'), "
-        "({1}, {2}, {3}, {4}, 5, 'end')",
-        kT0, kT0 + 10 * kS, 5 * kS, 250'000, 500'000));
+    client.db().exec(
+        fmt::format("INSERT INTO clock_offset VALUES ({0}, {2}, {3}, {4}, 5, 'start'), "
+                    "({1}, {2}, {3}, {4}, 5, 'end')",
+                    kT0, kT0 + 10 * kS, 5 * kS, 250'000, 500'000));
   }
   auto client = schema::Store::open_readwrite(dir.file("client.db"));
   auto r = explain_pair(client, dir.file("server.db"), {});
