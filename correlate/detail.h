@@ -41,6 +41,9 @@ inline constexpr std::int64_t kBackendStartSlackNs = 2'000'000'000;
 // Run delay charging: with clients ≤ cores, the query path's run delay is all
 // charged to processes off the path when they used at least this many cores.
 inline constexpr double kRunqueueMinOtherCores = 0.25;
+// server_cpu says "the server's CPUs are the limit" only when the query path
+// used at least this share of the CPU used on a saturated host.
+inline constexpr double kServerCpuMinPathWeight = 0.75;
 // cpu_throttle without cgroup cpu.stat rows: query-path run delay counts as
 // throttling only in windows where the host CPU was busy less than this share
 // (runnable while CPUs idle: a quota or a cpuset, not contention).

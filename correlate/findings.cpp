@@ -132,19 +132,29 @@ Finding make(const Context& c, std::string kind, double score) {
   return x;
 }
 
-// server_cpu: (backend CPU + run delay and saturated-host remainder charged
-// to backends) ÷ N·W.
+// server_cpu: (backend CPU × contention weight + run delay and
+// saturated-host remainder charged to backends) ÷ N·W. On a saturated host
+// where processes off the query path used at least kRunqueueMinOtherCores,
+// the backends' own CPU counts only in proportion to the query path's part
+// of the CPU used (path ÷ (path + others)): the others' part of the
+// saturation is runqueue's to explain, and "cheaper queries / more cores" is
+// not the first fix while they hold the CPUs.
 void server_cpu(const Context& c, const RunDelayCharge& rd, std::vector<Finding>& out) {
   if (!c.acc) return;
   const auto& a = *c.acc;
   const auto queued_ns = rd.delay.backends_ns + rd.remainder.backends_ns;
-  auto x = make(c, "server_cpu", c.share(a.server_cpu_ns + queued_ns));
-  if (x.score < kMinScore) return;
   const double busy = c.f.host.busy_share();
   const bool saturated = busy >= kRoundtripMaxHostBusyShare;
+  const double path_ns = double(a.server_cpu_ns + a.driver_cpu_ns + a.path_cpu_ns);
+  const double other_ns = double(c.f.other_cpu_ns);
+  const bool others_busy = a.wall_ns > 0 && other_ns / double(a.wall_ns) >= kRunqueueMinOtherCores;
+  const double weight =
+      saturated && others_busy && path_ns + other_ns > 0 ? path_ns / (path_ns + other_ns) : 1.0;
+  auto x = make(c, "server_cpu", c.share(a.server_cpu_ns) * weight + c.share(queued_ns));
+  if (x.score < kMinScore) return;
   // Saturated by whom: the query path, or processes off it (then runqueue
   // names them and "add cores / cheaper queries" is not the first fix).
-  const bool by_others = c.f.other_cpu_ns > a.server_cpu_ns + a.driver_cpu_ns + a.path_cpu_ns;
+  const bool by_others = weight < kServerCpuMinPathWeight;
   x.summary = fmt::format(
       "This run's backends were on CPU for {} of client time ({:.2f} cores) and queued for it for "
       "another {}, with the host {:.0f}% busy on {} cores.",
@@ -156,6 +166,7 @@ void server_cpu(const Context& c, const RunDelayCharge& rd, std::vector<Finding>
                 {"backend_cpu_cores", c.cores_used(a.server_cpu_ns)},
                 {"backend_cpu_per_query_ms", c.per_query_ms(a.server_cpu_ns)},
                 {"host_cpu_busy_pct", round4(100 * busy)},
+                {"path_cpu_weight", round4(weight)},
                 {"cores", std::int64_t{c.f.cores}},
                 {"server_cpu_source", std::string(c.f.backends_on_host ? "schedstat" : "ash")}};
   x.suggestion = saturated && !by_others
