@@ -106,26 +106,31 @@ void read_connections(SQLite::Database& db, Facts& f, std::int64_t A, std::int64
   if (c.connections == 0) return;
   {
     // Connected → its first query sent (query rows name their connection).
+    // One grouped scan of the query table (clustered by start time, so a
+    // per-connection lookup would scan it once per connection).
     SQLite::Statement st(db,
-                         "SELECT avg(first_ns - connect_ns) FROM (SELECT c.connect_ns, "
-                         "(SELECT min(q.start_ns) FROM query q WHERE q.client_id = c.client_id "
-                         "AND q.connection = c.connection AND q.start_ns >= c.connect_ns) AS "
-                         "first_ns FROM client c WHERE c.connect_ns >= ?1 AND c.connect_ns < ?2) "
-                         "WHERE first_ns IS NOT NULL");
+                         "SELECT avg(f.first_ns - c.connect_ns) FROM client c JOIN (SELECT "
+                         "client_id, connection, min(start_ns) AS first_ns FROM query WHERE "
+                         "connection IS NOT NULL GROUP BY client_id, connection) f "
+                         "USING (client_id, connection) WHERE c.connect_ns >= ?1 AND "
+                         "c.connect_ns < ?2 AND f.first_ns >= c.connect_ns");
     st.bind(1, A);
     st.bind(2, B);
     if (st.executeStep() && !st.getColumn(0).isNull())
       c.first_query_gap_ns = static_cast<std::int64_t>(st.getColumn(0).getDouble());
   }
   // Sampled backends of those connections and how long each lived: from its
-  // start to its last sampled tick.
+  // start to its last sampled tick. process_sample has no index by process,
+  // so the last ticks come from one grouped scan, not one scan per backend.
   SQLite::Statement st(
       db,
-      "SELECT p.process_id, p.start_ns, (SELECT max(s.time_ns) FROM process_sample ps JOIN sample "
-      "s ON s.sample_id = ps.sample_id WHERE ps.process_id = p.process_id) FROM client c JOIN "
-      "process p ON p.pid = c.backend_pid AND p.start_ns IS NOT NULL AND p.start_ns <= "
-      "c.connect_ns + ?3 AND p.start_ns >= c.connect_ns - ?3 WHERE c.connect_ns >= ?1 AND "
-      "c.connect_ns < ?2");
+      "WITH b AS (SELECT p.process_id, p.start_ns FROM client c JOIN process p ON p.pid = "
+      "c.backend_pid AND p.start_ns IS NOT NULL AND p.start_ns <= c.connect_ns + ?3 AND "
+      "p.start_ns >= c.connect_ns - ?3 WHERE c.connect_ns >= ?1 AND c.connect_ns < ?2), "
+      "last AS (SELECT process_id, max(sample_id) AS sample_id FROM process_sample WHERE "
+      "process_id IN (SELECT process_id FROM b) GROUP BY process_id) "
+      "SELECT b.process_id, b.start_ns, s.time_ns FROM b LEFT JOIN last USING (process_id) "
+      "LEFT JOIN sample s ON s.sample_id = last.sample_id");
   st.bind(1, A);
   st.bind(2, B);
   st.bind(3, kBackendStartSlackNs);
