@@ -1434,15 +1434,10 @@ void Driver::connect() {
       for (std::size_t k = 0; k < o.scripts[s].commands.size(); ++k) {
         if (ids[s][k] < 0) continue;
         const ScriptCommand& cmd = o.scripts[s].commands[k];
-        std::string sql;
-        for (std::size_t t = 0; t < cmd.text.size(); ++t) {
-          sql += cmd.text[t];
-          if (t < cmd.vars.size()) {
-            sql += ":" + o.variables.names[static_cast<std::size_t>(cmd.vars[t])];
-          }
-        }
-        batch.statements.push_back(schema::StatementRow{
-            .statement = ids[s][k], .script = o.scripts[s].name, .line = cmd.line, .sql = sql});
+        batch.statements.push_back(schema::StatementRow{.statement = ids[s][k],
+                                                        .script = o.scripts[s].name,
+                                                        .line = cmd.line,
+                                                        .sql = source_text(cmd, o.variables)});
       }
     }
   }
@@ -1577,13 +1572,10 @@ Summary Driver::summary() const {
         auto id = static_cast<std::size_t>(ids[s][k]);
         if (ids[s][k] < 0) continue;
         const ScriptCommand& cmd = scripts[s].commands[k];
-        StatementStats st{.statement = ids[s][k], .script = scripts[s].name, .line = cmd.line};
-        for (std::size_t t = 0; t < cmd.text.size(); ++t) {
-          st.sql += cmd.text[t];
-          if (t < cmd.vars.size()) {
-            st.sql += ":" + impl_->options.variables.names[static_cast<std::size_t>(cmd.vars[t])];
-          }
-        }
+        StatementStats st{.statement = ids[s][k],
+                          .script = scripts[s].name,
+                          .line = cmd.line,
+                          .sql = source_text(cmd, impl_->options.variables)};
         if (id < impl_->statement_count.size()) {
           st.executions = impl_->statement_count[id];
           if (st.executions > 0) {

@@ -324,6 +324,15 @@ std::int64_t evaluate(const Expr& e, const std::vector<std::optional<std::int64_
   return 0;
 }
 
+std::string source_text(const ScriptCommand& cmd, const Variables& variables) {
+  std::string sql;
+  for (std::size_t t = 0; t < cmd.text.size(); ++t) {
+    sql += cmd.text[t];
+    if (t < cmd.vars.size()) sql += ":" + variables.names[static_cast<std::size_t>(cmd.vars[t])];
+  }
+  return sql;
+}
+
 Script parse_script(std::string_view text, const std::string& file, Variables& variables) {
   Script script;
   script.name = file;

@@ -52,6 +52,10 @@ struct Script {
   int sql_commands() const;
 };
 
+// An SQL command's text as written, with `:name` for each variable reference
+// (names from `variables`), e.g. for -r's statement table and report.
+std::string source_text(const ScriptCommand& cmd, const Variables& variables);
+
 // Parses `text` (named `file` in errors). Throws Error(usage)
 // "cannot parse FILE:LINE: …" on anything outside the subset.
 Script parse_script(std::string_view text, const std::string& file, Variables& variables);
