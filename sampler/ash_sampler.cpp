@@ -21,7 +21,6 @@
 namespace stallscope::sampler {
 namespace {
 
-constexpr const char* kStatementName = "stallscope_ash";
 // {} = "query_id" on PostgreSQL 14+, else "NULL::bigint". Times as µs since
 // the epoch (exact for timestamptz).
 constexpr const char* kQueryFormat =
@@ -75,18 +74,12 @@ std::optional<std::string> text_or_null(const PGresult* res, int row, int col) {
                      static_cast<std::size_t>(PQgetlength(res, row, col)));
 }
 
-// Prepares the poll on `conn` (query_id from PostgreSQL 14 on); throws Error(postgres).
-void prepare(pg_conn* conn) {
-  const std::string query =
-      fmt::format(kQueryFormat, PQserverVersion(conn) >= 140000 ? "query_id" : "NULL::bigint");
-  pg::Result res(PQprepare(conn, kStatementName, query.c_str(), 0, nullptr));
-  if (!res || PQresultStatus(res.get()) != PGRES_COMMAND_OK) {
-    const char* state = res ? PQresultErrorField(res.get(), PG_DIAG_SQLSTATE) : nullptr;
-    throw Error(
-        ErrorKind::postgres,
-        fmt::format("cannot prepare the pg_stat_activity query: {}", pg::error_message(conn)), 0,
-        state ? state : "");
-  }
+// The poll's text for `conn`'s server (query_id from PostgreSQL 14 on). It is
+// sent each poll as an unnamed statement, not prepared once: behind a
+// transaction-pooling pooler the next poll may reach another server
+// connection, where a named prepared statement does not exist.
+std::string poll_query(pg_conn* conn) {
+  return fmt::format(kQueryFormat, PQserverVersion(conn) >= 140000 ? "query_id" : "NULL::bigint");
 }
 
 }  // namespace
@@ -97,6 +90,7 @@ struct AshSampler::Impl {
 
   // Owned by the polling thread once it runs.
   pg::Conn conn;
+  std::string query;  // poll_query() of conn
   std::int64_t ash_tick = 0;
   std::int64_t retry_at_ns = 0;
   std::int64_t retry_delay_ns = kFirstRetryNs;
@@ -119,7 +113,7 @@ struct AshSampler::Impl {
 
   void connect() {
     conn = pg::connect(options.conninfo, options.application_name);
-    prepare(conn.get());
+    query = poll_query(conn.get());
   }
   void run_tick();  // reconnect if due, poll once, hand the rows to the sink
   // One poll; returns its rows, or throws Error(postgres).
@@ -135,7 +129,7 @@ struct AshSampler::Impl {
 schema::Batch AshSampler::Impl::poll() {
   const std::int64_t wall_ns = wall_now_ns();
   const std::int64_t mono_ns = mono_now_ns();
-  pg::Result res(PQexecPrepared(conn.get(), kStatementName, 0, nullptr, nullptr, nullptr, 0));
+  pg::Result res(PQexecParams(conn.get(), query.c_str(), 0, nullptr, nullptr, nullptr, nullptr, 0));
   const std::int64_t duration_ns = mono_now_ns() - mono_ns;
   if (!res || PQresultStatus(res.get()) != PGRES_TUPLES_OK) {
     const char* state = res ? PQresultErrorField(res.get(), PG_DIAG_SQLSTATE) : nullptr;
