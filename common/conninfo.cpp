@@ -72,6 +72,19 @@ std::string mask_conninfo(const std::string& conninfo) {
   return out;
 }
 
+std::optional<std::string> conninfo_value(const std::string& conninfo, const std::string& keyword) {
+  if (conninfo.empty()) return std::nullopt;
+  char* err = nullptr;
+  std::unique_ptr<PQconninfoOption, decltype(&PQconninfoFree)> opts(
+      PQconninfoParse(conninfo.c_str(), &err), &PQconninfoFree);
+  if (err) PQfreemem(err);
+  if (!opts) return std::nullopt;
+  for (auto* o = opts.get(); o->keyword; ++o) {
+    if (o->val && keyword == o->keyword) return std::string(o->val);
+  }
+  return std::nullopt;
+}
+
 void check_conninfo(const std::string& conninfo) {
   if (conninfo.empty()) return;
   char* err = nullptr;

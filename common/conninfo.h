@@ -1,6 +1,7 @@
 // Masking secrets before anything is stored or printed.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,12 @@ std::string mask_conninfo(const std::string& conninfo);
 // libpq cannot parse `conninfo` (key=value or URI). Empty is valid (PG*
 // environment variables and defaults apply).
 void check_conninfo(const std::string& conninfo);
+
+// The value of `keyword` (e.g. "dbname") given in `conninfo` (key=value or
+// URI, parsed by libpq's PQconninfoParse), or nullopt when it is not given
+// or the text does not parse. PG* environment variables are not consulted.
+// Example: conninfo_value("host=db dbname=shop", "dbname") == "shop".
+std::optional<std::string> conninfo_value(const std::string& conninfo, const std::string& keyword);
 
 // Joins argv into one line a POSIX shell would split back into the same
 // arguments (single-quoted where needed), masking passwords in every argument

@@ -10,6 +10,7 @@ inline constexpr const char* kDriverThreadPrefix = "ss-driver/";
 inline constexpr const char* kWriterThreadName = "ss-writer";
 inline constexpr const char* kHostSamplerThreadName = "ss-sampler";
 inline constexpr const char* kAshSamplerThreadName = "ss-ash";
+inline constexpr const char* kPoolerSamplerThreadName = "ss-pooler";  // --pooler-admin
 inline constexpr const char* kProgressThreadName = "ss-progress";
 inline constexpr const char* kClockThreadName = "ss-clock";  // run: clock-offset estimates
 

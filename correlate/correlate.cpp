@@ -18,8 +18,10 @@
 #include <fmt/ranges.h>
 
 #include "common/error.h"
+#include "correlate/attribution.h"
 #include "correlate/correlate.h"
 #include "correlate/detail.h"
+#include "schema/process_scan.h"
 #include "schema/row.h"
 
 namespace stallscope::correlate {
@@ -285,9 +287,18 @@ struct WindowAcc {
   std::int64_t driver_cpu_ns = 0;
   std::int64_t server_cpu_ns = 0;
   std::map<std::string, std::int64_t> path_cpu_ns;  // poolers/proxies by comm
+  std::int64_t path_wait_ns = 0;  // queries waiting in the pooler (facts_pooler.cpp)
   std::int64_t run_delay_ns = 0;
-  std::int64_t throttled_delay_ns = 0;  // run delay of path processes in throttled cgroups
-  std::int64_t ash_cpu_rows = 0;        // backends active with no wait event
+  std::int64_t driver_run_delay_ns = 0;  // of which the driver's
+  std::int64_t throttled_delay_ns = 0;   // run delay of path processes in throttled cgroups
+  // Backend D rows while serving queries (attribution.h), by wchan; the whole
+  // run's total also carries the per-window counted D-state time.
+  std::map<std::string, std::int64_t> query_d_wchan_rows;
+  std::optional<std::map<std::string, std::int64_t>> d_counted_by_wchan_ns;
+  // Process rows whose CPU delta covered part of the window: without any,
+  // its CPU and run delay are unknown, not 0 (sampling slower than the span).
+  std::int64_t cpu_delta_rows = 0;
+  std::int64_t ash_cpu_rows = 0;  // backends active with no wait event
   std::int64_t backend_d_rows = 0;
   std::map<std::string, std::int64_t> backend_d_wchan_rows;
   std::int64_t checkpointer_d_rows = 0;
@@ -560,56 +571,114 @@ std::string event_label(const SQLite::Column& type, const SQLite::Column& event)
 }
 
 // Pass 3: ASH rows of this run's backends (or, without clients, of every
-// client backend), by poll time.
-void read_ash(SQLite::Database& db, const QueryPath& qp, bool use_pids, const WindowIndex& wi,
-              std::vector<WindowAcc>& acc, Facts& f, std::int64_t A, std::int64_t B) {
-  // Files from before the column existed have no blocking pids.
-  const bool blocking = has_column(db, "pg_activity_sample", "blocking_pids");
-  SQLite::Statement st(
-      db, fmt::format("SELECT time_ns, pid, backend_type, state, wait_event_type, wait_event, "
-                      "{} FROM pg_activity_sample WHERE time_ns >= ?1 AND time_ns < ?2 "
-                      "ORDER BY time_ns",
-                      blocking ? "blocking_pids" : "NULL"));
-  st.bind(1, A);
-  st.bind(2, B);
-  while (st.executeStep()) {
-    if (use_pids) {
-      if (!qp.backend_pids.contains(st.getColumn(1).getInt())) continue;
-    } else {
-      auto bt = st.getColumn(2);
-      if (!bt.isNull() && bt.getString() != "client backend") continue;
+// client backend), by poll time. With a sweep (per-query attribution), a
+// backend's row counts only while it served one of its queries: within the
+// poll's round trip, ± kAttributionSlackNs. The process pass drives it
+// (run_until each row's tick) so that both share one sweep of the queries.
+class AshScan {
+ public:
+  AshScan(SQLite::Database& db, const QueryPath& qp, bool use_pids, const WindowIndex& wi,
+          std::vector<WindowAcc>& acc, Facts& f, std::int64_t A, std::int64_t B, QuerySweep* sweep,
+          const BackendMap* backends, Attribution& att)
+      : qp_(qp),
+        use_pids_(use_pids),
+        wi_(wi),
+        acc_(acc),
+        f_(f),
+        sweep_(sweep),
+        backends_(backends),
+        att_(att),
+        // Files from before the column existed have no blocking pids.
+        st_(db, fmt::format("SELECT time_ns, pid, backend_type, state, wait_event_type, "
+                            "wait_event, {}, {} FROM pg_activity_sample WHERE time_ns >= ?1 "
+                            "AND time_ns < ?2 ORDER BY time_ns",
+                            has_column(db, "pg_activity_sample", "blocking_pids") ? "blocking_pids"
+                                                                                  : "NULL",
+                            sweep ? "(SELECT t.duration_ns FROM ash_tick t WHERE t.ash_tick = "
+                                    "pg_activity_sample.ash_tick)"
+                                  : "NULL")) {
+    st_.bind(1, A);
+    st_.bind(2, B);
+  }
+  // Handles the rows polled before t (INT64_MAX: all that are left).
+  void run_until(std::int64_t t) {
+    while (!done_) {
+      if (!pending_) {
+        if (!st_.executeStep()) {
+          done_ = true;
+          return;
+        }
+        pending_ = true;
+        pending_time_ns_ = st_.getColumn(0).getInt64();
+      }
+      if (pending_time_ns_ >= t) return;
+      pending_ = false;
+      handle();
     }
-    auto state = opt_string(st.getColumn(3));
-    if (state && *state == "idle") continue;
-    auto i = wi.find(st.getColumn(0).getInt64());
-    if (i < 0) continue;
-    auto& a = acc[static_cast<std::size_t>(i)];
-    auto label = event_label(st.getColumn(4), st.getColumn(5));
-    ++f.ash_rows;
+  }
+
+ private:
+  void handle() {
+    if (use_pids_) {
+      if (!qp_.backend_pids.contains(st_.getColumn(1).getInt())) return;
+    } else {
+      auto bt = st_.getColumn(2);
+      if (!bt.isNull() && bt.getString() != "client backend") return;
+    }
+    auto state = opt_string(st_.getColumn(3));
+    if (state && *state == "idle") return;
+    if (sweep_) {
+      const auto at = st_.getColumn(0).getInt64();
+      const auto poll_ns = st_.getColumn(7).isNull() ? 0 : st_.getColumn(7).getInt64();
+      sweep_->advance_to(at + poll_ns + kAttributionSlackNs);
+      if (sweep_->busy_ns(backends_->slot_of_pid(st_.getColumn(1).getInt()),
+                          at - kAttributionSlackNs, at + poll_ns + kAttributionSlackNs) == 0) {
+        ++att_.ash_samples_outside;
+        return;
+      }
+    }
+    auto i = wi_.find(st_.getColumn(0).getInt64());
+    if (i < 0) return;
+    auto& a = acc_[static_cast<std::size_t>(i)];
+    auto label = event_label(st_.getColumn(4), st_.getColumn(5));
+    ++f_.ash_rows;
     // pg_stat_activity reads state from a snapshot but the wait event live,
     // so a backend that just finished shows 'active' with Client:ClientRead:
     // it is waiting for the client, not a server wait. Not a "top wait".
     const bool waiting_for_client =
-        !st.getColumn(4).isNull() && st.getColumn(4).getString() == "Client";
+        !st_.getColumn(4).isNull() && st_.getColumn(4).getString() == "Client";
     if (!waiting_for_client) {
       ++a.ash_event_rows[label];
-      ++f.ash_event_rows[label];
+      ++f_.ash_event_rows[label];
     }
-    if (st.getColumn(4).isNull()) {
+    if (st_.getColumn(4).isNull()) {
       if (state && *state == "active") ++a.ash_cpu_rows;
-      continue;
+      return;
     }
-    auto cls = st.getColumn(4).getString();
-    if (!is_server_wait_class(cls)) continue;
-    if (cls == "Lock" && !st.getColumn(6).isNull()) {
-      const auto blockers = st.getColumn(6).getString();
+    auto cls = st_.getColumn(4).getString();
+    if (!is_server_wait_class(cls)) return;
+    if (cls == "Lock" && !st_.getColumn(6).isNull()) {
+      const auto blockers = st_.getColumn(6).getString();
       const int first = std::atoi(blockers.c_str());
       if (first > 0) ++a.blocking_pid_rows[first];
     }
     ++a.ash_class_rows[cls];
-    ++f.ash_class_rows[cls];
+    ++f_.ash_class_rows[cls];
   }
-}
+
+  const QueryPath& qp_;
+  const bool use_pids_;
+  const WindowIndex& wi_;
+  std::vector<WindowAcc>& acc_;
+  Facts& f_;
+  QuerySweep* sweep_;
+  const BackendMap* backends_;
+  Attribution& att_;
+  SQLite::Statement st_;
+  bool pending_ = false;  // st_ holds a row not yet handled, polled at:
+  std::int64_t pending_time_ns_ = 0;
+  bool done_ = false;
+};
 
 // Per process, the single_thread scan's state: CPU per bucket as the rows
 // pass in time order, and the hot buckets so far.
@@ -629,7 +698,8 @@ struct SingleThreadScan {
 // no sort); memory holds one entry per process, not per row.
 void read_processes(SQLite::Database& db, const QueryPath& qp, const WindowIndex& wi,
                     std::vector<WindowAcc>& acc, Facts& f, std::int64_t A, std::int64_t B,
-                    std::int64_t clock_ticks_per_s, std::int64_t bucket_ns, int stallscope_pid) {
+                    std::int64_t clock_ticks_per_s, std::int64_t bucket_ns, int stallscope_pid,
+                    QuerySweep* sweep, const BackendMap* backends, Attribution& att, AshScan* ash) {
   std::vector<std::int64_t> sample_time;
   std::int64_t first_sample_id = 0;
   {
@@ -672,16 +742,22 @@ void read_processes(SQLite::Database& db, const QueryPath& qp, const WindowIndex
   }
   for (auto id : qp.throttled_process_ids) mark(id, kThrottled);
   for (auto id : qp.checkpointer_ids) mark(id, kCheckpointer);
+  // Per-query attribution: each backend process's slot in the sweep.
+  std::vector<int> slot_of;
+  if (sweep) {
+    slot_of.assign(n_ids, -1);
+    SQLite::Statement pid_of(db, "SELECT pid FROM process WHERE process_id = ?");
+    for (auto id : qp.backend_process_ids) {
+      pid_of.bind(1, id);
+      if (pid_of.executeStep() && id >= 0 && static_cast<std::size_t>(id) < n_ids)
+        slot_of[static_cast<std::size_t>(id)] = backends->slot_of_pid(pid_of.getColumn(0).getInt());
+      pid_of.reset();
+    }
+  }
 
-  schema::Cursor st(
-      db, has_column(db, "process_sample", "write_bytes")
-              ? "SELECT sample_id, process_id, state, cpu_ns, run_delay_ns, span_ns, "
-                "wchan, utime_ticks, stime_ticks, write_bytes, majflt FROM process_sample "
-                "WHERE sample_id >= ?1 ORDER BY sample_id, process_id"
-              : "SELECT sample_id, process_id, state, cpu_ns, run_delay_ns, span_ns, "
-                "wchan, utime_ticks, stime_ticks, NULL, majflt FROM process_sample "
-                "WHERE sample_id >= ?1 ORDER BY sample_id, process_id");
-  st.bind(1, from_id);
+  // Columns: sample_id, process_id, state, cpu_ns, run_delay_ns, span_ns,
+  // wchan, utime_ticks, stime_ticks, write_bytes, majflt (process_scan.h).
+  schema::ProcessSampleScan st(db, from_id);
   // The stallscope process also runs the writer and the samplers: where the
   // sampler recorded its threads, the driver's CPU is its ss-driver/N threads.
   if (qp.driver_process_id && has_column(db, "thread_sample", "comm")) {
@@ -718,6 +794,7 @@ void read_processes(SQLite::Database& db, const QueryPath& qp, const WindowIndex
     if (k >= sample_time.size() || sample_time[k] == INT64_MIN) continue;
     const auto t = sample_time[k];
     if (t - kMaxSpanNs >= B) break;
+    if (ash) ash->run_until(t);
     const auto id = st.int64(1);
     if (id < 0) continue;
     const auto uid = static_cast<std::size_t>(id);
@@ -731,6 +808,18 @@ void read_processes(SQLite::Database& db, const QueryPath& qp, const WindowIndex
     const bool driver = (r & kDriver) != 0;
     const bool backend = (r & kBackend) != 0;
     const bool middle = (r & kMiddle) != 0;
+    // Per-query attribution: a backend's deltas count when its row's span
+    // overlaps its queries; its state when it served one at the tick.
+    bool in_queries = true;
+    const int slot = sweep && backend && uid < slot_of.size() ? slot_of[uid] : -1;
+    auto serving = [&] {
+      return !sweep || sweep->busy_ns(slot, t - kAttributionSlackNs, t + kAttributionSlackNs) > 0;
+    };
+    if (sweep && backend) {
+      sweep->advance_to(t + kAttributionSlackNs);
+      const auto row_span = st.opt_int64(5);
+      in_queries = row_span ? sweep->busy_ns(slot, t - *row_span, t) > 0 : serving();
+    }
     if ((driver || backend || middle) && t <= B) {
       if (auto it = path_role.find(id); it != path_role.end()) {
         const auto state = st.text(2);
@@ -766,8 +855,10 @@ void read_processes(SQLite::Database& db, const QueryPath& qp, const WindowIndex
     if (cpu) {
       spread(wi, t, span, *cpu, [&](std::size_t w, std::int64_t v) {
         cpu_in_span += v;
+        ++acc[w].cpu_delta_rows;
         if (driver && !driver_from_threads) acc[w].driver_cpu_ns += v;
-        if (backend) acc[w].server_cpu_ns += v;
+        if (backend && in_queries) acc[w].server_cpu_ns += v;
+        if (backend && !in_queries) att.backend_cpu_outside_ns += v;
         if (middle) acc[w].path_cpu_ns[*middle_comm[uid]] += v;
       });
     }
@@ -775,11 +866,13 @@ void read_processes(SQLite::Database& db, const QueryPath& qp, const WindowIndex
     f.all_cpu_ns += cpu_in_span;
     if (!driver && !backend && !middle) f.other_cpu_ns += cpu_in_span;  // poolers: path_cpu
     if (const auto delay = st.opt_int64(4)) {
-      const bool path_delay = (driver && !driver_from_threads) || backend || middle;
+      const bool driver_delay = driver && !driver_from_threads;
+      const bool path_delay = driver_delay || (backend && in_queries) || middle;
       const bool throttled = (driver || backend || middle) && (r & kThrottled) != 0;
       spread(wi, t, span, *delay, [&](std::size_t w, std::int64_t v) {
         f.all_run_delay_ns += v;
         if (path_delay) acc[w].run_delay_ns += v;
+        if (driver_delay) acc[w].driver_run_delay_ns += v;
         if (throttled) acc[w].throttled_delay_ns += v;
       });
     }
@@ -795,6 +888,7 @@ void read_processes(SQLite::Database& db, const QueryPath& qp, const WindowIndex
       ++f.backend_d_wchan_rows[wchan];
       ++a.backend_d_rows;
       ++a.backend_d_wchan_rows[wchan];
+      if (serving()) ++a.query_d_wchan_rows[wchan];
     }
     if ((r & kCheckpointer) != 0) {
       if (in_d) ++a.checkpointer_d_rows;
@@ -819,8 +913,10 @@ void read_processes(SQLite::Database& db, const QueryPath& qp, const WindowIndex
                [&](std::size_t w, std::int64_t v) { acc[w].driver_cpu_ns += v; });
       }
       if (auto delay = th.opt_int64(2)) {
-        spread(wi, t, span, *delay,
-               [&](std::size_t w, std::int64_t v) { acc[w].run_delay_ns += v; });
+        spread(wi, t, span, *delay, [&](std::size_t w, std::int64_t v) {
+          acc[w].run_delay_ns += v;
+          acc[w].driver_run_delay_ns += v;
+        });
       }
     }
   }
@@ -907,7 +1003,10 @@ void read_cgroups(SQLite::Database& db, QueryPath& qp, Facts& f, std::int64_t A,
   }
 }
 
-Accounting make_accounting(int clients, std::int64_t wall_ns, const WindowAcc& a, const Facts& f) {
+// `pair`: explain_pair's second pass — parts are labelled by the host that
+// measured them, and the driver's run delay is a part of its own.
+Accounting make_accounting(int clients, std::int64_t wall_ns, const WindowAcc& a, const Facts& f,
+                           bool pair) {
   Accounting acc;
   acc.clients = clients;
   acc.wall_ns = wall_ns;
@@ -932,20 +1031,68 @@ Accounting make_accounting(int clients, std::int64_t wall_ns, const WindowAcc& a
   std::stable_sort(acc.server_wait_by_class_ns.begin(), acc.server_wait_by_class_ns.end(),
                    [](auto& x, auto& y) { return x.second > y.second; });
   acc.run_delay_ns = a.run_delay_ns;
-  const auto parts_ns = acc.driver_cpu_ns + acc.path_cpu_ns + acc.server_cpu_ns +
-                        acc.server_wait_ns + acc.run_delay_ns;
-  acc.remainder_ns = std::max<std::int64_t>(0, acc.client_ns - parts_ns);
-  acc.excess_ns = std::max<std::int64_t>(0, parts_ns - acc.client_ns);
-  auto part = [&](std::string name, std::int64_t ns) {
-    acc.parts.push_back(
-        {std::move(name), ns, acc.client_ns > 0 ? double(ns) / double(acc.client_ns) : 0.0});
+  acc.driver_run_delay_ns = a.driver_run_delay_ns;
+  // Backends in D state while serving the queries; what ASH did not already
+  // count as an IO wait is a part of its own, split by wchan.
+  std::int64_t d_rows = 0;
+  for (const auto& [wchan, n] : a.query_d_wchan_rows) d_rows += n;
+  acc.backend_d_state_ns = d_rows * f.sample_period_ns;
+  if (a.d_counted_by_wchan_ns) {
+    for (const auto& [wchan, ns] : *a.d_counted_by_wchan_ns)
+      if (ns > 0) acc.server_d_state_by_wchan_ns.emplace_back(wchan, ns);
+  } else if (d_rows > 0) {
+    const auto io_it = a.ash_class_rows.find("IO");
+    const auto io_ns = io_it == a.ash_class_rows.end() ? 0 : io_it->second * f.ash_period_ns;
+    const auto counted = std::max<std::int64_t>(0, acc.backend_d_state_ns - io_ns);
+    for (const auto& [wchan, n] : a.query_d_wchan_rows) {
+      const auto ns = static_cast<std::int64_t>(static_cast<__int128>(counted) * n / d_rows);
+      if (ns > 0) acc.server_d_state_by_wchan_ns.emplace_back(wchan, ns);
+    }
+  }
+  std::stable_sort(acc.server_d_state_by_wchan_ns.begin(), acc.server_d_state_by_wchan_ns.end(),
+                   [](auto& x, auto& y) { return x.second > y.second; });
+  for (const auto& [wchan, ns] : acc.server_d_state_by_wchan_ns) acc.server_d_state_ns += ns;
+  if (f.pooler.available) acc.path_wait_ns = a.path_wait_ns;
+  // No process CPU delta covers this span (e.g. --hz 0.1 on a short run):
+  // the CPU and run-queue parts measured from this file's processes, and so
+  // the remainder, cannot be accounted — left out rather than shown as 0.
+  if (a.cpu_delta_rows == 0) {
+    acc.cannot_account =
+        fmt::format("no process sample with a CPU delta covers this span (samples every {:.1f} s)",
+                    double(f.sample_period_ns) / kNsPerS);
+  }
+  const bool cpu_known = !acc.cannot_account;
+  const auto parts_ns = acc.driver_cpu_ns + acc.path_cpu_ns + acc.path_wait_ns.value_or(0) +
+                        acc.server_cpu_ns + acc.server_wait_ns + acc.server_d_state_ns +
+                        acc.run_delay_ns;
+  acc.remainder_ns = cpu_known ? std::max<std::int64_t>(0, acc.client_ns - parts_ns) : 0;
+  acc.excess_ns = cpu_known ? std::max<std::int64_t>(0, parts_ns - acc.client_ns) : 0;
+  auto part = [&](std::string name, std::int64_t ns, const char* host) {
+    acc.parts.push_back({std::move(name), ns,
+                         acc.client_ns > 0 ? double(ns) / double(acc.client_ns) : 0.0,
+                         pair ? host : ""});
   };
-  part("driver_cpu", acc.driver_cpu_ns);
-  for (const auto& [comm, ns] : acc.path_cpu_by_comm_ns) part("path_cpu:" + comm, ns);
-  part("server_cpu", acc.server_cpu_ns);
-  for (const auto& [cls, ns] : acc.server_wait_by_class_ns) part("server_wait:" + cls, ns);
-  part("run_queue", acc.run_delay_ns);
-  part("remainder", acc.remainder_ns);
+  // Client + server: the driver's figures come from the client pass.
+  if (cpu_known || pair) part("driver_cpu", acc.driver_cpu_ns, "client");
+  // Path processes are sampled in the server file; pooler waits are polled
+  // by the run (its file).
+  if (cpu_known) {
+    for (const auto& [comm, ns] : acc.path_cpu_by_comm_ns) part("path_cpu:" + comm, ns, "server");
+  }
+  if (acc.path_wait_ns) part(std::string("path_wait:") + kPoolerName, *acc.path_wait_ns, "client");
+  // Without backend processes server CPU is the ASH estimate, still known.
+  if (cpu_known || !f.backends_on_host) part("server_cpu", acc.server_cpu_ns, "server");
+  for (const auto& [cls, ns] : acc.server_wait_by_class_ns)
+    part("server_wait:" + cls, ns, "server");
+  for (const auto& [wchan, ns] : acc.server_d_state_by_wchan_ns)
+    part("server_d_state:" + wchan, ns, "server");
+  if (pair) {
+    if (cpu_known) part("run_queue", acc.run_delay_ns - acc.driver_run_delay_ns, "server");
+    part("client_run_queue", acc.driver_run_delay_ns, "client");
+  } else if (cpu_known) {
+    part("run_queue", acc.run_delay_ns, "");
+  }
+  if (cpu_known) part("remainder", acc.remainder_ns, "");
   return acc;
 }
 
@@ -963,7 +1110,11 @@ void add_into(WindowAcc& total, const WindowAcc& a) {
   total.driver_cpu_ns += a.driver_cpu_ns;
   total.server_cpu_ns += a.server_cpu_ns;
   for (const auto& [k, v] : a.path_cpu_ns) total.path_cpu_ns[k] += v;
+  total.path_wait_ns += a.path_wait_ns;
   total.run_delay_ns += a.run_delay_ns;
+  total.driver_run_delay_ns += a.driver_run_delay_ns;
+  total.cpu_delta_rows += a.cpu_delta_rows;
+  for (const auto& [k, v] : a.query_d_wchan_rows) total.query_d_wchan_rows[k] += v;
   total.ash_cpu_rows += a.ash_cpu_rows;
   for (const auto& [k, v] : a.ash_class_rows) total.ash_class_rows[k] += v;
 }
@@ -1044,7 +1195,44 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
 
     clock.lap("periods, span");
     auto qp = find_query_path(db, run);
+    // Client + server: the driver ran on the client host; its figures come
+    // from the client pass, never from the server file's processes.
+    const bool pair = options.client_driver_cpu_ns.has_value();
+    if (pair) qp.driver_process_id.reset();
+    const bool backends_unsampled = qp.backend_process_ids.empty();
     if (f.has_queries) find_middle_processes(db, options, qp, A, B, report.notes);
+    // Per-query attribution (attribution.h) where each query's backend is
+    // known; behind a pooler (its pids are the pooler's) or without backend
+    // pids (an imported pgbench log), host-wide figures.
+    Attribution att;
+    std::optional<BackendMap> backends;
+    if (f.has_queries) {
+      backends.emplace(db);
+      att.queries = report.run.queries;
+      if (backends_unsampled && !qp.middle_processes.empty()) {
+        att.method = "host_wide";
+        att.reason =
+            "behind a pooler a query's server backend is not known: every client backend of the "
+            "server counts over the whole query span";
+      } else if (backends->empty()) {
+        att.method = "host_wide";
+        const bool imported =
+            db.execAndGet("SELECT command_line LIKE '%import-pgbench%' FROM run").getInt() != 0;
+        att.reason = fmt::format(
+            "the file has no backend identity{}: every client backend's samples count over the "
+            "whole query span",
+            imported ? " (imported pgbench log)"
+                     : " (no driver connection recorded a backend pid)");
+      } else if (!backends->queries_name_connections()) {
+        att.method = "host_wide";
+        att.reason =
+            "the queries do not name their driver connection (query.connection): every sample of "
+            "the run's backends counts over the whole query span";
+      } else {
+        att.method = "per_query";
+      }
+    }
+    const bool per_query = att.method == "per_query";
     f.backends_on_host = !qp.backend_process_ids.empty();
     const bool use_pids = !qp.backend_pids.empty();
 
@@ -1065,14 +1253,30 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
     std::vector<WindowAcc> acc(report.windows.size());
     read_host(db, wi, acc, A, B);
     clock.lap("host samples");
-    read_ash(db, qp, use_pids, wi, acc, f, A, B);
+    // Per-query attribution: one sweep of the queries, shared by the ASH and
+    // process passes, which run interleaved in time.
+    std::optional<QuerySweep> sweep;
+    if (per_query) sweep.emplace(db, *backends, store.path());
+    AshScan ash(db, qp, use_pids, wi, acc, f, A, B, sweep ? &*sweep : nullptr,
+                backends ? &*backends : nullptr, att);
+    if (!sweep) ash.run_until(INT64_MAX);
     clock.lap("ash");
-    read_processes(db, qp, wi, acc, f, A, B,
-                   db.execAndGet("SELECT clock_ticks_per_s FROM run").getInt64(),
-                   report.query_windows ? kNsPerS : options.window_ns, run.stallscope_pid);
-    clock.lap("processes");
+    read_processes(
+        db, qp, wi, acc, f, A, B, db.execAndGet("SELECT clock_ticks_per_s FROM run").getInt64(),
+        report.query_windows ? kNsPerS : options.window_ns, run.stallscope_pid,
+        sweep ? &*sweep : nullptr, backends ? &*backends : nullptr, att, sweep ? &ash : nullptr);
+    if (sweep) {
+      ash.run_until(INT64_MAX);
+      sweep->finish();
+      att.joined_queries = sweep->joined();
+      sweep.reset();
+    }
+    if (f.has_queries) report.attribution = att;
+    clock.lap(per_query ? "ash + processes" : "processes");
     read_path_facts(db, {qp.driver_process_id, qp.backend_process_ids, qp.middle_processes}, f, A,
                     B);
+    read_pooler_facts(db, report.windows, f, A, B, report.notes);
+    for (std::size_t i = 0; i < acc.size(); ++i) acc[i].path_wait_ns = f.pooler.window_wait_ns[i];
 
     const int clients = report.run.clients.value_or(static_cast<int>(query_clients));
     WindowAcc total;
@@ -1087,6 +1291,10 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
         // Client + server: the driver ran on the client host; make_accounting
         // subtracts this file's sampler CPU, so add it back.
         acc[i].driver_cpu_ns = (*options.client_driver_cpu_ns)[i] + acc[i].sampler_cpu_ns;
+      }
+      if (options.client_driver_run_delay_ns && i < options.client_driver_run_delay_ns->size()) {
+        acc[i].driver_run_delay_ns = (*options.client_driver_run_delay_ns)[i];
+        acc[i].run_delay_ns += acc[i].driver_run_delay_ns;
       }
       const auto& a = acc[i];
       add_into(total, a);
@@ -1158,7 +1366,11 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
         f.window_throttle_share[i] = double(throttled_ns) / (double(clients) * double(wall));
       }
       if (f.has_queries) {
-        w.accounting = make_accounting(clients, wall, a, f);
+        w.accounting = make_accounting(clients, wall, a, f, pair);
+        auto& counted = total.d_counted_by_wchan_ns;
+        if (!counted) counted.emplace();
+        for (const auto& [wchan, ns] : w.accounting->server_d_state_by_wchan_ns)
+          (*counted)[wchan] += ns;
         for (const auto& [cls, ns] : w.accounting->server_wait_by_class_ns) {
           f.window_wait_share[i][cls] =
               w.accounting->client_ns > 0 ? double(ns) / double(w.accounting->client_ns) : 0;
@@ -1168,7 +1380,7 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
       }
     }
     f.host = total.host;
-    if (f.has_queries) report.accounting = make_accounting(clients, B - A, total, f);
+    if (f.has_queries) report.accounting = make_accounting(clients, B - A, total, f, pair);
 
     // Notes: sampling limits and caveats.
     if (perturbed_windows > 0) {

@@ -11,7 +11,9 @@
 // explain splits it into driver CPU, server backend CPU, server waits by wait
 // class (ASH), run-queue delay of the query path, and the remainder (on an
 // idle host: wire, protocol and wake-up round trips). Findings are ranked by
-// the share of N·W they explain (their score, 0–1).
+// the share of N·W they explain (their score, 0–1). Server parts count each
+// backend only while it served this run's queries (Attribution; host-wide
+// where a query's backend is unknown), in one streaming sweep of the queries.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +43,8 @@ struct ExplainOptions {
   // Internal to explain_pair: per window, the driver CPU measured on the
   // client host (the windows of the client-only pass, same options).
   std::optional<std::vector<std::int64_t>> client_driver_cpu_ns;
+  // ... and the driver's run delay on the client host, per window.
+  std::optional<std::vector<std::int64_t>> client_driver_run_delay_ns;
 };
 
 // The run row plus whole-run query figures. Latency figures are absent when
@@ -77,9 +81,14 @@ struct RunSummary {
 
 // One part of the client time.
 struct AccountingPart {
-  std::string name;  // "driver_cpu", "server_cpu", "server_wait:Lock", "run_queue", "remainder"
+  std::string name;  // "driver_cpu", "path_cpu:pgbouncer", "path_wait:pgbouncer", "server_cpu",
+                     // "server_wait:Lock", "run_queue", "remainder"
   std::int64_t time_ns = 0;
   double share = 0;  // time_ns ÷ client_ns (0 when client_ns is 0)
+  // explain_pair: the host whose samples measured it, "client" (driver CPU,
+  // client_run_queue) or "server" (backends, waits, D state, their run
+  // queue, path processes); "" for the remainder and for a single file.
+  std::string host;
 };
 
 // Client time split into parts, for the whole run or one window.
@@ -92,13 +101,33 @@ struct Accounting {
   std::int64_t server_cpu_ns = 0;   // CPU of this run's backends
   std::int64_t path_cpu_ns = 0;     // CPU of path processes (poolers, proxies), by comm below
   std::vector<std::pair<std::string, std::int64_t>> path_cpu_by_comm_ns;  // largest first
+  // Time clients waited in the pooler for a server connection: pgbouncer's
+  // SHOW STATS total_wait_time over the span (pooler_sample, run/record
+  // --pooler-admin); absent without pooler samples.
+  std::optional<std::int64_t> path_wait_ns;
   std::int64_t server_wait_ns = 0;  // sum of the per-class ASH estimates below
   std::vector<std::pair<std::string, std::int64_t>> server_wait_by_class_ns;  // largest first
-  std::int64_t run_delay_ns = 0;  // schedstat run delay of driver + backends
+  std::int64_t run_delay_ns = 0;         // schedstat run delay of driver + backends
+  std::int64_t driver_run_delay_ns = 0;  // of which the driver's (its ss-driver threads)
+  // Backends in D state while serving the queries (per query attribution;
+  // host-wide: over the whole span): D rows × sample period, by wchan.
+  std::int64_t backend_d_state_ns = 0;
+  // The part of it not already counted as an ASH IO wait (server_wait:IO) in
+  // the same window — a backend blocked on storage shows both — counted as
+  // parts "server_d_state:<wchan>", by wchan in proportion, largest first.
+  std::int64_t server_d_state_ns = 0;
+  std::vector<std::pair<std::string, std::int64_t>> server_d_state_by_wchan_ns;
+  // Set when no process sample's CPU delta covers the span (sampling slower
+  // than the span, e.g. --hz 0.1): why the CPU and run-queue parts measured
+  // from process samples — and so the remainder — cannot be accounted. They
+  // are then left out of `parts` (their _ns fields stay 0 and mean nothing).
+  std::optional<std::string> cannot_account;
   std::int64_t remainder_ns = 0;  // client_ns − the parts above, clamped ≥ 0
   std::int64_t excess_ns = 0;     // by how much the parts exceed client_ns (overlap), else 0
-  // In display order: driver_cpu, path_cpu:<comm>…, server_cpu, server_wait:<class>…,
-  // run_queue, remainder.
+  // In display order: driver_cpu, path_cpu:<comm>…, path_wait:pgbouncer (with
+  // path_wait_ns), server_cpu, server_wait:<class>…, server_d_state:<wchan>…,
+  // run_queue, client_run_queue (explain_pair: the driver's run delay, apart
+  // from the server's), remainder.
   std::vector<AccountingPart> parts;
 };
 
@@ -143,7 +172,7 @@ using Evidence = std::vector<std::pair<std::string, EvidenceValue>>;
 struct Finding {
   std::string kind;  // client_cpu, server_cpu, single_thread, runqueue, steal, io_wait, lock_wait,
                      // lwlock_wait, memory_pressure, kernel_wait, connection_setup,
-                     // network_roundtrip
+                     // network_roundtrip, pool_wait
   double score = 0;  // share of client time it explains, 0–1
   std::int64_t start_ns = 0;  // span where the signal was seen, wall clock
   std::int64_t end_ns = 0;
@@ -223,8 +252,28 @@ struct RunComparison {
   std::string summary;
 };
 
+// How the server parts of the accounting were tied to the queries.
+struct Attribution {
+  // "per_query": each query joined to the backend that served it
+  // (client.backend_pid of its connection); a backend's process-sample deltas
+  // (CPU, run delay) count only when the sample's span overlaps its queries,
+  // its D-state rows and ASH samples only inside them (± kAttributionSlackNs).
+  // "host_wide": every sample of the run's backends over the query span (or,
+  // without backend identity, every client backend's ASH samples).
+  std::string method;
+  std::int64_t queries = 0;         // sent
+  std::int64_t joined_queries = 0;  // of those, with a known backend pid
+  std::string reason;               // host_wide: why, one sentence
+  // per_query: what was left out — backend CPU of samples whose span held
+  // none of that backend's queries, and non-idle ASH samples of the run's
+  // backends outside their queries.
+  std::int64_t backend_cpu_outside_ns = 0;
+  std::int64_t ash_samples_outside = 0;
+};
+
 struct Report {
   RunSummary run;
+  std::optional<Attribution> attribution;     // absent without queries
   std::optional<RunComparison> comparison;    // explain with two run files
   std::optional<ClockAlignment> clock;        // explain_pair only
   std::vector<HostSummary> hosts;             // explain_pair only: client host, then server host

@@ -146,6 +146,23 @@ struct ConnectionFacts {
   std::optional<std::int64_t> first_query_gap_ns;  // mean: connected → first query sent on it
 };
 
+// pool_wait inputs (facts_pooler.cpp): pgbouncer's admin console as the
+// pooler sampler stored it (pooler_sample, --pooler-admin). Counter deltas
+// are prorated by how much of each poll interval overlaps the span/window.
+struct PoolerFacts {
+  bool available = false;               // pooler_sample rows with deltas overlapping the span
+  std::vector<std::string> databases;   // the pooler databases counted
+  bool driver_database = false;         // they are the run's dbname (else: all seen)
+  std::int64_t wait_ns = 0;             // total_wait_time in [A, B)
+  std::int64_t xacts = 0;               // total_xact_count in [A, B)
+  std::optional<std::int64_t> xact_ns;  // total_xact_time in [A, B): includes the wait (counted
+                                        // from the client's first query)
+  std::vector<std::int64_t> window_wait_ns;    // per Report::windows entry
+  std::optional<std::int64_t> cl_waiting_max;  // SHOW POOLS gauges over polls in [A, B]
+  std::optional<std::int64_t> sv_active_max;
+  std::optional<std::int64_t> maxwait_max_ns;
+};
+
 // The query path's processes, for the facts gathered outside correlate.cpp.
 struct PathRoles {
   const std::optional<std::int64_t>& driver_process_id;
@@ -198,6 +215,7 @@ struct Facts {
   MemoryFacts memory;
   KernelWaitFacts kernel;
   ConnectionFacts connections;
+  PoolerFacts pooler;  // read_pooler_facts (facts_pooler.cpp)
 };
 
 // Reads the memory, kernel-wait and connection facts of the span [A, B)
@@ -212,6 +230,25 @@ void read_path_facts(SQLite::Database& db, const PathRoles& path, Facts& f, std:
 void add_path_process_row(Facts& f, const std::string& role, bool futex_counts, char state,
                           const std::optional<std::string>& wchan,
                           std::optional<std::int64_t> majflt);
+
+// Name of the pooler whose admin console pooler_sample holds; the accounting
+// part of the time queries waited in it is "path_wait:" + this.
+inline constexpr const char* kPoolerName = "pgbouncer";
+// pool_wait: the wait counts in full while the host CPU is busy less than
+// kRoundtripMaxHostBusyShare; above it, it is discounted by the saturation
+// (0 at 80 % busy, 1 at 100 %) times how CPU-bound the pool's server
+// connections were (backend CPU ÷ (total_xact_time − total_wait_time), at most 1; 1
+// when unknown): when the held connections were busy on saturated CPUs a
+// bigger pool only moves the queue into the run queue, when they mostly
+// waited (round trips through the pooler, sleeps, I/O) it raises throughput.
+// Reads pooler_sample over [A, B) and per window into f.pooler (nothing when
+// the table is missing or empty); counts only the run's dbname (run.conninfo)
+// when the pooler has it, else every database, and notes which.
+void read_pooler_facts(SQLite::Database& db, const std::vector<Window>& windows, Facts& f,
+                       std::int64_t A, std::int64_t B, std::vector<std::string>& notes);
+// The pool_wait finding (facts_pooler.cpp): time queries waited in the
+// pooler for a server connection, as a share of client time.
+void pool_wait(const Report& r, const Facts& f, std::vector<Finding>& out);
 
 // Per window, what a stall explanation compares with the typical windows.
 struct WindowSignals {

@@ -739,6 +739,7 @@ std::vector<Finding> find(const Report& r, const Facts& f) {
   memory_pressure(c, out);
   kernel_wait(c, out);
   connection_setup(c, out);
+  pool_wait(r, f, out);  // facts_pooler.cpp
   single_thread(c, out);
   network_roundtrip(c, out, out);
   std::stable_sort(out.begin(), out.end(),

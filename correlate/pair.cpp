@@ -13,12 +13,14 @@
 namespace stallscope::correlate {
 namespace {
 
-// Tables of the server file that the analysis reads; each is shadowed by a
+// Tables (and views) of the server file that the analysis reads; each is shadowed by a
 // temporary view of the attached file while the server-side pass runs.
 constexpr const char* kServerTables[] = {
-    "sample",     "host_sample",   "process",       "process_sample", "pg_activity_sample",
-    "ash_tick",   "cgroup_sample", "pg_query_text", "thread_sample",  "host_memory_sample",
-    "disk_sample"};
+    "sample", "host_sample", "process", "process_sample", "pg_activity_sample", "ash_tick",
+    "cgroup_sample", "pg_query_text", "thread_sample", "host_memory_sample", "disk_sample",
+    // The stored forms behind the process_sample and thread_sample views,
+    // which explain's process scan (schema/process_scan.h) reads directly.
+    "process_tick", "process_io_sample", "wchan", "thread_tick", "thread_comm"};
 
 struct Span {
   std::int64_t from_ns = 0, to_ns = 0;
@@ -230,7 +232,7 @@ Report explain_pair(schema::Store& client, const std::string& server_path,
   }
   for (const char* t : kServerTables) {
     SQLite::Statement has(
-        db, "SELECT count(*) FROM srv.sqlite_master WHERE type = 'table' AND name = ?1");
+        db, "SELECT count(*) FROM srv.sqlite_master WHERE type IN ('table', 'view') AND name = ?1");
     has.bind(1, t);
     has.executeStep();
     if (has.getColumn(0).getInt64() == 0) continue;
@@ -250,11 +252,13 @@ Report explain_pair(schema::Store& client, const std::string& server_path,
   // Pass 2: the same windows, with the server's host, processes and ASH and
   // the client's driver CPU per window.
   ExplainOptions o = options;
-  std::vector<std::int64_t> driver;
+  std::vector<std::int64_t> driver, driver_delay;
   for (const auto& w : client_side.windows) {
     driver.push_back(w.accounting ? w.accounting->driver_cpu_ns : 0);
+    driver_delay.push_back(w.accounting ? w.accounting->driver_run_delay_ns : 0);
   }
   o.client_driver_cpu_ns = std::move(driver);
+  o.client_driver_run_delay_ns = std::move(driver_delay);
   Report r = explain(client, o);
   r.hosts.push_back(summarise(client_side, "client"));
   auto s = summarise(r, "server");

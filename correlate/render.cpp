@@ -1,4 +1,5 @@
 // Renderers: the same Report as text (for terminals) and as JSON.
+#include <algorithm>
 #include <ctime>
 
 #include <fmt/chrono.h>
@@ -131,9 +132,12 @@ std::string part_label(const std::string& name) {
   if (name == "driver_cpu") return "driver CPU";
   if (name == "server_cpu") return "server backend CPU";
   if (name == "run_queue") return "run-queue delay";
+  if (name == "client_run_queue") return "driver run-queue delay";
+  if (name.starts_with("server_d_state:")) return "backend D state " + escape_text(name.substr(15));
   if (name == "remainder") return "remainder (round trips)";
   if (name.starts_with("server_wait:")) return "server wait " + name.substr(12);
   if (name.starts_with("path_cpu:")) return "path CPU " + escape_text(name.substr(9));
+  if (name.starts_with("path_wait:")) return "path wait " + escape_text(name.substr(10));
   return name;
 }
 
@@ -225,6 +229,21 @@ void render_windows(const Report& r, std::ostream& out) {
   }
 }
 
+// One line: how the server parts were tied to the queries.
+void render_attribution(const Report& r, std::ostream& out) {
+  if (!r.attribution) return;
+  const auto& t = *r.attribution;
+  if (t.method == "per_query") {
+    fmt::print(out,
+               "  per query: {} of {} queries joined to their backend (its samples count only "
+               "while it served them; left out: {:.3f} s of backend CPU, {} ASH samples)\n",
+               t.joined_queries, t.queries, double(t.backend_cpu_outside_ns) / kNsPerS,
+               t.ash_samples_outside);
+  } else {
+    fmt::print(out, "  host-wide: {}\n", escape_text(t.reason));
+  }
+}
+
 void render_accounting(const Report& r, std::ostream& out) {
   if (!r.accounting) {
     fmt::print(out, "\ntime accounting: none (this file holds no queries)\n");
@@ -233,10 +252,40 @@ void render_accounting(const Report& r, std::ostream& out) {
   const auto& a = *r.accounting;
   fmt::print(out, "\ntime accounting: {} clients x {:.3f} s = {:.3f} s of client time\n", a.clients,
              double(a.wall_ns) / kNsPerS, double(a.client_ns) / kNsPerS);
-  fmt::print(out, "  {:<28} {:>12} {:>8}\n", "part", "seconds", "share");
-  for (const auto& p : a.parts) {
-    fmt::print(out, "  {:<28} {:>12.3f} {:>7.1f}%\n", escape_text(part_label(p.name)),
-               double(p.time_ns) / kNsPerS, 100 * p.share);
+  render_attribution(r, out);
+  if (a.cannot_account) {
+    fmt::print(out,
+               "  cannot account CPU, run-queue delay or the remainder: {}; sample faster (--hz) "
+               "or run longer\n",
+               escape_text(*a.cannot_account));
+  }
+  const bool by_host =
+      std::any_of(a.parts.begin(), a.parts.end(), [](const auto& p) { return !p.host.empty(); });
+  if (by_host) {
+    // Client + server: the parts each host measured, then the remainder.
+    for (const char* host : {"client", "server", ""}) {
+      const auto* h = [&]() -> const HostSummary* {
+        for (const auto& x : r.hosts)
+          if (x.role == host) return &x;
+        return nullptr;
+      }();
+      if (*host) {
+        fmt::print(out, "  {} host {}\n", host, h ? escape_text(h->host) : std::string("?"));
+      } else {
+        fmt::print(out, "  between the hosts\n");
+      }
+      for (const auto& p : a.parts) {
+        if (p.host != host) continue;
+        fmt::print(out, "    {:<26} {:>12.3f} {:>7.1f}%\n", escape_text(part_label(p.name)),
+                   double(p.time_ns) / kNsPerS, 100 * p.share);
+      }
+    }
+  } else if (!a.parts.empty()) {
+    fmt::print(out, "  {:<28} {:>12} {:>8}\n", "part", "seconds", "share");
+    for (const auto& p : a.parts) {
+      fmt::print(out, "  {:<28} {:>12.3f} {:>7.1f}%\n", escape_text(part_label(p.name)),
+                 double(p.time_ns) / kNsPerS, 100 * p.share);
+    }
   }
   if (a.excess_ns > 0) {
     fmt::print(out, "  {:<28} {:>12.3f}\n", "(parts exceed client time)",
@@ -302,17 +351,41 @@ nlohmann::json accounting_json(const Accounting& a) {
   j["path_cpu_by_comm_ns"] = nlohmann::json::object();
   for (const auto& [comm, ns] : a.path_cpu_by_comm_ns)
     j["path_cpu_by_comm_ns"][valid_utf8(comm)] = ns;
+  j["path_wait_ns"] = a.path_wait_ns ? nlohmann::json(*a.path_wait_ns) : nlohmann::json(nullptr);
   j["server_wait_ns"] = a.server_wait_ns;
   j["server_wait_by_class_ns"] = nlohmann::json::object();
   for (const auto& [cls, ns] : a.server_wait_by_class_ns)
     j["server_wait_by_class_ns"][valid_utf8(cls)] = ns;
   j["run_delay_ns"] = a.run_delay_ns;
-  j["remainder_ns"] = a.remainder_ns;
+  j["driver_run_delay_ns"] = a.driver_run_delay_ns;
+  j["backend_d_state_ns"] = a.backend_d_state_ns;
+  j["server_d_state_ns"] = a.server_d_state_ns;
+  j["server_d_state_by_wchan_ns"] = nlohmann::json::object();
+  for (const auto& [wchan, ns] : a.server_d_state_by_wchan_ns)
+    j["server_d_state_by_wchan_ns"][valid_utf8(wchan)] = ns;
+  j["cannot_account"] =
+      a.cannot_account ? nlohmann::json(valid_utf8(*a.cannot_account)) : nlohmann::json(nullptr);
+  if (a.cannot_account) {
+    // Unknown, not 0.
+    auto has_part = [&](const char* name) {
+      return std::any_of(a.parts.begin(), a.parts.end(),
+                         [&](const auto& p) { return p.name == name; });
+    };
+    for (const char* k : {"path_cpu_ns", "run_delay_ns", "excess_ns"}) j[k] = nullptr;
+    if (!has_part("server_cpu")) j["server_cpu_ns"] = nullptr;
+    if (!has_part("driver_cpu")) j["driver_cpu_ns"] = j["driver_run_delay_ns"] = nullptr;
+    j["remainder_ns"] = nullptr;
+  } else {
+    j["remainder_ns"] = a.remainder_ns;
+  }
   j["excess_ns"] = a.excess_ns;
   j["parts"] = nlohmann::json::array();
   for (const auto& p : a.parts) {
     j["parts"].push_back(
-        {{"part", valid_utf8(p.name)}, {"time_ns", p.time_ns}, {"client_time_share", p.share}});
+        {{"part", valid_utf8(p.name)},
+         {"time_ns", p.time_ns},
+         {"client_time_share", p.share},
+         {"host", p.host.empty() ? nlohmann::json(nullptr) : nlohmann::json(p.host)}});
   }
   return j;
 }
@@ -441,6 +514,17 @@ nlohmann::json to_json(const Report& r) {
   nlohmann::json j;
   j["run"] = std::move(run);
   j["accounting"] = r.accounting ? accounting_json(*r.accounting) : nlohmann::json(nullptr);
+  if (const auto& t = r.attribution) {
+    j["attribution"] = {{"method", t->method},
+                        {"queries", t->queries},
+                        {"joined_queries", t->joined_queries},
+                        {"reason", t->reason.empty() ? nlohmann::json(nullptr)
+                                                     : nlohmann::json(valid_utf8(t->reason))},
+                        {"backend_cpu_outside_ns", t->backend_cpu_outside_ns},
+                        {"ash_samples_outside", t->ash_samples_outside}};
+  } else {
+    j["attribution"] = nullptr;
+  }
   j["windows"] = std::move(windows);
   j["findings"] = std::move(findings);
   j["stalls"] = std::move(stalls);

@@ -4,7 +4,9 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -59,6 +61,24 @@ constexpr int kMaxPipeline = 256;
 constexpr const char* kConnectionFailure = "08006";
 constexpr const char* kInternalError = "XX000";
 constexpr const char* kQueryCanceled = "57014";
+
+// The epoll instance of a driver thread; closed on destruction.
+class Epoll {
+ public:
+  Epoll() : fd_(epoll_create1(EPOLL_CLOEXEC)) {
+    if (fd_ < 0) {
+      throw Error(ErrorKind::runtime, fmt::format("cannot create the driver's epoll instance: {}",
+                                                  std::strerror(errno)));
+    }
+  }
+  Epoll(const Epoll&) = delete;
+  Epoll& operator=(const Epoll&) = delete;
+  ~Epoll() { ::close(fd_); }
+  int fd() const { return fd_; }
+
+ private:
+  int fd_;
+};
 
 struct CancelDeleter {
   void operator()(PGcancel* c) const noexcept { PQfreeCancel(c); }
@@ -237,6 +257,11 @@ struct Client {
   std::int64_t retry_at_mono_ns = 0;
   std::int64_t reset_started_mono_ns = 0;
   short reset_events = 0;
+  // The socket registered with the thread's epoll instance (-1: none) and
+  // its events. Unregistered before libpq may close or replace the socket
+  // (reset, -C, finish), as a new socket may get the same number.
+  int watched_fd = -1;
+  std::uint32_t watched_events = 0;
   // --pipeline: transactions sent and not yet completed, oldest first.
   struct InFlight {
     std::int64_t sent_wall_ns = 0, sent_mono_ns = 0, rows = 0;
@@ -308,6 +333,13 @@ class Worker {
   void pipeline_lost(Client& c, std::int64_t now_ns);
   void sample_tcp(std::int64_t now_ns);
   void statement_done(Client& c, std::int64_t now_ns);
+  // Registers client `index`'s socket `fd` for `events` (0: none) with the
+  // epoll instance, with a system call only when that changes; false when
+  // the socket cannot be registered (closed under libpq).
+  bool watch(Client& c, std::size_t index, int fd, std::uint32_t events);
+  void unwatch(Client& c);
+  void close_connection(Client& c);  // unwatch, then close the socket
+  void dispatch(Client& c);          // its socket is ready (or cannot be watched)
 
  public:
   // -r: per statement id, latency sum and executions (read after run()).
@@ -336,6 +368,12 @@ class Worker {
   // -r: statement id of command k of script s (SQL commands only, else -1).
   std::vector<std::vector<int>> statement_ids_;
   std::int64_t next_tcp_mono_ns_ = 0;
+  // The sockets of this thread's clients with a reply to wait for. epoll,
+  // not poll: the registrations stay from one wait to the next (a client
+  // that sends its next query stays registered), so a wait costs no per-socket
+  // wait-queue set-up and tear-down (≈ 0.2 µs instead of 0.6 µs a wait for
+  // 4 sockets).
+  Epoll epoll_;
 };
 
 // Statement ids of the scripts' SQL commands, numbered in script order.
@@ -373,10 +411,8 @@ void Worker::run() {
   }
   for (Client* c : clients_) send_next(*c, now);
 
-  std::vector<pollfd> fds;
-  std::vector<Client*> owners;
-  fds.reserve(clients_.size());
-  owners.reserve(clients_.size());
+  std::vector<epoll_event> events(std::max<std::size_t>(clients_.size(), 1));
+  std::vector<Client*> unwatchable;  // ready at once: their socket cannot be registered
   while (active_ > 0) {
     now = mono_now_ns();
     if (!stopping_ && should_stop(now)) {
@@ -396,18 +432,18 @@ void Worker::run() {
     std::int64_t wake_ns = std::min(now + kPollSliceNs, last_flush_mono_ns_ + kFlushIntervalNs);
     if (options_.tcp_info_period_ns > 0) wake_ns = std::min(wake_ns, next_tcp_mono_ns_);
     if (deadline_mono_ns_ && !stopping_) wake_ns = std::min(wake_ns, *deadline_mono_ns_);
-    fds.clear();
-    owners.clear();
-    for (Client* c : clients_) {
+    unwatchable.clear();
+    for (std::size_t i = 0; i < clients_.size(); ++i) {
+      Client* c = clients_[i];
+      const int fd = c->conn ? PQsocket(c->conn.get()) : -1;
+      std::uint32_t want = 0;
       switch (c->state) {
         case ClientState::busy:
         case ClientState::rolling_back:
-          fds.push_back({PQsocket(c->conn.get()), POLLIN, 0});
-          owners.push_back(c);
+          want = EPOLLIN;
           break;
         case ClientState::resetting:
-          fds.push_back({PQsocket(c->conn.get()), c->reset_events, 0});
-          owners.push_back(c);
+          want = c->reset_events == POLLIN ? EPOLLIN : EPOLLOUT;
           wake_ns = std::min(wake_ns, c->reset_started_mono_ns + kResetAttemptTimeoutNs);
           break;
         case ClientState::backoff:
@@ -423,29 +459,82 @@ void Worker::run() {
         case ClientState::done:
           break;
       }
+      if (!watch(*c, i, fd, want)) unwatchable.push_back(c);
     }
     if (stopping_) wake_ns = std::min(wake_ns, now + 10'000'000);
     int timeout_ms = wake_ns <= now ? 0 : static_cast<int>((wake_ns - now + 999'999) / 1'000'000);
-    int n = poll(fds.data(), fds.size(), timeout_ms);
+    if (!unwatchable.empty()) timeout_ms = 0;
+    int n = epoll_wait(epoll_.fd(), events.data(), static_cast<int>(events.size()), timeout_ms);
     if (n < 0) {
       if (errno == EINTR) continue;
-      throw Error(ErrorKind::runtime,
-                  fmt::format("cannot poll the driver's connections: {}", std::strerror(errno)));
+      throw Error(ErrorKind::runtime, fmt::format("cannot wait for the driver's connections: {}",
+                                                  std::strerror(errno)));
     }
-    if (n == 0) continue;
-    for (std::size_t i = 0; i < fds.size(); ++i) {
-      if (fds[i].revents == 0) continue;
-      Client& c = *owners[i];
-      if (c.state == ClientState::resetting) {
-        continue_reset(c);
-      } else if (options_.pipeline > 0 && c.state == ClientState::busy) {
-        pipeline_drain(c);
-      } else if (c.state == ClientState::busy || c.state == ClientState::rolling_back) {
-        on_readable(c);
-      }
-    }
+    for (int i = 0; i < n; ++i) dispatch(*clients_[events[static_cast<std::size_t>(i)].data.u32]);
+    // A socket libpq no longer has (e.g. closed after a failure): the
+    // handler finds out what happened, as after poll()'s POLLNVAL.
+    for (Client* c : unwatchable) dispatch(*c);
   }
   flush(mono_now_ns());
+}
+
+void Worker::dispatch(Client& c) {
+  if (c.state == ClientState::resetting) {
+    continue_reset(c);
+  } else if (options_.pipeline > 0 && c.state == ClientState::busy) {
+    pipeline_drain(c);
+  } else if (c.state == ClientState::busy || c.state == ClientState::rolling_back) {
+    on_readable(c);
+  }
+}
+
+bool Worker::watch(Client& c, std::size_t index, int fd, std::uint32_t events) {
+  if (c.watched_fd >= 0 && c.watched_fd != fd) {
+    // libpq closed the socket it had (a lost connection), which took it out
+    // of the epoll set; its number may already be another client's socket,
+    // so it is not touched.
+    c.watched_fd = -1;
+    c.watched_events = 0;
+  }
+  if (fd < 0) return events == 0;
+  if (events == c.watched_events && (events == 0 || fd == c.watched_fd)) return true;
+  epoll_event e{.events = events, .data = {.u32 = static_cast<std::uint32_t>(index)}};
+  if (events == 0) {
+    // Nothing to wait for (throttled, sleeping, backoff): out of the set,
+    // as epoll reports a hang-up even with no events asked for, and a
+    // server closing the connection must not wake every wait.
+    epoll_ctl(epoll_.fd(), EPOLL_CTL_DEL, fd, nullptr);
+    c.watched_fd = -1;
+    c.watched_events = 0;
+    return true;
+  }
+  int op = fd == c.watched_fd ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+  if (epoll_ctl(epoll_.fd(), op, fd, &e) != 0) {
+    // EEXIST: still registered; ENOENT: gone. The other operation applies.
+    op = op == EPOLL_CTL_ADD ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+    if (epoll_ctl(epoll_.fd(), op, fd, &e) != 0) {
+      c.watched_fd = -1;
+      c.watched_events = 0;
+      return false;
+    }
+  }
+  c.watched_fd = fd;
+  c.watched_events = events;
+  return true;
+}
+
+void Worker::unwatch(Client& c) {
+  // Only while the socket is still the connection's own (see watch()).
+  if (c.watched_fd >= 0 && c.conn && PQsocket(c.conn.get()) == c.watched_fd) {
+    epoll_ctl(epoll_.fd(), EPOLL_CTL_DEL, c.watched_fd, nullptr);
+  }
+  c.watched_fd = -1;
+  c.watched_events = 0;
+}
+
+void Worker::close_connection(Client& c) {
+  unwatch(c);
+  c.conn.reset();
 }
 
 // Closed loop: sends the client's next transaction now, or finishes the
@@ -529,7 +618,7 @@ bool Worker::connect_for_transaction(Client& c) {
     PQsetNoticeProcessor(c.conn.get(), discard_notice, nullptr);
     if (options_.protocol == Protocol::prepared) prepare_statements(c.conn.get(), options_);
   } catch (const Error& e) {
-    c.conn.reset();
+    close_connection(c);
     c.backend_pid.reset();
     c.failed = true;
     c.sqlstate = e.sqlstate().empty() ? kConnectionFailure : e.sqlstate();
@@ -904,7 +993,7 @@ void Worker::step_script(Client& c) {
   std::int64_t now = mono_now_ns();
   record(c, now);
   c.state = ClientState::idle;
-  if (options_.connect_per_transaction) c.conn.reset();
+  if (options_.connect_per_transaction) close_connection(c);
   send_next(c, now);
 }
 
@@ -970,7 +1059,7 @@ void Worker::script_failed(Client& c, const std::string& message) {
   std::int64_t now = mono_now_ns();
   record(c, now);
   c.state = ClientState::idle;
-  if (options_.connect_per_transaction) c.conn.reset();
+  if (options_.connect_per_transaction) close_connection(c);
   send_next(c, now);
 }
 
@@ -1063,7 +1152,7 @@ void Worker::transaction_done(Client& c, std::int64_t now_ns) {
   c.state = ClientState::idle;
   PGconn* conn = c.conn.get();
   if (options_.connect_per_transaction) {
-    c.conn.reset();  // -C: the next transaction connects anew
+    close_connection(c);  // -C: the next transaction connects anew
     c.needs_rollback = false;
     send_next(c, now_ns);
     return;
@@ -1132,6 +1221,7 @@ void Worker::begin_reset(Client& c, std::int64_t now_ns) {
 void Worker::start_reset_attempt(Client& c, std::int64_t now_ns) {
   ++c.reset_attempts;
   c.reset_started_mono_ns = now_ns;
+  unwatch(c);  // the socket is closed and a new one opened, maybe with the same number
   if (!PQresetStart(c.conn.get())) {
     reset_attempt_failed(c, now_ns);
     return;
@@ -1142,6 +1232,7 @@ void Worker::start_reset_attempt(Client& c, std::int64_t now_ns) {
 
 void Worker::continue_reset(Client& c) {
   PGconn* conn = c.conn.get();
+  unwatch(c);  // libpq may move to another socket (the next host address)
   switch (PQresetPoll(conn)) {
     case PGRES_POLLING_READING:
       c.reset_events = POLLIN;
@@ -1248,7 +1339,7 @@ void Worker::advance_stop(std::int64_t now_ns) {
 void Worker::finish(Client& c) {
   if (c.state == ClientState::done) return;
   c.state = ClientState::done;
-  c.conn.reset();  // the backend exits now, not when the driver is destroyed
+  close_connection(c);  // the backend exits now, not when the driver is destroyed
   --active_;
 }
 

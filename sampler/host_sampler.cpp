@@ -362,9 +362,11 @@ void HostSampler::Impl::sample_disks(schema::Batch& batch, std::int64_t mono_ns)
                                 .span_ns = mono_ns - p.mono_ns};
       const bool counters_ok = row.reads >= 0 && row.writes >= 0 && row.read_sectors >= 0 &&
                                row.write_sectors >= 0 && row.busy_ns >= 0 && row.weighted_ns >= 0;
+      // An idle device (nothing completed, in flight or busy since the
+      // previous tick) gets no row: its deltas would all be 0, and on a host
+      // with many partitions those rows would be most of the table.
       const bool idle = row.reads == 0 && row.writes == 0 && row.busy_ns == 0 && in_flight == 0;
-      const bool pseudo = dev.starts_with("loop") || dev.starts_with("ram");
-      if (counters_ok && !(pseudo && idle)) batch.disk_samples.push_back(std::move(row));
+      if (counters_ok && !idle) batch.disk_samples.push_back(std::move(row));
     }
     now.emplace(dev, c);
   }

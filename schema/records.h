@@ -1,6 +1,8 @@
 // Value types the producers (sampler, driver) hand to the writer. Each struct
-// mirrors one table of schema/v1.sql, field for field; see that file for the
-// meaning, unit and source of every column. std::optional = SQL NULL.
+// mirrors one table of schema/v1.sql, field for field (ProcessSampleRow and
+// ThreadSampleRow: the views process_sample and thread_sample, which the
+// writer stores compactly); see that file for the meaning, unit and source of
+// every column. std::optional = SQL NULL.
 #pragma once
 
 #include <cstdint>
@@ -73,12 +75,12 @@ struct ProcessSampleRow {
   std::optional<std::int64_t> run_delay_ns;
   std::optional<std::int64_t> utime_ticks;
   std::optional<std::int64_t> stime_ticks;
-  std::optional<std::string> wchan;
-  std::optional<std::int64_t> rss_bytes;
+  std::optional<std::string> wchan;       // stored once in table wchan, by id
+  std::optional<std::int64_t> rss_bytes;  // whole KiB (pages): stored in KiB
   std::optional<std::int64_t> majflt;
   std::optional<std::int64_t> voluntary_ctxt_switches;
   std::optional<std::int64_t> nonvoluntary_ctxt_switches;
-  std::optional<std::int64_t> span_ns;
+  std::optional<std::int64_t> span_ns;  // > 0 (stored as 0 when it equals the tick's interval_ns)
   std::optional<std::int64_t> read_bytes;
   std::optional<std::int64_t> write_bytes;
   std::optional<std::int64_t> blkio_delay_ns;
@@ -223,6 +225,20 @@ struct TcpSampleRow {  // TCP_INFO of a driver connection
   std::int64_t unacked = 0;
 };
 
+// --pooler-admin: one database of pgbouncer's SHOW STATS + SHOW POOLS at one
+// poll (schema/v1.sql pooler_sample: units and sources per column). Counter
+// deltas are absent on the first poll, after a reconnect, and when a counter
+// went backwards; any field is absent when pgbouncer lacks its column.
+struct PoolerSampleRow {
+  std::int64_t time_ns = 0;
+  std::string database;
+  std::optional<std::int64_t> interval_ns;
+  std::optional<std::int64_t> xacts, queries;
+  std::optional<std::int64_t> wait_ns, xact_ns, query_ns;
+  std::optional<std::int64_t> cl_active, cl_waiting, sv_active, sv_idle, sv_used;
+  std::optional<std::int64_t> maxwait_ns;
+};
+
 // What one producer hands the writer at a time. Any vector may be empty.
 // Rows are inserted in the order of the members below.
 struct Batch {
@@ -244,6 +260,7 @@ struct Batch {
   std::vector<StatementRow> statements;
   std::vector<StatementLatencyRow> statement_latencies;
   std::vector<TcpSampleRow> tcp_samples;
+  std::vector<PoolerSampleRow> pooler_samples;  // --pooler-admin
 
   bool empty() const {
     return samples.empty() && host_samples.empty() && processes.empty() &&
@@ -251,7 +268,7 @@ struct Batch {
            queries.empty() && thread_samples.empty() && host_memory_samples.empty() &&
            disk_samples.empty() && cgroup_samples.empty() && pg_query_texts.empty() &&
            pgbench_aggregates.empty() && clock_offsets.empty() && statements.empty() &&
-           statement_latencies.empty() && tcp_samples.empty();
+           statement_latencies.empty() && tcp_samples.empty() && pooler_samples.empty();
   }
 };
 

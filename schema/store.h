@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 
 #include <SQLiteCpp/Database.h>
@@ -53,6 +54,11 @@ class Store {
                std::optional<int> command_exit_status = std::nullopt);
   // Inserts every row of `batch` in one transaction.
   void write(const Batch& batch);
+  // Inserts every row of all `batches` in one transaction, as write() of
+  // their concatenation would (the writer's commit, without copying rows).
+  // Query rows go in in key order (start_ns, client_id, seq) over all of
+  // them, so the table, clustered by that key, is appended to.
+  void write(std::span<const Batch> batches);
 
   SQLite::Database& db() { return *db_; }
   const std::string& path() const { return path_; }
@@ -60,6 +66,8 @@ class Store {
  private:
   Store(std::unique_ptr<SQLite::Database> db, std::string path);
   struct Statements;
+  void write_rows(const Batch& batch);  // every table but query; inside write()'s transaction
+  void write_queries(std::span<const Batch> batches);
   std::unique_ptr<SQLite::Database> db_;
   std::string path_;
   std::unique_ptr<Statements> stmts_;  // prepared once, reset per row

@@ -82,9 +82,28 @@ CREATE TABLE process (
 );
 CREATE INDEX process_by_pid ON process(pid, start_ticks);
 
+-- Kernel wait channel names, each stored once: process_tick and thread_tick
+-- hold a wchan_id. Source: /proc/PID/wchan (and task/TID/wchan) without a
+-- compiler clone suffix (".constprop.0", ".isra.0").
+CREATE TABLE wchan (
+  wchan_id            INTEGER PRIMARY KEY,        -- assigned by the writer, 1, 2, ... in first-seen order
+  name                TEXT NOT NULL UNIQUE        -- e.g. do_epoll_wait, folio_wait_bit_common
+);
+
+-- Thread names, each stored once: thread_tick holds a thread_comm_id.
+-- Source: /proc/PID/task/TID/stat comm, stored exactly.
+CREATE TABLE thread_comm (
+  thread_comm_id      INTEGER PRIMARY KEY,        -- assigned by the writer, 1, 2, ...
+  comm                TEXT NOT NULL UNIQUE
+);
+
 -- Per tick, per active process (see README: CPU time moved, state R or D,
--- context switches changed; every process also at least every 10 s).
-CREATE TABLE process_sample (
+-- context switches changed; every process also at least every 10 s). Query
+-- the view process_sample, which gives every column with its name and unit;
+-- this table is its compact stored form (wchan as an id; majflt, read_bytes,
+-- write_bytes and kernel_stack in process_io_sample, only when not 0/NULL;
+-- span_ns 0 for "one tick"; rss in KiB).
+CREATE TABLE process_tick (
   sample_id           INTEGER NOT NULL,
   process_id          INTEGER NOT NULL,
   state               TEXT NOT NULL,              -- one letter: R S D T Z I ...
@@ -92,41 +111,83 @@ CREATE TABLE process_sample (
   run_delay_ns        INTEGER,                    -- runnable, not running, same span; schedstat field 2
   utime_ticks         INTEGER,                    -- user ticks, same span; /proc/PID/stat
   stime_ticks         INTEGER,                    -- system ticks, same span
-  wchan               TEXT,                       -- kernel wait channel when not running, else NULL; /proc/PID/wchan without a clone suffix (".constprop.0", ".isra.0")
-  rss_bytes           INTEGER,
-  majflt              INTEGER,                    -- major faults, same span
+  wchan_id            INTEGER,                    -- wchan.wchan_id: kernel wait channel when not running, else NULL; /proc/PID/wchan
+  rss_kib             INTEGER,                    -- resident set, KiB: /proc/PID/stat rss pages × page size ÷ 1024 (the view gives rss_bytes)
   voluntary_ctxt_switches    INTEGER,             -- same span; /proc/PID/status
   nonvoluntary_ctxt_switches INTEGER,             -- same span
-  span_ns             INTEGER,                    -- the span the deltas cover (since its previous row)
-  read_bytes          INTEGER,                    -- storage bytes read, same span; /proc/PID/io read_bytes
-  write_bytes         INTEGER,                    -- storage bytes written, same span; /proc/PID/io write_bytes
+  span_ns             INTEGER,                    -- the span the deltas cover (since its previous row), ns; 0 = exactly this tick's sample.interval_ns (its previous row was at the previous tick); NULL at first sight
   blkio_delay_ns      INTEGER,                    -- time waiting for block I/O, same span; /proc/PID/stat field 42 (delayacct; NULL while kernel.task_delayacct=0)
-  kernel_stack        TEXT,                       -- --stacks, state D only: /proc/PID/stack, one frame per line
   PRIMARY KEY (sample_id, process_id)
 ) WITHOUT ROWID;
 -- No index by process_id: explain reads this table in key order, and such
 -- an index cost ~11 bytes a row (measured with dbstat); a query for one
 -- process scans the table (or, for many, CREATE INDEX on a copy).
 
+-- The rarely non-zero columns of a process_tick row: a row here only when
+-- majflt, read_bytes or write_bytes is not 0 (or is NULL while span_ns is
+-- not: /proc/PID/io unreadable), or kernel_stack is not NULL. Without a row
+-- the view process_sample gives 0 for the three counts (NULL at first sight)
+-- and NULL for kernel_stack.
+CREATE TABLE process_io_sample (
+  sample_id           INTEGER NOT NULL,
+  process_id          INTEGER NOT NULL,
+  majflt              INTEGER,                    -- major faults, same span as process_tick; /proc/PID/stat field 12
+  read_bytes          INTEGER,                    -- storage bytes read, same span; /proc/PID/io read_bytes (NULL: unreadable)
+  write_bytes         INTEGER,                    -- storage bytes written, same span; /proc/PID/io write_bytes (NULL: unreadable)
+  kernel_stack        TEXT,                       -- --stacks, state D only: /proc/PID/stack, one frame per line
+  PRIMARY KEY (sample_id, process_id)
+) WITHOUT ROWID;
+
+-- What users and explain query: one row per process_tick row, every column
+-- decoded (units and sources as in process_tick and process_io_sample;
+-- span_ns always the span in ns, NULL at first sight).
+CREATE VIEW process_sample AS
+SELECT t.sample_id, t.process_id, t.state, t.cpu_ns, t.run_delay_ns, t.utime_ticks,
+       t.stime_ticks, w.name AS wchan, t.rss_kib * 1024 AS rss_bytes,
+       CASE WHEN io.sample_id IS NOT NULL THEN io.majflt WHEN t.span_ns IS NOT NULL THEN 0 END
+         AS majflt,
+       t.voluntary_ctxt_switches, t.nonvoluntary_ctxt_switches,
+       CASE t.span_ns WHEN 0 THEN (SELECT s.interval_ns FROM sample s
+                                   WHERE s.sample_id = t.sample_id) ELSE t.span_ns END AS span_ns,
+       CASE WHEN io.sample_id IS NOT NULL THEN io.read_bytes WHEN t.span_ns IS NOT NULL THEN 0 END
+         AS read_bytes,
+       CASE WHEN io.sample_id IS NOT NULL THEN io.write_bytes WHEN t.span_ns IS NOT NULL THEN 0 END
+         AS write_bytes,
+       t.blkio_delay_ns, io.kernel_stack
+FROM process_tick t
+LEFT JOIN wchan w ON w.wchan_id = t.wchan_id
+LEFT JOIN process_io_sample io ON io.sample_id = t.sample_id AND io.process_id = t.process_id;
+
 -- Per tick, per thread of a process sampled per thread (--threads: every
 -- process; by default a multi-threaded process whose CPU over the last second
 -- reached half a core; never stallscope's own threads under `record`). A row
 -- when the thread ran or switched since its last row, or is in state R or D;
 -- rows of a tick in (process_id, tid) order; first sight: deltas NULL. Source
--- /proc/PID/task/TID/{stat,schedstat,wchan,stack}.
-CREATE TABLE thread_sample (
+-- /proc/PID/task/TID/{stat,schedstat,wchan,stack}. Query the view
+-- thread_sample; this is its compact stored form.
+CREATE TABLE thread_tick (
   sample_id           INTEGER NOT NULL,
   process_id          INTEGER NOT NULL,           -- the process the thread belongs to
   tid                 INTEGER NOT NULL,
-  comm                TEXT NOT NULL,              -- thread name (task/TID/stat comm)
+  thread_comm_id      INTEGER NOT NULL,           -- thread_comm.thread_comm_id: thread name (task/TID/stat comm)
   state               TEXT NOT NULL,              -- one letter
   cpu_ns              INTEGER,                    -- on-CPU time since its previous row; schedstat field 1
   run_delay_ns        INTEGER,                    -- runnable, not running, same span; schedstat field 2
-  wchan               TEXT,                       -- kernel wait channel when not running (as process_sample.wchan)
+  wchan_id            INTEGER,                    -- wchan.wchan_id: kernel wait channel when not running, else NULL
   kernel_stack        TEXT,                       -- --stacks, state D only
-  span_ns             INTEGER,                    -- the span the deltas cover
+  span_ns             INTEGER,                    -- the span the deltas cover, ns; 0 = exactly this tick's sample.interval_ns; NULL at first sight
   PRIMARY KEY (sample_id, process_id, tid)
 ) WITHOUT ROWID;
+
+-- One row per thread_tick row, names and span_ns decoded.
+CREATE VIEW thread_sample AS
+SELECT t.sample_id, t.process_id, t.tid, c.comm, t.state, t.cpu_ns, t.run_delay_ns,
+       w.name AS wchan, t.kernel_stack,
+       CASE t.span_ns WHEN 0 THEN (SELECT s.interval_ns FROM sample s
+                                   WHERE s.sample_id = t.sample_id) ELSE t.span_ns END AS span_ns
+FROM thread_tick t
+LEFT JOIN thread_comm c ON c.thread_comm_id = t.thread_comm_id
+LEFT JOIN wchan w ON w.wchan_id = t.wchan_id;
 
 -- System memory, VM activity and pressure per tick. PSI columns: stall time
 -- since the previous tick, µs (/proc/pressure/{cpu,io,memory} total=; NULL
@@ -152,8 +213,10 @@ CREATE TABLE host_memory_sample (
 );
 
 -- Per tick, per block device (/proc/diskstats via libproc2), counts since the
--- previous tick; loop/ram devices with no activity are skipped. A device's
--- first tick gives no row.
+-- previous tick; a device with no activity since then (no read or write
+-- completed, none in flight, no busy time) gets no row, so over a period a
+-- device is busy sum(busy_ns) ÷ the period's length. A device's first tick
+-- gives no row.
 CREATE TABLE disk_sample (
   sample_id           INTEGER NOT NULL,
   device              TEXT NOT NULL,              -- e.g. sda, nvme0n1p1
@@ -164,7 +227,7 @@ CREATE TABLE disk_sample (
   in_flight           INTEGER NOT NULL,           -- I/Os in progress now
   busy_ns             INTEGER NOT NULL,           -- time with I/O in progress (busy_ns / span_ns = utilisation)
   weighted_ns         INTEGER NOT NULL,           -- weighted time (÷ span_ns = average queue length)
-  span_ns             INTEGER NOT NULL,           -- since the device's previous row
+  span_ns             INTEGER NOT NULL,           -- the span the counts cover: since the previous tick
   PRIMARY KEY (sample_id, device)
 ) WITHOUT ROWID;
 
@@ -299,6 +362,33 @@ CREATE TABLE tcp_sample (
   total_retrans       INTEGER NOT NULL,           -- tcpi_total_retrans: segments retransmitted since connect (counter)
   unacked             INTEGER NOT NULL,           -- tcpi_unacked: segments sent, not yet acknowledged (gauge)
   PRIMARY KEY (time_ns, client_id, connection)
+) WITHOUT ROWID;
+
+-- `run` / `record --pooler-admin CONNINFO`: pgbouncer's admin console polled
+-- every --pooler-period (default 1 s) with SHOW STATS (per database, counters
+-- since pgbouncer started) and SHOW POOLS (per database and user, gauges
+-- now), one row per database per poll; the admin pseudo-database "pgbouncer"
+-- is left out. Counters are stored as deltas since the previous poll of the
+-- same connection (µs → ns); they are NULL on the first poll, after a
+-- reconnect, and when a counter went backwards (pgbouncer restarted). A
+-- database first seen after an earlier poll counts from 0 (its pool did not
+-- exist then). Columns the installed pgbouncer does not have stay NULL.
+CREATE TABLE pooler_sample (
+  time_ns             INTEGER NOT NULL,           -- wall clock when SHOW STATS returned
+  database            TEXT NOT NULL,              -- SHOW STATS / SHOW POOLS "database": the name clients connect to
+  interval_ns         INTEGER,                    -- since the previous poll, CLOCK_REALTIME; NULL on the first poll
+  xacts               INTEGER,                    -- total_xact_count delta: transactions (pooled) completed
+  queries             INTEGER,                    -- total_query_count delta
+  wait_ns             INTEGER,                    -- total_wait_time delta (µs) × 1000: time clients waited for a server connection
+  xact_ns             INTEGER,                    -- total_xact_time delta (µs) × 1000: time in transactions (pgbouncer 1.18 counts from the client's first query: includes wait_ns)
+  query_ns            INTEGER,                    -- total_query_time delta (µs) × 1000: time in queries on a server connection
+  cl_active           INTEGER,                    -- SHOW POOLS cl_active, summed over the database's users (gauge)
+  cl_waiting          INTEGER,                    -- cl_waiting: clients queued for a server connection (gauge)
+  sv_active           INTEGER,                    -- sv_active: server connections linked to a client (gauge)
+  sv_idle             INTEGER,                    -- sv_idle: server connections free to use (gauge)
+  sv_used             INTEGER,                    -- sv_used: server connections idle for longer than server_check_delay (gauge)
+  maxwait_ns          INTEGER,                    -- max over users of maxwait (s) × 1e9 + maxwait_us × 1000: the oldest waiting client's wait
+  PRIMARY KEY (time_ns, database)
 ) WITHOUT ROWID;
 
 -- `stallscope import-pgbench` of a pgbench aggregate log (--aggregate-interval,

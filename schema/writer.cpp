@@ -14,44 +14,9 @@ std::int64_t row_count(const Batch& b) {
       b.thread_samples.size() + b.host_memory_samples.size() + b.disk_samples.size() +
       b.cgroup_samples.size() + b.pg_query_texts.size() + b.pgbench_aggregates.size() +
       b.clock_offsets.size() + b.statements.size() + b.statement_latencies.size() +
-      b.tcp_samples.size());
+      b.tcp_samples.size() + b.pooler_samples.size());
 }
 
-// Appends every row of `from` to `into`, so one commit covers many batches.
-template <typename T>
-void append(std::vector<T>& into, std::vector<T>& from) {
-  if (into.empty()) {
-    into = std::move(from);
-  } else {
-    into.insert(into.end(), std::make_move_iterator(from.begin()),
-                std::make_move_iterator(from.end()));
-  }
-}
-
-Batch merge(std::vector<Batch>& batches) {
-  Batch all;
-  for (auto& b : batches) {
-    append(all.samples, b.samples);
-    append(all.host_samples, b.host_samples);
-    append(all.processes, b.processes);
-    append(all.process_samples, b.process_samples);
-    append(all.ash_ticks, b.ash_ticks);
-    append(all.pg_activity, b.pg_activity);
-    append(all.clients, b.clients);
-    append(all.queries, b.queries);
-    append(all.thread_samples, b.thread_samples);
-    append(all.host_memory_samples, b.host_memory_samples);
-    append(all.disk_samples, b.disk_samples);
-    append(all.cgroup_samples, b.cgroup_samples);
-    append(all.pg_query_texts, b.pg_query_texts);
-    append(all.pgbench_aggregates, b.pgbench_aggregates);
-    append(all.clock_offsets, b.clock_offsets);
-    append(all.statements, b.statements);
-    append(all.statement_latencies, b.statement_latencies);
-    append(all.tcp_samples, b.tcp_samples);
-  }
-  return all;
-}
 }  // namespace
 
 Writer::Writer(Store store, std::int64_t commit_interval_ns)
@@ -92,14 +57,16 @@ void Writer::loop() {
     bool last = closing_;
     if (!work.empty() && !error_) {
       lock.unlock();
-      Batch all = merge(work);
-      std::int64_t n = row_count(all);
+      // One transaction over the batches as they came (no merged copy).
+      std::int64_t n = 0;
+      for (const Batch& b : work) n += row_count(b);
       std::exception_ptr err;
       try {
-        store_.write(all);
+        store_.write(std::span<const Batch>(work));
       } catch (...) {
         err = std::current_exception();
       }
+      work.clear();  // freed outside the lock, so submit() never waits for it
       lock.lock();
       if (err) {
         error_ = err;

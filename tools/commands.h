@@ -27,30 +27,34 @@ struct RunOptions {
     std::string text, path;
     int weight = 1;
   };
-  std::vector<ScriptFile> script_files;  // -f FILE[@WEIGHT], contents read
-  std::optional<std::string> builtin;    // -S (select-only) or -b NAME
-  std::optional<std::int64_t> scale;     // -s
-  double hz = 10;                        // --hz
-  double progress_s = 1;                 // -P; 0 = no progress lines
-  bool delayacct = false;                // --delayacct
-  int pipeline = 0;                      // --pipeline N; 0 = off
-  bool per_statement = false;            // -r
-  double clock_offset_period_s = 10;     // --clock-offset-period
-  std::vector<std::string> argv;         // for the run row (masked there)
+  std::vector<ScriptFile> script_files;     // -f FILE[@WEIGHT], contents read
+  std::optional<std::string> builtin;       // -S (select-only) or -b NAME
+  std::optional<std::int64_t> scale;        // -s
+  double hz = 10;                           // --hz
+  double progress_s = 1;                    // -P; 0 = no progress lines
+  bool delayacct = false;                   // --delayacct
+  int pipeline = 0;                         // --pipeline N; 0 = off
+  bool per_statement = false;               // -r
+  double clock_offset_period_s = 10;        // --clock-offset-period
+  std::optional<std::string> pooler_admin;  // --pooler-admin: pgbouncer's admin console
+  double pooler_period_s = 1;               // --pooler-period
+  std::vector<std::string> argv;            // for the run row (masked there)
 };
 int run_command(const RunOptions& options);
 
 struct RecordOptions {
-  std::string output_path;              // -o
-  std::optional<std::string> conninfo;  // --pg; no ASH sampling without it
-  double hz = 10;                       // --hz
-  std::optional<double> duration_s;     // -T
-  std::vector<std::string> command;     // after --; sampled until it exits
-  double progress_s = 0;                // -P
-  std::optional<double> ash_hz;         // --ash-hz; default = hz, at most 100
-  bool all_threads = false;             // --threads
-  bool kernel_stacks = false;           // --stacks
-  bool delayacct = false;               // --delayacct
+  std::string output_path;                  // -o
+  std::optional<std::string> conninfo;      // --pg; no ASH sampling without it
+  double hz = 10;                           // --hz
+  std::optional<double> duration_s;         // -T
+  std::vector<std::string> command;         // after --; sampled until it exits
+  double progress_s = 0;                    // -P
+  std::optional<double> ash_hz;             // --ash-hz; default = hz, at most 100
+  bool all_threads = false;                 // --threads
+  bool kernel_stacks = false;               // --stacks
+  bool delayacct = false;                   // --delayacct
+  std::optional<std::string> pooler_admin;  // --pooler-admin: pgbouncer's admin console
+  double pooler_period_s = 1;               // --pooler-period
   std::vector<std::string> argv;
 };
 // Returns the command's exit status when one was given, else 0.

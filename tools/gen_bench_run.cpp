@@ -125,6 +125,12 @@ int generate(const std::string& path, std::int64_t queries, std::int64_t seconds
         ps.run_delay_ns = backend ? 1 * kMs : 0;
         ps.utime_ticks = 1;
         ps.stime_ticks = 0;
+        // As the sampler records them (root): counters that did not move are
+        // 0, not unknown, so they need no process_io_sample row.
+        ps.majflt = 0;
+        ps.read_bytes = 0;
+        ps.write_bytes = ps.state == 'D' ? 8192 : 0;  // the slow stretch's WAL flushes
+        ps.rss_bytes = 16 << 20;
         ps.span_ns = 100 * kMs;
         b.process_samples.push_back(ps);
       }

@@ -137,6 +137,12 @@ int main(int argc, char** argv) {
                    "Seconds between server clock-offset estimates (also at start and end)")
       ->capture_default_str()
       ->check(CLI::Range(0.1, 3600.0));
+  run_cmd->add_option("--pooler-admin", run.pooler_admin,
+                      "Conninfo of pgbouncer's admin console (dbname=pgbouncer): poll SHOW "
+                      "STATS / SHOW POOLS into pooler_sample");
+  run_cmd->add_option("--pooler-period", run.pooler_period_s, "Seconds between pooler polls")
+      ->capture_default_str()
+      ->check(CLI::Range(0.01, 3600.0));
   run_cmd->add_option("--hz", run.hz, "Host and ASH samples per second")
       ->capture_default_str()
       ->check(CLI::Range(0.1, 100.0));
@@ -166,6 +172,12 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 3600.0));
   record_cmd->add_option("--ash-hz", record.ash_hz, "ASH polls per second (default: --hz)")
       ->check(CLI::Range(0.1, 100.0));
+  record_cmd->add_option("--pooler-admin", record.pooler_admin,
+                         "Conninfo of pgbouncer's admin console (dbname=pgbouncer): poll SHOW "
+                         "STATS / SHOW POOLS into pooler_sample");
+  record_cmd->add_option("--pooler-period", record.pooler_period_s, "Seconds between pooler polls")
+      ->capture_default_str()
+      ->check(CLI::Range(0.01, 3600.0));
   record_cmd->add_flag("--threads", record.all_threads,
                        "Sample every thread (default: only processes using >= half a core)");
   record_cmd->add_flag("--stacks", record.kernel_stacks,

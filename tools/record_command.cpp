@@ -42,6 +42,7 @@ int shell_status(int wait_status) {
 
 int record_command(const RecordOptions& o) {
   if (o.conninfo) check_conninfo(*o.conninfo);
+  if (o.pooler_admin) check_conninfo(*o.pooler_admin);
   const double ash_hz = o.ash_hz.value_or(std::min(o.hz, 100.0));
   if (!(ash_hz > 0) || ash_hz > 100) {
     throw Error(ErrorKind::usage,
@@ -75,6 +76,7 @@ int record_command(const RecordOptions& o) {
                                      .own_threads = false},
                                     sink);
   std::optional<sampler::AshSampler> ash_sampler;
+  std::optional<sampler::PoolerSampler> pooler;
   std::optional<int> child_status;
   std::string reason;
   bool sampling_started = false;
@@ -82,6 +84,10 @@ int record_command(const RecordOptions& o) {
     if (o.conninfo) {
       ash_sampler.emplace(sampler::AshSamplerOptions{.conninfo = *o.conninfo, .hz = ash_hz}, sink);
       ash_sampler->start();
+    }
+    if (o.pooler_admin) {
+      pooler.emplace(pooler_options(*o.pooler_admin, o.pooler_period_s), sink);
+      pooler->start();  // Error(postgres) naming the masked conninfo
     }
     host_sampler.start();
     sampling_started = true;
@@ -129,6 +135,7 @@ int record_command(const RecordOptions& o) {
   } catch (const Error& e) {
     host_sampler.stop();
     if (ash_sampler) ash_sampler->stop();
+    if (pooler) pooler->stop();
     writer.close(wall_now_ns(), "failed", e.what());
     // A file that holds nothing (e.g. --pg unreachable) would only block the
     // next attempt with the same -o.
@@ -139,6 +146,7 @@ int record_command(const RecordOptions& o) {
                          static_cast<double>(wall_now_ns() - info.start_ns) / 1e9);
   host_sampler.stop();
   if (ash_sampler) ash_sampler->stop();
+  if (pooler) pooler->stop();
   // A record without a limit ends by a signal: that is its normal end.
   const bool interrupted = stop_requested() && (o.duration_s || !o.command.empty());
   writer.close(wall_now_ns(), interrupted ? "interrupted" : "complete", reason, child_status);

@@ -30,6 +30,7 @@
 namespace stallscope::tools {
 int run_command(const RunOptions& o) {
   check_conninfo(o.conninfo);
+  if (o.pooler_admin) check_conninfo(*o.pooler_admin);
   const auto protocol = driver::parse_protocol(o.protocol);
   auto store = schema::Store::create(o.output_path);
 
@@ -133,6 +134,19 @@ int run_command(const RunOptions& o) {
     writer.submit(std::move(early));
   }
   auto writer_sink = [&writer](schema::Batch b) { writer.submit(std::move(b)); };
+  // --pooler-admin: an admin console that cannot be polled fails the run
+  // before anything was measured, and leaves no file.
+  std::optional<sampler::PoolerSampler> pooler;
+  if (o.pooler_admin) {
+    pooler.emplace(pooler_options(*o.pooler_admin, o.pooler_period_s), writer_sink);
+    try {
+      pooler->start();
+    } catch (const Error& e) {
+      writer.close(wall_now_ns(), "failed", e.what());
+      remove_run_file(o.output_path);
+      throw;
+    }
+  }
 
   install_stop_handlers();
   // Server clock offset: a dedicated connection, at the start, every
@@ -191,12 +205,14 @@ int run_command(const RunOptions& o) {
     }
   } catch (const std::exception& e) {
     clock_thread.stop();
+    if (pooler) pooler->stop();
     host_sampler.stop();
     ash_sampler.stop();
     writer.close(wall_now_ns(), "failed", e.what());
     throw;
   }
   clock_thread.stop();
+  if (pooler) pooler->stop();  // its last poll covers the end of the queries
   clock_probe("end");
   warn_if_sampler_lagged(host_sampler, o.hz,
                          static_cast<double>(wall_now_ns() - info.start_ns) / 1e9);

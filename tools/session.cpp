@@ -32,6 +32,13 @@ schema::RunInfo make_run_info(const std::string& mode, const std::vector<std::st
   return info;
 }
 
+sampler::PoolerSamplerOptions pooler_options(const std::string& conninfo, double period_s) {
+  check_conninfo(conninfo);
+  return {.conninfo = conninfo, .period_s = period_s, .warn = [](const std::string& message) {
+            fmt::print(stderr, "warning: {}\n", message);
+          }};
+}
+
 void remove_run_file(const std::string& path) {
   std::error_code ec;
   for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix, ec);

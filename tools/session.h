@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/periodic.h"
+#include "sampler/pooler.h"
 #include "sampler/sampler.h"
 #include "schema/records.h"
 
@@ -16,6 +17,11 @@ namespace stallscope::tools {
 // The run row's host facts, start time, masked command line and conninfo.
 schema::RunInfo make_run_info(const std::string& mode, const std::vector<std::string>& argv,
                               const std::optional<std::string>& conninfo, double hz);
+
+// --pooler-admin: options for a sampler::PoolerSampler polling `conninfo`
+// every `period_s`, whose lost-connection messages are printed on stderr as
+// "warning: …". Throws Error(usage) when libpq cannot parse `conninfo`.
+sampler::PoolerSamplerOptions pooler_options(const std::string& conninfo, double period_s);
 
 // Removes a run file and its -wal/-shm companions (used only when a run
 // failed before anything was recorded).

@@ -90,5 +90,13 @@ TEST(FoldLines, DropsLibpqContinuationTabs) {
             "connection refused; Is the server running?");
 }
 
+TEST(ConninfoValue, ReadsAKeywordFromKeyValueAndUri) {
+  EXPECT_EQ(conninfo_value("host=db dbname=shop password=***", "dbname"), "shop");
+  EXPECT_EQ(conninfo_value("postgresql://u@db:6432/pgbouncer", "dbname"), "pgbouncer");
+  EXPECT_EQ(conninfo_value("host=db", "dbname"), std::nullopt);
+  EXPECT_EQ(conninfo_value("", "dbname"), std::nullopt);
+  EXPECT_EQ(conninfo_value("host='unterminated", "host"), std::nullopt);
+}
+
 }  // namespace
 }  // namespace stallscope

@@ -1225,8 +1225,8 @@ TEST(CorrelateRender, JsonHasTheContractShape) {
   std::vector<std::string> keys;
   for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
   std::sort(keys.begin(), keys.end());
-  EXPECT_EQ(keys, (std::vector<std::string>{"accounting", "findings", "notes", "run", "stalls",
-                                            "windows"}));
+  EXPECT_EQ(keys, (std::vector<std::string>{"accounting", "attribution", "findings", "notes", "run",
+                                            "stalls", "windows"}));
   EXPECT_EQ(j["run"]["queries"], 20);
   EXPECT_EQ(j["accounting"]["client_ns"], 20 * kS);
   EXPECT_EQ(j["windows"].size(), 10u);

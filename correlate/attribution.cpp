@@ -1,0 +1,201 @@
+// Per-query attribution: the driver's connections → backend pids, and a
+// forward sweep of the query table giving each backend's in-query time.
+#include "correlate/attribution.h"
+
+#include <algorithm>
+
+#include <SQLiteCpp/Statement.h>
+
+namespace stallscope::correlate::detail {
+
+namespace {
+constexpr std::int64_t kDenseClients = 65536;
+// The packed (client_id, connection) of a query without a connection.
+constexpr std::int64_t kNoConnection = (1 << 24) - 1;
+}  // namespace
+
+BackendMap::BackendMap(SQLite::Database& db) {
+  SQLite::Statement st(db,
+                       "SELECT client_id, connection, backend_pid FROM client "
+                       "WHERE backend_pid IS NOT NULL");
+  while (st.executeStep()) {
+    const auto client = st.getColumn(0).getInt64();
+    const auto connection = st.getColumn(1).getInt64();
+    const int pid = st.getColumn(2).getInt();
+    auto [it, added] = slot_of_pid_.emplace(pid, static_cast<int>(pid_of_slot_.size()));
+    if (added) pid_of_slot_.push_back(pid);
+    const int slot = it->second;
+    if (client >= 0 && client < kDenseClients && connection >= 0 && connection < (1 << 24)) {
+      if (static_cast<std::size_t>(client) >= by_client_.size()) by_client_.resize(client + 1);
+      auto& conns = by_client_[static_cast<std::size_t>(client)];
+      if (static_cast<std::size_t>(connection) >= conns.size()) conns.resize(connection + 1, -1);
+      conns[static_cast<std::size_t>(connection)] = slot;
+    } else {
+      other_clients_[client * (std::int64_t{1} << 32) + connection] = slot;
+    }
+  }
+  if (!pid_of_slot_.empty()) {
+    queries_name_connections_ =
+        db.execAndGet("SELECT EXISTS (SELECT 1 FROM query WHERE connection IS NOT NULL)")
+            .getInt() != 0;
+  }
+}
+
+int BackendMap::slot(std::int64_t client_id, std::optional<std::int64_t> connection) const {
+  if (!connection) return -1;
+  if (client_id >= 0 && static_cast<std::size_t>(client_id) < by_client_.size() &&
+      *connection >= 0) {
+    const auto& conns = by_client_[static_cast<std::size_t>(client_id)];
+    return static_cast<std::size_t>(*connection) < conns.size()
+               ? conns[static_cast<std::size_t>(*connection)]
+               : -1;
+  }
+  if (other_clients_.empty()) return -1;
+  auto it = other_clients_.find(client_id * (std::int64_t{1} << 32) + *connection);
+  return it == other_clients_.end() ? -1 : it->second;
+}
+
+int BackendMap::slot_of_pid(int pid) const {
+  auto it = slot_of_pid_.find(pid);
+  return it == slot_of_pid_.end() ? -1 : it->second;
+}
+
+// Few columns (the scan's cost is mostly per column read): start, sent (-R:
+// + lag), answered, and (client_id, connection) packed as client_id · 2^24 +
+// connection (kNoConnection: NULL).
+constexpr const char* kSweepSql =
+    "SELECT start_ns, start_ns + max(coalesce(lag_ns, 0), 0), start_ns + latency_ns, "
+    "(client_id << 24) + coalesce(connection, 16777215) "
+    "FROM query WHERE skipped IS NULL ORDER BY start_ns";
+constexpr std::size_t kBatchRows = 16384;
+constexpr std::size_t kMaxBatches = 8;
+
+QuerySweep::QuerySweep(SQLite::Database& db, const BackendMap& map, const std::string& path)
+    : map_(map), busy_(map.slots()) {
+  if (path.empty() || path == ":memory:") {
+    cursor_.emplace(db, kSweepSql);
+  } else {
+    reader_ = std::thread(&QuerySweep::read_batches, this, path);
+  }
+}
+
+QuerySweep::~QuerySweep() {
+  if (!reader_.joinable()) return;
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  reader_.join();
+}
+
+void QuerySweep::read_batches(std::string path) {
+  try {
+    SQLite::Database db(path, SQLite::OPEN_READONLY | SQLite::OPEN_NOMUTEX, 5000);
+    schema::Cursor c(db, kSweepSql);
+    std::vector<Row> batch;
+    batch.reserve(kBatchRows);
+    bool more = true;
+    while (more) {
+      more = c.step();
+      if (more) batch.push_back({c.int64(0), c.int64(1), c.int64(2), c.int64(3)});
+      if (batch.size() == kBatchRows || (!more && !batch.empty())) {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || batches_.size() < kMaxBatches; });
+        if (stop_) return;
+        batches_.push_back(std::move(batch));
+        batch = {};
+        batch.reserve(kBatchRows);
+        cv_.notify_all();
+      }
+    }
+  } catch (...) {
+    std::lock_guard lock(mu_);
+    reader_error_ = std::current_exception();
+  }
+  std::lock_guard lock(mu_);
+  reader_done_ = true;
+  cv_.notify_all();
+}
+
+bool QuerySweep::next_row(Row& row) {
+  if (cursor_) {
+    if (!cursor_->step()) return false;
+    row = {cursor_->int64(0), cursor_->int64(1), cursor_->int64(2), cursor_->int64(3)};
+    return true;
+  }
+  if (batch_pos_ == batch_.size()) {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return !batches_.empty() || reader_done_; });
+    if (batches_.empty()) {
+      if (reader_error_) std::rethrow_exception(reader_error_);
+      return false;
+    }
+    batch_ = std::move(batches_.front());
+    batches_.pop_front();
+    batch_pos_ = 0;
+    cv_.notify_all();
+  }
+  row = batch_[batch_pos_++];
+  return true;
+}
+
+void QuerySweep::feed(const Row& row) {
+  ++queries_;
+  const auto connection = row.key & kNoConnection;
+  const auto slot =
+      connection == kNoConnection ? -1 : map_.slot(row.key >> 24, std::optional(connection));
+  if (slot < 0) return;
+  ++joined_;
+  const auto start = row.start_ns;
+  const auto sent = row.sent_ns;
+  const auto end = std::max(sent, row.end_ns);
+  auto& q = busy_[static_cast<std::size_t>(slot)];
+  if (!q.empty() && sent <= q.back().end_ns) {
+    q.back().end_ns = std::max(q.back().end_ns, end);
+  } else {
+    const auto before =
+        q.empty() ? 0 : q.back().busy_before_ns + q.back().end_ns - q.back().start_ns;
+    q.push_back({sent, end, before});
+  }
+  while (q.size() > 1 && q.front().end_ns < start - kAttributionKeepNs) q.pop_front();
+}
+
+void QuerySweep::advance_to(std::int64_t t) {
+  if (t <= point_ns_) return;
+  point_ns_ = t;
+  while (!done_) {
+    if (!pending_) {
+      if (!next_row(row_)) {
+        done_ = true;
+        break;
+      }
+      pending_ = true;
+    }
+    if (row_.start_ns >= t) break;
+    pending_ = false;
+    feed(row_);
+  }
+}
+
+void QuerySweep::finish() {
+  advance_to(INT64_MAX);
+}
+
+std::int64_t QuerySweep::busy_until(int slot, std::int64_t t) const {
+  const auto& q = busy_[static_cast<std::size_t>(slot)];
+  if (q.empty()) return 0;
+  // The last interval starting at or before t.
+  auto it = std::upper_bound(q.begin(), q.end(), t,
+                             [](std::int64_t x, const Interval& iv) { return x < iv.start_ns; });
+  if (it == q.begin()) return q.front().busy_before_ns;
+  --it;
+  return it->busy_before_ns + std::min(t, it->end_ns) - it->start_ns;
+}
+
+std::int64_t QuerySweep::busy_ns(int slot, std::int64_t from, std::int64_t to) const {
+  if (slot < 0 || static_cast<std::size_t>(slot) >= busy_.size() || to <= from) return 0;
+  return std::max<std::int64_t>(0, busy_until(slot, to) - busy_until(slot, from));
+}
+
+}  // namespace stallscope::correlate::detail

@@ -1,0 +1,127 @@
+// Per-query attribution (internal to the correlator): which backend served
+// each query, and when each backend was serving one, so that the server
+// parts of the time accounting count a backend's samples only while it
+// served this run's queries.
+//
+//   detail::BackendMap map(db);              // client(client_id, connection) → backend pid
+//   detail::QuerySweep sweep(db, map);       // one forward scan of `query`
+//   sweep.advance_to(t);                     // feeds the queries sent before t
+//   sweep.busy_ns(map.slot_of_pid(pid), t - span, t);  // its in-query time there
+//
+// Memory: the map holds one entry per driver connection; the sweep holds,
+// per backend, its merged query intervals of the last kAttributionKeepNs
+// only — it does not grow with the number of queries.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <SQLiteCpp/Database.h>
+
+#include "schema/row.h"
+
+namespace stallscope::correlate::detail {
+
+// How far behind the sweep point a backend's query intervals are kept:
+// longer than any process_sample span the correlator reads (60 s).
+inline constexpr std::int64_t kAttributionKeepNs = 120'000'000'000;
+// An instantaneous observation (a D-state row, an ASH poll) at time t counts
+// as inside a query when the backend served one within t ± this much: the
+// sampler reads /proc and pg_stat_activity a little after the tick's time.
+inline constexpr std::int64_t kAttributionSlackNs = 2'000'000;
+
+// The driver's connections: (client_id, connection) → the backend pid that
+// served them (client.backend_pid), each distinct pid a dense slot.
+class BackendMap {
+ public:
+  explicit BackendMap(SQLite::Database& db);
+  // The slot of the backend that served (client_id, connection), or -1
+  // (no such connection, no backend pid, or connection NULL: not connected,
+  // or imported).
+  int slot(std::int64_t client_id, std::optional<std::int64_t> connection) const;
+  // The slot of a backend pid, or -1 when it served none of the connections.
+  int slot_of_pid(int pid) const;
+  std::size_t slots() const { return pid_of_slot_.size(); }
+  bool empty() const { return pid_of_slot_.empty(); }
+  // Whether any query row names its connection (files written by hand or
+  // before query.connection existed do not: their queries cannot be joined).
+  bool queries_name_connections() const { return queries_name_connections_; }
+
+ private:
+  std::vector<std::vector<int>> by_client_;              // [client_id][connection] → slot
+  std::unordered_map<std::int64_t, int> other_clients_;  // client ids ≥ 65536: key → slot
+  std::unordered_map<int, int> slot_of_pid_;
+  std::vector<int> pid_of_slot_;
+  bool queries_name_connections_ = false;
+};
+
+// The union of each backend's query intervals [sent, answered), built by one
+// forward scan of the query table (clustered by start_ns). A query's
+// interval starts when it was sent (start_ns + lag_ns under -R) and ends
+// at start_ns + latency_ns.
+class QuerySweep {
+ public:
+  // Reads `query` through db; or, when `path` names the file (not
+  // ":memory:"), through a read-only connection of its own on a reader
+  // thread that hands rows over in bounded batches, so that the scan runs
+  // beside the process pass on another core. Throws what the scan throws
+  // (SQLite::Exception), from advance_to/finish.
+  QuerySweep(SQLite::Database& db, const BackendMap& map, const std::string& path = "");
+  ~QuerySweep();
+  QuerySweep(const QuerySweep&) = delete;
+  QuerySweep& operator=(const QuerySweep&) = delete;
+  // Feeds every sent query with start_ns < t; t never decreases (a smaller t
+  // is a no-op).
+  void advance_to(std::int64_t t);
+  // Time in [from, to) the backend in `slot` spent serving queries; exact
+  // when every query sent before `to` was fed and `from` is within
+  // kAttributionKeepNs of the sweep point. 0 for slot −1.
+  std::int64_t busy_ns(int slot, std::int64_t from, std::int64_t to) const;
+  // Feeds the remaining queries (for the counts below).
+  void finish();
+  std::int64_t queries() const { return queries_; }  // sent queries fed
+  std::int64_t joined() const { return joined_; }    // of those, with a backend slot
+
+ private:
+  struct Interval {
+    std::int64_t start_ns, end_ns;
+    std::int64_t busy_before_ns;  // the backend's in-query time before start_ns
+  };
+  // One query row: start_ns, sent, answered, (client_id << 24) + connection.
+  struct Row {
+    std::int64_t start_ns, sent_ns, end_ns, key;
+  };
+  std::int64_t busy_until(int slot, std::int64_t t) const;
+  void feed(const Row& row);
+  bool next_row(Row& row);              // false when the table is done
+  void read_batches(std::string path);  // the reader thread
+
+  const BackendMap& map_;
+  std::optional<schema::Cursor> cursor_;  // in-thread reading
+  // Reader thread: full batches in order, at most kMaxBatches queued.
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::vector<Row>> batches_;
+  bool reader_done_ = false, stop_ = false;
+  std::exception_ptr reader_error_;
+  std::vector<Row> batch_;  // the batch being fed
+  std::size_t batch_pos_ = 0;
+  std::thread reader_;
+  bool pending_ = false;  // `row_` was read but not yet fed
+  Row row_{};
+  bool done_ = false;
+  std::int64_t point_ns_ = INT64_MIN;  // every query with start_ns < point_ns_ was fed
+  std::vector<std::deque<Interval>> busy_;
+  std::int64_t queries_ = 0;
+  std::int64_t joined_ = 0;
+};
+
+}  // namespace stallscope::correlate::detail
