@@ -163,10 +163,13 @@ TEST(RecordDepth, WchanNamesAndWriteBytesComeBackThroughTheView) {
   EXPECT_GE(db.execAndGet("SELECT count(*) " + of_sleep).getInt(), 1);
   EXPECT_EQ(
       db.execAndGet("SELECT count(*) " + of_sleep + " AND s.wchan NOT LIKE '%sleep%'").getInt(), 0);
+  // dd's rows with a wait channel (blocked in its writes) name another
+  // function than sleep's. Not required to exist: a D task that is running
+  // again by the time its wchan is read gives none, which on a fast virtual
+  // disk happened at every tick of a CI run; BlockedDirectIoTask… checks D.
   const std::string dd_d =
       "FROM process_sample s JOIN process p USING (process_id) WHERE p.comm = 'dd' AND "
-      "s.state = 'D' AND s.wchan IS NOT NULL";
-  EXPECT_GE(db.execAndGet("SELECT count(*) " + dd_d).getInt(), 1);
+      "s.wchan IS NOT NULL";
   EXPECT_EQ(db.execAndGet("SELECT count(*) " + dd_d +
                           " AND (s.wchan LIKE '%sleep%' OR s.wchan GLOB '*.*' OR s.wchan = '')")
                 .getInt(),
