@@ -66,14 +66,16 @@ int BackendMap::slot_of_pid(int pid) const {
 constexpr const char* kSweepSql =
     "SELECT start_ns, start_ns + max(coalesce(lag_ns, 0), 0), start_ns + latency_ns, "
     "(client_id << 24) + coalesce(connection, 16777215) "
-    "FROM query WHERE skipped IS NULL ORDER BY start_ns";
+    "FROM query WHERE skipped IS NULL AND start_ns <= ?1 ORDER BY start_ns";
 constexpr std::size_t kBatchRows = 16384;
 constexpr std::size_t kMaxBatches = 8;
 
-QuerySweep::QuerySweep(SQLite::Database& db, const BackendMap& map, const std::string& path)
-    : map_(map), busy_(map.slots()) {
+QuerySweep::QuerySweep(SQLite::Database& db, const BackendMap& map, const std::string& path,
+                       std::int64_t until_ns)
+    : map_(map), until_ns_(until_ns), busy_(map.slots()) {
   if (path.empty() || path == ":memory:") {
     cursor_.emplace(db, kSweepSql);
+    cursor_->bind(1, until_ns_);
   } else {
     reader_ = std::thread(&QuerySweep::read_batches, this, path);
   }
@@ -93,6 +95,7 @@ void QuerySweep::read_batches(std::string path) {
   try {
     SQLite::Database db(path, SQLite::OPEN_READONLY | SQLite::OPEN_NOMUTEX, 5000);
     schema::Cursor c(db, kSweepSql);
+    c.bind(1, until_ns_);
     std::vector<Row> batch;
     batch.reserve(kBatchRows);
     bool more = true;

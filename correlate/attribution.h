@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -73,8 +74,10 @@ class QuerySweep {
   // ":memory:"), through a read-only connection of its own on a reader
   // thread that hands rows over in bounded batches, so that the scan runs
   // beside the process pass on another core. Throws what the scan throws
-  // (SQLite::Exception), from advance_to/finish.
-  QuerySweep(SQLite::Database& db, const BackendMap& map, const std::string& path = "");
+  // (SQLite::Exception), from advance_to/finish. Queries sent after
+  // `until_ns` (wall clock; a run without an end, see RunSummary) are not read.
+  QuerySweep(SQLite::Database& db, const BackendMap& map, const std::string& path = "",
+             std::int64_t until_ns = std::numeric_limits<std::int64_t>::max());
   ~QuerySweep();
   QuerySweep(const QuerySweep&) = delete;
   QuerySweep& operator=(const QuerySweep&) = delete;
@@ -114,6 +117,7 @@ class QuerySweep {
   std::exception_ptr reader_error_;
   std::vector<Row> batch_;  // the batch being fed
   std::size_t batch_pos_ = 0;
+  std::int64_t until_ns_;
   std::thread reader_;
   bool pending_ = false;  // `row_` was read but not yet fed
   Row row_{};

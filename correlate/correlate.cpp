@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <set>
 #include <unordered_map>
@@ -378,9 +379,28 @@ void scan_queries(SQLite::Database& db, const ExplainOptions& opt, Report& repor
                   LatencyHistogram& hist, std::int64_t& distinct_clients) {
   auto& s = report.run;
   auto& windows = report.windows;
+  // A run still being written (or killed): each driver thread's rows reach
+  // the file in its own commits, so past the earliest of the clients' latest
+  // stored queries some clients' rows may be missing — the tail would read as
+  // a throughput drop. Queries sent after that point are left out, but never
+  // more than the last second before the latest stored query (a client held
+  // up longer, e.g. in a lock wait when the run was killed, is part of the
+  // story): a driver thread hands its rows over every 100 ms and the writer
+  // commits them in order at most 250 ms later. A full scan, only for runs
+  // without an end.
+  std::int64_t cut_ns = std::numeric_limits<std::int64_t>::max();
+  if (!s.end_ns) {
+    schema::Cursor latest(db,
+                          "SELECT min(m), max(m), count(*) FROM (SELECT max(start_ns) AS m FROM "
+                          "query WHERE skipped IS NULL GROUP BY client_id)");
+    if (latest.step() && latest.int64(2) > 1) {
+      cut_ns = std::max(latest.int64(0), latest.int64(1) - kNsPerS);
+    }
+  }
   schema::Cursor row(db,
                      "SELECT start_ns, latency_ns, sqlstate IS NOT NULL, skipped IS NOT NULL, "
-                     "client_id FROM query ORDER BY start_ns");
+                     "client_id FROM query WHERE start_ns <= ?1 ORDER BY start_ns");
+  row.bind(1, cut_ns);
   std::vector<std::int64_t> lat, prev_lat;
   std::int64_t A = 0, B = 0, latency_sum = 0, latency_max = 0;
   // Query windows (--every N).
@@ -485,6 +505,17 @@ void scan_queries(SQLite::Database& db, const ExplainOptions& opt, Report& repor
     close_time_window();
   }
   if (s.queries == 0) return;
+  if (cut_ns != std::numeric_limits<std::int64_t>::max()) {
+    s.queries_until_ns = cut_ns;
+    schema::Cursor after(db, "SELECT count(*) FROM query WHERE start_ns > ?1");
+    after.bind(1, cut_ns);
+    if (after.step() && after.int64(0) > 0) {
+      report.notes.push_back(fmt::format(
+          "The run has no end (still running, or killed): {} queries sent after the last one "
+          "stored for every client are left out (some clients' rows were not yet written).",
+          after.int64(0)));
+    }
+  }
   s.latency_mean_ms = double(latency_sum) / double(s.queries) / kNsPerMs;
   s.latency_max_ms = ms(latency_max);
   s.query_start_ns = A;
@@ -1256,7 +1287,10 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
     // Per-query attribution: one sweep of the queries, shared by the ASH and
     // process passes, which run interleaved in time.
     std::optional<QuerySweep> sweep;
-    if (per_query) sweep.emplace(db, *backends, store.path());
+    if (per_query) {
+      sweep.emplace(db, *backends, store.path(),
+                    report.run.queries_until_ns.value_or(std::numeric_limits<std::int64_t>::max()));
+    }
     AshScan ash(db, qp, use_pids, wi, acc, f, A, B, sweep ? &*sweep : nullptr,
                 backends ? &*backends : nullptr, att);
     if (!sweep) ash.run_until(INT64_MAX);

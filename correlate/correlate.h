@@ -72,7 +72,11 @@ struct RunSummary {
   std::int64_t skipped = 0;
   std::optional<std::int64_t> query_start_ns;  // first query sent
   std::optional<std::int64_t> query_end_ns;    // last query answered
-  std::optional<double> tps;                   // queries ÷ query span, 1/s
+  // A run without an end (still being written, or killed): queries sent after
+  // this are left out — past it some clients' rows may not be stored yet (at
+  // most the last second before the latest stored query). Else absent.
+  std::optional<std::int64_t> queries_until_ns;
+  std::optional<double> tps;  // queries ÷ query span, 1/s
   std::optional<double> latency_mean_ms;
   std::optional<double> latency_p50_ms;  // nearest rank, within 0.2 % (one-pass histogram)
   std::optional<double> latency_p99_ms;  // nearest rank, within 0.2 % (one-pass histogram)

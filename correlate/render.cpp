@@ -458,6 +458,7 @@ nlohmann::json to_json(const Report& r) {
   run["skipped"] = s.skipped;
   run["query_start_ns"] = opt(s.query_start_ns);
   run["query_end_ns"] = opt(s.query_end_ns);
+  run["queries_until_ns"] = opt(s.queries_until_ns);
   run["tps"] = opt(s.tps);
   run["latency_mean_ms"] = opt(s.latency_mean_ms);
   run["latency_p50_ms"] = opt(s.latency_p50_ms);

@@ -35,6 +35,10 @@ std::int64_t parse_duration_ns(const std::string& text, const std::string& flag)
   return ns;
 }
 
+// SQLITE_BUSY, the primary code of "database is locked" (<sqlite3.h> is
+// schema's to include).
+constexpr int kSqliteBusy = 5;
+
 int explain_command(const ExplainCommandOptions& o) {
   if (o.paths.empty() || o.paths.size() > 2) {
     throw Error(ErrorKind::usage,
@@ -72,7 +76,18 @@ int explain_command(const ExplainCommandOptions& o) {
     report = o.paths.size() == 2 ? correlate::explain_pair(store, o.paths[1], eo)
                                  : correlate::explain(store, eo);
   }
-  correlate::save_report(store, report);
+  // A run still being written: its writer commits at most 250 ms apart, so
+  // wait for a gap; if none comes, the report is printed but not saved.
+  store.db().setBusyTimeout(2000);
+  try {
+    correlate::save_report(store, report);
+  } catch (const Error& e) {
+    if (report.run.end_ns || (e.code() & 0xff) != kSqliteBusy) throw;
+    std::cerr << fmt::format(
+        "stallscope explain: warning: the run is still being written; findings and stalls not "
+        "saved into {} (explain again when it ends)\n",
+        o.paths.front());
+  }
   if (o.json) {
     std::cout << correlate::to_json(report).dump(2) << '\n';
   } else {

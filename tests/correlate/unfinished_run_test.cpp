@@ -1,0 +1,96 @@
+// explain on a run without an end (still being written, or killed): the
+// tail where some clients' rows are not yet stored is left out, at most the
+// last second before the latest stored query, and the output says so.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "correlate/correlate.h"
+#include "schema/store.h"
+
+namespace stallscope::correlate {
+namespace {
+
+constexpr std::int64_t kS = 1'000'000'000;
+constexpr std::int64_t kMs = 1'000'000;
+constexpr std::int64_t kT0 = 1'700'000'000 * kS;
+
+// Client 0 sent a query every 100 ms for 10 s; client 1's rows stop after
+// `client1_s` seconds (not yet written, or the client was held up).
+schema::Store make_run(bool ended, int client1_s) {
+  auto store = schema::Store::create(":memory:");
+  schema::RunInfo r;
+  r.mode = "run";
+  r.host = "db1";
+  r.kernel = "6.1.0";
+  r.cores = 2;
+  r.clock_ticks_per_s = 100;
+  r.start_ns = kT0 - kS;
+  r.command_line = "stallscope run";
+  r.tool_version = "0";
+  r.hz = 10;
+  r.clients = 2;
+  r.threads = 2;
+  r.protocol = "simple";
+  r.sql = "SELECT 1";
+  store.begin_run(r);
+  schema::Batch b;
+  for (int c = 0; c < 2; ++c) {
+    const int n = c == 0 ? 100 : client1_s * 10;
+    for (int k = 0; k < n; ++k) {
+      b.queries.push_back(
+          {.client_id = c, .seq = k, .start_ns = kT0 + k * 100 * kMs, .latency_ns = 10 * kMs});
+    }
+  }
+  store.write(b);
+  if (ended) store.end_run(kT0 + 10 * kS, "complete", "duration reached");
+  return store;
+}
+
+bool has_note(const Report& r, const std::string& text) {
+  return std::any_of(r.notes.begin(), r.notes.end(),
+                     [&](const std::string& n) { return n.find(text) != std::string::npos; });
+}
+
+TEST(CorrelateUnfinishedRun, LeavesOutTheTailWhereAClientsRowsAreMissing) {
+  // Both clients' rows reach 9.9 s: nothing is left out.
+  auto store = make_run(false, 10);
+  auto full = explain(store, {});
+  EXPECT_EQ(full.run.queries, 200);
+  EXPECT_FALSE(has_note(full, "left out"));
+
+  auto partial_store = make_run(false, 9);  // client 1 up to 8.9 s
+  auto partial = explain(partial_store, {});
+  // Cut at max(8.9 s, 9.9 s − 1 s) = 8.9 s: client 0's 90 queries up to
+  // 8.9 s and client 1's 90.
+  EXPECT_EQ(partial.run.queries, 180);
+  EXPECT_TRUE(has_note(partial, "10 queries sent after"))
+      << (partial.notes.empty() ? "" : partial.notes.back());
+  ASSERT_TRUE(partial.run.query_end_ns.has_value());
+  EXPECT_EQ(*partial.run.query_end_ns, kT0 + 8'900 * kMs + 10 * kMs);
+  EXPECT_EQ(partial.run.queries_until_ns, kT0 + 8'900 * kMs);
+  EXPECT_FALSE(full.run.queries_until_ns.has_value() &&
+               *full.run.queries_until_ns < kT0 + 9'900 * kMs);
+}
+
+TEST(CorrelateUnfinishedRun, NeverLeavesOutMoreThanTheLastSecond) {
+  // Client 1 held up after 3 s (e.g. in a lock wait when the run was killed):
+  // only the last second before 9.9 s is left out, not 6.9 s of client 0.
+  auto store = make_run(false, 3);
+  auto r = explain(store, {});
+  EXPECT_EQ(r.run.queries, 30 + 90);  // client 0 up to 8.9 s, client 1's 30
+  EXPECT_TRUE(has_note(r, "10 queries sent after"));
+}
+
+TEST(CorrelateUnfinishedRun, AFinishedRunKeepsEveryQuery) {
+  auto store = make_run(true, 3);
+  auto r = explain(store, {});
+  EXPECT_EQ(r.run.queries, 130);
+  EXPECT_FALSE(r.run.queries_until_ns.has_value());
+  EXPECT_FALSE(has_note(r, "left out"));
+}
+
+}  // namespace
+}  // namespace stallscope::correlate
