@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "common/backoff.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/periodic.h"
@@ -65,8 +66,6 @@ std::optional<std::int64_t> us_to_ns(std::optional<std::int64_t> us) {
 }
 
 constexpr std::int64_t kTopWindowNs = 1'000'000'000;  // latest().top_wait_event looks this far back
-constexpr std::int64_t kFirstRetryNs = 100'000'000;
-constexpr std::int64_t kMaxRetryNs = 5'000'000'000;
 
 std::optional<std::string> text_or_null(const PGresult* res, int row, int col) {
   if (PQgetisnull(res, row, col)) return std::nullopt;
@@ -92,8 +91,7 @@ struct AshSampler::Impl {
   pg::Conn conn;
   std::string query;  // poll_query() of conn
   std::int64_t ash_tick = 0;
-  std::int64_t retry_at_ns = 0;
-  std::int64_t retry_delay_ns = kFirstRetryNs;
+  RetryBackoff reconnect;
   // Per recent poll: the "Type:Event" (or "CPU") of each active client backend.
   struct RecentPoll {
     std::int64_t mono_ns = 0;
@@ -221,15 +219,10 @@ std::string AshSampler::Impl::top_event(std::int64_t mono_ns, std::vector<std::s
 }
 
 void AshSampler::Impl::run_tick() {
-  if (!conn && mono_now_ns() >= retry_at_ns) {
-    try {
-      connect();
-      retry_delay_ns = kFirstRetryNs;
-    } catch (const Error& e) {
+  if (!conn) {
+    if (auto error = reconnect.attempt_if_due(mono_now_ns(), [this] { connect(); })) {
       conn.reset();
-      note_error(e.what());
-      retry_at_ns = mono_now_ns() + retry_delay_ns;
-      retry_delay_ns = std::min(retry_delay_ns * 2, kMaxRetryNs);
+      note_error(*error);
     }
   }
   if (!conn) return;

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "common/backoff.h"
 #include "common/clock.h"
 #include "common/conninfo.h"
 #include "common/error.h"
@@ -23,8 +24,6 @@ namespace stallscope::sampler {
 namespace {
 
 constexpr const char* kAdminDatabase = "pgbouncer";  // the console's own pseudo-database
-constexpr std::int64_t kFirstRetryNs = 100'000'000;
-constexpr std::int64_t kMaxRetryNs = 5'000'000'000;
 
 // A result's columns by name: pgbouncer versions add and rename columns.
 class Columns {
@@ -75,8 +74,7 @@ struct PoolerSampler::Impl {
 
   // Owned by the polling thread once it runs.
   pg::Conn conn;
-  std::int64_t retry_at_ns = 0;
-  std::int64_t retry_delay_ns = kFirstRetryNs;
+  RetryBackoff reconnect;
   bool warned_lost = false;
   // The previous poll on this connection (none after a reconnect).
   std::optional<std::int64_t> prev_time_ns;
@@ -177,15 +175,10 @@ schema::Batch PoolerSampler::Impl::poll() {
 }
 
 void PoolerSampler::Impl::run_tick() {
-  if (!conn && mono_now_ns() >= retry_at_ns) {
-    try {
-      connect();
-      retry_delay_ns = kFirstRetryNs;
-    } catch (const Error& e) {
+  if (!conn) {
+    if (auto error = reconnect.attempt_if_due(mono_now_ns(), [this] { connect(); })) {
       conn.reset();
-      note_error(e.what());
-      retry_at_ns = mono_now_ns() + retry_delay_ns;
-      retry_delay_ns = std::min(retry_delay_ns * 2, kMaxRetryNs);
+      note_error(*error);
     }
   }
   if (!conn) return;
