@@ -31,19 +31,11 @@ class File {
   // else the file looks like an imported pgbench log (no client rows, no
   // connection on the queries).
   explicit File(bool identity = true) : store_(schema::Store::create(":memory:")) {
-    schema::RunInfo r;
-    r.mode = "run";
-    r.host = "db1";
-    r.kernel = "6.1.0";
-    r.cores = 2;
-    r.clock_ticks_per_s = 100;
-    r.start_ns = kT0 - 2 * kS;
-    r.command_line = identity ? "stallscope run" : "stallscope import-pgbench -o x.db log";
-    r.tool_version = "0";
+    auto r = test::run_info(kT0 - 2 * kS);
+    if (!identity) r.command_line = "stallscope import-pgbench -o x.db log";
     r.hz = 1;
-    r.stallscope_pid = 100;
-    r.clients = 2;
-    r.threads = 1;
+    r.protocol.reset();
+    r.sql.reset();
     store_.begin_run(r);
     store_.end_run(kT0 + 11 * kS, "complete", "duration reached");
     for (int c = 0; c < 2; ++c) {

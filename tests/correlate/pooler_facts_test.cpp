@@ -10,6 +10,7 @@
 
 #include "correlate/correlate.h"
 #include "schema/store.h"
+#include "support/test_support.h"
 
 namespace stallscope::correlate {
 namespace {
@@ -22,22 +23,8 @@ class PoolerFixture {
  public:
   explicit PoolerFixture(std::optional<std::string> conninfo)
       : store_(schema::Store::create(":memory:")) {
-    schema::RunInfo r;
-    r.mode = "run";
-    r.host = "db1";
-    r.kernel = "6.1.0";
-    r.cores = 2;
-    r.clock_ticks_per_s = 100;
-    r.start_ns = kT0 - 2 * kS;
-    r.command_line = "stallscope run";
+    auto r = test::run_info(kT0 - 2 * kS);
     r.conninfo = std::move(conninfo);
-    r.tool_version = "0";
-    r.hz = 10;
-    r.stallscope_pid = 100;
-    r.clients = 2;
-    r.threads = 1;
-    r.protocol = "simple";
-    r.sql = "SELECT 1";
     store_.begin_run(r);
     store_.end_run(kT0 + 11 * kS, "complete", "duration reached");
     for (int c = 0; c < 2; ++c) {

@@ -9,6 +9,7 @@
 
 #include "correlate/correlate.h"
 #include "schema/store.h"
+#include "support/test_support.h"
 
 namespace stallscope::correlate {
 namespace {
@@ -21,21 +22,7 @@ constexpr std::int64_t kT0 = 1'700'000'000 * kS;
 // `client1_s` seconds (not yet written, or the client was held up).
 schema::Store make_run(bool ended, int client1_s) {
   auto store = schema::Store::create(":memory:");
-  schema::RunInfo r;
-  r.mode = "run";
-  r.host = "db1";
-  r.kernel = "6.1.0";
-  r.cores = 2;
-  r.clock_ticks_per_s = 100;
-  r.start_ns = kT0 - kS;
-  r.command_line = "stallscope run";
-  r.tool_version = "0";
-  r.hz = 10;
-  r.clients = 2;
-  r.threads = 2;
-  r.protocol = "simple";
-  r.sql = "SELECT 1";
-  store.begin_run(r);
+  store.begin_run(test::run_info(kT0 - kS));
   schema::Batch b;
   for (int c = 0; c < 2; ++c) {
     const int n = c == 0 ? 100 : client1_s * 10;

@@ -20,21 +20,6 @@
 namespace stallscope::schema {
 namespace {
 
-RunInfo run_info() {
-  RunInfo r;
-  r.mode = "run";
-  r.host = "h";
-  r.kernel = "k";
-  r.cores = 2;
-  r.clock_ticks_per_s = 100;
-  r.start_ns = 1'000;
-  r.command_line = "stallscope run";
-  r.tool_version = "0";
-  r.hz = 10;
-  r.stallscope_pid = 42;
-  return r;
-}
-
 // A row per kind the driver and import-pgbench produce, with values that use
 // the whole width of their columns.
 QueryRow make_row(int i, std::mt19937_64& rng) {
@@ -142,7 +127,7 @@ TEST(QueryRows, RoundTripExactlyOverSeveralBatchesInOneWrite) {
   }
   {
     auto store = Store::create(path);
-    store.begin_run(run_info());
+    store.begin_run(test::run_info());
     store.write(std::span<const Batch>(batches));
   }
   std::sort(want.begin(), want.end(), [](const Stored& x, const Stored& y) {
@@ -160,7 +145,7 @@ TEST(QueryRows, WriterStoresEveryRowOfInterleavedBatchesExactly) {
   std::mt19937_64 rng(11);
   std::vector<Stored> want;
   auto store = Store::create(path);
-  store.begin_run(run_info());
+  store.begin_run(test::run_info());
   {
     Writer writer(std::move(store), 5'000'000);
     for (int b = 0; b < 40; ++b) {
@@ -184,7 +169,7 @@ TEST(QueryRows, FailedWriteStoresNothingAndTheNextWriteWorks) {
   test::TempDir dir;
   auto path = dir.file("run.db");
   auto store = Store::create(path);
-  store.begin_run(run_info());
+  store.begin_run(test::run_info());
   Batch bad;
   for (int k = 0; k < 40; ++k) {
     bad.queries.push_back({.client_id = 0, .seq = k, .start_ns = 100 + k, .latency_ns = 1});

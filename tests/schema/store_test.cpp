@@ -11,21 +11,6 @@
 namespace stallscope::schema {
 namespace {
 
-RunInfo sample_run() {
-  RunInfo r;
-  r.mode = "run";
-  r.host = "h";
-  r.kernel = "k";
-  r.cores = 2;
-  r.clock_ticks_per_s = 100;
-  r.start_ns = 1'000;
-  r.command_line = "stallscope run";
-  r.tool_version = "0";
-  r.hz = 10;
-  r.stallscope_pid = 42;
-  return r;
-}
-
 TEST(Store, CreatesFileWithMode0600AndSchemaVersion) {
   test::TempDir dir;
   auto path = dir.file("run.db");
@@ -86,7 +71,7 @@ TEST(Store, RefusesMissingFileAndNonRunFile) {
 TEST(Store, MoveAssignmentClosesTheOldFileCleanly) {
   test::TempDir dir;
   auto store = Store::create(dir.file("a.db"));
-  store.begin_run(sample_run());
+  store.begin_run(test::run_info());
   Batch b;
   b.samples.push_back({.sample_id = 1, .time_ns = 1, .mono_ns = 1});
   store.write(b);                           // prepares the insert statements
@@ -115,7 +100,7 @@ TEST(Writer, CommitsEveryBatchAndMarksTheRun) {
   test::TempDir dir;
   auto path = dir.file("run.db");
   auto store = Store::create(path);
-  store.begin_run(sample_run());
+  store.begin_run(test::run_info());
   {
     Writer writer(std::move(store), 10'000'000);
     for (int i = 0; i < 100; ++i) {
@@ -139,7 +124,7 @@ TEST(Writer, DestructionWithoutCloseMarksRunInterrupted) {
   test::TempDir dir;
   auto path = dir.file("run.db");
   auto store = Store::create(path);
-  store.begin_run(sample_run());
+  store.begin_run(test::run_info());
   {
     Writer writer(std::move(store));
     Batch b;

@@ -195,4 +195,23 @@ std::string psql(const std::string& conninfo, const std::string& sql) {
   return value;
 }
 
+schema::RunInfo run_info(std::int64_t start_ns) {
+  schema::RunInfo r;
+  r.mode = "run";
+  r.host = "db1";
+  r.kernel = "6.1.0";
+  r.cores = 2;
+  r.clock_ticks_per_s = 100;
+  r.start_ns = start_ns;
+  r.command_line = "stallscope run";
+  r.tool_version = "0";
+  r.hz = 10;
+  r.stallscope_pid = 100;
+  r.clients = 2;
+  r.threads = 1;
+  r.protocol = "simple";
+  r.sql = "SELECT 1";
+  return r;
+}
+
 }  // namespace stallscope::test

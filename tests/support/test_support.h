@@ -73,4 +73,9 @@ CommandResult run_command(const std::vector<std::string>& argv);
 // Returns the first column of the first row, or "" when there is none.
 std::string psql(const std::string& conninfo, const std::string& sql);
 
+// A run's header for hand-made run files: mode "run", host "db1", kernel
+// "6.1.0", 2 cores, 100 ticks/s, 10 Hz, stallscope pid 100, -c 2 -j 1, simple
+// protocol, "SELECT 1", started at `start_ns`. Tests change what they test.
+schema::RunInfo run_info(std::int64_t start_ns = 1'000);
+
 }  // namespace stallscope::test
