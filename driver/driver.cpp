@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cmath>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -1379,6 +1380,33 @@ struct Driver::Impl {
   // -r: per statement id, over all threads, after run().
   std::vector<std::int64_t> statement_sum_ns, statement_count;
 
+  // The driver threads start in connect(): each opens its own clients'
+  // connections, as pgbench's threads do, so every backend first talks to
+  // the thread that will drive it and the scheduler tends to keep the two on
+  // one CPU (measured at -c 8 on 2 CPUs: connected from one thread, most runs
+  // drive their backends across CPUs, each query then waking a task on the
+  // other CPU, and run up to 25 % slower). They then wait at the gate for
+  // run() (open) or for a failure or the destructor (cancelled).
+  enum class Gate { closed, open, cancelled };
+  std::mutex gate_mu;
+  std::condition_variable gate_cv;
+  Gate gate = Gate::closed;
+  int threads_connected = 0;
+  std::atomic<bool> connect_failed{false};
+  std::vector<std::exception_ptr> failures;              // per thread
+  std::vector<std::unique_ptr<detail::Worker>> workers;  // made by run() before the gate opens
+  std::vector<std::jthread> running;                     // last: joined before the rest goes
+
+  void open_client(int i, schema::Batch& batch, std::mutex& batch_mu);
+  void thread_main(int t, schema::Batch& batch, std::mutex& batch_mu);
+  void release(Gate to) {
+    {
+      std::lock_guard lock(gate_mu);
+      if (gate == Gate::closed) gate = to;
+    }
+    gate_cv.notify_all();
+  }
+
   Counters counters() const {
     Counters c;
     for (const auto& s : stats) {
@@ -1415,7 +1443,11 @@ Driver::Driver(DriverOptions options, Sink sink) : impl_(std::make_unique<Impl>(
   impl_->interval_start_mono_ns = mono_now_ns();
 }
 
-Driver::~Driver() = default;
+Driver::~Driver() {
+  // Threads still waiting for run() (connect() without run(), or run() not
+  // reached) leave; `running` joins them before the clients go.
+  if (impl_) impl_->release(Impl::Gate::cancelled);
+}
 
 void Driver::connect() {
   const DriverOptions& o = impl_->options;
@@ -1477,48 +1509,38 @@ void Driver::connect() {
     throw_usage("cannot start the driver: -r needs scripts (internal: run_command makes one)");
   }
 
-  std::vector<detail::Client> clients(static_cast<std::size_t>(o.clients));
-  schema::Batch batch;
-  batch.clients.reserve(clients.size());
+  impl_->clients = std::vector<detail::Client>(static_cast<std::size_t>(o.clients));
   for (int i = 0; i < o.clients; ++i) {
-    detail::Client& c = clients[static_cast<std::size_t>(i)];
+    detail::Client& c = impl_->clients[static_cast<std::size_t>(i)];
     c.client_id = i;
-    c.thread = i % impl_->threads;                     // round-robin, as run() assigns them
-    if (o.connect_per_transaction && i > 0) continue;  // -C: they connect per transaction
-    std::string application_name = fmt::format("stallscope/{}", i);
-    std::int64_t begin_ns = mono_now_ns();
-    c.conn = pg::connect(o.conninfo, application_name);
-    std::int64_t latency_ns = mono_now_ns() - begin_ns;
-    std::int64_t connected_wall_ns = wall_now_ns();
-    PGconn* conn = c.conn.get();
-    PQsetNoticeProcessor(conn, detail::discard_notice, nullptr);
-    if (i == 0) {
-      const char* version = PQparameterStatus(conn, "server_version");
-      impl_->server_version = version ? version : "";
-      if (o.protocol != Protocol::simple && o.scripts.empty()) {
-        detail::check_sql(conn, o.sql, o.protocol);
-      }
-      if (!o.scripts.empty()) impl_->options.scale = detail::script_scale(conn, o);
-    }
-    if (o.protocol == Protocol::prepared) detail::prepare_statements(conn, o);
-    if (o.pipeline > 0 && !PQenterPipelineMode(conn)) {
-      throw Error(ErrorKind::postgres,
-                  fmt::format("cannot enter pipeline mode: {}", pg::error_message(conn)));
-    }
-    c.backend_pid = PQbackendPID(conn);
-    ++impl_->initial_connections;
-    batch.clients.push_back(schema::ClientRow{
-        .client_id = i,
-        .connection = 0,
-        .thread = c.thread,
-        .backend_pid = c.backend_pid,
-        .connect_ns = connected_wall_ns,
-        .connect_latency_ns = latency_ns,
-        .application_name = std::move(application_name),
-    });
-    // -C: client 0's connection served the checks; transactions connect anew.
-    if (o.connect_per_transaction) c.conn.reset();
+    c.thread = i % impl_->threads;  // round-robin, as run() assigns them
   }
+  schema::Batch batch;
+  batch.clients.reserve(impl_->clients.size());
+  std::mutex batch_mu;
+  // Client 0 here, for the checks (SQL, scale, server version): a bad
+  // conninfo or SQL fails once, before any thread starts.
+  try {
+    impl_->open_client(0, batch, batch_mu);
+    Impl* impl = impl_.get();
+    impl->failures.assign(static_cast<std::size_t>(impl->threads), nullptr);
+    for (int t = 0; t < impl->threads; ++t) {
+      impl->running.emplace_back(
+          [impl, t, &batch, &batch_mu] { impl->thread_main(t, batch, batch_mu); });
+    }
+    std::unique_lock lock(impl->gate_mu);
+    impl->gate_cv.wait(lock, [impl] { return impl->threads_connected == impl->threads; });
+    for (auto& f : impl->failures) {
+      if (f) std::rethrow_exception(f);
+    }
+  } catch (...) {
+    impl_->release(Impl::Gate::cancelled);
+    impl_->running.clear();  // joins
+    impl_->clients.clear();
+    throw;
+  }
+  std::sort(batch.clients.begin(), batch.clients.end(),
+            [](const auto& a, const auto& b) { return a.client_id < b.client_id; });
   if (o.per_statement) {
     const auto ids = detail::number_statements(o.scripts);
     for (std::size_t s = 0; s < o.scripts.size(); ++s) {
@@ -1532,9 +1554,74 @@ void Driver::connect() {
       }
     }
   }
-  impl_->clients = std::move(clients);
   impl_->connected = true;
   impl_->sink(std::move(batch));
+}
+
+void Driver::Impl::open_client(int i, schema::Batch& batch, std::mutex& batch_mu) {
+  const DriverOptions& o = options;
+  detail::Client& c = clients[static_cast<std::size_t>(i)];
+  if (o.connect_per_transaction && i > 0) return;  // -C: they connect per transaction
+  std::string application_name = fmt::format("stallscope/{}", i);
+  std::int64_t begin_ns = mono_now_ns();
+  c.conn = pg::connect(o.conninfo, application_name);
+  std::int64_t latency_ns = mono_now_ns() - begin_ns;
+  std::int64_t connected_wall_ns = wall_now_ns();
+  PGconn* conn = c.conn.get();
+  PQsetNoticeProcessor(conn, detail::discard_notice, nullptr);
+  if (i == 0) {
+    const char* version = PQparameterStatus(conn, "server_version");
+    server_version = version ? version : "";
+    if (o.protocol != Protocol::simple && o.scripts.empty()) {
+      detail::check_sql(conn, o.sql, o.protocol);
+    }
+    if (!o.scripts.empty()) options.scale = detail::script_scale(conn, o);
+  }
+  if (o.protocol == Protocol::prepared) detail::prepare_statements(conn, o);
+  if (o.pipeline > 0 && !PQenterPipelineMode(conn)) {
+    throw Error(ErrorKind::postgres,
+                fmt::format("cannot enter pipeline mode: {}", pg::error_message(conn)));
+  }
+  c.backend_pid = PQbackendPID(conn);
+  std::lock_guard lock(batch_mu);
+  ++initial_connections;
+  batch.clients.push_back(schema::ClientRow{
+      .client_id = i,
+      .connection = 0,
+      .thread = c.thread,
+      .backend_pid = c.backend_pid,
+      .connect_ns = connected_wall_ns,
+      .connect_latency_ns = latency_ns,
+      .application_name = std::move(application_name),
+  });
+  // -C: client 0's connection served the checks; transactions connect anew.
+  if (o.connect_per_transaction) c.conn.reset();
+}
+
+void Driver::Impl::thread_main(int t, schema::Batch& batch, std::mutex& batch_mu) {
+  set_thread_name((kDriverThreadPrefix + std::to_string(t)).c_str());
+  const auto ti = static_cast<std::size_t>(t);
+  try {
+    for (int i = t == 0 ? threads : t; i < options.clients && !connect_failed.load();
+         i += threads) {
+      open_client(i, batch, batch_mu);
+    }
+  } catch (...) {
+    failures[ti] = std::current_exception();
+    connect_failed.store(true);
+  }
+  std::unique_lock lock(gate_mu);
+  ++threads_connected;
+  gate_cv.notify_all();
+  gate_cv.wait(lock, [this] { return gate != Gate::closed; });
+  if (gate == Gate::cancelled) return;
+  lock.unlock();
+  try {
+    workers[ti]->run();
+  } catch (...) {
+    failures[ti] = std::current_exception();
+    abort.store(true);
+  }
 }
 
 void Driver::run() {
@@ -1555,33 +1642,20 @@ void Driver::run() {
 
   std::vector<std::vector<detail::Client*>> assigned(static_cast<std::size_t>(impl_->threads));
   for (auto& c : impl_->clients) assigned[static_cast<std::size_t>(c.thread)].push_back(&c);
-  std::vector<std::unique_ptr<detail::Worker>> workers;
-  for (int t = 0; t < impl_->threads; ++t) {
-    workers.push_back(
-        std::make_unique<detail::Worker>(o, impl_->sink, *impl_->stats[static_cast<std::size_t>(t)],
-                                         std::move(assigned[static_cast<std::size_t>(t)]),
-                                         deadline_ns, impl_->abort, impl_->threads));
-  }
-  std::vector<std::exception_ptr> failures(workers.size());
-  {
-    std::vector<std::jthread> running;
-    try {
-      for (std::size_t t = 0; t < workers.size(); ++t) {
-        running.emplace_back([this, &workers, &failures, t] {
-          set_thread_name((kDriverThreadPrefix + std::to_string(t)).c_str());
-          try {
-            workers[t]->run();
-          } catch (...) {
-            failures[t] = std::current_exception();
-            impl_->abort.store(true);
-          }
-        });
-      }
-    } catch (...) {
-      impl_->abort.store(true);  // let the started threads stop before they are joined
-      throw;
+  auto& workers = impl_->workers;
+  try {
+    for (int t = 0; t < impl_->threads; ++t) {
+      workers.push_back(std::make_unique<detail::Worker>(
+          o, impl_->sink, *impl_->stats[static_cast<std::size_t>(t)],
+          std::move(assigned[static_cast<std::size_t>(t)]), deadline_ns, impl_->abort,
+          impl_->threads));
     }
-  }  // joins
+  } catch (...) {
+    impl_->release(Impl::Gate::cancelled);
+    throw;
+  }
+  impl_->release(Impl::Gate::open);
+  impl_->running.clear();  // joins
   for (auto& c : impl_->clients) c.conn.reset();
   if (o.per_statement) {
     for (const auto& w : workers) {
@@ -1593,7 +1667,7 @@ void Driver::run() {
       }
     }
   }
-  for (auto& f : failures) {
+  for (auto& f : impl_->failures) {
     if (f) std::rethrow_exception(f);
   }
 }

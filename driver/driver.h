@@ -121,13 +121,19 @@ class Driver {
 
   // Opens every connection (application_name "stallscope/<client>"), checks
   // the SQL (prepared mode: PQprepare), and delivers the `client` rows (with
-  // -C only client 0 connects here, for the checks, and closes again). Throws
+  // -C only client 0 connects here, for the checks, and closes again).
+  // Client 0 connects on the calling thread; then the driver threads start
+  // and each opens its own clients' connections, in parallel, as pgbench's
+  // threads do (a backend's first exchanges are with the thread that will
+  // drive it, so the scheduler tends to keep the two on one CPU), and waits
+  // for run(); destroying the Driver without run() ends them. A failure on
+  // any thread fails connect() and closes every connection opened. Throws
   // Error(usage) for -R/-L/--skip-late values that make no sense.
   // Throws Error(postgres) on the first failure, Error(usage) for SQL that
   // cannot be prepared or a protocol that cannot run it.
   void connect();
-  // Runs the closed loop on `threads` threads (client i on thread
-  // i % threads); returns when every client is done or stop_requested().
+  // Runs the closed loop on the threads connect() started (client i on
+  // thread i % threads); returns when every client is done or stop_requested().
   // A failing query is recorded with its SQLSTATE and the run goes on; after
   // a failure that leaves an explicit transaction aborted the driver sends a
   // ROLLBACK (not recorded) before the next transaction. A broken connection

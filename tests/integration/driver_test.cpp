@@ -292,6 +292,50 @@ TEST(Driver, UnreachableServerIsAPostgresErrorWithoutThePassword) {
   EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
 }
 
+// Backends of `role` on the scratch server, once the count settles (a
+// closed connection's backend exits asynchronously).
+std::string backends_of(const std::string& role, const std::string& want) {
+  std::string n;
+  for (int i = 0; i < 50; ++i) {
+    n = test::psql(test::scratch_conninfo(),
+                   fmt::format("SELECT count(*) FROM pg_stat_activity WHERE usename = '{}'", role));
+    if (n == want) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(40));
+  }
+  return n;
+}
+
+TEST(Driver, ConnectionRefusedOnADriverThreadFailsConnectAndClosesTheOthers) {
+  // Each driver thread opens its own clients' connections: the third of
+  // four is refused (role limit 2), on whichever thread opens it last.
+  test::psql(test::scratch_conninfo(),
+             "DROP ROLE IF EXISTS drv_limited; CREATE ROLE drv_limited LOGIN CONNECTION LIMIT 2");
+  auto o = options(4, 2, "SELECT 1");
+  o.conninfo += " user=drv_limited";
+  auto e = connect_error(o);
+  EXPECT_EQ(e.kind(), ErrorKind::postgres);
+  std::string msg = e.what();
+  EXPECT_NE(msg.find("too many connections for role"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  EXPECT_EQ(backends_of("drv_limited", "0"), "0");
+}
+
+TEST(Driver, ConnectedButNeverRunClosesItsConnections) {
+  test::psql(test::scratch_conninfo(),
+             "DROP ROLE IF EXISTS drv_idle; CREATE ROLE drv_idle LOGIN CONNECTION LIMIT 4");
+  auto o = options(4, 2, "SELECT 1");
+  o.conninfo += " user=drv_idle";
+  o.queries_per_client = 1;
+  Collected got;
+  {
+    Driver d(o, got.sink());
+    d.connect();
+    EXPECT_EQ(got.clients().size(), 4u);
+    EXPECT_EQ(backends_of("drv_idle", "4"), "4");
+  }  // the driver threads waiting for run() leave; their connections close
+  EXPECT_EQ(backends_of("drv_idle", "0"), "0");
+}
+
 TEST(Driver, StopRequestEndsALongRunQuickly) {
   auto o = options(2, 2, "SELECT pg_sleep(0.001)");
   o.duration_s = 30.0;
