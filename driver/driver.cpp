@@ -1523,6 +1523,9 @@ void Driver::connect() {
   try {
     impl_->open_client(0, batch, batch_mu);
     Impl* impl = impl_.get();
+    impl->gate = Impl::Gate::closed;  // a failed connect() before left it cancelled
+    impl->threads_connected = 0;
+    impl->connect_failed.store(false);
     impl->failures.assign(static_cast<std::size_t>(impl->threads), nullptr);
     for (int t = 0; t < impl->threads; ++t) {
       impl->running.emplace_back(

@@ -318,6 +318,18 @@ TEST(Driver, ConnectionRefusedOnADriverThreadFailsConnectAndClosesTheOthers) {
   EXPECT_NE(msg.find("too many connections for role"), std::string::npos) << msg;
   EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
   EXPECT_EQ(backends_of("drv_limited", "0"), "0");
+
+  // The same Driver connects once the server allows it.
+  o.queries_per_client = 3;
+  Collected got;
+  Driver d(o, got.sink());
+  EXPECT_THROW(d.connect(), Error);
+  EXPECT_EQ(backends_of("drv_limited", "0"), "0");
+  test::psql(test::scratch_conninfo(), "ALTER ROLE drv_limited CONNECTION LIMIT 4");
+  d.connect();
+  d.run();
+  EXPECT_EQ(got.clients().size(), 4u);
+  EXPECT_EQ(got.queries().size(), 12u);
 }
 
 TEST(Driver, ConnectedButNeverRunClosesItsConnections) {
