@@ -1380,13 +1380,16 @@ struct Driver::Impl {
   // -r: per statement id, over all threads, after run().
   std::vector<std::int64_t> statement_sum_ns, statement_count;
 
-  // The driver threads start in connect(): each opens its own clients'
-  // connections, as pgbench's threads do, so every backend first talks to
-  // the thread that will drive it and the scheduler tends to keep the two on
-  // one CPU (measured at -c 8 on 2 CPUs: connected from one thread, most runs
-  // drive their backends across CPUs, each query then waking a task on the
-  // other CPU, and run up to 25 % slower). They then wait at the gate for
-  // run() (open) or for a failure or the destructor (cancelled).
+  // The driver threads start in run(): each opens its own clients'
+  // connections and then drives them, as pgbench's threads do, so every
+  // backend first talks to the thread that will drive it, right before it
+  // does, and the scheduler tends to keep the two on one CPU. Measured at
+  // -c 8 on 2 CPUs: connected from one thread, or connected before the
+  // samplers and the clock-offset connection start, most runs drive their
+  // backends across CPUs, each query then waking a task on the other CPU,
+  // and run up to 25 % slower. Between connecting and driving they wait at
+  // the gate: open once all are connected, cancelled on a failure. run()
+  // joins them on every path.
   enum class Gate { closed, open, cancelled };
   std::mutex gate_mu;
   std::condition_variable gate_cv;
@@ -1443,11 +1446,7 @@ Driver::Driver(DriverOptions options, Sink sink) : impl_(std::make_unique<Impl>(
   impl_->interval_start_mono_ns = mono_now_ns();
 }
 
-Driver::~Driver() {
-  // Threads still waiting for run() (connect() without run(), or run() not
-  // reached) leave; `running` joins them before the clients go.
-  if (impl_) impl_->release(Impl::Gate::cancelled);
-}
+Driver::~Driver() = default;
 
 void Driver::connect() {
   const DriverOptions& o = impl_->options;
@@ -1515,35 +1514,16 @@ void Driver::connect() {
     c.client_id = i;
     c.thread = i % impl_->threads;  // round-robin, as run() assigns them
   }
-  schema::Batch batch;
-  batch.clients.reserve(impl_->clients.size());
-  std::mutex batch_mu;
   // Client 0 here, for the checks (SQL, scale, server version): a bad
-  // conninfo or SQL fails once, before any thread starts.
+  // conninfo or SQL fails before anything runs. The others connect in run().
+  schema::Batch batch;
+  std::mutex batch_mu;
   try {
     impl_->open_client(0, batch, batch_mu);
-    Impl* impl = impl_.get();
-    impl->gate = Impl::Gate::closed;  // a failed connect() before left it cancelled
-    impl->threads_connected = 0;
-    impl->connect_failed.store(false);
-    impl->failures.assign(static_cast<std::size_t>(impl->threads), nullptr);
-    for (int t = 0; t < impl->threads; ++t) {
-      impl->running.emplace_back(
-          [impl, t, &batch, &batch_mu] { impl->thread_main(t, batch, batch_mu); });
-    }
-    std::unique_lock lock(impl->gate_mu);
-    impl->gate_cv.wait(lock, [impl] { return impl->threads_connected == impl->threads; });
-    for (auto& f : impl->failures) {
-      if (f) std::rethrow_exception(f);
-    }
   } catch (...) {
-    impl_->release(Impl::Gate::cancelled);
-    impl_->running.clear();  // joins
     impl_->clients.clear();
     throw;
   }
-  std::sort(batch.clients.begin(), batch.clients.end(),
-            [](const auto& a, const auto& b) { return a.client_id < b.client_id; });
   if (o.per_statement) {
     const auto ids = detail::number_statements(o.scripts);
     for (std::size_t s = 0; s < o.scripts.size(); ++s) {
@@ -1635,30 +1615,51 @@ void Driver::run() {
   impl_->ran = true;
 
   const DriverOptions& o = impl_->options;
-  std::int64_t start_ns = mono_now_ns();
-  {
-    std::lock_guard lock(impl_->interval_mu);
-    impl_->interval_start_mono_ns = start_ns;
-  }
-  std::optional<std::int64_t> deadline_ns;
-  if (o.duration_s) deadline_ns = start_ns + static_cast<std::int64_t>(*o.duration_s * 1e9);
-
-  std::vector<std::vector<detail::Client*>> assigned(static_cast<std::size_t>(impl_->threads));
-  for (auto& c : impl_->clients) assigned[static_cast<std::size_t>(c.thread)].push_back(&c);
-  auto& workers = impl_->workers;
+  Impl* impl = impl_.get();
+  auto& workers = impl->workers;
+  // The threads open their clients' connections (client 0's is open); the
+  // gate opens once all are, so no query is sent before that.
+  schema::Batch batch;
+  std::mutex batch_mu;
+  impl->failures.assign(static_cast<std::size_t>(impl->threads), nullptr);
   try {
-    for (int t = 0; t < impl_->threads; ++t) {
-      workers.push_back(std::make_unique<detail::Worker>(
-          o, impl_->sink, *impl_->stats[static_cast<std::size_t>(t)],
-          std::move(assigned[static_cast<std::size_t>(t)]), deadline_ns, impl_->abort,
-          impl_->threads));
+    for (int t = 0; t < impl->threads; ++t) {
+      impl->running.emplace_back(
+          [impl, t, &batch, &batch_mu] { impl->thread_main(t, batch, batch_mu); });
+    }
+    {
+      std::unique_lock lock(impl->gate_mu);
+      impl->gate_cv.wait(lock, [impl] { return impl->threads_connected == impl->threads; });
+    }
+    for (auto& f : impl->failures) {
+      if (f) std::rethrow_exception(f);
+    }
+    std::sort(batch.clients.begin(), batch.clients.end(),
+              [](const auto& x, const auto& y) { return x.client_id < y.client_id; });
+    if (!batch.clients.empty()) impl->sink(std::move(batch));
+
+    std::int64_t start_ns = mono_now_ns();
+    {
+      std::lock_guard lock(impl->interval_mu);
+      impl->interval_start_mono_ns = start_ns;
+    }
+    std::optional<std::int64_t> deadline_ns;
+    if (o.duration_s) deadline_ns = start_ns + static_cast<std::int64_t>(*o.duration_s * 1e9);
+    std::vector<std::vector<detail::Client*>> assigned(static_cast<std::size_t>(impl->threads));
+    for (auto& c : impl->clients) assigned[static_cast<std::size_t>(c.thread)].push_back(&c);
+    for (int t = 0; t < impl->threads; ++t) {
+      workers.push_back(
+          std::make_unique<detail::Worker>(o, impl->sink, *impl->stats[static_cast<std::size_t>(t)],
+                                           std::move(assigned[static_cast<std::size_t>(t)]),
+                                           deadline_ns, impl->abort, impl->threads));
     }
   } catch (...) {
-    impl_->release(Impl::Gate::cancelled);
+    impl->release(Impl::Gate::cancelled);
+    impl->running.clear();  // joins; the connections close with the Driver
     throw;
   }
-  impl_->release(Impl::Gate::open);
-  impl_->running.clear();  // joins
+  impl->release(Impl::Gate::open);
+  impl->running.clear();  // joins
   for (auto& c : impl_->clients) c.conn.reset();
   if (o.per_statement) {
     for (const auto& w : workers) {

@@ -5,7 +5,7 @@
 // clients, as pgbench does.
 //
 //   driver::Driver d(options, [&](schema::Batch b) { writer.submit(std::move(b)); });
-//   d.connect();   // all clients; throws Error(postgres) naming the masked conninfo
+//   d.connect();   // client 0 + checks; throws Error(postgres) naming the masked conninfo
 //   d.run();       // blocks until -T / -t is reached or stop_requested()
 //   auto s = d.summary();
 #pragma once
@@ -119,36 +119,33 @@ class Driver {
   Driver(const Driver&) = delete;
   Driver& operator=(const Driver&) = delete;
 
-  // Opens every connection (application_name "stallscope/<client>"), checks
-  // the SQL (prepared mode: PQprepare), and delivers the `client` rows (with
-  // -C only client 0 connects here, for the checks, and closes again).
-  // Client 0 connects on the calling thread; then the driver threads start
-  // and each opens its own clients' connections, in parallel, as pgbench's
-  // threads do (a backend's first exchanges are with the thread that will
-  // drive it, so the scheduler tends to keep the two on one CPU), and waits
-  // for run(); destroying the Driver without run() ends them. A failure on
-  // any thread fails connect() and closes every connection opened. Throws
-  // Error(usage) for -R/-L/--skip-late values that make no sense.
-  // Throws Error(postgres) on the first failure, Error(usage) for SQL that
-  // cannot be prepared or a protocol that cannot run it.
+  // Opens client 0's connection (application_name "stallscope/<client>")
+  // on the calling thread, checks the SQL there (prepared mode: PQprepare)
+  // and delivers its `client` row (with -C it closes it again: transactions
+  // connect anew). The other clients connect in run(). Throws Error(usage)
+  // for -R/-L/--skip-late values that make no sense, Error(postgres) when
+  // client 0 cannot connect (naming the masked conninfo), Error(usage) for
+  // SQL that cannot be prepared or a protocol that cannot run it.
   void connect();
-  // Runs the closed loop on the threads connect() started (client i on
-  // thread i % threads); returns when every client is done or stop_requested().
-  // A failing query is recorded with its SQLSTATE and the run goes on; after
-  // a failure that leaves an explicit transaction aborted the driver sends a
-  // ROLLBACK (not recorded) before the next transaction. A broken connection
-  // is recorded and reset (at once, then with backoff 0.1 s … 1.6 s; the new
-  // backend is delivered as a `client` row with the next connection number;
-  // every query row carries the backend pid that served it; with -C a failed
-  // connect is recorded as a failed transaction); after six failed attempts
-  // that client stops and the others go on. At the end (-T reached or
-  // stop_requested()) nothing new is sent; in-flight transactions get 200 ms
-  // to finish, then a cancel request and 500 ms more, else their connection
-  // is closed. A transaction cut short by that cancel request (57014 after
-  // it) or still without reply is dropped — neither stored nor counted, as
-  // pgbench does not count unfinished transactions. Rows reach the sink in batches
-  // from each thread: every 100 ms, every 4,096 rows and at the end.
-  // Server notices are discarded. Connections are closed when run() returns.
+  // Starts the driver threads (client i on thread i % threads). Each opens
+  // its own clients' connections, in parallel, as pgbench's threads do (a
+  // backend's first exchanges are then with the thread that drives it, so
+  // the scheduler tends to keep the two on one CPU), and delivers their
+  // `client` rows; once all are connected, -T starts and the threads run the
+  // closed loop. A connection that fails here fails run() with
+  // Error(postgres) before any query is sent. Returns when every client is done or
+  // stop_requested(). A failing query is recorded with its SQLSTATE and the run goes on; after a
+  // failure that leaves an explicit transaction aborted the driver sends a ROLLBACK (not recorded)
+  // before the next transaction. A broken connection is recorded and reset (at once, then with
+  // backoff 0.1 s … 1.6 s; the new backend is delivered as a `client` row with the next connection
+  // number; every query row carries the backend pid that served it; with -C a failed connect is
+  // recorded as a failed transaction); after six failed attempts that client stops and the others
+  // go on. At the end (-T reached or stop_requested()) nothing new is sent; in-flight transactions
+  // get 200 ms to finish, then a cancel request and 500 ms more, else their connection is closed. A
+  // transaction cut short by that cancel request (57014 after it) or still without reply is dropped
+  // — neither stored nor counted, as pgbench does not count unfinished transactions. Rows reach the
+  // sink in batches from each thread: every 100 ms, every 4,096 rows and at the end. Server notices
+  // are discarded. Connections are closed when run() returns.
   void run();
   // Stats since the previous call (thread-safe; for the progress line).
   IntervalStats take_interval_stats();

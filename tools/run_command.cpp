@@ -209,6 +209,9 @@ int run_command(const RunOptions& o) {
     host_sampler.stop();
     ash_sampler.stop();
     writer.close(wall_now_ns(), "failed", e.what());
+    // The driver failed before any transaction (a client's connection was
+    // refused in run()): nothing was measured, so no file blocks the next -o.
+    if (driver.summary().queries == 0) remove_run_file(o.output_path);
     throw;
   }
   clock_thread.stop();

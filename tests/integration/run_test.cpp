@@ -187,6 +187,17 @@ TEST(RunCommand, BadInputGivesOneLineErrorAndStatus) {
   EXPECT_EQ(unreachable.err.find("hunter2"), std::string::npos) << unreachable.err;
   EXPECT_FALSE(std::filesystem::exists(dir.file("u.db")));
 
+  // Client 0 connects, a later client (opened by its driver thread in the
+  // run) is refused: the same kind of error, and no file either.
+  test::psql(conninfo,
+             "DROP ROLE IF EXISTS run_limited; CREATE ROLE run_limited LOGIN CONNECTION LIMIT 2");
+  auto refused = run_command({bin, "run", "-o", dir.file("r.db"), conninfo + " user=run_limited",
+                              "-c", "4", "-j", "2", "-T", "1", "-P", "0", "--sql", "SELECT 1"});
+  EXPECT_EQ(refused.exit_status, 1);
+  EXPECT_TRUE(one_line(refused)) << refused.err;
+  EXPECT_NE(refused.err.find("too many connections for role"), std::string::npos) << refused.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("r.db")));
+
   auto bad_conninfo =
       run_command({bin, "run", "-o", dir.file("b.db"), "nonsense_key=1", "--sql", "SELECT 1"});
   EXPECT_EQ(bad_conninfo.exit_status, 2);
