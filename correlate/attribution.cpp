@@ -66,7 +66,7 @@ int BackendMap::slot_of_pid(int pid) const {
 constexpr const char* kSweepSql =
     "SELECT start_ns, start_ns + max(coalesce(lag_ns, 0), 0), start_ns + latency_ns, "
     "(client_id << 24) + coalesce(connection, 16777215) "
-    "FROM query WHERE skipped IS NULL AND start_ns <= ?1 ORDER BY start_ns";
+    "FROM query WHERE start_ns <= ?1 ORDER BY start_ns";
 constexpr std::size_t kBatchRows = 16384;
 constexpr std::size_t kMaxBatches = 8;
 

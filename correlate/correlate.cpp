@@ -10,7 +10,9 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -373,8 +375,11 @@ void fill_latency_stats(std::vector<std::int64_t>& lat, Window& w) {
 // one scan: the run's totals and percentiles (report.run, hist) and the
 // windows' query figures. Holds one window's latencies (two at a window
 // boundary). Time windows start at the first query sent (A) and are grown as
-// queries arrive; finish_windows() closes them at B once it is known. Rows
-// with skipped = 1 (-R -L --skip-late: never sent) are only counted.
+// queries arrive; finish_windows() closes them at B once it is known. A
+// query is an error when query_error has its key: that (small) table is
+// read alongside in the same key order and merged, which costs far less than
+// a join's lookup per query. Skipped transactions (query_skipped: -R -L
+// --skip-late, never sent) are only counted.
 void scan_queries(SQLite::Database& db, const ExplainOptions& opt, Report& report,
                   LatencyHistogram& hist, std::int64_t& distinct_clients) {
   auto& s = report.run;
@@ -392,15 +397,32 @@ void scan_queries(SQLite::Database& db, const ExplainOptions& opt, Report& repor
   if (!s.end_ns) {
     schema::Cursor latest(db,
                           "SELECT min(m), max(m), count(*) FROM (SELECT max(start_ns) AS m FROM "
-                          "query WHERE skipped IS NULL GROUP BY client_id)");
+                          "query GROUP BY client_id)");
     if (latest.step() && latest.int64(2) > 1) {
       cut_ns = std::max(latest.int64(0), latest.int64(1) - kNsPerS);
     }
   }
+  {
+    schema::Cursor skipped(db, "SELECT count(*) FROM query_skipped WHERE start_ns <= ?1");
+    skipped.bind(1, cut_ns);
+    if (skipped.step()) s.skipped = skipped.int64(0);
+  }
+  // Both in primary-key order (start_ns, client_id, seq).
   schema::Cursor row(db,
-                     "SELECT start_ns, latency_ns, sqlstate IS NOT NULL, skipped IS NOT NULL, "
-                     "client_id FROM query WHERE start_ns <= ?1 ORDER BY start_ns");
+                     "SELECT start_ns, latency_ns, client_id, seq FROM query WHERE start_ns <= ?1 "
+                     "ORDER BY start_ns, client_id, seq");
   row.bind(1, cut_ns);
+  schema::Cursor failed(db,
+                        "SELECT start_ns, client_id, seq FROM query_error WHERE start_ns <= ?1 "
+                        "ORDER BY start_ns, client_id, seq");
+  failed.bind(1, cut_ns);
+  using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t>;
+  std::optional<Key> next_failed;
+  auto advance_failed = [&] {
+    next_failed.reset();
+    if (failed.step()) next_failed = Key{failed.int64(0), failed.int64(1), failed.int64(2)};
+  };
+  advance_failed();
   std::vector<std::int64_t> lat, prev_lat;
   std::int64_t A = 0, B = 0, latency_sum = 0, latency_max = 0;
   // Query windows (--every N).
@@ -422,7 +444,7 @@ void scan_queries(SQLite::Database& db, const ExplainOptions& opt, Report& repor
   std::vector<bool> client_seen;
   std::unordered_set<std::int64_t> other_clients;
   while (row.step()) {
-    if (const auto c = row.int64(4); c >= 0 && c < 65536) {
+    if (const auto c = row.int64(2); c >= 0 && c < 65536) {
       if (static_cast<std::size_t>(c) >= client_seen.size()) client_seen.resize(c + 1);
       if (!client_seen[c]) {
         client_seen[c] = true;
@@ -431,13 +453,17 @@ void scan_queries(SQLite::Database& db, const ExplainOptions& opt, Report& repor
     } else if (other_clients.insert(c).second) {
       ++distinct_clients;
     }
-    if (row.int64(3) != 0) {
-      ++s.skipped;
-      continue;
-    }
     const auto start = row.int64(0);
     const auto latency = row.int64(1);
-    const bool error = row.int64(2) != 0;
+    bool error = false;
+    if (next_failed) {
+      const Key key{start, row.int64(2), row.int64(3)};
+      while (next_failed && *next_failed < key) advance_failed();  // no query row: not counted
+      if (next_failed && *next_failed == key) {
+        error = true;
+        advance_failed();
+      }
+    }
     if (s.queries == 0) A = B = start;
     ++s.queries;
     if (error) ++s.errors;
@@ -1184,7 +1210,7 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
     if (report.run.queries > 0 && 2 * report.run.errors >= report.run.queries) {
       report.notes.push_back(fmt::format(
           "{} of {} queries failed: the latency and throughput figures describe failures, not the "
-          "workload (SELECT sqlstate, count(*), min(error) FROM query GROUP BY 1).",
+          "workload (SELECT sqlstate, count(*), min(error) FROM query_error GROUP BY 1).",
           report.run.errors, report.run.queries));
     }
     f.cores = report.run.cores;

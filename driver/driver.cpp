@@ -593,19 +593,13 @@ void Worker::send_next(Client& c, std::int64_t now_ns) {
 void Worker::record_skipped(Client& c, std::int64_t scheduled_mono_ns, std::int64_t now_ns) {
   bump(stats_.skipped, 1);
   std::int64_t lag_ns = now_ns - scheduled_mono_ns;
-  pending_.queries.push_back(schema::QueryRow{
+  pending_.query_skips.push_back(schema::QuerySkippedRow{
       .client_id = c.client_id,
       .seq = c.next_seq++,
       .start_ns = wall_now_ns() - lag_ns,
-      .latency_ns = lag_ns,
-      .sqlstate = std::nullopt,
-      .rows = std::nullopt,
-      .error = std::nullopt,
-      .connection = std::nullopt,
       .lag_ns = lag_ns,
-      .skipped = true,
   });
-  if (pending_.queries.size() >= kFlushRows) flush(now_ns);
+  if (pending_.query_skips.size() >= kFlushRows) flush(now_ns);
 }
 
 // -C: opens the client's connection for the next transaction (blocking, as
@@ -1194,17 +1188,25 @@ void Worker::record(Client& c, std::int64_t done_mono_ns) {
                         std::memory_order_relaxed);
   }
   stats_.last_done_mono_ns.store(done_mono_ns, std::memory_order_relaxed);
+  const std::int64_t seq = c.next_seq++;
   pending_.queries.push_back(schema::QueryRow{
       .client_id = c.client_id,
-      .seq = c.next_seq++,
+      .seq = seq,
       .start_ns = c.sent_wall_ns,
       .latency_ns = latency_ns,
-      .sqlstate = std::move(c.sqlstate),
       .rows = c.failed ? std::nullopt : std::optional<std::int64_t>(c.rows),
-      .error = std::move(c.error),
       .connection = c.backend_pid ? std::optional<int>(c.connection) : std::nullopt,
       .lag_ns = c.lag_ns,
   });
+  if (c.sqlstate) {
+    pending_.query_errors.push_back(schema::QueryErrorRow{
+        .client_id = c.client_id,
+        .seq = seq,
+        .start_ns = c.sent_wall_ns,
+        .sqlstate = std::move(*c.sqlstate),
+        .error = std::move(c.error),
+    });
+  }
   c.sqlstate.reset();
   c.error.reset();
   if (pending_.queries.size() >= kFlushRows) flush(done_mono_ns);

@@ -1,8 +1,9 @@
 // The query driver: `clients` libpq connections spread over `threads`
 // threads, closed loop (each client sends its next transaction as soon as
 // the previous one finished), every transaction handed to a sink as a
-// schema::QueryRow. libpq's asynchronous API lets one thread serve several
-// clients, as pgbench does.
+// schema::QueryRow (plus a QueryErrorRow when it failed, or only a
+// QuerySkippedRow when --skip-late did not send it). libpq's asynchronous API lets one thread serve
+// several clients, as pgbench does.
 //
 //   driver::Driver d(options, [&](schema::Batch b) { writer.submit(std::move(b)); });
 //   d.connect();   // client 0 + checks; throws Error(postgres) naming the masked conninfo

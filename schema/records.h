@@ -164,17 +164,34 @@ struct ClientRow {
   std::optional<std::string> application_name;
 };
 
+// One row of `query`: a transaction sent (by `run`, or read from a pgbench
+// log). Kept small: the driver makes tens of thousands a second, and the
+// rare failure details travel as QueryErrorRow.
 struct QueryRow {
+  int client_id = 0;
+  std::int64_t seq = 0;       // per client
+  std::int64_t start_ns = 0;  // wall clock, sent (-R: scheduled)
+  std::int64_t latency_ns = 0;
+  std::optional<std::int64_t> rows;    // nullopt when it failed
+  std::optional<int> connection;       // ClientRow::connection that served it
+  std::optional<std::int64_t> lag_ns;  // -R only
+};
+
+// One row of `query_error`: why the query (start_ns, client_id, seq) failed.
+struct QueryErrorRow {
   int client_id = 0;
   std::int64_t seq = 0;
   std::int64_t start_ns = 0;
-  std::int64_t latency_ns = 0;
-  std::optional<std::string> sqlstate;  // nullopt = success
-  std::optional<std::int64_t> rows;
+  std::string sqlstate;
   std::optional<std::string> error;
-  std::optional<int> connection;  // ClientRow::connection that served it
-  std::optional<std::int64_t> lag_ns;
-  bool skipped = false;  // stored as 1, else NULL
+};
+
+// One row of `query_skipped`: a transaction not sent (-R -L --skip-late).
+struct QuerySkippedRow {
+  int client_id = 0;
+  std::int64_t seq = 0;
+  std::int64_t start_ns = 0;  // scheduled start, wall clock
+  std::int64_t lag_ns = 0;    // scheduled start → skipped
 };
 
 struct PgbenchAggregateRow {
@@ -250,6 +267,8 @@ struct Batch {
   std::vector<PgActivityRow> pg_activity;
   std::vector<ClientRow> clients;
   std::vector<QueryRow> queries;
+  std::vector<QueryErrorRow> query_errors;
+  std::vector<QuerySkippedRow> query_skips;
   std::vector<ThreadSampleRow> thread_samples;
   std::vector<HostMemorySampleRow> host_memory_samples;
   std::vector<DiskSampleRow> disk_samples;
@@ -265,10 +284,11 @@ struct Batch {
   bool empty() const {
     return samples.empty() && host_samples.empty() && processes.empty() &&
            process_samples.empty() && ash_ticks.empty() && pg_activity.empty() && clients.empty() &&
-           queries.empty() && thread_samples.empty() && host_memory_samples.empty() &&
-           disk_samples.empty() && cgroup_samples.empty() && pg_query_texts.empty() &&
-           pgbench_aggregates.empty() && clock_offsets.empty() && statements.empty() &&
-           statement_latencies.empty() && tcp_samples.empty() && pooler_samples.empty();
+           queries.empty() && query_errors.empty() && query_skips.empty() &&
+           thread_samples.empty() && host_memory_samples.empty() && disk_samples.empty() &&
+           cgroup_samples.empty() && pg_query_texts.empty() && pgbench_aggregates.empty() &&
+           clock_offsets.empty() && statements.empty() && statement_latencies.empty() &&
+           tcp_samples.empty() && pooler_samples.empty();
   }
 };
 

@@ -3,9 +3,9 @@
 // checks the row) — the cost that dominates a scan of millions of rows — and
 // without <sqlite3.h> outside schema/.
 //
-//   schema::Cursor q(db, "SELECT start_ns, latency_ns, sqlstate FROM query WHERE start_ns >= ?1");
+//   schema::Cursor q(db, "SELECT start_ns, latency_ns, rows FROM query WHERE start_ns >= ?1");
 //   q.bind(1, from_ns);
-//   while (q.step()) total_ns += q.int64(1), errors += !q.is_null(2);
+//   while (q.step()) total_ns += q.int64(1), failed += q.is_null(2);
 //
 // Column indexes are 0-based and not checked (an index past the last column
 // reads as NULL); parameters are 1-based as in SQL. Errors (bad SQL, a failed

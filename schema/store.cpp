@@ -68,6 +68,12 @@ void check_run_file(SQLite::Database& db, const std::string& path) {
                             "understands ({}); upgrade stallscope",
                             path, version, kSchemaVersion));
   }
+  if (version >= 1 && version < kSchemaVersion && has_run) {
+    throw Error(ErrorKind::usage,
+                fmt::format("cannot read {}: schema version {} is older than this stallscope "
+                            "reads ({}); record or import it again",
+                            path, version, kSchemaVersion));
+  }
   if (version < 1 || !has_run) {
     throw Error(ErrorKind::usage, fmt::format("cannot read {}: not a stallscope run file", path));
   }
@@ -96,38 +102,35 @@ std::unique_ptr<SQLite::Database> open_existing(const std::string& path, int fla
 // Query rows a multi-row INSERT of write_queries() carries: about 0.5 µs a
 // row instead of 0.85 µs one by one (measured; little gain beyond 32).
 constexpr int kQueryRowsPerInsert = 32;
-constexpr int kQueryOkColumns = 6;
+constexpr int kQueryColumns = 7;
 
-// INSERT of `rows` plain_query() rows: only the columns they have.
-std::string query_ok_sql(int rows) {
+// INSERT of `rows` query rows.
+std::string query_sql(int rows) {
   std::string sql =
-      "INSERT INTO query (start_ns, client_id, seq, latency_ns, connection, rows) VALUES ";
-  for (int i = 0; i < rows; ++i) sql += i == 0 ? "(?,?,?,?,?,?)" : ",(?,?,?,?,?,?)";
+      "INSERT INTO query (start_ns, client_id, seq, latency_ns, connection, rows, lag_ns) VALUES ";
+  for (int i = 0; i < rows; ++i) sql += i == 0 ? "(?,?,?,?,?,?,?)" : ",(?,?,?,?,?,?,?)";
   return sql;
 }
 
-// A query without sqlstate, error, lag or skip: NULL in those four columns.
-bool plain_query(const QueryRow& r) {
-  return !r.sqlstate && !r.error && !r.lag_ns && !r.skipped;
+template <class T>
+void bind_opt_cursor(Cursor& st, int i, const std::optional<T>& v) {
+  if (v) {
+    st.bind(i, static_cast<std::int64_t>(*v));
+  } else {
+    st.bind_null(i);
+  }
 }
 
-// Binds a plain_query() row to parameters first .. first + 5 of a
-// query_ok_sql() statement.
-void bind_plain_query(Cursor& st, int first, const QueryRow& r) {
+// Binds a query row to parameters first .. first + 6 of a query_sql()
+// statement.
+void bind_query(Cursor& st, int first, const QueryRow& r) {
   st.bind(first, r.start_ns);
   st.bind(first + 1, r.client_id);
   st.bind(first + 2, r.seq);
   st.bind(first + 3, r.latency_ns);
-  if (r.connection) {
-    st.bind(first + 4, *r.connection);
-  } else {
-    st.bind_null(first + 4);
-  }
-  if (r.rows) {
-    st.bind(first + 5, *r.rows);
-  } else {
-    st.bind_null(first + 5);
-  }
+  bind_opt_cursor(st, first + 4, r.connection);
+  bind_opt_cursor(st, first + 5, r.rows);
+  bind_opt_cursor(st, first + 6, r.lag_ns);
 }
 
 void run_cursor(Cursor& st) {
@@ -152,7 +155,8 @@ struct Store::Statements {
                     "client_addr, client_port, backend_start_ns, xact_start_ns, query_start_ns, "
                     "state_change_ns, blocking_pids) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
         client(db, "INSERT OR REPLACE INTO client VALUES (?,?,?,?,?,?,?)"),
-        query(db, "INSERT INTO query VALUES (?,?,?,?,?,?,?,?,?,?)"),
+        query_error(db, "INSERT INTO query_error VALUES (?,?,?,?,?)"),
+        query_skipped(db, "INSERT INTO query_skipped VALUES (?,?,?,?)"),
         pgbench_aggregate(
             db, "INSERT INTO pgbench_aggregate VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
         clock_offset(db, "INSERT OR REPLACE INTO clock_offset VALUES (?,?,?,?,?,?)"),
@@ -164,19 +168,18 @@ struct Store::Statements {
                       "xacts, queries, wait_ns, xact_ns, query_ns, cl_active, cl_waiting, "
                       "sv_active, sv_idle, sv_used, maxwait_ns) "
                       "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
-        query_ok(db, query_ok_sql(1).c_str()),
-        query_ok_many(db, query_ok_sql(kQueryRowsPerInsert).c_str()),
+        query(db, query_sql(1).c_str()),
+        query_many(db, query_sql(kQueryRowsPerInsert).c_str()),
         depth(db),
         ticks(db) {}
-  SQLite::Statement sample, host_sample, process, ash_tick, pg_activity, client, query,
-      pgbench_aggregate, clock_offset, statement, statement_latency, tcp_sample;
+  SQLite::Statement sample, host_sample, process, ash_tick, pg_activity, client, query_error,
+      query_skipped, pgbench_aggregate, clock_offset, statement, statement_latency, tcp_sample;
   SQLite::Statement pooler_sample;  // --pooler-admin
-  // The driver's rows, tens of thousands a second: queries without failure,
-  // lag or skip (the common case) bind only their non-NULL columns, straight
-  // through sqlite3_bind_* (Cursor), kQueryRowsPerInsert rows a statement
-  // (one statement execution costs about as much as inserting a row); all
-  // rows of a commit are put in key order through compact keys.
-  Cursor query_ok, query_ok_many;
+  // The driver's rows, tens of thousands a second, bound straight through
+  // sqlite3_bind_* (Cursor), kQueryRowsPerInsert rows a statement (one
+  // statement execution costs about as much as inserting a row); all rows of
+  // a commit are put in key order through compact keys.
+  Cursor query, query_many;
   struct QueryKey {
     std::int64_t start_ns;
     std::int64_t seq;
@@ -407,53 +410,21 @@ void Store::write_queries(std::span<const Batch> batches) {
     std::sort(order.begin(), order.end(), [](const auto& x, const auto& y) {
       return std::tie(x.start_ns, x.client_id, x.seq) < std::tie(y.start_ns, y.client_id, y.seq);
     });
-    // Plain rows wait in `run` until kQueryRowsPerInsert of them go in with
-    // one statement; any other row first sends those waiting one by one, so
-    // the rows go in in key order.
-    std::array<const QueryRow*, kQueryRowsPerInsert> run{};
-    std::size_t waiting = 0;
-    auto insert_waiting_singly = [&] {
-      for (std::size_t i = 0; i < waiting; ++i) {
-        bind_plain_query(s.query_ok, 1, *run[i]);
-        run_cursor(s.query_ok);
+    std::size_t i = 0;
+    for (; i + kQueryRowsPerInsert <= order.size(); i += kQueryRowsPerInsert) {
+      for (int k = 0; k < kQueryRowsPerInsert; ++k) {
+        bind_query(s.query_many, k * kQueryColumns + 1,
+                   *order[i + static_cast<std::size_t>(k)].row);
       }
-      waiting = 0;
-    };
-    for (const auto& key : order) {
-      const QueryRow& r = *key.row;
-      if (plain_query(r)) {
-        run[waiting++] = &r;
-        if (waiting == run.size()) {
-          for (std::size_t i = 0; i < waiting; ++i) {
-            bind_plain_query(s.query_ok_many, static_cast<int>(i) * kQueryOkColumns + 1, *run[i]);
-          }
-          run_cursor(s.query_ok_many);
-          waiting = 0;
-        }
-        continue;
-      }
-      insert_waiting_singly();
-      auto& st = s.query;
-      st.bind(1, static_cast<int64_t>(r.start_ns));
-      st.bind(2, r.client_id);
-      st.bind(3, static_cast<int64_t>(r.seq));
-      st.bind(4, static_cast<int64_t>(r.latency_ns));
-      bind_opt(st, 5, r.connection);
-      bind_opt(st, 6, r.rows);
-      bind_opt(st, 7, r.sqlstate);
-      bind_opt(st, 8, r.error);
-      bind_opt(st, 9, r.lag_ns);
-      if (r.skipped) {
-        st.bind(10, 1);
-      } else {
-        st.bind(10);
-      }
-      run_row(st);
+      run_cursor(s.query_many);
     }
-    insert_waiting_singly();
+    for (; i < order.size(); ++i) {
+      bind_query(s.query, 1, *order[i].row);
+      run_cursor(s.query);
+    }
   } catch (const SQLite::Exception& e) {
-    s.query_ok.reset();  // a failed step leaves the statement to be reset
-    s.query_ok_many.reset();
+    s.query.reset();  // a failed step leaves the statement to be reset
+    s.query_many.reset();
     throw Error(ErrorKind::sqlite, fmt::format("cannot write to {}: {}", path_, e.what()),
                 e.getExtendedErrorCode());
   }
@@ -544,6 +515,23 @@ void Store::write_rows(const Batch& b) {
       run_row(st);
     }
     // Query rows: write_queries(), in key order over all batches.
+    for (const auto& r : b.query_errors) {
+      auto& st = s.query_error;
+      st.bind(1, static_cast<int64_t>(r.start_ns));
+      st.bind(2, r.client_id);
+      st.bind(3, static_cast<int64_t>(r.seq));
+      st.bind(4, r.sqlstate);
+      bind_opt(st, 5, r.error);
+      run_row(st);
+    }
+    for (const auto& r : b.query_skips) {
+      auto& st = s.query_skipped;
+      st.bind(1, static_cast<int64_t>(r.start_ns));
+      st.bind(2, r.client_id);
+      st.bind(3, static_cast<int64_t>(r.seq));
+      st.bind(4, static_cast<int64_t>(r.lag_ns));
+      run_row(st);
+    }
     for (const auto& r : b.pgbench_aggregates) {
       auto& st = s.pgbench_aggregate;
       st.bind(1, r.file);

@@ -25,8 +25,10 @@
 
 namespace stallscope::schema {
 
-// Schema version this build writes and reads (PRAGMA user_version).
-inline constexpr int kSchemaVersion = 1;
+// Schema version this build writes and reads (PRAGMA user_version). 2: a
+// failed query's sqlstate and error moved from `query` to query_error, and
+// skipped transactions to query_skipped. Files of version 1 are refused.
+inline constexpr int kSchemaVersion = 2;
 
 class Store {
  public:

@@ -301,18 +301,39 @@ CREATE TABLE client (
 -- One row per query (transaction) the driver sent, clustered by start time
 -- (the primary key starts with start_ns, so time ranges read the table in
 -- its own order and the writer appends). The backend that served a query is
--- client.backend_pid of (client_id, connection).
+-- client.backend_pid of (client_id, connection). A failed query also has a
+-- row in query_error; a transaction skipped as late (-R -L --skip-late) was
+-- never sent and is in query_skipped instead (its seq is not reused). The
+-- rarely set columns live in those tables so that a successful query's row
+-- stays small (about 29 bytes on disk).
 CREATE TABLE query (
   start_ns            INTEGER NOT NULL,           -- wall clock when sent (with -R: when scheduled)
   client_id           INTEGER NOT NULL,
-  seq                 INTEGER NOT NULL,           -- 0, 1, ... per client
+  seq                 INTEGER NOT NULL,           -- 0, 1, ... per client (transactions, sent or skipped)
   latency_ns          INTEGER NOT NULL,           -- sent → last result, CLOCK_MONOTONIC (with -R: from the scheduled start)
   connection          INTEGER,                    -- client.connection that served it (NULL: no connection, or imported)
-  rows                INTEGER,                    -- rows returned (or affected)
-  sqlstate            TEXT,                       -- NULL on success, else the SQLSTATE (or 'XX000'-like libpq failure)
-  error               TEXT,                       -- error message on failure, else NULL
+  rows                INTEGER,                    -- rows returned (or affected); NULL when it failed
   lag_ns              INTEGER,                    -- -R only: scheduled start → sent, ns
-  skipped             INTEGER,                    -- 1 = not sent: with -R -L --skip-late it was already later than -L at its turn; else NULL
+  PRIMARY KEY (start_ns, client_id, seq)
+) WITHOUT ROWID;
+
+-- One row per failed query: the key of its row in `query`, and why.
+CREATE TABLE query_error (
+  start_ns            INTEGER NOT NULL,           -- query.start_ns
+  client_id           INTEGER NOT NULL,           -- query.client_id
+  seq                 INTEGER NOT NULL,           -- query.seq
+  sqlstate            TEXT NOT NULL,              -- the server's SQLSTATE; 08006 connection lost, XX000 other libpq failure (import-pgbench: 40001 serialization, 40P01 deadlock, XX000 failed)
+  error               TEXT,                       -- the error message (the server's primary message, or libpq's)
+  PRIMARY KEY (start_ns, client_id, seq)
+) WITHOUT ROWID;
+
+-- -R -L --skip-late: one row per transaction not sent because it was already
+-- later than -L at its turn (pgbench's "skipped"). Not in `query`.
+CREATE TABLE query_skipped (
+  start_ns            INTEGER NOT NULL,           -- wall clock of its scheduled start
+  client_id           INTEGER NOT NULL,
+  seq                 INTEGER NOT NULL,           -- its place in the client's sequence
+  lag_ns              INTEGER NOT NULL,           -- scheduled start → the moment it was skipped, ns
   PRIMARY KEY (start_ns, client_id, seq)
 ) WITHOUT ROWID;
 

@@ -107,17 +107,29 @@ void transaction_row(const std::vector<std::string_view>& f, const LineError& at
   if (f.size() >= 7) q.lag_ns = at.integer(f[6], "schedule_lag") * 1'000;
   if (f.size() == 8) at.integer(f[7], "retries");
   if (f[2] == "skipped") {
-    q.skipped = true;
-    q.latency_ns = q.lag_ns.value_or(0);
-  } else if (f[2] == "failed" || f[2] == "serialization" || f[2] == "deadlock") {
+    // Never sent: time_epoch is when it was skipped, schedule_lag how late.
+    const std::int64_t lag_ns = q.lag_ns.value_or(0);
+    out.query_skips.push_back(schema::QuerySkippedRow{
+        .client_id = q.client_id, .seq = q.seq, .start_ns = end_ns - lag_ns, .lag_ns = lag_ns});
+    return;
+  }
+  if (f[2] == "failed" || f[2] == "serialization" || f[2] == "deadlock") {
     // pgbench logs no latency for a failed transaction.
     q.latency_ns = 0;
-    q.sqlstate = f[2] == "serialization" ? "40001" : f[2] == "deadlock" ? "40P01" : "XX000";
-    q.error = fmt::format("pgbench logged the transaction as {}", f[2]);
+    q.start_ns = end_ns;
+    out.query_errors.push_back(schema::QueryErrorRow{
+        .client_id = q.client_id,
+        .seq = q.seq,
+        .start_ns = q.start_ns,
+        .sqlstate = f[2] == "serialization" ? "40001"
+                    : f[2] == "deadlock"    ? "40P01"
+                                            : "XX000",
+        .error = fmt::format("pgbench logged the transaction as {}", f[2]),
+    });
   } else {
     q.latency_ns = at.integer(f[2], "time") * 1'000;
+    q.start_ns = end_ns - q.latency_ns;
   }
-  q.start_ns = end_ns - q.latency_ns;
   out.queries.push_back(std::move(q));
 }
 
@@ -181,18 +193,24 @@ int import_pgbench_command(const ImportPgbenchOptions& o) {
   auto store = schema::Store::create(o.output_path);
   try {
     schema::RunInfo info = make_run_info("import-pgbench", o.argv, std::nullopt, 0);
-    if (!batch.queries.empty()) {
-      std::int64_t first = batch.queries.front().start_ns;
-      for (const auto& q : batch.queries) first = std::min(first, q.start_ns);
-      info.start_ns = first;
+    // The run spans the transactions, sent or skipped.
+    std::optional<std::int64_t> first_ns;
+    std::int64_t end_ns = 0;
+    std::set<int> clients;
+    auto span = [&](std::int64_t start_ns, std::int64_t last_ns, int client_id) {
+      first_ns = std::min(first_ns.value_or(start_ns), start_ns);
+      end_ns = std::max(end_ns, last_ns);
+      clients.insert(client_id);
+    };
+    for (const auto& q : batch.queries) span(q.start_ns, q.start_ns + q.latency_ns, q.client_id);
+    for (const auto& q : batch.query_skips) span(q.start_ns, q.start_ns + q.lag_ns, q.client_id);
+    if (first_ns) {
+      info.start_ns = *first_ns;
     } else if (!batch.pgbench_aggregates.empty()) {
       info.start_ns = batch.pgbench_aggregates.front().interval_start_ns;
     }
-    std::set<int> clients;
-    for (const auto& q : batch.queries) clients.insert(q.client_id);
+    end_ns = std::max(end_ns, info.start_ns);
     if (!clients.empty()) info.clients = static_cast<int>(clients.size());
-    std::int64_t end_ns = info.start_ns;
-    for (const auto& q : batch.queries) end_ns = std::max(end_ns, q.start_ns + q.latency_ns);
     store.begin_run(info);
     store.write(batch);  // one SQLite transaction
     store.end_run(end_ns, "complete", "imported");
@@ -202,8 +220,11 @@ int import_pgbench_command(const ImportPgbenchOptions& o) {
     throw;
   }
   fmt::print("run file: {}\n", o.output_path);
-  fmt::print("imported: {} transactions, {} aggregate intervals from {} file(s)\n",
-             batch.queries.size(), batch.pgbench_aggregates.size(), o.files.size());
+  fmt::print(
+      "imported: {} transactions ({} failed, {} skipped), {} aggregate intervals from {} "
+      "file(s)\n",
+      batch.queries.size() + batch.query_skips.size(), batch.query_errors.size(),
+      batch.query_skips.size(), batch.pgbench_aggregates.size(), o.files.size());
   fmt::print("next: stallscope explain {}\n", o.output_path);
   return 0;
 }

@@ -340,7 +340,11 @@ TEST(CorrelateWindow, TimeWindowsCountQueriesAndHostState) {
            .iowait_ms = 200,
            .procs_running = 3,
            .d_state = 1});
-  fx.batch().queries[3].sqlstate = "40001";  // client 0, second 3
+  {
+    const auto q = fx.batch().queries[3];  // client 0, second 3
+    fx.batch().query_errors.push_back(
+        {.client_id = q.client_id, .seq = q.seq, .start_ns = q.start_ns, .sqlstate = "40001"});
+  }
   auto r = fx.explain();
   ASSERT_EQ(r.windows.size(), 10u);
   for (std::size_t i = 0; i < r.windows.size(); ++i) {
@@ -784,16 +788,37 @@ TEST(CorrelatePair, WithoutAnEstimateTheServerTimesAreUnshiftedAndTheOutputSaysS
   EXPECT_NE(text.str().find("no clock-offset estimate in the run file"), std::string::npos);
 }
 
+// Errors come from query_error, matched to their query by the whole key:
+// both clients send at the same instants, so start_ns alone would not do; an
+// error row without its query (a file edited by hand) counts for nothing.
+TEST(CorrelateWindow, ErrorsAreMatchedToTheirQueriesByTheWholeKey) {
+  Fixture fx;
+  fx.host({});
+  auto error = [&](int client, std::int64_t seq, std::int64_t start_ns) {
+    fx.batch().query_errors.push_back(
+        {.client_id = client, .seq = seq, .start_ns = start_ns, .sqlstate = "40P01"});
+  };
+  error(1, 2, kT0 + 2 * kS);
+  error(0, 5, kT0 + 5 * kS);
+  error(1, 5, kT0 + 5 * kS);
+  error(0, 5, kT0 + 5 * kS + 1);  // no such query
+  error(1, 7, kT0 + 6 * kS);      // no such query (seq 7 started at 7 s)
+  auto r = fx.explain();
+  ASSERT_EQ(r.windows.size(), 10u);
+  for (std::size_t i = 0; i < r.windows.size(); ++i) {
+    EXPECT_EQ(r.windows[i].errors, i == 2 ? 1 : i == 5 ? 2 : 0) << "window " << i;
+  }
+  EXPECT_EQ(r.run.errors, 3);
+  EXPECT_EQ(r.run.queries, 20);
+}
+
 TEST(CorrelateWindow, SkippedQueriesAreCountedApartNotAsQueries) {
   Fixture fx;
   fx.host({});
   // Three --skip-late rows (never sent) with absurd latencies.
   for (int k = 0; k < 3; ++k) {
-    fx.batch().queries.push_back({.client_id = 0,
-                                  .seq = 100 + k,
-                                  .start_ns = kT0 + k * kS + 1,
-                                  .latency_ns = 100 * kS,
-                                  .skipped = true});
+    fx.batch().query_skips.push_back(
+        {.client_id = 0, .seq = 100 + k, .start_ns = kT0 + k * kS + 1, .lag_ns = 100 * kS});
   }
   auto r = fx.explain();
   EXPECT_EQ(r.run.queries, 20);

@@ -90,6 +90,36 @@ TEST_F(ImportPgbench, PerTransactionLogGivesTheSameCountAndLatencySum) {
   EXPECT_EQ(ex.exit_status, 0) << ex.err;
 }
 
+// pgbench's own "skipped" (-R -L) and "failed" lines, appended to a real -R
+// log in its format: the skipped one goes to query_skipped (not sent, so not
+// in query) with its lag, the failed one to query with its query_error row.
+TEST_F(ImportPgbench, SkippedAndFailedLinesLandInTheirTables) {
+  pgbench({"-t", "10", "-R", "500"}, "sf");
+  auto files = logs_with_prefix(dir_.path(), "sf");
+  ASSERT_FALSE(files.empty());
+  const auto sent = static_cast<std::int64_t>(read_fields(files).size());
+  std::ofstream(files[0], std::ios::app) << "0 10 skipped 0 1700000000 500000 12000\n"
+                                         << "1 10 failed 0 1700000001 250000 300\n";
+  std::vector<std::string> argv{test::stallscope_bin(), "import-pgbench", "-o", dir_.file("sf.db")};
+  argv.insert(argv.end(), files.begin(), files.end());
+  auto r = test::run_command(argv);
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  EXPECT_NE(r.out.find(fmt::format("imported: {} transactions (1 failed, 1 skipped)", sent + 2)),
+            std::string::npos)
+      << r.out;
+  SQLite::Database db(dir_.file("sf.db"));
+  EXPECT_EQ(db.execAndGet("SELECT count(*) FROM query").getInt64(), sent + 1);
+  EXPECT_EQ(db.execAndGet("SELECT group_concat(start_ns || ':' || client_id || ':' || seq || ':' "
+                          "|| lag_ns) FROM query_skipped")
+                .getString(),
+            "1700000000488000000:0:10:12000000");
+  EXPECT_EQ(db.execAndGet("SELECT group_concat(q.start_ns || ':' || q.latency_ns || ':' || "
+                          "q.lag_ns || ':' || e.sqlstate) FROM query q JOIN query_error e USING "
+                          "(start_ns, client_id, seq)")
+                .getString(),
+            "1700000001250000000:0:300000:XX000");
+}
+
 TEST_F(ImportPgbench, AggregateLogGivesTheSameCountAndLatencySum) {
   pgbench({"-T", "2", "--aggregate-interval=1"}, "agg");
   auto files = logs_with_prefix(dir_.path(), "agg");

@@ -106,15 +106,23 @@ TEST(Writer, CommitsEveryBatchAndMarksTheRun) {
     for (int i = 0; i < 100; ++i) {
       Batch b;
       b.queries.push_back({.client_id = i % 4, .seq = i, .start_ns = 1'000 + i, .latency_ns = 7});
-      if (i % 10 == 0) b.queries.back().sqlstate = "40P01";
+      if (i % 10 == 0) {
+        b.query_errors.push_back(
+            {.client_id = i % 4, .seq = i, .start_ns = 1'000 + i, .sqlstate = "40P01"});
+      }
       writer.submit(std::move(b));
     }
     writer.close(5'000, "complete", "done");
-    EXPECT_EQ(writer.rows_committed(), 100);
+    EXPECT_EQ(writer.rows_committed(), 110);
   }
   auto ro = Store::open_readonly(path);
   EXPECT_EQ(ro.db().execAndGet("SELECT count(*) FROM query").getInt(), 100);
-  EXPECT_EQ(ro.db().execAndGet("SELECT count(*) FROM query WHERE sqlstate = '40P01'").getInt(), 10);
+  EXPECT_EQ(ro.db()
+                .execAndGet(
+                    "SELECT count(*) FROM query JOIN query_error USING (start_ns, client_id, seq) "
+                    "WHERE sqlstate = '40P01'")
+                .getInt(),
+            10);
   EXPECT_EQ(ro.db().execAndGet("SELECT sum(latency_ns) FROM query").getInt(), 700);
   EXPECT_EQ(ro.db().execAndGet("SELECT status || ':' || end_ns FROM run").getString(),
             "complete:5000");

@@ -10,7 +10,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <random>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -38,6 +40,8 @@ std::function<void(schema::Batch)> Collected::sink() {
     };
     move_into(all_.clients, b.clients);
     move_into(all_.queries, b.queries);
+    move_into(all_.query_errors, b.query_errors);
+    move_into(all_.query_skips, b.query_skips);
     move_into(all_.ash_ticks, b.ash_ticks);
     move_into(all_.pg_activity, b.pg_activity);
   };
@@ -48,11 +52,33 @@ int Collected::batches() const {
   return batches_;
 }
 
-std::vector<schema::QueryRow> Collected::queries() const {
-  std::vector<schema::QueryRow> out;
+std::vector<Transaction> Collected::queries() const {
+  std::vector<Transaction> out;
   {
     std::lock_guard lock(mu_);
-    out = all_.queries;
+    std::map<std::tuple<std::int64_t, int, std::int64_t>, const schema::QueryErrorRow*> errors;
+    for (const auto& e : all_.query_errors) errors[{e.start_ns, e.client_id, e.seq}] = &e;
+    for (const auto& q : all_.queries) {
+      Transaction t;
+      static_cast<schema::QueryRow&>(t) = q;
+      if (auto it = errors.find({q.start_ns, q.client_id, q.seq}); it != errors.end()) {
+        t.sqlstate = it->second->sqlstate;
+        t.error = it->second->error;
+        errors.erase(it);
+      }
+      out.push_back(std::move(t));
+    }
+    EXPECT_TRUE(errors.empty()) << errors.size() << " query_error rows without their query";
+    for (const auto& k : all_.query_skips) {
+      Transaction t;
+      t.client_id = k.client_id;
+      t.seq = k.seq;
+      t.start_ns = k.start_ns;
+      t.latency_ns = k.lag_ns;
+      t.lag_ns = k.lag_ns;
+      t.skipped = true;
+      out.push_back(std::move(t));
+    }
   }
   std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
     return a.client_id != b.client_id ? a.client_id < b.client_id : a.seq < b.seq;
@@ -60,16 +86,16 @@ std::vector<schema::QueryRow> Collected::queries() const {
   return out;
 }
 
-std::vector<schema::QueryRow> Collected::queries(int client_id) const {
-  std::vector<schema::QueryRow> out;
+std::vector<Transaction> Collected::queries(int client_id) const {
+  std::vector<Transaction> out;
   for (auto& q : queries()) {
     if (q.client_id == client_id) out.push_back(std::move(q));
   }
   return out;
 }
 
-std::map<int, std::vector<schema::QueryRow>> Collected::by_client() const {
-  std::map<int, std::vector<schema::QueryRow>> out;
+std::map<int, std::vector<Transaction>> Collected::by_client() const {
+  std::map<int, std::vector<Transaction>> out;
   for (auto& q : queries()) out[q.client_id].push_back(std::move(q));
   return out;
 }

@@ -30,15 +30,24 @@ class TempDir {
 
 // A thread-safe sink (driver::Sink, sampler::Sink) that keeps every row it
 // is given; the accessors return copies.
+// A transaction as the driver reported it: a query row with its query_error
+// row joined in (sqlstate, error), or a query_skipped row (skipped; its lag
+// as latency_ns and lag_ns, no rows, no connection).
+struct Transaction : schema::QueryRow {
+  std::optional<std::string> sqlstate;  // nullopt = success
+  std::optional<std::string> error;
+  bool skipped = false;
+};
+
 class Collected {
  public:
   std::function<void(schema::Batch)> sink();
   int batches() const;
-  // Every query, ordered by (client_id, seq).
-  std::vector<schema::QueryRow> queries() const;
-  // The queries of one client, in seq order.
-  std::vector<schema::QueryRow> queries(int client_id) const;
-  std::map<int, std::vector<schema::QueryRow>> by_client() const;
+  // Every transaction, ordered by (client_id, seq).
+  std::vector<Transaction> queries() const;
+  // The transactions of one client, in seq order.
+  std::vector<Transaction> queries(int client_id) const;
+  std::map<int, std::vector<Transaction>> by_client() const;
   std::vector<schema::ClientRow> clients() const;
   // The backend pid that served `q`: its client's connection row's pid.
   std::optional<int> backend_pid(const schema::QueryRow& q) const;
