@@ -1,6 +1,7 @@
 #include <sys/stat.h>
 
 #include <SQLiteCpp/Statement.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "common/error.h"
@@ -50,6 +51,27 @@ TEST(Store, RefusesNewerSchemaVersion) {
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::usage);
     EXPECT_NE(std::string(e.what()).find("newer"), std::string::npos) << e.what();
+  }
+}
+
+// Version 1 kept sqlstate, error and skipped in `query`: explain would read
+// its failures as successes, so the file is refused by name.
+TEST(Store, RefusesOlderSchemaVersion) {
+  test::TempDir dir;
+  auto path = dir.file("run.db");
+  {
+    auto store = Store::create(path);
+    store.db().exec("PRAGMA user_version = 1");
+  }
+  try {
+    Store::open_readonly(path);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::usage);
+    EXPECT_EQ(std::string(e.what()),
+              fmt::format("cannot read {}: schema version 1 is older than this stallscope reads "
+                          "(2); record or import it again",
+                          path));
   }
 }
 
