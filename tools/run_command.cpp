@@ -32,7 +32,6 @@ int run_command(const RunOptions& o) {
   check_conninfo(o.conninfo);
   if (o.pooler_admin) check_conninfo(*o.pooler_admin);
   const auto protocol = driver::parse_protocol(o.protocol);
-  auto store = schema::Store::create(o.output_path);
 
   // Rows produced before the writer exists (the client rows of connect()).
   std::mutex early_mu;
@@ -96,6 +95,8 @@ int run_command(const RunOptions& o) {
     // its semicolons, as pgbench splits a script).
     dopt.scripts.push_back(driver::parse_script(o.sql, "--sql", dopt.variables));
   }
+  // The run file is created once the scripts parsed: bad input leaves none.
+  auto store = schema::Store::create(o.output_path);
   driver::Driver driver(dopt, sink);
   try {
     driver.connect();

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <regex>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include <SQLiteCpp/Database.h>
 #include <gtest/gtest.h>
@@ -212,6 +214,26 @@ TEST(RunCommand, BadInputGivesOneLineErrorAndStatus) {
       run_command({bin, "run", "-o", dir.file("d.db"), conninfo, "-f", dir.file("nope.sql")});
   EXPECT_EQ(missing_file.exit_status, 2);
   EXPECT_NE(missing_file.err.find("nope.sql"), std::string::npos) << missing_file.err;
+
+  // A script that cannot run (unsupported meta-command, bad \set, weight 0)
+  // and an unknown built-in: one line naming it, exit 2, and no file, so the
+  // same -o works once the input is fixed.
+  std::ofstream(dir.file("meta.sql")) << "SELECT 1;\n\\setshell x echo 1\n";
+  std::ofstream(dir.file("badset.sql")) << "\\set x 1 +\nSELECT :x;\n";
+  std::ofstream(dir.file("one.sql")) << "SELECT 1;\n";
+  for (const auto& [args, needle] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"-f", dir.file("meta.sql")}, "meta.sql:2"},
+           {{"-f", dir.file("badset.sql")}, "badset.sql:1"},
+           {{"-f", dir.file("one.sql") + "@0"}, "weights"},
+           {{"-b", "nosuch"}, "nosuch"}}) {
+    std::vector<std::string> argv{bin, "run", "-o", dir.file("s.db"), conninfo, "-T", "1"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto r = run_command(argv);
+    EXPECT_EQ(r.exit_status, 2) << args.back();
+    EXPECT_TRUE(one_line(r)) << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(dir.file("s.db"))) << args.back();
+  }
 
   // An existing run file is never overwritten.
   { std::ofstream(dir.file("exists.db")) << "precious"; }
