@@ -85,6 +85,34 @@ std::optional<std::string> conninfo_value(const std::string& conninfo, const std
   return std::nullopt;
 }
 
+std::string with_connection_flags(const std::string& conninfo,
+                                  const std::optional<std::string>& host,
+                                  const std::optional<std::string>& port,
+                                  const std::optional<std::string>& user) {
+  const bool flags = host || port || user;
+  if (is_uri(conninfo)) {
+    if (flags) {
+      throw Error(ErrorKind::usage,
+                  fmt::format("cannot combine -h/-p/-U with the URI conninfo '{}'",
+                              mask_conninfo(conninfo)));
+    }
+    return conninfo;
+  }
+  std::string out = conninfo;
+  const bool bare_name = !conninfo.empty() && conninfo.find('=') == std::string::npos &&
+                         conninfo.find_first_not_of(" \t") != std::string::npos;
+  if (bare_name) out = "dbname=" + quote_value(conninfo);
+  auto add = [&out](const char* key, const std::optional<std::string>& v) {
+    if (!v) return;
+    if (!out.empty()) out += ' ';
+    out += fmt::format("{}={}", key, quote_value(*v));
+  };
+  add("host", host);
+  add("port", port);
+  add("user", user);
+  return out;
+}
+
 void check_conninfo(const std::string& conninfo) {
   if (conninfo.empty()) return;
   char* err = nullptr;

@@ -18,6 +18,21 @@ std::string mask_conninfo(const std::string& conninfo);
 // environment variables and defaults apply).
 void check_conninfo(const std::string& conninfo);
 
+// pgbench's and psql's way of naming the server, folded into one conninfo:
+// `conninfo` may be a bare database name (no '=' and not a URI, e.g.
+// "shop"), which becomes dbname='shop'; each of `host`, `port`, `user`
+// given (-h, -p, -U) is appended as host=…, port=…, user=… (quoted as libpq
+// wants), so it overrides the same keyword earlier in a key=value conninfo.
+// A URI cannot take them: Error(usage) "cannot combine -h/-p/-U with the URI
+// conninfo '<masked>'". Without flags, a key=value conninfo or URI is
+// returned unchanged.
+// Example: with_connection_flags("shop", "/tmp", "5433", {}) ==
+//          "dbname=shop host=/tmp port=5433".
+std::string with_connection_flags(const std::string& conninfo,
+                                  const std::optional<std::string>& host,
+                                  const std::optional<std::string>& port,
+                                  const std::optional<std::string>& user);
+
 // The value of `keyword` (e.g. "dbname") given in `conninfo` (key=value or
 // URI, parsed by libpq's PQconninfoParse), or nullopt when it is not given
 // or the text does not parse. PG* environment variables are not consulted.

@@ -446,7 +446,21 @@ Script parse_script(std::string_view text, const std::string& file, Variables& v
   return script;
 }
 
-Script builtin_script(const std::string& name, Variables& variables) {
+Script builtin_script(const std::string& given, Variables& variables) {
+  // As pgbench: a unique prefix names a built-in ("-b select", "-b tpcb").
+  std::string name = given;
+  int matches = 0;
+  for (const char* b : {"tpcb-like", "simple-update", "select-only"}) {
+    if (std::string_view(b).starts_with(given) && !given.empty()) {
+      name = b;
+      ++matches;
+    }
+  }
+  if (matches > 1) {
+    throw_usage(fmt::format(
+        "cannot use built-in script '{}': ambiguous, say tpcb-like, simple-update or select-only",
+        given));
+  }
   variables.slot("scale");
   const char* text = nullptr;
   if (name == "select-only") {
@@ -482,7 +496,7 @@ Script builtin_script(const std::string& name, Variables& variables) {
   } else {
     throw_usage(fmt::format(
         "cannot use built-in script '{}': expected tpcb-like, simple-update or select-only (-b)",
-        name));
+        given));
   }
   return parse_script(text, "builtin: " + name, variables);
 }

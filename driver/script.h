@@ -61,7 +61,9 @@ std::string source_text(const ScriptCommand& cmd, const Variables& variables);
 Script parse_script(std::string_view text, const std::string& file, Variables& variables);
 
 // pgbench's built-in scripts: "select-only" (-S), "tpcb-like" (-b tpcb-like),
-// "simple-update" (-N). Their SQL uses :scale. Throws Error(usage) for others.
+// "simple-update" (-N); as with pgbench -b, a unique prefix names one
+// ("select"). Their SQL uses :scale. Throws Error(usage) for others and for
+// an ambiguous prefix.
 Script builtin_script(const std::string& name, Variables& variables);
 
 // Evaluates `e` with `values` (indexed by variable); throws Error(usage) for

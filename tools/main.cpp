@@ -9,11 +9,13 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "common/conninfo.h"
 #include "common/error.h"
 #include "driver/script.h"
 #include "tools/commands.h"
@@ -75,11 +77,20 @@ int main(int argc, char** argv) {
       "run",
       "Drive PostgreSQL with a closed-loop libpq client while sampling the host and "
       "pg_stat_activity; store both streams in one SQLite file.");
+  // -h is pgbench's --host here; help is --help only.
+  run_cmd->set_help_flag("--help", "Print this help message and exit");
   run_cmd->add_option("-o,--output", run.output_path, "Run file to create (SQLite; must not exist)")
       ->required();
   run_cmd->add_option("conninfo", run.conninfo,
-                      "Where to connect: anything libpq accepts (key=value or URI); PG* "
-                      "environment variables apply");
+                      "Where to connect: anything libpq accepts (key=value or URI), or a bare "
+                      "database name as pgbench takes it; PG* environment variables apply");
+  std::optional<std::string> run_host, run_port, run_user;
+  run_cmd->add_option("-h,--host", run_host, "Server host or socket directory (as pgbench -h)");
+  run_cmd->add_option("-p,--port", run_port, "Server port (as pgbench -p)");
+  run_cmd->add_option("-U,--username", run_user, "User name (as pgbench -U)");
+  bool no_vacuum = false;
+  run_cmd->add_flag("-n,--no-vacuum", no_vacuum,
+                    "Accepted for pgbench command lines: stallscope never vacuums before a run");
   run_cmd->add_option("-c,--client", run.clients, "Number of clients (connections)")
       ->capture_default_str()
       ->check(CLI::Range(1, 10000));
@@ -103,7 +114,12 @@ int main(int argc, char** argv) {
   auto* opt_b = run_cmd->add_option("-b,--builtin", run.builtin,
                                     "pgbench built-in script: tpcb-like, simple-update, "
                                     "select-only (tables from 'pgbench -i')");
+  bool simple_update = false;
+  auto* opt_N = run_cmd->add_flag("-N,--skip-some-updates", simple_update,
+                                  "pgbench's built-in simple-update script");
   opt_S->excludes(opt_b);
+  opt_N->excludes(opt_b);
+  opt_N->excludes(opt_S);
   run_cmd->add_option("-s,--scale", run.scale, "Value of :scale (default: from pgbench_branches)")
       ->check(CLI::PositiveNumber);
   opt_sql->excludes(opt_f);
@@ -238,14 +254,16 @@ int main(int argc, char** argv) {
   try {
     if (run_cmd->parsed()) {
       run.argv.assign(argv, argv + argc);
+      run.conninfo = stallscope::with_connection_flags(run.conninfo, run_host, run_port, run_user);
       if (select_only) run.builtin = "select-only";
+      if (simple_update) run.builtin = "simple-update";
       for (const auto& f : sql_files) {
         auto [path, weight] = stallscope::driver::split_weight(f);
         run.script_files.push_back({read_sql_file(path), path, weight});
       }
       if (run.builtin) {
         if (!sql_text.empty() || !sql_files.empty()) {
-          throw Error(ErrorKind::usage, "cannot combine -S/-b with --sql or -f");
+          throw Error(ErrorKind::usage, "cannot combine -S/-N/-b with --sql or -f");
         }
       } else if (!sql_files.empty()) {
         run.sql = run.script_files.front().text;

@@ -100,3 +100,30 @@ TEST(ConninfoValue, ReadsAKeywordFromKeyValueAndUri) {
 
 }  // namespace
 }  // namespace stallscope
+
+namespace stallscope {
+namespace {
+
+// pgbench's -h/-p/-U and bare database name, read back through libpq.
+TEST(WithConnectionFlags, BareNameIsADatabaseAndFlagsOverride) {
+  const auto c = with_connection_flags("shop", std::string("/tmp/sock dir"), std::string("5433"),
+                                       std::string("bench"));
+  EXPECT_EQ(conninfo_value(c, "dbname"), "shop");
+  EXPECT_EQ(conninfo_value(c, "host"), "/tmp/sock dir");
+  EXPECT_EQ(conninfo_value(c, "port"), "5433");
+  EXPECT_EQ(conninfo_value(c, "user"), "bench");
+  // On a key=value conninfo the flag wins over the same keyword.
+  const auto kv = with_connection_flags("host=a port=1 dbname=x", std::string("b"), {}, {});
+  EXPECT_EQ(conninfo_value(kv, "host"), "b");
+  EXPECT_EQ(conninfo_value(kv, "port"), "1");
+  EXPECT_EQ(conninfo_value(kv, "dbname"), "x");
+  // Nothing to add: unchanged, and empty stays empty (PG* variables apply).
+  EXPECT_EQ(with_connection_flags("host=a", {}, {}, {}), "host=a");
+  EXPECT_EQ(with_connection_flags("", {}, {}, {}), "");
+  EXPECT_EQ(conninfo_value(with_connection_flags("", {}, std::string("6000"), {}), "port"), "6000");
+  EXPECT_EQ(with_connection_flags("postgresql://db/x", {}, {}, {}), "postgresql://db/x");
+  EXPECT_THROW(with_connection_flags("postgresql://u:pw@db/x", std::string("h"), {}, {}), Error);
+}
+
+}  // namespace
+}  // namespace stallscope

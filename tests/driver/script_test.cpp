@@ -88,6 +88,12 @@ TEST(Script, WeightsAndBuiltins) {
   Script tpcb = builtin_script("tpcb-like", vars);
   EXPECT_EQ(tpcb.sql_commands(), 7);
   EXPECT_THROW(builtin_script("nope", vars), Error);
+  // A unique prefix names a built-in, as with pgbench -b.
+  EXPECT_EQ(builtin_script("select", vars).name, "builtin: select-only");
+  EXPECT_EQ(builtin_script("simple", vars).sql_commands(), 5);
+  EXPECT_EQ(builtin_script("tpcb", vars).sql_commands(), 7);
+  EXPECT_THROW(builtin_script("s", vars), Error);  // select-only or simple-update
+  EXPECT_THROW(builtin_script("", vars), Error);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/conninfo.h"
 #include "support/test_support.h"
 
 extern char** environ;
@@ -160,6 +161,38 @@ TEST(RunCommand, SigintKeepsEverythingRecordedAndMarksTheRun) {
             "interrupted:SIGINT");
   EXPECT_GT(count(db, "SELECT count(*) FROM query"), 10);
   EXPECT_GT(count(db, "SELECT count(*) FROM sample"), 5);
+}
+
+// A pgbench command line's connection part works as is: -h, -p, -U, a bare
+// database name, and -n (accepted; stallscope never vacuums).
+TEST(RunCommand, TakesPgbenchConnectionFlags) {
+  const auto conninfo = test::scratch_conninfo();
+  const auto host = conninfo_value(conninfo, "host");
+  const auto port = conninfo_value(conninfo, "port");
+  const auto user = conninfo_value(conninfo, "user");
+  ASSERT_TRUE(host && port && user) << conninfo;
+  test::TempDir dir;
+  const auto bin = test::stallscope_bin();
+  auto r = run_command({bin, "run", "-o", dir.file("p.db"), "-n", "-h", *host, "-p", *port, "-U",
+                        *user, "-t", "3", "-P", "0", "--sql",
+                        "SELECT current_database() = 'postgres'", "postgres"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  SQLite::Database db(dir.file("p.db"));
+  EXPECT_EQ(count(db, "SELECT count(*) FROM query WHERE rows = 1"), 3);
+  // Each flag reaches libpq: a wrong port, user or database is refused by name.
+  auto wrong_port = run_command({bin, "run", "-o", dir.file("w.db"), "-h", *host, "-p", "1", "-t",
+                                 "1", "--sql", "SELECT 1", "postgres"});
+  EXPECT_EQ(wrong_port.exit_status, 1);
+  EXPECT_NE(wrong_port.err.find(".s.PGSQL.1\""), std::string::npos) << wrong_port.err;
+  auto wrong_db = run_command({bin, "run", "-o", dir.file("w.db"), "-h", *host, "-p", *port, "-U",
+                               *user, "-t", "1", "--sql", "SELECT 1", "no_such_db"});
+  EXPECT_EQ(wrong_db.exit_status, 1);
+  EXPECT_NE(wrong_db.err.find("\"no_such_db\" does not exist"), std::string::npos) << wrong_db.err;
+  auto wrong_user = run_command({bin, "run", "-o", dir.file("w.db"), "-h", *host, "-p", *port, "-U",
+                                 "no_such_role", "-t", "1", "--sql", "SELECT 1", "postgres"});
+  EXPECT_EQ(wrong_user.exit_status, 1);
+  EXPECT_NE(wrong_user.err.find("no_such_role"), std::string::npos) << wrong_user.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("w.db")));
 }
 
 TEST(RunCommand, BadInputGivesOneLineErrorAndStatus) {
