@@ -1178,7 +1178,9 @@ void Worker::record(Client& c, std::int64_t done_mono_ns) {
     c.statement_rows.clear();
   }
   std::int64_t latency_ns = done_mono_ns - c.sent_mono_ns;
-  stats_.latency.record_ns(latency_ns);
+  // As pgbench: latency statistics and tps count successful transactions;
+  // failed ones are counted apart (and stored with their latency).
+  if (!c.failed) stats_.latency.record_ns(latency_ns);
   if (options_.latency_limit_ms &&
       static_cast<double>(latency_ns) > *options_.latency_limit_ms * 1e6) {
     bump(stats_.late, 1);
@@ -1685,7 +1687,7 @@ IntervalStats Driver::take_interval_stats() {
   detail::LatencyHistogram total = impl_->totals(errors);
   detail::LatencyHistogram delta = total.minus(impl_->interval_previous);
   IntervalStats out{
-      .queries = delta.count(),
+      .queries = delta.count() + (errors - impl_->interval_previous_errors),
       .errors = errors - impl_->interval_previous_errors,
       .mean_latency_ms = delta.mean_ns() / 1e6,
       .p99_latency_ms = static_cast<double>(delta.percentile_ns(0.99)) / 1e6,
@@ -1718,13 +1720,15 @@ Summary Driver::summary() const {
     last_ns = std::max(last_ns, s->last_done_mono_ns.load(std::memory_order_relaxed));
   }
   Summary out{
-      .queries = total.count(),
+      .queries = total.count() + errors,
       .errors = errors,
       .elapsed_ns = first_ns != 0 && last_ns > first_ns ? last_ns - first_ns : 0,
       .mean_latency_ms = total.mean_ns() / 1e6,
       .p99_latency_ms = static_cast<double>(total.percentile_ns(0.99)) / 1e6,
   };
-  if (out.elapsed_ns > 0) out.tps = static_cast<double>(out.queries) * 1e9 / out.elapsed_ns;
+  if (out.elapsed_ns > 0) {
+    out.tps = static_cast<double>(out.queries - out.errors) * 1e9 / out.elapsed_ns;
+  }
   const auto counters = impl_->counters();
   if (impl_->options.rate_tps) {
     out.mean_lag_ms = counters.lag_count > 0

@@ -87,11 +87,13 @@ struct StatementStats {
 };
 
 // Figures over an interval, for progress lines.
+// As pgbench's: latency figures and tps are over the successful
+// transactions; failed ones are counted in `errors` (and in `queries`).
 struct IntervalStats {
   std::int64_t queries = 0;  // completed in the interval (ok + failed)
   std::int64_t errors = 0;
-  double mean_latency_ms = 0;
-  double p99_latency_ms = 0;  // from a log-bucketed histogram, ±3 %
+  double mean_latency_ms = 0;  // successful transactions only
+  double p99_latency_ms = 0;   // successful only; from a log-bucketed histogram, ±3 %
   std::int64_t interval_ns = 0;
   std::optional<double> mean_lag_ms;  // -R only: mean schedule lag of those sent
   std::int64_t skipped = 0;           // --skip-late only
@@ -99,11 +101,11 @@ struct IntervalStats {
 };
 
 struct Summary {
-  std::int64_t queries = 0;
-  std::int64_t errors = 0;
+  std::int64_t queries = 0;     // completed (ok + failed)
+  std::int64_t errors = 0;      // failed
   std::int64_t elapsed_ns = 0;  // first send → last completion
-  double tps = 0;
-  double mean_latency_ms = 0;
+  double tps = 0;               // successful transactions per second, as pgbench's tps
+  double mean_latency_ms = 0;   // successful transactions only
   double p99_latency_ms = 0;
   std::optional<double> mean_lag_ms;       // -R only
   std::optional<double> max_lag_ms;        // -R only

@@ -186,8 +186,9 @@ int run_command(const RunOptions& o) {
     {
       auto driver_part = [&driver, &o] {
         const auto s = driver.take_interval_stats();
+        // tps and latency over successful transactions, as pgbench's progress.
         const double tps =
-            s.interval_ns > 0 ? static_cast<double>(s.queries) * 1e9 / s.interval_ns : 0;
+            s.interval_ns > 0 ? static_cast<double>(s.queries - s.errors) * 1e9 / s.interval_ns : 0;
         std::string out = fmt::format("{:.1f} tps, lat {:.3f} ms mean, {:.3f} ms p99", tps,
                                       s.mean_latency_ms, s.p99_latency_ms);
         if (s.mean_lag_ms) out += fmt::format(", lag {:.3f} ms", *s.mean_lag_ms);
@@ -243,7 +244,10 @@ int run_command(const RunOptions& o) {
   if (o.connect_per_transaction) fmt::print("connections opened: {}\n", s.connections);
   if (o.pipeline > 0)
     fmt::print("pipeline: {} transactions in flight per connection\n", o.pipeline);
-  fmt::print("tps = {:.1f}\n", s.tps);
+  // As pgbench: failed transactions are not in tps or the latency figures.
+  fmt::print(
+      "tps = {:.1f}{}\n", s.tps,
+      s.errors > 0 ? fmt::format(" (the {} failed transactions not counted)", s.errors) : "");
   if (o.per_statement) {
     // As pgbench -r: mean latency per SQL command, by script.
     fmt::print("statement latencies in milliseconds (mean over executions):\n");

@@ -222,6 +222,34 @@ TEST(Driver, FailingQueryIsRecordedAndTheRunGoesOn) {
   EXPECT_EQ(d.summary().errors, 5);
 }
 
+// As pgbench: tps and the latency figures count successful transactions
+// only. Every other transaction fails at once, the others take ≥ 20 ms: a
+// mean over all of them would be about half that.
+TEST(Driver, TpsAndLatencyCountSuccessfulTransactionsOnly) {
+  std::string conninfo = test::scratch_conninfo();
+  test::psql(conninfo, "DROP SEQUENCE IF EXISTS drv_alt; CREATE SEQUENCE drv_alt");
+  // Odd n: 20 ms of sleep, then 1/1. Even n: no sleep, then 1/0.
+  auto o = options(1, 1,
+                   "SELECT pg_sleep((n % 2) * 0.02), 1 / (n % 2)::int FROM (SELECT "
+                   "nextval('drv_alt') AS n) a");
+  o.queries_per_client = 10;
+  Collected got;
+  Driver d(o, got.sink());
+  d.connect();
+  d.run();
+  const auto s = d.summary();
+  EXPECT_EQ(s.queries, 10);
+  EXPECT_EQ(s.errors, 5);
+  EXPECT_GE(s.mean_latency_ms, 20.0);
+  ASSERT_GT(s.elapsed_ns, 0);
+  EXPECT_DOUBLE_EQ(s.tps, 5 * 1e9 / static_cast<double>(s.elapsed_ns));
+  // Every transaction is still stored, the failed ones with their latency.
+  auto q = got.queries();
+  ASSERT_EQ(q.size(), 10u);
+  EXPECT_EQ(std::count_if(q.begin(), q.end(), [](const auto& t) { return t.sqlstate == "22012"; }),
+            5);
+}
+
 TEST(Driver, FailureInsideAnExplicitTransactionDoesNotPoisonTheNext) {
   // The error aborts the rest of the string, COMMIT included; without a
   // ROLLBACK every later transaction would fail with 25P02.
