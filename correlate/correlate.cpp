@@ -466,19 +466,27 @@ void scan_queries(SQLite::Database& db, const ExplainOptions& opt, Report& repor
     }
     if (s.queries == 0) A = B = start;
     ++s.queries;
-    if (error) ++s.errors;
-    latency_sum += latency;
-    latency_max = s.queries == 1 ? latency : std::max(latency_max, latency);
     B = std::max(B, start + latency);
-    hist.add(latency);
+    // As pgbench: throughput and latency count successful queries; a failed
+    // one is counted apart (its latency may be unknown: 0 in a pgbench log).
+    if (error) {
+      ++s.errors;
+    } else {
+      latency_sum += latency;
+      latency_max = s.queries - s.errors == 1 ? latency : std::max(latency_max, latency);
+      hist.add(latency);
+    }
     if (opt.every_queries) {
-      if (lat.empty()) {
+      if (lat.empty() && cur.errors == 0) {
         cur.start_ns = start;
         cur_end = start;
       }
-      lat.push_back(latency);
       cur_end = std::max(cur_end, start + latency);
-      if (error) ++cur.errors;
+      if (error) {
+        ++cur.errors;
+        continue;
+      }
+      lat.push_back(latency);
       if (static_cast<std::int64_t>(lat.size()) == *opt.every_queries) {
         fill_latency_stats(lat, cur);
         cur.duration_s = double(cur_end - cur.start_ns) / kNsPerS;
@@ -499,11 +507,14 @@ void scan_queries(SQLite::Database& db, const ExplainOptions& opt, Report& repor
       }
     }
     if (too_many) continue;
+    if (error) {
+      ++windows[static_cast<std::size_t>(i)].errors;
+      continue;
+    }
     lat.push_back(latency);
-    if (error) ++windows[static_cast<std::size_t>(i)].errors;
   }
   if (opt.every_queries) {
-    if (!lat.empty()) {
+    if (!lat.empty() || cur.errors > 0) {
       fill_latency_stats(lat, cur);
       cur.duration_s = double(cur_end - cur.start_ns) / kNsPerS;
       if (cur_end > cur.start_ns) cur.tps = double(cur.queries) / cur.duration_s;
@@ -542,11 +553,13 @@ void scan_queries(SQLite::Database& db, const ExplainOptions& opt, Report& repor
           after.int64(0)));
     }
   }
-  s.latency_mean_ms = double(latency_sum) / double(s.queries) / kNsPerMs;
-  s.latency_max_ms = ms(latency_max);
+  if (const auto ok = s.queries - s.errors; ok > 0) {
+    s.latency_mean_ms = double(latency_sum) / double(ok) / kNsPerMs;
+    s.latency_max_ms = ms(latency_max);
+  }
   s.query_start_ns = A;
   s.query_end_ns = B;
-  if (B > A) s.tps = double(s.queries) / (double(B - A) / kNsPerS);
+  if (B > A) s.tps = double(s.queries - s.errors) / (double(B - A) / kNsPerS);
 }
 
 // Closes the windows at B: time windows partition [A, B) (without queries

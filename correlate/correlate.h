@@ -76,7 +76,9 @@ struct RunSummary {
   // this are left out — past it some clients' rows may not be stored yet (at
   // most the last second before the latest stored query). Else absent.
   std::optional<std::int64_t> queries_until_ns;
-  std::optional<double> tps;  // queries ÷ query span, 1/s
+  // tps and the latency figures count successful queries (queries − errors),
+  // as pgbench's do; absent when there is none.
+  std::optional<double> tps;  // successful queries ÷ query span, 1/s
   std::optional<double> latency_mean_ms;
   std::optional<double> latency_p50_ms;  // nearest rank, within 0.2 % (one-pass histogram)
   std::optional<double> latency_p99_ms;  // nearest rank, within 0.2 % (one-pass histogram)
@@ -141,7 +143,7 @@ struct Window {
   std::int64_t end_ns = 0;
   double start_offset_s = 0;  // start_ns − the first window's start, s
   double duration_s = 0;  // time windows: end − start; query windows: first sent → last answered
-  std::int64_t queries = 0;  // queries sent in the window
+  std::int64_t queries = 0;  // successful queries sent in the window (failed: errors)
   std::int64_t errors = 0;
   std::optional<double> tps;  // queries ÷ duration_s
   std::optional<double> latency_min_ms;

@@ -351,8 +351,9 @@ TEST(CorrelateWindow, TimeWindowsCountQueriesAndHostState) {
     const auto& w = r.windows[i];
     EXPECT_EQ(w.start_ns, kT0 + std::int64_t(i) * kS);
     EXPECT_DOUBLE_EQ(w.start_offset_s, double(i));
-    EXPECT_EQ(w.queries, 2);
-    EXPECT_DOUBLE_EQ(*w.tps, 2.0);
+    // The failed query (window 3) is an error, not throughput.
+    EXPECT_EQ(w.queries, i == 3 ? 1 : 2);
+    EXPECT_DOUBLE_EQ(*w.tps, i == 3 ? 1.0 : 2.0);
     EXPECT_DOUBLE_EQ(*w.latency_mean_ms, 1000.0);
     EXPECT_DOUBLE_EQ(*w.latency_p99_ms, 1000.0);
     EXPECT_EQ(w.errors, i == 3 ? 1 : 0);
@@ -367,7 +368,7 @@ TEST(CorrelateWindow, TimeWindowsCountQueriesAndHostState) {
   EXPECT_EQ(r.windows[1].processes_d_state_max, 1);
   EXPECT_EQ(r.run.queries, 20);
   EXPECT_EQ(r.run.errors, 1);
-  EXPECT_DOUBLE_EQ(*r.run.tps, 2.0);
+  EXPECT_NEAR(*r.run.tps, 1.9, 1e-12);  // 19 successful over 10 s
 }
 
 TEST(CorrelateWindow, EveryNQueriesGivesMinMaxMeanStddev) {
@@ -810,6 +811,47 @@ TEST(CorrelateWindow, ErrorsAreMatchedToTheirQueriesByTheWholeKey) {
   }
   EXPECT_EQ(r.run.errors, 3);
   EXPECT_EQ(r.run.queries, 20);
+}
+
+// A pgbench log's failed transactions have no latency (stored as 0): they
+// must not pull the latency figures down or count as throughput, in time
+// windows or in windows of N queries.
+TEST(CorrelateWindow, FailedQueriesAreNotThroughputOrLatency) {
+  for (const bool every : {false, true}) {
+    Fixture fx;
+    fx.host({});
+    for (int k = 0; k < 10; ++k) {
+      const std::int64_t start = kT0 + k * kS + 500 * kMs;
+      fx.batch().queries.push_back(
+          {.client_id = 0, .seq = 100 + k, .start_ns = start, .latency_ns = 0});
+      fx.batch().query_errors.push_back(
+          {.client_id = 0, .seq = 100 + k, .start_ns = start, .sqlstate = "40001"});
+    }
+    ExplainOptions opt;
+    if (every) opt.every_queries = 4;
+    auto r = fx.explain(opt);
+    EXPECT_EQ(r.run.queries, 30);
+    EXPECT_EQ(r.run.errors, 10);
+    EXPECT_DOUBLE_EQ(*r.run.latency_mean_ms, 1000.0);
+    EXPECT_DOUBLE_EQ(*r.run.latency_p50_ms, 1000.0);
+    EXPECT_DOUBLE_EQ(*r.run.tps, 2.0);
+    std::int64_t queries = 0, errors = 0;
+    for (const auto& w : r.windows) {
+      queries += w.queries;
+      errors += w.errors;
+      if (w.queries > 0) {
+        EXPECT_DOUBLE_EQ(*w.latency_mean_ms, 1000.0);
+      }
+    }
+    EXPECT_EQ(queries, 20) << "every=" << every;
+    EXPECT_EQ(errors, 10) << "every=" << every;
+    if (every) {
+      // 4 successful each, then one holding only the last failure (9.5 s).
+      ASSERT_EQ(r.windows.size(), 6u);
+      EXPECT_EQ(r.windows.back().queries, 0);
+      EXPECT_EQ(r.windows.back().errors, 1);
+    }
+  }
 }
 
 TEST(CorrelateWindow, SkippedQueriesAreCountedApartNotAsQueries) {
