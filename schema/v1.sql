@@ -329,6 +329,9 @@ CREATE TABLE query_error (
 
 -- -R -L --skip-late: one row per transaction not sent because it was already
 -- later than -L at its turn (pgbench's "skipped"). Not in `query`.
+-- import-pgbench: pgbench logs a skipped transaction at the time it was
+-- skipped with a schedule lag of 0, so there start_ns is that time and
+-- lag_ns is 0.
 CREATE TABLE query_skipped (
   start_ns            INTEGER NOT NULL,           -- wall clock of its scheduled start
   client_id           INTEGER NOT NULL,

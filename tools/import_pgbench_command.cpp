@@ -16,6 +16,7 @@
 #include <charconv>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <set>
 
 #include <fmt/format.h>
@@ -53,6 +54,13 @@ struct LineError {
     if (ec != std::errc() || p != field.data() + field.size()) {
       fail(fmt::format("{} '{}' is not an integer", name, field));
     }
+    return v;
+  }
+  // An integer in [lo, hi].
+  std::int64_t integer_in(std::string_view field, const char* name, std::int64_t lo,
+                          std::int64_t hi) const {
+    const auto v = integer(field, name);
+    if (v < lo || v > hi) fail(fmt::format("{} '{}' is out of range {}..{}", name, field, lo, hi));
     return v;
   }
   double real(std::string_view field, const char* name) const {
@@ -102,9 +110,11 @@ void transaction_row(const std::vector<std::string_view>& f, const LineError& at
   q.client_id = static_cast<int>(at.integer(f[0], "client_id"));
   q.seq = at.integer(f[1], "transaction_no");
   at.integer(f[3], "script_no");
-  std::int64_t end_ns =
-      at.integer(f[4], "time_epoch") * 1'000'000'000 + at.integer(f[5], "time_us") * 1'000;
-  if (f.size() >= 7) q.lag_ns = at.integer(f[6], "schedule_lag") * 1'000;
+  // Durations in µs that fit in ns; epoch seconds up to 2096.
+  constexpr std::int64_t kMaxUs = std::numeric_limits<std::int64_t>::max() / 4'000;
+  std::int64_t end_ns = at.integer_in(f[4], "time_epoch", 0, 4'000'000'000) * 1'000'000'000 +
+                        at.integer_in(f[5], "time_us", 0, 999'999) * 1'000;
+  if (f.size() >= 7) q.lag_ns = at.integer_in(f[6], "schedule_lag", 0, kMaxUs) * 1'000;
   if (f.size() == 8) at.integer(f[7], "retries");
   if (f[2] == "skipped") {
     // Never sent: time_epoch is when it was skipped, schedule_lag how late.
@@ -127,7 +137,7 @@ void transaction_row(const std::vector<std::string_view>& f, const LineError& at
         .error = fmt::format("pgbench logged the transaction as {}", f[2]),
     });
   } else {
-    q.latency_ns = at.integer(f[2], "time") * 1'000;
+    q.latency_ns = at.integer_in(f[2], "time", 0, kMaxUs) * 1'000;
     q.start_ns = end_ns - q.latency_ns;
   }
   out.queries.push_back(std::move(q));

@@ -160,6 +160,19 @@ TEST_F(ImportPgbench, MalformedLineIsAOneLineErrorAndNoFileIsLeft) {
       << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   EXPECT_FALSE(std::filesystem::exists(dir_.file("bad.db")));
+  // Numbers pgbench never writes: a negative latency, time_us past a second.
+  for (const auto& [line, message] : std::vector<std::pair<std::string, std::string>>{
+           {"0 21 -5 0 1700000000 5", "time '-5' is out of range"},
+           {"0 21 5 0 1700000000 9999999", "time_us '9999999' is out of range 0..999999"}}) {
+    std::ofstream(dir_.file("range.log")) << "0 20 5 0 1700000000 5\n" << line << "\n";
+    auto bad = test::run_command({test::stallscope_bin(), "import-pgbench", "-o",
+                                  dir_.file("range.db"), dir_.file("range.log")});
+    EXPECT_EQ(bad.exit_status, 2) << line;
+    EXPECT_NE(bad.err.find(fmt::format("{}:2: {}", dir_.file("range.log"), message)),
+              std::string::npos)
+        << bad.err;
+    EXPECT_FALSE(std::filesystem::exists(dir_.file("range.db")));
+  }
 }
 
 }  // namespace
