@@ -734,6 +734,9 @@ void Worker::pick_script(Client& c) {
     c.values.resize(options_.variables.names.size());
     if (auto scale = options_.variables.find("scale"))
       c.values[*scale] = options_.scale.value_or(1);
+    for (const auto& [name, value] : options_.defines) {
+      if (auto slot = options_.variables.find(name)) c.values[*slot] = value;
+    }
   }
 }
 

@@ -56,6 +56,9 @@ struct DriverOptions {
   std::vector<Script> scripts;
   Variables variables;
   std::optional<std::int64_t> scale;  // value of :scale; unset = as described above
+  // -D NAME=VALUE: initial values of script variables (names registered in
+  // `variables` before the scripts are parsed, so `:NAME` substitutes).
+  std::vector<std::pair<std::string, std::int64_t>> defines;
   // --pipeline N (0 = off): libpq pipeline mode, up to N transactions in
   // flight per connection, each sent with its own Sync (so a failure aborts
   // only its own transaction). Supported: transactions of one SQL statement

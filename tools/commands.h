@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace stallscope::tools {
@@ -27,9 +28,12 @@ struct RunOptions {
     std::string text, path;
     int weight = 1;
   };
-  std::vector<ScriptFile> script_files;     // -f FILE[@WEIGHT], contents read
-  std::optional<std::string> builtin;       // -S (select-only) or -b NAME
-  std::optional<std::int64_t> scale;        // -s
+  std::vector<ScriptFile> script_files;  // -f FILE[@WEIGHT], contents read
+  std::optional<std::string> builtin;    // -S (select-only) or -b NAME
+  std::optional<std::int64_t> scale;     // -s
+  // -D NAME=VALUE: script variables set before each client's first
+  // transaction (integers; pgbench's -D).
+  std::vector<std::pair<std::string, std::int64_t>> defines;
   double hz = 10;                           // --hz
   double progress_s = 1;                    // -P; 0 = no progress lines
   bool delayacct = false;                   // --delayacct

@@ -4,6 +4,7 @@
 // 0 success, 1 the run or analysis failed, 2 bad usage or bad input — always
 // with a one-line message naming the offending thing.
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -120,6 +121,10 @@ int main(int argc, char** argv) {
   opt_S->excludes(opt_b);
   opt_N->excludes(opt_b);
   opt_N->excludes(opt_S);
+  std::vector<std::string> defines;
+  run_cmd->add_option("-D,--define", defines,
+                      "NAME=VALUE: set script variable :NAME (an integer) before the first "
+                      "transaction, as pgbench -D; repeatable");
   run_cmd->add_option("-s,--scale", run.scale, "Value of :scale (default: from pgbench_branches)")
       ->check(CLI::PositiveNumber);
   opt_sql->excludes(opt_f);
@@ -257,6 +262,19 @@ int main(int argc, char** argv) {
       run.conninfo = stallscope::with_connection_flags(run.conninfo, run_host, run_port, run_user);
       if (select_only) run.builtin = "select-only";
       if (simple_update) run.builtin = "simple-update";
+      for (const auto& d : defines) {
+        const auto eq = d.find('=');
+        std::int64_t value = 0;
+        const char* end = d.data() + d.size();
+        const bool ok = eq != std::string::npos && eq > 0 &&
+                        std::from_chars(d.data() + eq + 1, end, value).ptr == end &&
+                        eq + 1 < d.size();
+        if (!ok) {
+          throw Error(ErrorKind::usage,
+                      fmt::format("cannot use -D '{}': expected NAME=INTEGER", d));
+        }
+        run.defines.emplace_back(d.substr(0, eq), value);
+      }
       for (const auto& f : sql_files) {
         auto [path, weight] = stallscope::driver::split_weight(f);
         run.script_files.push_back({read_sql_file(path), path, weight});

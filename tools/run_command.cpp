@@ -66,11 +66,13 @@ int run_command(const RunOptions& o) {
   // Scripts replace the single SQL string unless the file is plain SQL the
   // fast path runs as is: one file, no weight, no meta-command, and (outside
   // simple mode) a single SQL command.
+  dopt.defines = o.defines;
+  for (const auto& d : o.defines) dopt.variables.slot(d.first);  // so :NAME substitutes
   if (o.builtin) {
     dopt.scripts.push_back(driver::builtin_script(*o.builtin, dopt.variables));
   } else if (!o.script_files.empty()) {
     std::vector<driver::Script> scripts;
-    driver::Variables variables;
+    driver::Variables variables = dopt.variables;
     bool needs_scripts = o.script_files.size() > 1 || o.script_files.front().weight != 1 ||
                          o.scale.has_value() || o.per_statement;
     for (const auto& f : o.script_files) {

@@ -195,6 +195,27 @@ TEST(RunCommand, TakesPgbenchConnectionFlags) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("w.db")));
 }
 
+// -D NAME=VALUE sets a script variable as pgbench's does; a malformed one is
+// a usage error naming it.
+TEST(RunCommand, DefineSetsAScriptVariable) {
+  const auto conninfo = test::scratch_conninfo();
+  test::psql(conninfo, "DROP TABLE IF EXISTS run_define; CREATE TABLE run_define (v bigint)");
+  test::TempDir dir;
+  std::ofstream(dir.file("d.sql")) << "INSERT INTO run_define VALUES (:x + :y);\n";
+  const auto bin = test::stallscope_bin();
+  auto r = run_command({bin, "run", "-o", dir.file("d.db"), conninfo, "-f", dir.file("d.sql"), "-D",
+                        "x=41", "-D", "y=-1", "-c", "2", "-t", "3", "-P", "0"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  EXPECT_EQ(
+      test::psql(conninfo, "SELECT count(*) || ':' || min(v) || ':' || max(v) FROM run_define"),
+      "6:40:40");
+  auto bad = run_command({bin, "run", "-o", dir.file("e.db"), conninfo, "-f", dir.file("d.sql"),
+                          "-D", "x=forty", "-t", "1"});
+  EXPECT_EQ(bad.exit_status, 2);
+  EXPECT_NE(bad.err.find("-D 'x=forty'"), std::string::npos) << bad.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("e.db")));
+}
+
 TEST(RunCommand, BadInputGivesOneLineErrorAndStatus) {
   auto conninfo = test::scratch_conninfo();
   test::TempDir dir;
