@@ -17,6 +17,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -201,6 +202,7 @@ int import_pgbench_command(const ImportPgbenchOptions& o) {
   }
 
   auto store = schema::Store::create(o.output_path);
+  std::string sampled_note;
   try {
     schema::RunInfo info = make_run_info("import-pgbench", o.argv, std::nullopt, 0);
     // The run spans the transactions, sent or skipped.
@@ -221,9 +223,30 @@ int import_pgbench_command(const ImportPgbenchOptions& o) {
     }
     end_ns = std::max(end_ns, info.start_ns);
     if (!clients.empty()) info.clients = static_cast<int>(clients.size());
+    // pgbench --sampling-rate logs a random share of the transactions, and
+    // says so nowhere but in the gaps of each client's transaction_no.
+    std::map<int, std::pair<std::int64_t, std::int64_t>> seq_span;  // client → min, max
+    std::int64_t logged = 0;
+    auto seen = [&](int client, std::int64_t seq) {
+      auto [it, added] = seq_span.try_emplace(client, seq, seq);
+      if (!added) it->second = {std::min(it->second.first, seq), std::max(it->second.second, seq)};
+      ++logged;
+    };
+    for (const auto& q : batch.queries) seen(q.client_id, q.seq);
+    for (const auto& q : batch.query_skips) seen(q.client_id, q.seq);
+    std::int64_t numbered = 0;
+    for (const auto& [client, span] : seq_span) numbered += span.second - span.first + 1;
+    std::string reason = "imported";
+    if (logged > 0 && logged < numbered) {
+      sampled_note = fmt::format(
+          "sampled log: {} of {} transaction numbers present (about {:.1f} %, as with pgbench "
+          "--sampling-rate); counts and tps cover the logged transactions only",
+          logged, numbered, 100.0 * static_cast<double>(logged) / static_cast<double>(numbered));
+      reason += "; " + sampled_note;
+    }
     store.begin_run(info);
     store.write(batch);  // one SQLite transaction
-    store.end_run(end_ns, "complete", "imported");
+    store.end_run(end_ns, "complete", reason);
   } catch (...) {
     store = schema::Store::create(":memory:");
     remove_run_file(o.output_path);
@@ -235,6 +258,7 @@ int import_pgbench_command(const ImportPgbenchOptions& o) {
       "file(s)\n",
       batch.queries.size() + batch.query_skips.size(), batch.query_errors.size(),
       batch.query_skips.size(), batch.pgbench_aggregates.size(), o.files.size());
+  if (!sampled_note.empty()) fmt::print("note: {}\n", sampled_note);
   fmt::print("next: stallscope explain {}\n", o.output_path);
   return 0;
 }

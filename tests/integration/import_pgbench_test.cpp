@@ -85,6 +85,7 @@ TEST_F(ImportPgbench, PerTransactionLogGivesTheSameCountAndLatencySum) {
   EXPECT_EQ(db.execAndGet("SELECT sum(lag_ns) FROM query").getInt64(), lag_us * 1000);
   EXPECT_EQ(db.execAndGet("SELECT count(DISTINCT client_id) FROM query").getInt64(), 2);
   EXPECT_EQ(db.execAndGet("SELECT mode FROM run").getString(), "import-pgbench");
+  EXPECT_EQ(r.out.find("sampled"), std::string::npos) << r.out;
   // explain works on it.
   auto ex = test::run_command({test::stallscope_bin(), "explain", dir_.file("tx.db")});
   EXPECT_EQ(ex.exit_status, 0) << ex.err;
@@ -118,6 +119,28 @@ TEST_F(ImportPgbench, SkippedAndFailedLinesLandInTheirTables) {
                           "(start_ns, client_id, seq)")
                 .getString(),
             "1700000001250000000:0:300000:XX000");
+}
+
+// --sampling-rate logs about that share of the transactions; the gaps in
+// each client's transaction numbers give it away, and the import says so
+// (and keeps it in run.end_reason, which explain prints).
+TEST_F(ImportPgbench, SampledLogIsNamedAsSuch) {
+  pgbench({"-t", "400", "--sampling-rate=0.25"}, "samp");
+  auto files = logs_with_prefix(dir_.path(), "samp");
+  ASSERT_FALSE(files.empty());
+  const auto logged = read_fields(files).size();
+  ASSERT_GT(logged, 50u);
+  ASSERT_LT(logged, 400u);
+  std::vector<std::string> argv{test::stallscope_bin(), "import-pgbench", "-o",
+                                dir_.file("samp.db")};
+  argv.insert(argv.end(), files.begin(), files.end());
+  auto r = test::run_command(argv);
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  EXPECT_NE(r.out.find(fmt::format("note: sampled log: {} of ", logged)), std::string::npos)
+      << r.out;
+  SQLite::Database db(dir_.file("samp.db"));
+  EXPECT_NE(db.execAndGet("SELECT end_reason FROM run").getString().find("sampled log"),
+            std::string::npos);
 }
 
 TEST_F(ImportPgbench, AggregateLogGivesTheSameCountAndLatencySum) {
