@@ -1201,6 +1201,72 @@ bool is_server_wait_class(std::string_view type) {
 
 }  // namespace detail
 
+namespace {
+// The pgbench_aggregate rows' totals (an imported aggregate log), if any.
+std::optional<PgbenchAggregateSummary> read_pgbench_aggregate(SQLite::Database& db) {
+  using detail::kNsPerMs, detail::kNsPerS, detail::ms;
+  SQLite::Statement st(
+      db,
+      "SELECT count(*), sum(transactions), sum(coalesce(serialization_failures, 0) "
+      "+ coalesce(deadlock_failures, 0)), sum(coalesce(skipped, 0)), "
+      "sum(latency_sum_ns), min(latency_min_ns), max(latency_max_ns), "
+      "sum(lag_sum_ns), min(interval_start_ns), max(interval_start_ns) FROM "
+      "pgbench_aggregate");
+  if (!st.executeStep() || st.getColumn(0).getInt64() == 0) return std::nullopt;
+  PgbenchAggregateSummary a;
+  a.intervals = st.getColumn(0).getInt64();
+  a.transactions = st.getColumn(1).getInt64();
+  a.failures = st.getColumn(2).getInt64();
+  a.skipped = st.getColumn(3).getInt64();
+  // The interval: the smallest step between a file's consecutive rows.
+  SQLite::Statement step(db,
+                         "SELECT min(d) FROM (SELECT interval_start_ns - lag(interval_start_ns) "
+                         "OVER (PARTITION BY file ORDER BY interval_start_ns) AS d FROM "
+                         "pgbench_aggregate) WHERE d > 0");
+  a.interval_ns =
+      step.executeStep() && !step.getColumn(0).isNull() ? step.getColumn(0).getInt64() : kNsPerS;
+  a.start_ns = st.getColumn(8).getInt64();
+  a.end_ns = st.getColumn(9).getInt64() + a.interval_ns;
+  a.tps = double(a.transactions) / (double(a.end_ns - a.start_ns) / kNsPerS);
+  if (a.transactions > 0) {
+    a.latency_mean_ms = double(st.getColumn(4).getInt64()) / double(a.transactions) / kNsPerMs;
+    if (!st.getColumn(7).isNull()) {
+      a.lag_mean_ms = double(st.getColumn(7).getInt64()) / double(a.transactions) / kNsPerMs;
+    }
+  }
+  if (!st.getColumn(5).isNull()) a.latency_min_ms = ms(st.getColumn(5).getInt64());
+  if (!st.getColumn(6).isNull()) a.latency_max_ms = ms(st.getColumn(6).getInt64());
+  return a;
+}
+// A file with pgbench aggregate intervals but no queries: each time window
+// gets the transactions, failures and mean latency of the intervals that
+// start in it (all files together), so its throughput shows.
+void fill_windows_from_aggregates(SQLite::Database& db, Report& report) {
+  using detail::kNsPerMs, detail::kNsPerS;
+  SQLite::Statement st(db,
+                       "SELECT interval_start_ns, transactions, latency_sum_ns, "
+                       "coalesce(serialization_failures, 0) + coalesce(deadlock_failures, 0) FROM "
+                       "pgbench_aggregate ORDER BY interval_start_ns");
+  std::vector<std::int64_t> latency_sum(report.windows.size(), 0);
+  std::size_t w = 0;
+  while (st.executeStep()) {
+    const auto start = st.getColumn(0).getInt64();
+    while (w < report.windows.size() && start >= report.windows[w].end_ns) ++w;
+    if (w == report.windows.size()) break;
+    if (start < report.windows[w].start_ns) continue;
+    report.windows[w].queries += st.getColumn(1).getInt64();
+    latency_sum[w] += st.getColumn(2).getInt64();
+    report.windows[w].errors += st.getColumn(3).getInt64();
+  }
+  for (std::size_t i = 0; i < report.windows.size(); ++i) {
+    auto& win = report.windows[i];
+    if (win.duration_s > 0) win.tps = double(win.queries) / win.duration_s;
+    if (win.queries > 0)
+      win.latency_mean_ms = double(latency_sum[i]) / double(win.queries) / kNsPerMs;
+  }
+}
+}  // namespace
+
 Report explain(schema::Store& store, const ExplainOptions& options) {
   using namespace detail;
   auto& db = store.db();
@@ -1222,9 +1288,16 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
     f.has_queries = report.run.queries > 0;
     if (report.run.queries > 0 && 2 * report.run.errors >= report.run.queries) {
       report.notes.push_back(fmt::format(
-          "{} of {} queries failed: the latency and throughput figures describe failures, not the "
-          "workload (SELECT sqlstate, count(*), min(error) FROM query_error GROUP BY 1).",
-          report.run.errors, report.run.queries));
+          "{} of {} queries failed: throughput and latency count only the {} that succeeded "
+          "(SELECT sqlstate, count(*), min(error) FROM query_error GROUP BY 1).",
+          report.run.errors, report.run.queries, report.run.queries - report.run.errors));
+    }
+    report.pgbench_aggregate = read_pgbench_aggregate(db);
+    if (report.pgbench_aggregate && !f.has_queries) {
+      report.notes.push_back(
+          "Throughput and latency come from imported pgbench aggregate intervals: no "
+          "percentiles, windows of queries or per-query attribution (they need a "
+          "per-transaction log, pgbench -l without --aggregate-interval).");
     }
     f.cores = report.run.cores;
     f.threads = report.run.threads.value_or(1);
@@ -1317,6 +1390,7 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
 
     WindowIndex wi;
     finish_windows(options, report, wi, A, B);
+    if (report.pgbench_aggregate && !f.has_queries) fill_windows_from_aggregates(db, report);
     clock.lap("cgroups, checkpointer");
     if (auto p50 = hist.percentile(0.50)) report.run.latency_p50_ms = ms(*p50);
     if (auto p99 = hist.percentile(0.99)) report.run.latency_p99_ms = ms(*p99);

@@ -277,11 +277,31 @@ struct Attribution {
   std::int64_t ash_samples_outside = 0;
 };
 
+// `import-pgbench` of aggregate logs (--aggregate-interval): the totals of
+// the pgbench_aggregate rows, all files (one per pgbench thread) together.
+// An aggregate log has no per-transaction rows, so no percentiles and no
+// per-query attribution. Source: that table.
+struct PgbenchAggregateSummary {
+  std::int64_t intervals = 0;     // rows: intervals × files
+  std::int64_t interval_ns = 0;   // --aggregate-interval, from the rows' spacing (1 s when unknown)
+  std::int64_t transactions = 0;  // Σ num_transactions
+  std::int64_t failures = 0;      // Σ serialization_failures + deadlock_failures
+  std::int64_t skipped = 0;       // Σ skipped (-R -L)
+  std::int64_t start_ns = 0;      // first interval's start
+  std::int64_t end_ns = 0;        // last interval's end
+  std::optional<double> tps;      // transactions ÷ (end_ns − start_ns), 1/s
+  std::optional<double> latency_mean_ms;  // Σ sum_latency ÷ transactions
+  std::optional<double> latency_min_ms;   // min of min_latency
+  std::optional<double> latency_max_ms;   // max of max_latency
+  std::optional<double> lag_mean_ms;      // -R: Σ sum_lag ÷ transactions
+};
+
 struct Report {
   RunSummary run;
-  std::optional<Attribution> attribution;     // absent without queries
-  std::optional<RunComparison> comparison;    // explain with two run files
-  std::optional<ClockAlignment> clock;        // explain_pair only
+  std::optional<PgbenchAggregateSummary> pgbench_aggregate;  // files with aggregate rows
+  std::optional<Attribution> attribution;                    // absent without queries
+  std::optional<RunComparison> comparison;                   // explain with two run files
+  std::optional<ClockAlignment> clock;                       // explain_pair only
   std::vector<HostSummary> hosts;             // explain_pair only: client host, then server host
   bool query_windows = false;                 // windows of N queries (--every) rather than time
   std::optional<std::int64_t> window_ns;      // time windows: their length

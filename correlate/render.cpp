@@ -179,8 +179,20 @@ void render_header(const Report& r, std::ostream& out) {
                opt_text(run.tps, "{:.1f}"), opt_text(run.latency_mean_ms, "{:.3f}"),
                opt_text(run.latency_p50_ms, "{:.3f}"), opt_text(run.latency_p99_ms, "{:.3f}"),
                opt_text(run.latency_max_ms, "{:.3f}"));
-  } else {
+  } else if (!r.pgbench_aggregate) {
     fmt::print(out, "queries   none (host state only)\n");
+  }
+  if (const auto& a = r.pgbench_aggregate) {
+    fmt::print(
+        out,
+        "pgbench   {} transactions ({} failed{}) in {} aggregate intervals of {:g} s  tps {}  "
+        "latency ms: mean {}  min {}  max {}{}\n",
+        a->transactions, a->failures,
+        a->skipped > 0 ? fmt::format(", {} skipped", a->skipped) : std::string(), a->intervals,
+        double(a->interval_ns) / kNsPerS, opt_text(a->tps, "{:.1f}"),
+        opt_text(a->latency_mean_ms, "{:.3f}"), opt_text(a->latency_min_ms, "{:.3f}"),
+        opt_text(a->latency_max_ms, "{:.3f}"),
+        a->lag_mean_ms ? fmt::format("  lag mean {:.3f}", *a->lag_mean_ms) : std::string());
   }
 }
 
@@ -513,6 +525,22 @@ nlohmann::json to_json(const Report& r) {
   for (const auto& n : r.notes) notes.push_back(valid_utf8(n));
 
   nlohmann::json j;
+  if (const auto& a = r.pgbench_aggregate) {
+    run["pgbench_aggregate"] = {{"intervals", a->intervals},
+                                {"interval_ns", a->interval_ns},
+                                {"transactions", a->transactions},
+                                {"failures", a->failures},
+                                {"skipped", a->skipped},
+                                {"start_ns", a->start_ns},
+                                {"end_ns", a->end_ns},
+                                {"tps", opt(a->tps)},
+                                {"latency_mean_ms", opt(a->latency_mean_ms)},
+                                {"latency_min_ms", opt(a->latency_min_ms)},
+                                {"latency_max_ms", opt(a->latency_max_ms)},
+                                {"lag_mean_ms", opt(a->lag_mean_ms)}};
+  } else {
+    run["pgbench_aggregate"] = nullptr;
+  }
   j["run"] = std::move(run);
   j["accounting"] = r.accounting ? accounting_json(*r.accounting) : nlohmann::json(nullptr);
   if (const auto& t = r.attribution) {

@@ -19,6 +19,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -219,7 +220,24 @@ int import_pgbench_command(const ImportPgbenchOptions& o) {
     if (first_ns) {
       info.start_ns = *first_ns;
     } else if (!batch.pgbench_aggregates.empty()) {
-      info.start_ns = batch.pgbench_aggregates.front().interval_start_ns;
+      // Aggregate intervals only: from the first interval's start to the
+      // last one's end (the interval: the smallest step within a file).
+      std::map<std::string, std::vector<std::int64_t>> starts;
+      for (const auto& a : batch.pgbench_aggregates) starts[a.file].push_back(a.interval_start_ns);
+      std::int64_t interval_ns = 0, first = 0, last = 0;
+      bool any = false;
+      for (auto& [file, v] : starts) {
+        std::sort(v.begin(), v.end());
+        for (std::size_t i = 1; i < v.size(); ++i) {
+          const auto d = v[i] - v[i - 1];
+          if (d > 0 && (interval_ns == 0 || d < interval_ns)) interval_ns = d;
+        }
+        first = any ? std::min(first, v.front()) : v.front();
+        last = any ? std::max(last, v.back()) : v.back();
+        any = true;
+      }
+      info.start_ns = first;
+      end_ns = last + (interval_ns > 0 ? interval_ns : 1'000'000'000);
     }
     end_ns = std::max(end_ns, info.start_ns);
     if (!clients.empty()) info.clients = static_cast<int>(clients.size());
@@ -252,12 +270,18 @@ int import_pgbench_command(const ImportPgbenchOptions& o) {
     remove_run_file(o.output_path);
     throw;
   }
+  std::int64_t aggregated_transactions = 0;
+  for (const auto& a : batch.pgbench_aggregates) aggregated_transactions += a.transactions;
+  const std::string aggregated =
+      batch.pgbench_aggregates.empty()
+          ? std::string()
+          : fmt::format(" (of {} transactions)", aggregated_transactions);
   fmt::print("run file: {}\n", o.output_path);
   fmt::print(
-      "imported: {} transactions ({} failed, {} skipped), {} aggregate intervals from {} "
+      "imported: {} transactions ({} failed, {} skipped), {} aggregate intervals{} from {} "
       "file(s)\n",
       batch.queries.size() + batch.query_skips.size(), batch.query_errors.size(),
-      batch.query_skips.size(), batch.pgbench_aggregates.size(), o.files.size());
+      batch.query_skips.size(), batch.pgbench_aggregates.size(), aggregated, o.files.size());
   if (!sampled_note.empty()) fmt::print("note: {}\n", sampled_note);
   fmt::print("next: stallscope explain {}\n", o.output_path);
   return 0;

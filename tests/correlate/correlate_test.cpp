@@ -854,6 +854,58 @@ TEST(CorrelateWindow, FailedQueriesAreNotThroughputOrLatency) {
   }
 }
 
+// An imported pgbench aggregate log (no query rows): totals over all files
+// (one per pgbench thread), and each time window gets the intervals that
+// start in it.
+TEST(CorrelateWindow, PgbenchAggregateIntervalsGiveThroughputAndWindows) {
+  Fixture fx(false);
+  fx.host({});
+  for (const auto& [file, per_s] : {std::pair{"log.1", 100}, std::pair{"log.1.1", 50}}) {
+    for (int k = 1; k <= 3; ++k) {
+      fx.batch().pgbench_aggregates.push_back({.file = file,
+                                               .line = k,
+                                               .interval_start_ns = kT0 + k * kS,
+                                               .transactions = per_s,
+                                               .latency_sum_ns = per_s * 2 * kMs,
+                                               .latency_min_ns = kMs,
+                                               .latency_max_ns = k * 5 * kMs,
+                                               .serialization_failures = k == 2 ? 1 : 0});
+    }
+  }
+  auto r = fx.explain();
+  ASSERT_TRUE(r.pgbench_aggregate);
+  const auto& a = *r.pgbench_aggregate;
+  EXPECT_EQ(a.intervals, 6);
+  EXPECT_EQ(a.interval_ns, kS);
+  EXPECT_EQ(a.transactions, 450);
+  EXPECT_EQ(a.failures, 2);
+  EXPECT_EQ(a.start_ns, kT0 + kS);
+  EXPECT_EQ(a.end_ns, kT0 + 4 * kS);
+  EXPECT_DOUBLE_EQ(*a.tps, 150.0);
+  EXPECT_DOUBLE_EQ(*a.latency_mean_ms, 2.0);
+  EXPECT_DOUBLE_EQ(*a.latency_max_ms, 15.0);
+  EXPECT_EQ(r.run.queries, 0);
+  std::int64_t total = 0;
+  for (const auto& w : r.windows) {
+    total += w.queries;
+    const bool in = w.start_ns >= kT0 + kS && w.start_ns < kT0 + 4 * kS;
+    EXPECT_EQ(w.queries, in ? 150 : 0) << "window at " << (w.start_ns - kT0) / kS << " s";
+    if (in) {
+      EXPECT_DOUBLE_EQ(*w.tps, 150.0);
+      EXPECT_DOUBLE_EQ(*w.latency_mean_ms, 2.0);
+      EXPECT_EQ(w.errors, w.start_ns == kT0 + 2 * kS ? 2 : 0);
+    }
+  }
+  EXPECT_EQ(total, 450);
+  std::ostringstream text;
+  render_text(r, text);
+  EXPECT_NE(
+      text.str().find("pgbench   450 transactions (2 failed) in 6 aggregate intervals of 1 s"),
+      std::string::npos)
+      << text.str();
+  EXPECT_EQ(to_json(r)["run"]["pgbench_aggregate"]["transactions"], 450);
+}
+
 TEST(CorrelateWindow, SkippedQueriesAreCountedApartNotAsQueries) {
   Fixture fx;
   fx.host({});

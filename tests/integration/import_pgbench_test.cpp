@@ -1,6 +1,7 @@
 // `stallscope import-pgbench` on logs written by the real pgbench.
 #include <SQLiteCpp/Database.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <fstream>
@@ -166,6 +167,16 @@ TEST_F(ImportPgbench, AggregateLogGivesTheSameCountAndLatencySum) {
             sum_us * 1000);
   EXPECT_EQ(db.execAndGet("SELECT count(*) FROM pgbench_aggregate").getInt64(),
             static_cast<std::int64_t>(lines.size()));
+  // explain reads the intervals: the same transaction count, and a run that
+  // spans them (not 0 s).
+  auto ex = test::run_command({test::stallscope_bin(), "explain", "--json", dir_.file("agg.db")});
+  ASSERT_EQ(ex.exit_status, 0) << ex.err;
+  const auto j = nlohmann::json::parse(ex.out);
+  EXPECT_EQ(j["run"]["pgbench_aggregate"]["transactions"].get<std::int64_t>(), n);
+  EXPECT_EQ(j["run"]["pgbench_aggregate"]["interval_ns"].get<std::int64_t>(), 1'000'000'000);
+  EXPECT_GE(j["run"]["duration_ns"].get<std::int64_t>(), 2'000'000'000);
+  EXPECT_NEAR(j["run"]["pgbench_aggregate"]["latency_mean_ms"].get<double>(),
+              double(sum_us) / double(n) / 1000.0, 1e-9);
 }
 
 TEST_F(ImportPgbench, MalformedLineIsAOneLineErrorAndNoFileIsLeft) {
