@@ -409,7 +409,8 @@ void scan_queries(SQLite::Database& db, const ExplainOptions& opt, Report& repor
   }
   // Both in primary-key order (start_ns, client_id, seq).
   schema::Cursor row(db,
-                     "SELECT start_ns, latency_ns, client_id, seq FROM query WHERE start_ns <= ?1 "
+                     "SELECT start_ns, latency_ns, client_id, seq, lag_ns FROM query WHERE "
+                     "start_ns <= ?1 "
                      "ORDER BY start_ns, client_id, seq");
   row.bind(1, cut_ns);
   schema::Cursor failed(db,
@@ -425,6 +426,7 @@ void scan_queries(SQLite::Database& db, const ExplainOptions& opt, Report& repor
   advance_failed();
   std::vector<std::int64_t> lat, prev_lat;
   std::int64_t A = 0, B = 0, latency_sum = 0, latency_max = 0;
+  std::int64_t lag_sum = 0, lag_max = 0, lag_count = 0;  // -R
   // Query windows (--every N).
   Window cur;
   std::int64_t cur_end = 0;
@@ -475,6 +477,12 @@ void scan_queries(SQLite::Database& db, const ExplainOptions& opt, Report& repor
       latency_sum += latency;
       latency_max = s.queries - s.errors == 1 ? latency : std::max(latency_max, latency);
       hist.add(latency);
+      if (!row.is_null(4)) {
+        const auto lag = row.int64(4);
+        lag_max = lag_count == 0 ? lag : std::max(lag_max, lag);
+        lag_sum += lag;
+        ++lag_count;
+      }
     }
     if (opt.every_queries) {
       if (lat.empty() && cur.errors == 0) {
@@ -556,6 +564,10 @@ void scan_queries(SQLite::Database& db, const ExplainOptions& opt, Report& repor
   if (const auto ok = s.queries - s.errors; ok > 0) {
     s.latency_mean_ms = double(latency_sum) / double(ok) / kNsPerMs;
     s.latency_max_ms = ms(latency_max);
+  }
+  if (lag_count > 0) {
+    s.lag_mean_ms = double(lag_sum) / double(lag_count) / kNsPerMs;
+    s.lag_max_ms = ms(lag_max);
   }
   s.query_start_ns = A;
   s.query_end_ns = B;
@@ -1291,6 +1303,15 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
           "{} of {} queries failed: throughput and latency count only the {} that succeeded "
           "(SELECT sqlstate, count(*), min(error) FROM query_error GROUP BY 1).",
           report.run.errors, report.run.queries, report.run.queries - report.run.errors));
+    }
+    if (const auto& r = report.run; r.lag_mean_ms && r.latency_mean_ms && *r.latency_mean_ms > 0 &&
+                                    *r.lag_mean_ms >= 0.5 * *r.latency_mean_ms) {
+      report.notes.push_back(fmt::format(
+          "The fixed rate (-R) was not kept: the mean schedule lag, {:.3f} ms (max {:.3f} ms), is "
+          "{:.0f} % of the mean latency, {:.3f} ms, which counts from the scheduled start. The "
+          "clients could not send as fast as scheduled; tps {:.1f} is what was served.",
+          *r.lag_mean_ms, r.lag_max_ms.value_or(0), 100.0 * *r.lag_mean_ms / *r.latency_mean_ms,
+          *r.latency_mean_ms, r.tps.value_or(0)));
     }
     report.pgbench_aggregate = read_pgbench_aggregate(db);
     if (report.pgbench_aggregate && !f.has_queries) {

@@ -83,6 +83,10 @@ struct RunSummary {
   std::optional<double> latency_p50_ms;  // nearest rank, within 0.2 % (one-pass histogram)
   std::optional<double> latency_p99_ms;  // nearest rank, within 0.2 % (one-pass histogram)
   std::optional<double> latency_max_ms;
+  // -R: schedule lag (query.lag_ns, scheduled start → sent) of the queries
+  // counted in tps; absent when no query has one.
+  std::optional<double> lag_mean_ms;
+  std::optional<double> lag_max_ms;
 };
 
 // One part of the client time.

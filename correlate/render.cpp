@@ -171,14 +171,17 @@ void render_header(const Report& r, std::ostream& out) {
     fmt::print(out, "server    PostgreSQL {}\n", escape_text(*run.server_version));
   if (run.end_reason) fmt::print(out, "ended     {}\n", escape_text(*run.end_reason));
   if (run.queries > 0) {
-    fmt::print(out,
-               "queries   {} ({} errors{})  tps {}  latency ms: mean {}  p50 {}  p99 {}  max {}\n",
-               run.queries, run.errors,
-               run.skipped > 0 ? fmt::format(", {} skipped as late, not counted", run.skipped)
-                               : std::string(),
-               opt_text(run.tps, "{:.1f}"), opt_text(run.latency_mean_ms, "{:.3f}"),
-               opt_text(run.latency_p50_ms, "{:.3f}"), opt_text(run.latency_p99_ms, "{:.3f}"),
-               opt_text(run.latency_max_ms, "{:.3f}"));
+    fmt::print(
+        out, "queries   {} ({} errors{})  tps {}  latency ms: mean {}  p50 {}  p99 {}  max {}{}\n",
+        run.queries, run.errors,
+        run.skipped > 0 ? fmt::format(", {} skipped as late, not counted", run.skipped)
+                        : std::string(),
+        opt_text(run.tps, "{:.1f}"), opt_text(run.latency_mean_ms, "{:.3f}"),
+        opt_text(run.latency_p50_ms, "{:.3f}"), opt_text(run.latency_p99_ms, "{:.3f}"),
+        opt_text(run.latency_max_ms, "{:.3f}"),
+        run.lag_mean_ms ? fmt::format("  lag ms: mean {:.3f}  max {:.3f}", *run.lag_mean_ms,
+                                      run.lag_max_ms.value_or(0))
+                        : std::string());
   } else if (!r.pgbench_aggregate) {
     fmt::print(out, "queries   none (host state only)\n");
   }
@@ -476,6 +479,8 @@ nlohmann::json to_json(const Report& r) {
   run["latency_p50_ms"] = opt(s.latency_p50_ms);
   run["latency_p99_ms"] = opt(s.latency_p99_ms);
   run["latency_max_ms"] = opt(s.latency_max_ms);
+  run["lag_mean_ms"] = opt(s.lag_mean_ms);
+  run["lag_max_ms"] = opt(s.lag_max_ms);
   run["window_ns"] = opt(r.window_ns);
   run["every_queries"] = opt(r.every_queries);
   run["ash_period_ns"] = opt(r.ash_period_ns);

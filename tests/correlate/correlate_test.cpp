@@ -906,6 +906,28 @@ TEST(CorrelateWindow, PgbenchAggregateIntervalsGiveThroughputAndWindows) {
   EXPECT_EQ(to_json(r)["run"]["pgbench_aggregate"]["transactions"], 450);
 }
 
+// -R: the schedule lag of the queries is in the run summary, and a lag that
+// makes up most of the latency (the rate was not kept) is said in a note.
+TEST(CorrelateWindow, ScheduleLagIsReportedAndARateNotKeptIsNoted) {
+  for (const std::int64_t lag_ms : {100, 600}) {
+    Fixture fx;
+    fx.host({});
+    for (auto& q : fx.batch().queries) q.lag_ns = lag_ms * kMs + q.seq * kMs;  // seq 0..9
+    auto r = fx.explain();
+    ASSERT_TRUE(r.run.lag_mean_ms);
+    EXPECT_DOUBLE_EQ(*r.run.lag_mean_ms, double(lag_ms) + 4.5);
+    EXPECT_DOUBLE_EQ(*r.run.lag_max_ms, double(lag_ms) + 9);
+    const bool noted = std::any_of(r.notes.begin(), r.notes.end(), [](const std::string& n) {
+      return n.find("fixed rate (-R) was not kept") != std::string::npos;
+    });
+    EXPECT_EQ(noted, lag_ms == 600) << "lag " << lag_ms << " ms of 1000 ms latency";
+    EXPECT_EQ(to_json(r)["run"]["lag_max_ms"], double(lag_ms) + 9);
+  }
+  Fixture closed_loop;
+  closed_loop.host({});
+  EXPECT_FALSE(closed_loop.explain().run.lag_mean_ms);
+}
+
 TEST(CorrelateWindow, SkippedQueriesAreCountedApartNotAsQueries) {
   Fixture fx;
   fx.host({});
