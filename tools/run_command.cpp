@@ -157,27 +157,33 @@ int run_command(const RunOptions& o) {
   // The start and end probes run before the periodic thread starts and after
   // it stopped, so the estimator is never used by two threads at once.
   std::optional<driver::ClockOffsetEstimator> clock;
-  auto clock_probe = [&](const char* phase) {
-    if (!clock) return;
+  bool clock_failing = false;  // warned; cleared when an estimate works again
+  // `reconnect`: a lost clock connection is opened again first (the
+  // periodic probes, on their own thread: a server restart costs only the
+  // estimates until it is back); the end probe only uses a live one.
+  auto clock_probe = [&](const char* phase, bool reconnect) {
+    if (!clock && !reconnect) return;
     try {
+      if (!clock) clock.emplace(o.conninfo);
       schema::Batch b;
       b.clock_offsets.push_back(clock->estimate(phase));
       writer.submit(std::move(b));
+      if (clock_failing) fmt::print(stderr, "clock-offset estimates resumed\n");
+      clock_failing = false;
     } catch (const Error& e) {
-      fmt::print(stderr, "warning: no more clock-offset estimates: {}\n", e.what());
       clock.reset();
+      if (!clock_failing) {
+        fmt::print(stderr, "warning: no clock-offset estimate ({}); retrying every {:g} s\n",
+                   e.what(), o.clock_offset_period_s);
+      }
+      clock_failing = true;
     }
   };
-  try {
-    clock.emplace(o.conninfo);
-  } catch (const Error& e) {
-    fmt::print(stderr, "warning: no clock-offset estimates: {}\n", e.what());
-  }
-  clock_probe("start");
+  clock_probe("start", true);
   PeriodicThread clock_thread;
   const auto clock_period_ns = static_cast<std::int64_t>(o.clock_offset_period_s * 1e9);
   clock_thread.start(
-      kClockThreadName, clock_period_ns, [&] { clock_probe("periodic"); }, clock_period_ns);
+      kClockThreadName, clock_period_ns, [&] { clock_probe("periodic", true); }, clock_period_ns);
   sampler::HostSampler host_sampler({.hz = o.hz}, writer_sink);
   sampler::AshSampler ash_sampler({.conninfo = o.conninfo, .hz = o.hz}, writer_sink);
   std::string status = "complete";
@@ -220,7 +226,7 @@ int run_command(const RunOptions& o) {
   }
   clock_thread.stop();
   if (pooler) pooler->stop();  // its last poll covers the end of the queries
-  clock_probe("end");
+  clock_probe("end", false);
   warn_if_sampler_lagged(host_sampler, o.hz,
                          static_cast<double>(wall_now_ns() - info.start_ns) / 1e9);
   host_sampler.stop();

@@ -10,6 +10,8 @@
 #include <set>
 #include <thread>
 
+#include <SQLiteCpp/Database.h>
+#include <SQLiteCpp/Statement.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -153,35 +155,60 @@ TEST(DriverConnect, ConnectPerTransactionUsesANewBackendEachTime) {
 // A scratch server of the test's own, restarted (pg_ctl restart -m fast)
 // mid-run: the run finishes, the failures carry a SQLSTATE and message, and
 // every client succeeds again afterwards on a new backend.
-TEST(DriverRestart, ServerRestartMidRunIsRecordedAndTheRunGoesOn) {
-  const std::string tools = std::string(STALLSCOPE_SOURCE_DIR_DEFAULT) + "/tools";
-  // scratch-postgres makes its own dir (readable by the cluster's owner) and
-  // names it as the socket directory: host=DIR.
-  auto started = test::run_command({tools + "/scratch-postgres", "start"});
-  ASSERT_EQ(started.exit_status, 0) << started.err;
-  std::string conninfo = started.out;
-  while (!conninfo.empty() && conninfo.back() == '\n') conninfo.pop_back();
-  struct Stop {
-    std::string tool, conninfo;
-    ~Stop() { test::run_command({tool, "stop", conninfo}); }
-  } stop{tools + "/scratch-postgres", conninfo};
-  auto host_at = conninfo.find("host=");
-  ASSERT_NE(host_at, std::string::npos) << conninfo;
-  std::string pgdir = conninfo.substr(host_at + 5, conninfo.find(' ', host_at) - host_at - 5);
-
-  struct stat st {};
-  ASSERT_EQ(::stat((pgdir + "/data").c_str(), &st), 0);
-  const passwd* owner = getpwuid(st.st_uid);
-  ASSERT_NE(owner, nullptr);
-  std::string pg_ctl;
-  for (int v : {15, 16, 17}) {
-    auto p = fmt::format("/usr/lib/postgresql/{}/bin/pg_ctl", v);
-    if (std::filesystem::exists(p)) {
-      pg_ctl = p;
-      break;
+// A scratch server of the test's own (tools/scratch-postgres), which it can
+// restart with pg_ctl as the cluster's owner; stopped at the end.
+class OwnServer {
+ public:
+  OwnServer() {
+    const std::string tools = std::string(STALLSCOPE_SOURCE_DIR_DEFAULT) + "/tools";
+    tool_ = tools + "/scratch-postgres";
+    auto started = test::run_command({tool_, "start"});
+    if (started.exit_status != 0) {
+      ADD_FAILURE() << started.err;
+      return;
+    }
+    conninfo_ = started.out;
+    while (!conninfo_.empty() && conninfo_.back() == '\n') conninfo_.pop_back();
+    // scratch-postgres names its own dir as the socket directory: host=DIR.
+    auto host_at = conninfo_.find("host=");
+    pgdir_ = conninfo_.substr(host_at + 5, conninfo_.find(' ', host_at) - host_at - 5);
+    struct stat st {};
+    if (::stat((pgdir_ + "/data").c_str(), &st) == 0) {
+      if (const passwd* owner = getpwuid(st.st_uid)) owner_ = owner->pw_name;
+    }
+    for (int v : {15, 16, 17}) {
+      auto p = fmt::format("/usr/lib/postgresql/{}/bin/pg_ctl", v);
+      if (std::filesystem::exists(p)) {
+        pg_ctl_ = p;
+        break;
+      }
     }
   }
-  ASSERT_FALSE(pg_ctl.empty());
+  ~OwnServer() {
+    if (!conninfo_.empty()) test::run_command({tool_, "stop", conninfo_});
+  }
+  OwnServer(const OwnServer&) = delete;
+  OwnServer& operator=(const OwnServer&) = delete;
+  bool ok() const { return !conninfo_.empty() && !owner_.empty() && !pg_ctl_.empty(); }
+  const std::string& conninfo() const { return conninfo_; }
+  // pg_ctl restart -m fast -w, as the cluster's owner.
+  test::CommandResult restart() const {
+    // -l: the new postmaster must not inherit this process's stdout pipe.
+    std::vector<std::string> argv{
+        pg_ctl_, "-D", pgdir_ + "/data", "-l", pgdir_ + "/server.log", "-m",
+        "fast",  "-w", "restart"};
+    if (::geteuid() == 0) argv.insert(argv.begin(), {"runuser", "-u", owner_, "--"});
+    return test::run_command(argv);
+  }
+
+ private:
+  std::string tool_, conninfo_, pgdir_, owner_, pg_ctl_;
+};
+
+TEST(DriverRestart, ServerRestartMidRunIsRecordedAndTheRunGoesOn) {
+  OwnServer server;
+  ASSERT_TRUE(server.ok());
+  const std::string conninfo = server.conninfo();
 
   DriverOptions o;
   o.conninfo = conninfo;
@@ -194,11 +221,7 @@ TEST(DriverRestart, ServerRestartMidRunIsRecordedAndTheRunGoesOn) {
   test::CommandResult restarted;
   std::jthread restarter([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(1000));
-    // -l: the new postmaster must not inherit this process's stdout pipe.
-    std::vector<std::string> argv{pg_ctl, "-D", pgdir + "/data", "-l", pgdir + "/server.log", "-m",
-                                  "fast", "-w", "restart"};
-    if (::geteuid() == 0) argv.insert(argv.begin(), {"runuser", "-u", owner->pw_name, "--"});
-    restarted = test::run_command(argv);
+    restarted = server.restart();
   });
   d.run();
   restarter.join();
@@ -224,6 +247,36 @@ TEST(DriverRestart, ServerRestartMidRunIsRecordedAndTheRunGoesOn) {
     EXPECT_TRUE(std::any_of(clients.begin(), clients.end(),
                             [&](auto& c) { return c.client_id == client && c.connection >= 1; }));
   }
+}
+
+// `run` across a server restart: the clock-offset connection is opened
+// again, so estimates continue after the restart (periodic every 0.5 s here).
+TEST(DriverRestart, ClockOffsetEstimatesResumeAfterAServerRestart) {
+  OwnServer server;
+  ASSERT_TRUE(server.ok());
+  test::TempDir dir;
+  test::CommandResult restarted;
+  std::int64_t restarted_ns = 0;
+  std::jthread restarter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    restarted = server.restart();
+    restarted_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  });
+  auto r = test::run_command({test::stallscope_bin(), "run", "-o", dir.file("c.db"),
+                              server.conninfo(), "-c", "2", "-T", "5", "-P", "0", "--sql",
+                              "SELECT pg_sleep(0.005)", "--clock-offset-period", "0.5"});
+  restarter.join();
+  ASSERT_EQ(restarted.exit_status, 0) << restarted.err << restarted.out;
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  EXPECT_NE(r.err.find("clock-offset estimates resumed"), std::string::npos) << r.err;
+  SQLite::Database db(dir.file("c.db"));
+  SQLite::Statement after(db, "SELECT count(*) FROM clock_offset WHERE time_ns > ?1");
+  after.bind(1, static_cast<int64_t>(restarted_ns));
+  ASSERT_TRUE(after.executeStep());
+  EXPECT_GE(after.getColumn(0).getInt64(), 2) << "periodic and end estimates after the restart";
+  EXPECT_EQ(db.execAndGet("SELECT count(*) FROM clock_offset WHERE phase = 'end'").getInt64(), 1);
 }
 
 }  // namespace
