@@ -1608,6 +1608,26 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
                     "a.time_ns <= ?2 ORDER BY a.time_ns DESC LIMIT 1"
                   : "SELECT '', coalesce(state, '') FROM pg_activity_sample WHERE pid = ?1 AND "
                     "time_ns <= ?2 ORDER BY time_ns DESC LIMIT 1");
+    {
+      // Connection-loss errors per window with errors (a range read each).
+      SQLite::Statement lost(db,
+                             "SELECT sqlstate, count(*) FROM query_error WHERE start_ns >= ?1 AND "
+                             "start_ns < ?2 AND (sqlstate LIKE '08%' OR sqlstate IN ('57P01', "
+                             "'57P02', '57P03')) GROUP BY sqlstate ORDER BY 2 DESC");
+      for (std::size_t i = 0; i < report.windows.size() && i < signals.size(); ++i) {
+        const auto& w = report.windows[i];
+        if (w.errors == 0) continue;
+        lost.reset();
+        lost.bind(1, static_cast<int64_t>(w.start_ns));
+        lost.bind(2, static_cast<int64_t>(w.end_ns));
+        while (lost.executeStep()) {
+          if (signals[i].top_connection_sqlstate.empty()) {
+            signals[i].top_connection_sqlstate = lost.getColumn(0).getString();
+          }
+          signals[i].connection_errors += lost.getColumn(1).getInt64();
+        }
+      }
+    }
     report.stalls = find_stalls(report, signals, [&](int pid, std::int64_t t) {
       blocker.reset();
       blocker.bind(1, pid);

@@ -210,7 +210,9 @@ struct Stall {
   std::optional<double> tps_z;      // absent when the MAD is 0
   std::optional<double> latency_z;  // absent when the MAD is 0
   // What differs most from the typical windows: io_wait, checkpoint,
-  // lock_wait, lwlock_wait, steal, cpu_throttle, runqueue, or unexplained.
+  // lock_wait, lwlock_wait, steal, cpu_throttle, runqueue, or unexplained;
+  // connection_lost first when queries of the window lost their connection
+  // (query_error SQLSTATE 08xxx or 57P01–57P03: a server restart).
   std::string cause;
   std::string explanation;  // one sentence
   Evidence evidence;        // this window's figures next to the typical ones

@@ -140,7 +140,18 @@ std::vector<Stall> find_stalls(const Report& r, const std::vector<WindowSignals>
     const std::string head = fmt::format(
         "{:.0f} q/s against a typical {:.0f} q/s, mean latency {:.3f} ms against {:.3f} ms: ",
         *w.tps, tps_med, *w.latency_mean_ms, lat_med);
-    if (best->second < kMinScore) {
+    if (g.connection_errors > 0) {
+      // A server restart or dropped connections: the clients were
+      // reconnecting (with backoff), not waiting on anything sampled.
+      x.cause = "connection_lost";
+      x.explanation =
+          head + fmt::format(
+                     "{} queries lost their connection in this window (SQLSTATE {}{}): the "
+                     "server restarted or closed the connections, and the clients were "
+                     "reconnecting.",
+                     g.connection_errors, g.top_connection_sqlstate,
+                     g.top_connection_sqlstate == "57P01" ? ", admin shutdown" : "");
+    } else if (best->second < kMinScore) {
       x.cause = "unexplained";
       x.explanation = head +
                       "no sampled wait, run-queue delay, throttling or steal rose by 5% of client "

@@ -984,6 +984,34 @@ TEST(CorrelatePair, NonOverlappingFilesAreAOneLineUsageError) {
   }
 }
 
+// A server restart: in window 5 one client's query is cut by the shutdown
+// (57P01) and the other waits 3 s for the server to come back. The stall is
+// the lost connections, not whatever else moved.
+TEST(CorrelateStall, ARestartIsNamedByItsLostConnections) {
+  Fixture fx;
+  fx.host({});
+  fx.rows(kDriverId, 50);
+  for (auto& q : fx.batch().queries) {
+    if (q.seq == 5 && q.client_id == 0) q.latency_ns = 3 * kS;
+    if (q.seq == 5 && q.client_id == 1) {
+      fx.batch().query_errors.push_back({.client_id = 1,
+                                         .seq = 5,
+                                         .start_ns = q.start_ns,
+                                         .sqlstate = "57P01",
+                                         .error = "terminating connection due to administrator "
+                                                  "command"});
+    }
+  }
+  auto r = fx.explain();
+  ASSERT_EQ(r.stalls.size(), 1u);
+  EXPECT_EQ(r.stalls[0].window_index, 5u);
+  EXPECT_EQ(r.stalls[0].cause, "connection_lost");
+  EXPECT_NE(r.stalls[0].explanation.find("1 queries lost their connection in this window "
+                                         "(SQLSTATE 57P01, admin shutdown)"),
+            std::string::npos)
+      << r.stalls[0].explanation;
+}
+
 TEST(CorrelateStall, SteadyRunHasNoStall) {
   Fixture fx;
   fx.host({});
