@@ -1224,28 +1224,22 @@ namespace {
 // The pgbench_aggregate rows' totals (an imported aggregate log), if any.
 std::optional<PgbenchAggregateSummary> read_pgbench_aggregate(SQLite::Database& db) {
   using detail::kNsPerMs, detail::kNsPerS, detail::ms;
-  SQLite::Statement st(
-      db,
-      "SELECT count(*), sum(transactions), sum(coalesce(serialization_failures, 0) "
-      "+ coalesce(deadlock_failures, 0)), sum(coalesce(skipped, 0)), "
-      "sum(latency_sum_ns), min(latency_min_ns), max(latency_max_ns), "
-      "sum(lag_sum_ns), min(interval_start_ns), max(interval_start_ns) FROM "
-      "pgbench_aggregate");
-  if (!st.executeStep() || st.getColumn(0).getInt64() == 0) return std::nullopt;
+  const auto span = schema::pgbench_aggregate_span(db);
+  if (!span) return std::nullopt;
+  SQLite::Statement st(db,
+                       "SELECT count(*), sum(transactions), sum(coalesce(serialization_failures, "
+                       "0) + coalesce(deadlock_failures, 0)), sum(coalesce(skipped, 0)), "
+                       "sum(latency_sum_ns), min(latency_min_ns), max(latency_max_ns), "
+                       "sum(lag_sum_ns) FROM pgbench_aggregate");
+  st.executeStep();
   PgbenchAggregateSummary a;
   a.intervals = st.getColumn(0).getInt64();
   a.transactions = st.getColumn(1).getInt64();
   a.failures = st.getColumn(2).getInt64();
   a.skipped = st.getColumn(3).getInt64();
-  // The interval: the smallest step between a file's consecutive rows.
-  SQLite::Statement step(db,
-                         "SELECT min(d) FROM (SELECT interval_start_ns - lag(interval_start_ns) "
-                         "OVER (PARTITION BY file ORDER BY interval_start_ns) AS d FROM "
-                         "pgbench_aggregate) WHERE d > 0");
-  a.interval_ns =
-      step.executeStep() && !step.getColumn(0).isNull() ? step.getColumn(0).getInt64() : kNsPerS;
-  a.start_ns = st.getColumn(8).getInt64();
-  a.end_ns = st.getColumn(9).getInt64() + a.interval_ns;
+  a.interval_ns = span->interval_ns;
+  a.start_ns = span->start_ns;
+  a.end_ns = span->end_ns;
   a.tps = double(a.transactions) / (double(a.end_ns - a.start_ns) / kNsPerS);
   if (a.transactions > 0) {
     a.latency_mean_ms = double(st.getColumn(4).getInt64()) / double(a.transactions) / kNsPerMs;

@@ -611,4 +611,18 @@ void Store::write_rows(const Batch& b) {
   }
 }
 
+std::optional<AggregateSpan> pgbench_aggregate_span(SQLite::Database& db) {
+  SQLite::Statement st(db,
+                       "SELECT min(interval_start_ns), max(interval_start_ns), (SELECT min(d) FROM "
+                       "(SELECT interval_start_ns - lag(interval_start_ns) OVER (PARTITION BY file "
+                       "ORDER BY interval_start_ns) AS d FROM pgbench_aggregate) WHERE d > 0) FROM "
+                       "pgbench_aggregate");
+  if (!st.executeStep() || st.getColumn(0).isNull()) return std::nullopt;
+  AggregateSpan span;
+  span.start_ns = st.getColumn(0).getInt64();
+  span.interval_ns = st.getColumn(2).isNull() ? 1'000'000'000 : st.getColumn(2).getInt64();
+  span.end_ns = st.getColumn(1).getInt64() + span.interval_ns;
+  return span;
+}
+
 }  // namespace stallscope::schema

@@ -75,4 +75,15 @@ class Store {
   std::unique_ptr<Statements> stmts_;  // prepared once, reset per row
 };
 
+// The time covered by the pgbench_aggregate rows (an imported aggregate
+// log, one file per pgbench thread). interval_ns is --aggregate-interval:
+// the smallest step between consecutive rows of one file, 1 s when no file
+// has two rows. nullopt when the table is empty. Throws SQLite::Exception.
+struct AggregateSpan {
+  std::int64_t start_ns = 0;  // first interval's start
+  std::int64_t end_ns = 0;    // last interval's start + interval_ns
+  std::int64_t interval_ns = 0;
+};
+std::optional<AggregateSpan> pgbench_aggregate_span(SQLite::Database& db);
+
 }  // namespace stallscope::schema

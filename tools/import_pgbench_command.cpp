@@ -18,7 +18,6 @@
 #include <fstream>
 #include <limits>
 #include <map>
-#include <set>
 #include <vector>
 
 #include <fmt/format.h>
@@ -206,52 +205,35 @@ int import_pgbench_command(const ImportPgbenchOptions& o) {
   std::string sampled_note;
   try {
     schema::RunInfo info = make_run_info("import-pgbench", o.argv, std::nullopt, 0);
-    // The run spans the transactions, sent or skipped.
+    // The run spans the transactions, sent or skipped. pgbench
+    // --sampling-rate logs a random share of them, and says so nowhere but
+    // in the gaps of each client's transaction_no.
     std::optional<std::int64_t> first_ns;
     std::int64_t end_ns = 0;
-    std::set<int> clients;
-    auto span = [&](std::int64_t start_ns, std::int64_t last_ns, int client_id) {
+    std::map<int, std::pair<std::int64_t, std::int64_t>> seq_span;  // client → min, max seq
+    std::int64_t logged = 0;
+    auto see = [&](std::int64_t start_ns, std::int64_t last_ns, int client, std::int64_t seq) {
       first_ns = std::min(first_ns.value_or(start_ns), start_ns);
       end_ns = std::max(end_ns, last_ns);
-      clients.insert(client_id);
-    };
-    for (const auto& q : batch.queries) span(q.start_ns, q.start_ns + q.latency_ns, q.client_id);
-    for (const auto& q : batch.query_skips) span(q.start_ns, q.start_ns + q.lag_ns, q.client_id);
-    if (first_ns) {
-      info.start_ns = *first_ns;
-    } else if (!batch.pgbench_aggregates.empty()) {
-      // Aggregate intervals only: from the first interval's start to the
-      // last one's end (the interval: the smallest step within a file).
-      std::map<std::string, std::vector<std::int64_t>> starts;
-      for (const auto& a : batch.pgbench_aggregates) starts[a.file].push_back(a.interval_start_ns);
-      std::int64_t interval_ns = 0, first = 0, last = 0;
-      bool any = false;
-      for (auto& [file, v] : starts) {
-        std::sort(v.begin(), v.end());
-        for (std::size_t i = 1; i < v.size(); ++i) {
-          const auto d = v[i] - v[i - 1];
-          if (d > 0 && (interval_ns == 0 || d < interval_ns)) interval_ns = d;
-        }
-        first = any ? std::min(first, v.front()) : v.front();
-        last = any ? std::max(last, v.back()) : v.back();
-        any = true;
-      }
-      info.start_ns = first;
-      end_ns = last + (interval_ns > 0 ? interval_ns : 1'000'000'000);
-    }
-    end_ns = std::max(end_ns, info.start_ns);
-    if (!clients.empty()) info.clients = static_cast<int>(clients.size());
-    // pgbench --sampling-rate logs a random share of the transactions, and
-    // says so nowhere but in the gaps of each client's transaction_no.
-    std::map<int, std::pair<std::int64_t, std::int64_t>> seq_span;  // client → min, max
-    std::int64_t logged = 0;
-    auto seen = [&](int client, std::int64_t seq) {
       auto [it, added] = seq_span.try_emplace(client, seq, seq);
       if (!added) it->second = {std::min(it->second.first, seq), std::max(it->second.second, seq)};
       ++logged;
     };
-    for (const auto& q : batch.queries) seen(q.client_id, q.seq);
-    for (const auto& q : batch.query_skips) seen(q.client_id, q.seq);
+    for (const auto& q : batch.queries)
+      see(q.start_ns, q.start_ns + q.latency_ns, q.client_id, q.seq);
+    for (const auto& q : batch.query_skips)
+      see(q.start_ns, q.start_ns + q.lag_ns, q.client_id, q.seq);
+    if (!seq_span.empty()) info.clients = static_cast<int>(seq_span.size());
+    if (first_ns) {
+      info.start_ns = *first_ns;
+    } else if (!batch.pgbench_aggregates.empty()) {
+      info.start_ns =
+          std::min_element(batch.pgbench_aggregates.begin(), batch.pgbench_aggregates.end(),
+                           [](const auto& x, const auto& y) {
+                             return x.interval_start_ns < y.interval_start_ns;
+                           })
+              ->interval_start_ns;
+    }
     std::int64_t numbered = 0;
     for (const auto& [client, span] : seq_span) numbered += span.second - span.first + 1;
     std::string reason = "imported";
@@ -264,7 +246,11 @@ int import_pgbench_command(const ImportPgbenchOptions& o) {
     }
     store.begin_run(info);
     store.write(batch);  // one SQLite transaction
-    store.end_run(end_ns, "complete", reason);
+    // Aggregate intervals only: the run ends with the last interval.
+    if (!first_ns) {
+      if (auto span = schema::pgbench_aggregate_span(store.db())) end_ns = span->end_ns;
+    }
+    store.end_run(std::max(end_ns, info.start_ns), "complete", reason);
   } catch (...) {
     store = schema::Store::create(":memory:");
     remove_run_file(o.output_path);
