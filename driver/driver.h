@@ -2,8 +2,8 @@
 // threads, closed loop (each client sends its next transaction as soon as
 // the previous one finished), every transaction handed to a sink as a
 // schema::QueryRow (plus a QueryErrorRow when it failed, or only a
-// QuerySkippedRow when --skip-late did not send it). libpq's asynchronous API lets one thread serve
-// several clients, as pgbench does.
+// QuerySkippedRow when --skip-late did not send it). libpq's asynchronous
+// API lets one thread serve several clients, as pgbench does.
 //
 //   driver::Driver d(options, [&](schema::Batch b) { writer.submit(std::move(b)); });
 //   d.connect();   // client 0 + checks; throws Error(postgres) naming the masked conninfo
@@ -137,21 +137,25 @@ class Driver {
   // its own clients' connections, in parallel, as pgbench's threads do (a
   // backend's first exchanges are then with the thread that drives it, so
   // the scheduler tends to keep the two on one CPU), and delivers their
-  // `client` rows; once all are connected, -T starts and the threads run the
-  // closed loop. A connection that fails here fails run() with
-  // Error(postgres) before any query is sent. Returns when every client is done or
-  // stop_requested(). A failing query is recorded with its SQLSTATE and the run goes on; after a
-  // failure that leaves an explicit transaction aborted the driver sends a ROLLBACK (not recorded)
-  // before the next transaction. A broken connection is recorded and reset (at once, then with
-  // backoff 0.1 s … 1.6 s; the new backend is delivered as a `client` row with the next connection
-  // number; every query row carries the backend pid that served it; with -C a failed connect is
-  // recorded as a failed transaction); after six failed attempts that client stops and the others
-  // go on. At the end (-T reached or stop_requested()) nothing new is sent; in-flight transactions
-  // get 200 ms to finish, then a cancel request and 500 ms more, else their connection is closed. A
-  // transaction cut short by that cancel request (57014 after it) or still without reply is dropped
-  // — neither stored nor counted, as pgbench does not count unfinished transactions. Rows reach the
-  // sink in batches from each thread: every 100 ms, every 4,096 rows and at the end. Server notices
-  // are discarded. Connections are closed when run() returns.
+  // `client` rows; once all are connected, -T starts and the threads run
+  // the closed loop. A connection that fails here fails run() with
+  // Error(postgres) before any query is sent. Returns when every client is
+  // done or stop_requested().
+  // A failing query is recorded with its SQLSTATE and the run goes on; after
+  // a failure that leaves an explicit transaction aborted the driver sends a
+  // ROLLBACK (not recorded) before the next transaction. A broken connection
+  // is recorded and reset (at once, then with backoff 0.1 s … 1.6 s; the new
+  // backend is delivered as a `client` row with the next connection number;
+  // every query row carries the backend pid that served it; with -C a failed
+  // connect is recorded as a failed transaction); after six failed attempts
+  // that client stops and the others go on. At the end (-T reached or
+  // stop_requested()) nothing new is sent; in-flight transactions get 200 ms
+  // to finish, then a cancel request and 500 ms more, else their connection
+  // is closed. A transaction cut short by that cancel request (57014 after
+  // it) or still without reply is dropped — neither stored nor counted, as
+  // pgbench does not count unfinished transactions. Rows reach the sink in
+  // batches from each thread: every 100 ms, every 4,096 rows and at the end.
+  // Server notices are discarded. Connections are closed when run() returns.
   void run();
   // Stats since the previous call (thread-safe; for the progress line).
   IntervalStats take_interval_stats();
