@@ -28,10 +28,10 @@
 #include "common/clock.h"
 #include "common/conninfo.h"
 #include "common/error.h"
+#include "common/latency_histogram.h"
 #include "common/pg.h"
 #include "common/stop.h"
 #include "common/thread_name.h"
-#include "driver/latency_histogram.h"
 
 namespace stallscope::driver {
 namespace detail {
@@ -194,7 +194,7 @@ std::int64_t script_scale(PGconn* conn, const DriverOptions& o) {
 // Per-thread figures: written by the driver thread only, read by
 // take_interval_stats() and summary() from any thread.
 struct alignas(64) ThreadStats {
-  SharedLatencyHistogram latency;
+  common::SharedLatencyHistogram latency;
   std::atomic<std::int64_t> errors{0};
   std::atomic<std::int64_t> first_send_mono_ns{0};  // 0 = nothing sent yet
   std::atomic<std::int64_t> last_done_mono_ns{0};
@@ -1375,7 +1375,7 @@ struct Driver::Impl {
   std::atomic<bool> abort{false};
 
   mutable std::mutex interval_mu;
-  detail::LatencyHistogram interval_previous;
+  common::LatencyHistogram interval_previous;
   std::int64_t interval_previous_errors = 0;
   std::int64_t interval_start_mono_ns = 0;
   struct Counters {
@@ -1432,8 +1432,8 @@ struct Driver::Impl {
   }
 
   // Totals over all threads so far.
-  detail::LatencyHistogram totals(std::int64_t& errors) const {
-    detail::LatencyHistogram all;
+  common::LatencyHistogram totals(std::int64_t& errors) const {
+    common::LatencyHistogram all;
     errors = 0;
     for (const auto& s : stats) {
       s->latency.add_to(all);
@@ -1687,8 +1687,8 @@ IntervalStats Driver::take_interval_stats() {
   std::lock_guard lock(impl_->interval_mu);
   std::int64_t now_ns = mono_now_ns();
   std::int64_t errors = 0;
-  detail::LatencyHistogram total = impl_->totals(errors);
-  detail::LatencyHistogram delta = total.minus(impl_->interval_previous);
+  common::LatencyHistogram total = impl_->totals(errors);
+  common::LatencyHistogram delta = total.minus(impl_->interval_previous);
   IntervalStats out{
       .queries = delta.count() + (errors - impl_->interval_previous_errors),
       .errors = errors - impl_->interval_previous_errors,
@@ -1714,7 +1714,7 @@ IntervalStats Driver::take_interval_stats() {
 
 Summary Driver::summary() const {
   std::int64_t errors = 0;
-  detail::LatencyHistogram total = impl_->totals(errors);
+  common::LatencyHistogram total = impl_->totals(errors);
   std::int64_t first_ns = 0;
   std::int64_t last_ns = 0;
   for (const auto& s : impl_->stats) {

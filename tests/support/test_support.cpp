@@ -222,22 +222,23 @@ std::string psql(const std::string& conninfo, const std::string& sql) {
 }
 
 schema::RunInfo run_info(std::int64_t start_ns) {
-  schema::RunInfo r;
-  r.mode = "run";
-  r.host = "db1";
-  r.kernel = "6.1.0";
-  r.cores = 2;
-  r.clock_ticks_per_s = 100;
-  r.start_ns = start_ns;
-  r.command_line = "stallscope run";
-  r.tool_version = "0";
-  r.hz = 10;
-  r.stallscope_pid = 100;
-  r.clients = 2;
-  r.threads = 1;
-  r.protocol = "simple";
-  r.sql = "SELECT 1";
-  return r;
+  // One aggregate initialiser: assigning string literals to the members of a
+  // default-constructed RunInfo trips GCC 12's -Werror=restrict false
+  // positive at -O3 (Release).
+  return schema::RunInfo{.mode = "run",
+                         .host = "db1",
+                         .kernel = "6.1.0",
+                         .cores = 2,
+                         .clock_ticks_per_s = 100,
+                         .start_ns = start_ns,
+                         .command_line = "stallscope run",
+                         .tool_version = "0",
+                         .hz = 10,
+                         .stallscope_pid = 100,
+                         .clients = 2,
+                         .threads = 1,
+                         .protocol = "simple",
+                         .sql = "SELECT 1"};
 }
 
 }  // namespace stallscope::test

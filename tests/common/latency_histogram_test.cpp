@@ -1,4 +1,4 @@
-#include "driver/latency_histogram.h"
+#include "common/latency_histogram.h"
 
 #include <cstdint>
 #include <limits>
@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-namespace stallscope::driver::detail {
+namespace stallscope::common {
 namespace {
 
 TEST(LatencyHistogram, SmallValuesHaveExactBuckets) {
@@ -100,4 +100,4 @@ TEST(SharedLatencyHistogram, SnapshotMatchesAPlainHistogram) {
 }
 
 }  // namespace
-}  // namespace stallscope::driver::detail
+}  // namespace stallscope::common

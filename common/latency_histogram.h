@@ -1,11 +1,11 @@
-// Private to the driver: log-bucketed latency histograms.
+// Log-bucketed latency histograms (the driver's progress and summary).
 //
 // HDR-style buckets: values below 128 ns each have their own bucket; above
 // that every power of two is split into 64 equal sub-buckets. A bucket's
 // midpoint is within 1/128 (< 0.8 %) of every value in it, so percentiles
 // read from it are within the ±3 % the driver promises.
 //
-//   detail::LatencyHistogram h;
+//   common::LatencyHistogram h;
 //   h.record_ns(1'500'000);
 //   h.percentile_ns(0.99);  // ≈ 1'500'000 (±0.8 %)
 #pragma once
@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace stallscope::driver::detail {
+namespace stallscope::common {
 
 // Number of buckets covering 0 .. INT64_MAX ns.
 inline constexpr int kLatencyBucketCount = 128 + 56 * 64;
@@ -80,4 +80,4 @@ class SharedLatencyHistogram {
   std::atomic<std::int64_t> count_{0};
 };
 
-}  // namespace stallscope::driver::detail
+}  // namespace stallscope::common

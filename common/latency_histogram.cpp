@@ -1,9 +1,9 @@
-#include "driver/latency_histogram.h"
+#include "common/latency_histogram.h"
 
 #include <bit>
 #include <cmath>
 
-namespace stallscope::driver::detail {
+namespace stallscope::common {
 namespace {
 constexpr int kSubBits = 6;                     // 64 sub-buckets per power of two
 constexpr std::int64_t kExact = 2 << kSubBits;  // values below 128 are exact
@@ -78,4 +78,4 @@ void SharedLatencyHistogram::add_to(LatencyHistogram& out) const noexcept {
   out.add_count(count_.load(std::memory_order_relaxed));
 }
 
-}  // namespace stallscope::driver::detail
+}  // namespace stallscope::common

@@ -1,0 +1,35 @@
+// Number parsing that cannot turn garbage into 0: the whole text must be one
+// integer in range, else the result is empty (std::from_chars underneath; no
+// locale, no leading '+' or whitespace).
+//
+//   common::parse_int64("42")   // 42
+//   common::parse_int64("4x")   // nullopt
+//   common::parse_int64("")     // nullopt
+#pragma once
+
+#include <charconv>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <system_error>
+
+namespace stallscope::common {
+
+// The integer that `text` spells in base 10, when all of it does and it fits T.
+template <typename T = std::int64_t>
+std::optional<T> parse_integer(std::string_view text) noexcept {
+  T value{};
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc{} || ptr != end || text.empty()) return std::nullopt;
+  return value;
+}
+
+inline std::optional<std::int64_t> parse_int64(std::string_view text) noexcept {
+  return parse_integer<std::int64_t>(text);
+}
+inline std::optional<int> parse_int(std::string_view text) noexcept {
+  return parse_integer<int>(text);
+}
+
+}  // namespace stallscope::common
