@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "common/conninfo.h"
+#include "common/fd.h"
 
 namespace stallscope::sampler::detail {
 namespace {
@@ -67,12 +68,12 @@ std::string pid_path(const std::string& proc_root, int pid, std::string_view fil
 
 bool read_proc_file(const std::string& path, std::string& out, std::size_t max_bytes) {
   out.clear();
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
+  const common::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return false;
   bool ok = true;
   char buf[4096];
   while (out.size() < max_bytes) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
+    ssize_t n = ::read(fd.get(), buf, sizeof buf);
     if (n < 0) {
       if (errno == EINTR) continue;
       ok = false;  // e.g. ESRCH: the process exited between open and read
@@ -81,7 +82,6 @@ bool read_proc_file(const std::string& path, std::string& out, std::size_t max_b
     if (n == 0) break;
     out.append(buf, std::min(static_cast<std::size_t>(n), max_bytes - out.size()));
   }
-  ::close(fd);
   return ok;
 }
 
@@ -418,31 +418,26 @@ ProcScanner::ProcScanner(std::string proc_root) : root_(std::move(proc_root)) {
   buf_.reserve(1024);
 }
 
-ProcScanner::~ProcScanner() {
-  for (auto& [pid, f] : files_) {
-    if (f.stat_fd >= 0) ::close(f.stat_fd);
-    if (f.schedstat_fd >= 0) ::close(f.schedstat_fd);
-  }
-  if (loadavg_fd_ >= 0) ::close(loadavg_fd_);
-}
-
 std::size_t ProcScanner::open_files() const noexcept {
-  std::size_t n = loadavg_fd_ >= 0;
-  for (const auto& [pid, f] : files_) n += (f.stat_fd >= 0) + (f.schedstat_fd >= 0);
+  std::size_t n = static_cast<bool>(loadavg_fd_);
+  for (const auto& [pid, f] : files_) {
+    n += static_cast<bool>(f.stat_fd) + static_cast<bool>(f.schedstat_fd);
+  }
   return n;
 }
 
 // Reads a kept file from offset 0 (opening it first if needed); on a read
 // failure of a kept descriptor (its process exited), reopens once.
-bool ProcScanner::read_kept(int& fd, int pid, const char* name, std::string& out, bool& reopened) {
+bool ProcScanner::read_kept(common::Fd& fd, int pid, const char* name, std::string& out,
+                            bool& reopened) {
   for (int attempt = 0; attempt < 2; ++attempt) {
-    if (fd < 0) {
+    if (!fd) {
       reopened = true;
       char path[PATH_MAX];
       fmt::format_to_n(path, sizeof path - 1, "{}/{}/{}", root_, pid, name).out[0] = '\0';
       if (out_of_fds_) return read_proc_file(path, out, 4096);
-      fd = ::open(path, O_RDONLY | O_CLOEXEC);
-      if (fd < 0) {
+      fd.reset(::open(path, O_RDONLY | O_CLOEXEC));
+      if (!fd) {
         if (errno == EMFILE || errno == ENFILE) {
           out_of_fds_ = true;
           return read_proc_file(path, out, 4096);
@@ -451,13 +446,12 @@ bool ProcScanner::read_kept(int& fd, int pid, const char* name, std::string& out
       }
     }
     char buf[1024];
-    const ssize_t n = ::pread(fd, buf, sizeof buf, 0);
+    const ssize_t n = ::pread(fd.get(), buf, sizeof buf, 0);
     if (n > 0) {
       out.assign(buf, static_cast<std::size_t>(n));
       return true;
     }
-    ::close(fd);
-    fd = -1;
+    fd.reset();
   }
   return false;
 }
@@ -465,12 +459,12 @@ bool ProcScanner::read_kept(int& fd, int pid, const char* name, std::string& out
 // The last field of loadavg: the pid most recently allocated in this pid
 // namespace. nullopt when unreadable (fake trees have none).
 std::optional<std::int64_t> ProcScanner::last_pid() {
-  if (loadavg_fd_ < 0) {
-    loadavg_fd_ = ::open((root_ + "/loadavg").c_str(), O_RDONLY | O_CLOEXEC);
-    if (loadavg_fd_ < 0) return std::nullopt;
+  if (!loadavg_fd_) {
+    loadavg_fd_.reset(::open((root_ + "/loadavg").c_str(), O_RDONLY | O_CLOEXEC));
+    if (!loadavg_fd_) return std::nullopt;
   }
   char buf[128];
-  const ssize_t n = ::pread(loadavg_fd_, buf, sizeof buf, 0);
+  const ssize_t n = ::pread(loadavg_fd_.get(), buf, sizeof buf, 0);
   if (n <= 0) return std::nullopt;
   std::string_view text(buf, static_cast<std::size_t>(n));
   while (!text.empty() && is_space(text.back())) text.remove_suffix(1);
@@ -548,14 +542,14 @@ bool ProcScanner::scan(std::vector<ProcessObservation>& out, std::int64_t page_b
       !pid_cursor || !listed_last_pid_ || *pid_cursor != *listed_last_pid_ || out_of_fds_;
   if (list) {
     // readdir, not std::filesystem: no path object per entry at ~1,000 a tick.
-    DIR* dir = ::opendir(root_.c_str());
+    common::Dir dir(::opendir(root_.c_str()));
     if (!dir) {
       listed_last_pid_.reset();
       return false;
     }
     ++listings_;
     listed_last_pid_ = pid_cursor;
-    while (const dirent* entry = ::readdir(dir)) {
+    while (const dirent* entry = dir.read()) {
       const char* name = entry->d_name;
       const char* name_end = name + std::strlen(name);
       int pid = 0;
@@ -565,7 +559,6 @@ bool ProcScanner::scan(std::vector<ProcessObservation>& out, std::int64_t page_b
       f.generation = generation_;
       observe(pid, f, out, page_bytes);
     }
-    ::closedir(dir);
   } else {
     // No pid allocated since the last listing: the processes are those
     // already known, minus those that exited (their reads fail).
@@ -573,12 +566,8 @@ bool ProcScanner::scan(std::vector<ProcessObservation>& out, std::int64_t page_b
       if (observe(pid, f, out, page_bytes)) f.generation = generation_;
     }
   }
-  std::erase_if(files_, [&](auto& e) {
-    if (e.second.generation == generation_) return false;
-    if (e.second.stat_fd >= 0) ::close(e.second.stat_fd);
-    if (e.second.schedstat_fd >= 0) ::close(e.second.schedstat_fd);
-    return true;
-  });
+  // Erasing a process's Files closes its descriptors.
+  std::erase_if(files_, [&](const auto& e) { return e.second.generation != generation_; });
   // A later tick may find descriptors again (processes exited).
   out_of_fds_ = false;
   return true;
@@ -644,10 +633,10 @@ ProcessTracker::ProcessTracker(std::string proc_root, std::int64_t heartbeat_ns,
 void ProcessTracker::read_tasks(int pid) {
   tasks_.clear();
   const std::string task_dir = fmt::format("{}/{}/task", proc_root_, pid);
-  DIR* dir = ::opendir(task_dir.c_str());
+  common::Dir dir(::opendir(task_dir.c_str()));
   if (!dir) return;
   std::string path;
-  while (const dirent* entry = ::readdir(dir)) {
+  while (const dirent* entry = dir.read()) {
     const char* name = entry->d_name;
     const char* name_end = name + std::strlen(name);
     int tid = 0;
@@ -663,7 +652,6 @@ void ProcessTracker::read_tasks(int pid) {
     path.append("sched").replace(path.size() - 9, 9, "schedstat");
     if (read_proc_file(path, text_, 256)) r.schedstat = parse_schedstat(text_);
   }
-  ::closedir(dir);
 }
 
 void ProcessTracker::sample_threads(const TickInfo& tick, int pid, Tracked& t, schema::Batch& out) {

@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/fd.h"
 #include "schema/records.h"
 
 namespace stallscope::sampler::detail {
@@ -247,7 +248,6 @@ std::optional<PidStat> parse_pid_stat(std::string_view text);
 class ProcScanner {
  public:
   explicit ProcScanner(std::string proc_root);
-  ~ProcScanner();
   ProcScanner(const ProcScanner&) = delete;
   ProcScanner& operator=(const ProcScanner&) = delete;
 
@@ -261,15 +261,15 @@ class ProcScanner {
 
  private:
   struct Files {
-    int stat_fd = -1;
-    int schedstat_fd = -1;
+    common::Fd stat_fd;  // empty: not open (yet, or after a failed read)
+    common::Fd schedstat_fd;
     std::int64_t generation = 0;
     std::optional<PidStat> stat;         // last stat read (kept files only)
     std::optional<Schedstat> schedstat;  // schedstat at the tick of that read, or later
   };
   // Reads a kept file; `reopened` is set when the descriptor had to be
   // (re)opened, i.e. it may now belong to another process.
-  bool read_kept(int& fd, int pid, const char* name, std::string& out, bool& reopened);
+  bool read_kept(common::Fd& fd, int pid, const char* name, std::string& out, bool& reopened);
   // Appends pid's observation; false when its files cannot be read.
   bool observe(int pid, Files& f, std::vector<ProcessObservation>& out, std::int64_t page_bytes);
   std::optional<std::int64_t> last_pid();
@@ -278,7 +278,7 @@ class ProcScanner {
   std::int64_t generation_ = 0;
   std::int64_t listings_ = 0;
   bool out_of_fds_ = false;
-  int loadavg_fd_ = -1;
+  common::Fd loadavg_fd_;
   std::optional<std::int64_t> listed_last_pid_;  // loadavg's last pid at the last listing
   std::string buf_;
 };
