@@ -21,5 +21,10 @@ inline constexpr std::int64_t kMsPerS = 1'000;
 inline constexpr double kNsPerUsDouble = 1e3;
 inline constexpr double kNsPerMsDouble = 1e6;
 inline constexpr double kNsPerSDouble = 1e9;
+inline constexpr double kMsPerSDouble = 1e3;
+
+// Sizes: /proc gives memory in KiB (meminfo) or pages (stat; the page size
+// is sysconf(_SC_PAGESIZE)); stallscope stores bytes.
+inline constexpr std::int64_t kBytesPerKiB = 1'024;
 
 }  // namespace stallscope::common

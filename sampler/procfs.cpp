@@ -17,6 +17,7 @@
 
 #include "common/conninfo.h"
 #include "common/fd.h"
+#include "common/units.h"
 
 namespace stallscope::sampler::detail {
 namespace {
@@ -159,7 +160,7 @@ std::vector<std::string> split_cmdline(std::string_view text) {
 
 std::optional<std::vector<std::string>> read_cmdline(const std::string& proc_root, int pid) {
   std::string text;
-  if (!read_proc_file(pid_path(proc_root, pid, "cmdline"), text, 256 * 1024)) {
+  if (!read_proc_file(pid_path(proc_root, pid, "cmdline"), text, 256 * common::kBytesPerKiB)) {
     return std::nullopt;
   }
   auto args = split_cmdline(text);
@@ -280,7 +281,7 @@ CpuThrottle parse_cpu_stat(std::string_view text) {
                 .nr_throttled = keyed_field(text, "nr_throttled"),
                 .throttled_ns = keyed_field(text, "throttled_time")};
   if (!t.throttled_ns) {
-    if (auto us = keyed_field(text, "throttled_usec")) t.throttled_ns = *us * 1000;
+    if (auto us = keyed_field(text, "throttled_usec")) t.throttled_ns = *us * common::kNsPerUs;
   }
   return t;
 }
@@ -607,7 +608,8 @@ void CgroupThrottleTracker::observe(std::int64_t sample_id, std::int64_t mono_ns
     state_[key] = State{.mono_ns = mono_ns, .counters = *now};
     out.cgroup_samples.push_back(std::move(row));
   }
-  std::erase_if(state_, [&](const auto& e) { return mono_ns - e.second.mono_ns > 60'000'000'000; });
+  std::erase_if(state_,
+                [&](const auto& e) { return mono_ns - e.second.mono_ns > 60 * common::kNsPerS; });
 }
 
 // ---------------------------------------------------------------------------
@@ -802,7 +804,7 @@ void ProcessTracker::observe(const TickInfo& tick,
       if (t.window_cpu_ns < 0 || schedstat->on_cpu_ns < t.window_cpu_ns) {
         t.window_mono_ns = tick.mono_ns;
         t.window_cpu_ns = schedstat->on_cpu_ns;
-      } else if (tick.mono_ns - t.window_mono_ns >= 1'000'000'000) {
+      } else if (tick.mono_ns - t.window_mono_ns >= common::kNsPerS) {
         t.recent_cores = static_cast<double>(schedstat->on_cpu_ns - t.window_cpu_ns) /
                          static_cast<double>(tick.mono_ns - t.window_mono_ns);
         t.window_mono_ns = tick.mono_ns;
@@ -898,10 +900,10 @@ void ProcessTracker::sample_row(const TickInfo& tick, const ProcessObservation& 
         .cgroup = t.cgroup,
     };
     if (tick.ticks_per_s > 0) {
-      // Split so that ticks × 1e9 cannot overflow after years of uptime.
+      // Split so that ticks × kNsPerS cannot overflow after years of uptime.
       const std::int64_t hz = tick.ticks_per_s;
-      process.start_ns = tick.boot_wall_ns + obs.start_ticks / hz * 1'000'000'000 +
-                         obs.start_ticks % hz * 1'000'000'000 / hz;
+      process.start_ns = tick.boot_wall_ns + obs.start_ticks / hz * common::kNsPerS +
+                         obs.start_ticks % hz * common::kNsPerS / hz;
     }
     if (auto args = read_cmdline(proc_root_, obs.pid)) {
       process.cmdline = join_args_masked(*args);
@@ -926,7 +928,7 @@ void ProcessTracker::sample_row(const TickInfo& tick, const ProcessObservation& 
       sample.write_bytes = delta(io->write_bytes, b.io->write_bytes);
     }
     if (auto d = delta(blkio_ticks, b.blkio_ticks); d && tick.ticks_per_s > 0) {
-      sample.blkio_delay_ns = *d * 1'000'000'000 / tick.ticks_per_s;
+      sample.blkio_delay_ns = *d * common::kNsPerS / tick.ticks_per_s;
     }
   }
   sample.process_id = t.process_id;

@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 
+#include "common/units.h"
 #include "schema/records.h"
 
 namespace stallscope::sampler {
@@ -34,7 +35,7 @@ struct HostSamplerOptions {
   // libproc2 (/proc/stat, meminfo, vmstat, diskstats) reads the real /proc.
   std::string proc_root = "/proc";
   // A process with no activity still gets a row at least this often, ns.
-  std::int64_t heartbeat_ns = 10'000'000'000;
+  std::int64_t heartbeat_ns = 10 * common::kNsPerS;
   // --threads: thread_sample rows for every multi-threaded process. Without
   // it, only for those whose CPU over the last second reached half a core.
   bool all_threads = false;

@@ -19,6 +19,7 @@
 
 #include "common/error.h"
 #include "common/fd.h"
+#include "common/units.h"
 #include "schema/row.h"
 #include "schema/schema_sql.h"
 #include "schema/tick_rows.h"
@@ -620,7 +621,7 @@ std::optional<AggregateSpan> pgbench_aggregate_span(SQLite::Database& db) {
   if (!st.executeStep() || st.getColumn(0).isNull()) return std::nullopt;
   AggregateSpan span;
   span.start_ns = st.getColumn(0).getInt64();
-  span.interval_ns = st.getColumn(2).isNull() ? 1'000'000'000 : st.getColumn(2).getInt64();
+  span.interval_ns = st.getColumn(2).isNull() ? common::kNsPerS : st.getColumn(2).getInt64();
   span.end_ns = st.getColumn(1).getInt64() + span.interval_ns;
   return span;
 }

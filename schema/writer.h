@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/units.h"
 #include "schema/records.h"
 #include "schema/store.h"
 
@@ -25,7 +26,7 @@ namespace stallscope::schema {
 
 class Writer {
  public:
-  explicit Writer(Store store, std::int64_t commit_interval_ns = 250'000'000);
+  explicit Writer(Store store, std::int64_t commit_interval_ns = 250 * common::kNsPerMs);
   ~Writer();  // close()s with status 'interrupted' if close() was not called; never throws
   Writer(const Writer&) = delete;
   Writer& operator=(const Writer&) = delete;

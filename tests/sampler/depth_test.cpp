@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "common/units.h"
 #include "sampler/procfs.h"
 #include "support/test_support.h"
 
@@ -19,7 +20,7 @@ namespace {
 
 using namespace std::string_view_literals;
 
-constexpr std::int64_t kMs = 1'000'000;
+constexpr std::int64_t kMs = common::kNsPerMs;
 
 void write_file(const std::filesystem::path& path, std::string_view content) {
   std::filesystem::create_directories(path.parent_path());
