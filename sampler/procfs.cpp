@@ -7,9 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <climits>
-#include <cstring>
 #include <filesystem>
 #include <tuple>
 
@@ -17,6 +15,7 @@
 
 #include "common/conninfo.h"
 #include "common/fd.h"
+#include "common/parse.h"
 #include "common/units.h"
 
 namespace stallscope::sampler::detail {
@@ -31,15 +30,22 @@ std::string_view skip_spaces(std::string_view s) {
   return s;
 }
 
-// Parses a non-negative integer at the start of `s` (after blanks) and
-// removes it from `s`; the number must end at a blank or the end.
+// The blank-free token at the start of `s`.
+std::string_view token(std::string_view s) {
+  std::size_t end = 0;
+  while (end < s.size() && !is_space(s[end])) ++end;
+  return s.substr(0, end);
+}
+
+// Parses the non-negative integer that the first token of `s` (after blanks)
+// must be, and removes it from `s`; nullopt when the token is anything else
+// ("12x", "-1", empty).
 std::optional<std::int64_t> take_count(std::string_view& s) {
   s = skip_spaces(s);
-  std::int64_t value = 0;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
-  if (ec != std::errc{} || value < 0) return std::nullopt;
-  s.remove_prefix(static_cast<std::size_t>(end - s.data()));
-  if (!s.empty() && !is_space(s.front())) return std::nullopt;
+  const std::string_view tok = token(s);
+  const auto value = common::parse_int64(tok);
+  if (!value || *value < 0) return std::nullopt;
+  s.remove_prefix(tok.size());
   return value;
 }
 
@@ -314,17 +320,14 @@ std::optional<TaskStat> parse_task_stat(std::string_view text) {
   while (true) {
     rest = skip_spaces(rest);
     if (rest.empty()) break;
-    std::size_t end = 0;
-    while (end < rest.size() && !is_space(rest[end])) ++end;
-    std::string_view tok = rest.substr(0, end);
+    const std::string_view tok = token(rest);
     if (field == 3) t.state = tok.empty() ? '?' : tok.front();
     if (field == 22 || field == 42) {
-      std::int64_t v = 0;
-      auto [p, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), v);
-      if (ec != std::errc{}) return std::nullopt;
-      (field == 22 ? t.start_ticks : t.blkio_ticks) = v;
+      const auto v = common::parse_int64(tok);  // the whole field, or the row is malformed
+      if (!v) return std::nullopt;
+      (field == 22 ? t.start_ticks : t.blkio_ticks) = *v;
     }
-    rest.remove_prefix(end);
+    rest.remove_prefix(tok.size());
     if (++field > 42) break;
   }
   if (field < 23) return std::nullopt;
@@ -370,18 +373,15 @@ std::optional<PidStat> parse_pid_stat(std::string_view text) {
   while (field <= 42) {
     rest = skip_spaces(rest);
     if (rest.empty()) break;
-    std::size_t end = 0;
-    while (end < rest.size() && !is_space(rest[end])) ++end;
-    std::string_view tok = rest.substr(0, end);
-    rest.remove_prefix(end);
+    const std::string_view tok = token(rest);
+    rest.remove_prefix(tok.size());
     if (field == 3) {
       p.state = tok.front();
     } else if (field == 4 || field == 12 || field == 14 || field == 15 || field == 20 ||
                field == 22 || field == 24 || field == 42) {
-      std::int64_t v = 0;
-      if (std::from_chars(tok.data(), tok.data() + tok.size(), v).ec != std::errc{}) {
-        return std::nullopt;
-      }
+      const auto parsed = common::parse_int64(tok);  // the whole field, or the row is malformed
+      if (!parsed) return std::nullopt;
+      const std::int64_t v = *parsed;
       switch (field) {
         case 4:
           p.ppid = static_cast<int>(v);
@@ -551,14 +551,12 @@ bool ProcScanner::scan(std::vector<ProcessObservation>& out, std::int64_t page_b
     ++listings_;
     listed_last_pid_ = pid_cursor;
     while (const dirent* entry = dir.read()) {
-      const char* name = entry->d_name;
-      const char* name_end = name + std::strlen(name);
-      int pid = 0;
-      auto [end, err] = std::from_chars(name, name_end, pid);
-      if (err != std::errc{} || end != name_end || pid <= 0) continue;
-      Files& f = files_[pid];
+      // Only the numeric entries are processes ("self", "sys", "." are not).
+      const std::optional<int> pid = common::parse_int(entry->d_name);
+      if (!pid || *pid <= 0) continue;
+      Files& f = files_[*pid];
       f.generation = generation_;
-      observe(pid, f, out, page_bytes);
+      observe(*pid, f, out, page_bytes);
     }
   } else {
     // No pid allocated since the last listing: the processes are those
@@ -639,17 +637,15 @@ void ProcessTracker::read_tasks(int pid) {
   if (!dir) return;
   std::string path;
   while (const dirent* entry = dir.read()) {
-    const char* name = entry->d_name;
-    const char* name_end = name + std::strlen(name);
-    int tid = 0;
-    auto [end, err] = std::from_chars(name, name_end, tid);
-    if (err != std::errc{} || end != name_end || tid <= 0) continue;
-    path.assign(task_dir).append("/").append(name, name_end).append("/stat");
+    const std::string_view name = entry->d_name;
+    const std::optional<int> tid = common::parse_int(name);
+    if (!tid || *tid <= 0) continue;
+    path.assign(task_dir).append("/").append(name).append("/stat");
     if (!read_proc_file(path, text_, 4096)) continue;
     auto st = parse_task_stat(text_);
     if (!st) continue;
     TaskReading& r = tasks_.emplace_back();
-    r.tid = tid;
+    r.tid = *tid;
     r.stat = std::move(*st);
     path.append("sched").replace(path.size() - 9, 9, "schedstat");
     if (read_proc_file(path, text_, 256)) r.schedstat = parse_schedstat(text_);

@@ -123,6 +123,18 @@ TEST(HostDepthParse, TaskStatKeepsAWholeCommWithParenthesesAndSpaces) {
   EXPECT_FALSE(parse_task_stat("12 (x) S 1 2").has_value());
 }
 
+TEST(HostDepthParse, AFieldWithTrailingGarbageIsMalformedNotItsDigits) {
+  const std::string head = "4321 (x) S 1 4321 4321 0 -1 4194560 10 0 0 0 5 6 0 0 20 0 1 0 ";
+  const std::string tail =
+      " 1000 100 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 77 0 0\n";
+  ASSERT_TRUE(parse_task_stat(head + "987654" + tail).has_value());
+  ASSERT_TRUE(parse_pid_stat(head + "987654" + tail).has_value());
+  EXPECT_FALSE(parse_task_stat(head + "987654x" + tail).has_value());
+  EXPECT_FALSE(parse_pid_stat(head + "987654x" + tail).has_value());
+  EXPECT_FALSE(parse_schedstat("10 20x 3\n").has_value());
+  EXPECT_FALSE(parse_io("read_bytes: 12kB\nwrite_bytes: 3\n").has_value());
+}
+
 TEST(HostDepthParse, KernelStackDropsAddressPrefixes) {
   test::TempDir dir;
   auto path = dir.path() / "stack";
