@@ -1,6 +1,7 @@
 // Unit constants: how many of the smaller unit one larger unit holds. Every
-// duration and timestamp in stallscope is an integer count of nanoseconds
-// (DESIGN.md); these turn them into the units people read, and back.
+// duration and timestamp stallscope stores is an integer count of
+// nanoseconds (common/clock.h); these turn them into the units people read,
+// and back.
 //
 //   double ms = double(latency_ns) / common::kNsPerMs;
 //   std::int64_t period_ns = common::kNsPerS / hz;

@@ -124,7 +124,7 @@ struct HostSampler::Impl {
   HostSnapshot snapshot;
   PeriodicThread thread;
 
-  // Sampler depth (issue 3).
+  // Memory, pressure, disks, cgroups; the process listing; delay accounting.
   MeminfoHandle meminfo;
   VmstatHandle vmstat;
   DiskstatsHandle diskstats;

@@ -772,7 +772,7 @@ void ProcessTracker::observe(const TickInfo& tick,
     bool row = is_new;
     // A heartbeat row of a task that has not run since its last row: its
     // status, io and wchan cannot have changed, so they are not read again
-    // (the "deep files only for tasks that did something").
+    // (the deep files are read only for tasks that did something).
     bool quiet = false;
     if (!is_new) {
       bool cpu_moved;

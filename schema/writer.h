@@ -33,8 +33,10 @@ class Writer {
 
   // Queues `batch` for the next commit. Thread-safe.
   void submit(Batch batch);
-  // Writes everything queued, marks the run (end_run), commits, joins the
-  // thread. Throws the first write error, if any. Idempotent.
+  // Writes everything queued, marks the run (end_run: end_ns is wall clock,
+  // ns since the epoch; status and end_reason as in the run table), commits,
+  // joins the thread. Throws the first write error, if any (the Error that
+  // Store::write threw). Idempotent.
   void close(std::int64_t end_ns, const std::string& status, const std::string& end_reason,
              std::optional<int> command_exit_status = std::nullopt);
 

@@ -1,4 +1,4 @@
-// Sampler depth (issue 3) on hand-made /proc- and cgroup-style inputs: PSI,
+// The sampler's deeper readers on hand-made /proc- and cgroup-style inputs: PSI,
 // /proc/PID/io, /proc/PID/cgroup, cgroup cpu.stat (v1 and v2), task stat,
 // kernel stacks, the cgroup throttle tracker and the tracker's io / blkio /
 // per-thread deltas (first sight and pid reuse give no delta).
