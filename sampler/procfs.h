@@ -96,7 +96,8 @@ std::vector<std::string> split_cmdline(std::string_view text);
 std::optional<std::vector<std::string>> read_cmdline(const std::string& proc_root, int pid);
 
 // Reads a whole small /proc file into `out` with open/read/close (no
-// iostreams: this runs ~1,000 times a tick). At most `max_bytes` are kept.
+// iostreams: it runs for several files of every process that gets a row, and
+// for every file the scanner cannot keep open). At most `max_bytes` are kept.
 // Returns false if it cannot be opened or read.
 bool read_proc_file(const std::string& path, std::string& out, std::size_t max_bytes = 65536);
 
@@ -446,7 +447,7 @@ class ProcessTracker {
 };
 
 // ---------------------------------------------------------------------------
-// Move-only owner of a libproc2 context (`pids_info`, `stat_info`, ...),
+// Move-only owner of a libproc2 context (`stat_info`, `meminfo_info`, ...),
 // released with its `procps_*_unref(T**)`. Moving empties the source; the
 // destructor never throws.
 //
