@@ -2,12 +2,13 @@
 
 #include <time.h>
 
+#include "common/units.h"
 namespace stallscope {
 namespace {
 std::int64_t read_clock(clockid_t id) noexcept {
   timespec ts{};
   clock_gettime(id, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+  return static_cast<std::int64_t>(ts.tv_sec) * common::kNsPerS + ts.tv_nsec;
 }
 }  // namespace
 

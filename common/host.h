@@ -12,6 +12,8 @@ struct HostInfo {
   long clock_ticks_per_s = 0;  // sysconf(_SC_CLK_TCK)
 };
 
+// Never throws: a failed uname(2) leaves host and kernel empty, a failed
+// sysconf(3) gives -1.
 HostInfo read_host_info();
 
 }  // namespace stallscope

@@ -1,6 +1,7 @@
 // Unit constants: how many of the smaller unit one larger unit holds. Every
-// duration and timestamp in stallscope is an integer count of nanoseconds
-// (docs/architecture.md); these turn them into the units people read, and back.
+// duration and timestamp stallscope stores is an integer count of
+// nanoseconds (common/clock.h); these turn them into the units people read,
+// and back.
 //
 //   double ms = double(latency_ns) / common::kNsPerMs;
 //   std::int64_t period_ns = common::kNsPerS / hz;
@@ -21,5 +22,10 @@ inline constexpr std::int64_t kMsPerS = 1'000;
 inline constexpr double kNsPerUsDouble = 1e3;
 inline constexpr double kNsPerMsDouble = 1e6;
 inline constexpr double kNsPerSDouble = 1e9;
+inline constexpr double kMsPerSDouble = 1e3;
+
+// Sizes: /proc gives memory in KiB (meminfo) or pages (stat; the page size
+// is sysconf(_SC_PAGESIZE)); stallscope stores bytes.
+inline constexpr std::int64_t kBytesPerKiB = 1'024;
 
 }  // namespace stallscope::common

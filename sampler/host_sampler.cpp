@@ -29,6 +29,7 @@
 #include "common/error.h"
 #include "common/periodic.h"
 #include "common/thread_name.h"
+#include "common/units.h"
 #include "sampler/procfs.h"
 #include "sampler/sampler.h"
 
@@ -97,7 +98,7 @@ struct StatRow {
 std::int64_t boottime_ns() {
   timespec ts{};
   clock_gettime(CLOCK_BOOTTIME, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+  return static_cast<std::int64_t>(ts.tv_sec) * common::kNsPerS + ts.tv_nsec;
 }
 
 }  // namespace
@@ -123,7 +124,7 @@ struct HostSampler::Impl {
   HostSnapshot snapshot;
   PeriodicThread thread;
 
-  // Sampler depth (issue 3).
+  // Memory, pressure, disks, cgroups; the process listing; delay accounting.
   MeminfoHandle meminfo;
   VmstatHandle vmstat;
   DiskstatsHandle diskstats;
@@ -221,7 +222,7 @@ void HostSampler::Impl::sample_host(schema::HostSampleRow& host, HostSnapshot& s
     for (int i = 0; i < kCpuModes; ++i) {
       const std::int64_t d = ticks[i] - (*prev_cpu_ticks)[i];
       if (d < 0) continue;  // iowait can go backwards: no value, not 0
-      ns[i] = d * 1'000'000'000 / ticks_per_s;
+      ns[i] = d * common::kNsPerS / ticks_per_s;
       total_ticks += d;
     }
     host.cpu_user_ns = ns[kUser];
@@ -256,7 +257,7 @@ void HostSampler::Impl::sample_processes(schema::HostSampleRow& host, schema::Ba
   host.processes_total = static_cast<int>(observations.size());
   if (observations.empty()) return;
   // kernel.task_delayacct can be switched at any time: look once a second.
-  if (!delayacct_checked_ns || mono_ns - *delayacct_checked_ns >= 1'000'000'000) {
+  if (!delayacct_checked_ns || mono_ns - *delayacct_checked_ns >= common::kNsPerS) {
     std::string text;
     delayacct_on =
         detail::read_proc_file(options.proc_root + "/sys/kernel/task_delayacct", text, 16) &&
@@ -295,7 +296,7 @@ void HostSampler::Impl::sample_memory(schema::Batch& batch) {
   row.psi_memory_full_us = d[5];
   if (meminfo_stack* m = procps_meminfo_select(meminfo.get(), mem_items.data(), kMemColumns)) {
     auto kib = [&](int col) {
-      return static_cast<std::int64_t>(MEMINFO_VAL(col, ul_int, m, nullptr)) * 1024;
+      return static_cast<std::int64_t>(MEMINFO_VAL(col, ul_int, m, nullptr)) * common::kBytesPerKiB;
     };
     row.mem_available_bytes = kib(kMemAvailable);
     row.mem_dirty_bytes = kib(kMemDirty);
@@ -357,8 +358,8 @@ void HostSampler::Impl::sample_disks(schema::Batch& batch, std::int64_t mono_ns)
                                 .read_sectors = c.read_sectors - p.read_sectors,
                                 .write_sectors = c.write_sectors - p.write_sectors,
                                 .in_flight = in_flight,
-                                .busy_ns = (c.io_ms - p.io_ms) * 1'000'000,
-                                .weighted_ns = (c.weighted_ms - p.weighted_ms) * 1'000'000,
+                                .busy_ns = (c.io_ms - p.io_ms) * common::kNsPerMs,
+                                .weighted_ns = (c.weighted_ms - p.weighted_ms) * common::kNsPerMs,
                                 .span_ns = mono_ns - p.mono_ns};
       const bool counters_ok = row.reads >= 0 && row.writes >= 0 && row.read_sectors >= 0 &&
                                row.write_sectors >= 0 && row.busy_ns >= 0 && row.weighted_ns >= 0;
@@ -407,7 +408,8 @@ void HostSampler::start() {
   s.page_bytes = sysconf(_SC_PAGESIZE);
   if (s.page_bytes <= 0) s.page_bytes = 4096;
   s.boot_wall_ns = wall_now_ns() - boottime_ns();
-  s.thread.start(kHostSamplerThreadName, static_cast<std::int64_t>(1e9 / s.options.hz),
+  s.thread.start(kHostSamplerThreadName,
+                 static_cast<std::int64_t>(common::kNsPerSDouble / s.options.hz),
                  [&s] { s.run_tick(); });
 }
 

@@ -7,15 +7,16 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <climits>
-#include <cstring>
 #include <filesystem>
 #include <tuple>
 
 #include <fmt/format.h>
 
 #include "common/conninfo.h"
+#include "common/fd.h"
+#include "common/parse.h"
+#include "common/units.h"
 
 namespace stallscope::sampler::detail {
 namespace {
@@ -29,15 +30,22 @@ std::string_view skip_spaces(std::string_view s) {
   return s;
 }
 
-// Parses a non-negative integer at the start of `s` (after blanks) and
-// removes it from `s`; the number must end at a blank or the end.
+// The blank-free token at the start of `s`.
+std::string_view token(std::string_view s) {
+  std::size_t end = 0;
+  while (end < s.size() && !is_space(s[end])) ++end;
+  return s.substr(0, end);
+}
+
+// Parses the non-negative integer that the first token of `s` (after blanks)
+// must be, and removes it from `s`; nullopt when the token is anything else
+// ("12x", "-1", empty).
 std::optional<std::int64_t> take_count(std::string_view& s) {
   s = skip_spaces(s);
-  std::int64_t value = 0;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
-  if (ec != std::errc{} || value < 0) return std::nullopt;
-  s.remove_prefix(static_cast<std::size_t>(end - s.data()));
-  if (!s.empty() && !is_space(s.front())) return std::nullopt;
+  const std::string_view tok = token(s);
+  const auto value = common::parse_int64(tok);
+  if (!value || *value < 0) return std::nullopt;
+  s.remove_prefix(tok.size());
   return value;
 }
 
@@ -67,12 +75,12 @@ std::string pid_path(const std::string& proc_root, int pid, std::string_view fil
 
 bool read_proc_file(const std::string& path, std::string& out, std::size_t max_bytes) {
   out.clear();
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
+  const common::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return false;
   bool ok = true;
   char buf[4096];
   while (out.size() < max_bytes) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
+    ssize_t n = ::read(fd.get(), buf, sizeof buf);
     if (n < 0) {
       if (errno == EINTR) continue;
       ok = false;  // e.g. ESRCH: the process exited between open and read
@@ -81,7 +89,6 @@ bool read_proc_file(const std::string& path, std::string& out, std::size_t max_b
     if (n == 0) break;
     out.append(buf, std::min(static_cast<std::size_t>(n), max_bytes - out.size()));
   }
-  ::close(fd);
   return ok;
 }
 
@@ -159,7 +166,7 @@ std::vector<std::string> split_cmdline(std::string_view text) {
 
 std::optional<std::vector<std::string>> read_cmdline(const std::string& proc_root, int pid) {
   std::string text;
-  if (!read_proc_file(pid_path(proc_root, pid, "cmdline"), text, 256 * 1024)) {
+  if (!read_proc_file(pid_path(proc_root, pid, "cmdline"), text, 256 * common::kBytesPerKiB)) {
     return std::nullopt;
   }
   auto args = split_cmdline(text);
@@ -280,7 +287,7 @@ CpuThrottle parse_cpu_stat(std::string_view text) {
                 .nr_throttled = keyed_field(text, "nr_throttled"),
                 .throttled_ns = keyed_field(text, "throttled_time")};
   if (!t.throttled_ns) {
-    if (auto us = keyed_field(text, "throttled_usec")) t.throttled_ns = *us * 1000;
+    if (auto us = keyed_field(text, "throttled_usec")) t.throttled_ns = *us * common::kNsPerUs;
   }
   return t;
 }
@@ -313,17 +320,14 @@ std::optional<TaskStat> parse_task_stat(std::string_view text) {
   while (true) {
     rest = skip_spaces(rest);
     if (rest.empty()) break;
-    std::size_t end = 0;
-    while (end < rest.size() && !is_space(rest[end])) ++end;
-    std::string_view tok = rest.substr(0, end);
+    const std::string_view tok = token(rest);
     if (field == 3) t.state = tok.empty() ? '?' : tok.front();
     if (field == 22 || field == 42) {
-      std::int64_t v = 0;
-      auto [p, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), v);
-      if (ec != std::errc{}) return std::nullopt;
-      (field == 22 ? t.start_ticks : t.blkio_ticks) = v;
+      const auto v = common::parse_int64(tok);  // the whole field, or the row is malformed
+      if (!v) return std::nullopt;
+      (field == 22 ? t.start_ticks : t.blkio_ticks) = *v;
     }
-    rest.remove_prefix(end);
+    rest.remove_prefix(tok.size());
     if (++field > 42) break;
   }
   if (field < 23) return std::nullopt;
@@ -369,18 +373,15 @@ std::optional<PidStat> parse_pid_stat(std::string_view text) {
   while (field <= 42) {
     rest = skip_spaces(rest);
     if (rest.empty()) break;
-    std::size_t end = 0;
-    while (end < rest.size() && !is_space(rest[end])) ++end;
-    std::string_view tok = rest.substr(0, end);
-    rest.remove_prefix(end);
+    const std::string_view tok = token(rest);
+    rest.remove_prefix(tok.size());
     if (field == 3) {
       p.state = tok.front();
     } else if (field == 4 || field == 12 || field == 14 || field == 15 || field == 20 ||
                field == 22 || field == 24 || field == 42) {
-      std::int64_t v = 0;
-      if (std::from_chars(tok.data(), tok.data() + tok.size(), v).ec != std::errc{}) {
-        return std::nullopt;
-      }
+      const auto parsed = common::parse_int64(tok);  // the whole field, or the row is malformed
+      if (!parsed) return std::nullopt;
+      const std::int64_t v = *parsed;
       switch (field) {
         case 4:
           p.ppid = static_cast<int>(v);
@@ -418,31 +419,26 @@ ProcScanner::ProcScanner(std::string proc_root) : root_(std::move(proc_root)) {
   buf_.reserve(1024);
 }
 
-ProcScanner::~ProcScanner() {
-  for (auto& [pid, f] : files_) {
-    if (f.stat_fd >= 0) ::close(f.stat_fd);
-    if (f.schedstat_fd >= 0) ::close(f.schedstat_fd);
-  }
-  if (loadavg_fd_ >= 0) ::close(loadavg_fd_);
-}
-
 std::size_t ProcScanner::open_files() const noexcept {
-  std::size_t n = loadavg_fd_ >= 0;
-  for (const auto& [pid, f] : files_) n += (f.stat_fd >= 0) + (f.schedstat_fd >= 0);
+  std::size_t n = static_cast<bool>(loadavg_fd_);
+  for (const auto& [pid, f] : files_) {
+    n += static_cast<bool>(f.stat_fd) + static_cast<bool>(f.schedstat_fd);
+  }
   return n;
 }
 
 // Reads a kept file from offset 0 (opening it first if needed); on a read
 // failure of a kept descriptor (its process exited), reopens once.
-bool ProcScanner::read_kept(int& fd, int pid, const char* name, std::string& out, bool& reopened) {
+bool ProcScanner::read_kept(common::Fd& fd, int pid, const char* name, std::string& out,
+                            bool& reopened) {
   for (int attempt = 0; attempt < 2; ++attempt) {
-    if (fd < 0) {
+    if (!fd) {
       reopened = true;
       char path[PATH_MAX];
       fmt::format_to_n(path, sizeof path - 1, "{}/{}/{}", root_, pid, name).out[0] = '\0';
       if (out_of_fds_) return read_proc_file(path, out, 4096);
-      fd = ::open(path, O_RDONLY | O_CLOEXEC);
-      if (fd < 0) {
+      fd.reset(::open(path, O_RDONLY | O_CLOEXEC));
+      if (!fd) {
         if (errno == EMFILE || errno == ENFILE) {
           out_of_fds_ = true;
           return read_proc_file(path, out, 4096);
@@ -451,13 +447,12 @@ bool ProcScanner::read_kept(int& fd, int pid, const char* name, std::string& out
       }
     }
     char buf[1024];
-    const ssize_t n = ::pread(fd, buf, sizeof buf, 0);
+    const ssize_t n = ::pread(fd.get(), buf, sizeof buf, 0);
     if (n > 0) {
       out.assign(buf, static_cast<std::size_t>(n));
       return true;
     }
-    ::close(fd);
-    fd = -1;
+    fd.reset();
   }
   return false;
 }
@@ -465,12 +460,12 @@ bool ProcScanner::read_kept(int& fd, int pid, const char* name, std::string& out
 // The last field of loadavg: the pid most recently allocated in this pid
 // namespace. nullopt when unreadable (fake trees have none).
 std::optional<std::int64_t> ProcScanner::last_pid() {
-  if (loadavg_fd_ < 0) {
-    loadavg_fd_ = ::open((root_ + "/loadavg").c_str(), O_RDONLY | O_CLOEXEC);
-    if (loadavg_fd_ < 0) return std::nullopt;
+  if (!loadavg_fd_) {
+    loadavg_fd_.reset(::open((root_ + "/loadavg").c_str(), O_RDONLY | O_CLOEXEC));
+    if (!loadavg_fd_) return std::nullopt;
   }
   char buf[128];
-  const ssize_t n = ::pread(loadavg_fd_, buf, sizeof buf, 0);
+  const ssize_t n = ::pread(loadavg_fd_.get(), buf, sizeof buf, 0);
   if (n <= 0) return std::nullopt;
   std::string_view text(buf, static_cast<std::size_t>(n));
   while (!text.empty() && is_space(text.back())) text.remove_suffix(1);
@@ -548,24 +543,21 @@ bool ProcScanner::scan(std::vector<ProcessObservation>& out, std::int64_t page_b
       !pid_cursor || !listed_last_pid_ || *pid_cursor != *listed_last_pid_ || out_of_fds_;
   if (list) {
     // readdir, not std::filesystem: no path object per entry at ~1,000 a tick.
-    DIR* dir = ::opendir(root_.c_str());
+    common::Dir dir(::opendir(root_.c_str()));
     if (!dir) {
       listed_last_pid_.reset();
       return false;
     }
     ++listings_;
     listed_last_pid_ = pid_cursor;
-    while (const dirent* entry = ::readdir(dir)) {
-      const char* name = entry->d_name;
-      const char* name_end = name + std::strlen(name);
-      int pid = 0;
-      auto [end, err] = std::from_chars(name, name_end, pid);
-      if (err != std::errc{} || end != name_end || pid <= 0) continue;
-      Files& f = files_[pid];
+    while (const dirent* entry = dir.read()) {
+      // Only the numeric entries are processes ("self", "sys", "." are not).
+      const std::optional<int> pid = common::parse_int(entry->d_name);
+      if (!pid || *pid <= 0) continue;
+      Files& f = files_[*pid];
       f.generation = generation_;
-      observe(pid, f, out, page_bytes);
+      observe(*pid, f, out, page_bytes);
     }
-    ::closedir(dir);
   } else {
     // No pid allocated since the last listing: the processes are those
     // already known, minus those that exited (their reads fail).
@@ -573,12 +565,8 @@ bool ProcScanner::scan(std::vector<ProcessObservation>& out, std::int64_t page_b
       if (observe(pid, f, out, page_bytes)) f.generation = generation_;
     }
   }
-  std::erase_if(files_, [&](auto& e) {
-    if (e.second.generation == generation_) return false;
-    if (e.second.stat_fd >= 0) ::close(e.second.stat_fd);
-    if (e.second.schedstat_fd >= 0) ::close(e.second.schedstat_fd);
-    return true;
-  });
+  // Erasing a process's Files closes its descriptors.
+  std::erase_if(files_, [&](const auto& e) { return e.second.generation != generation_; });
   // A later tick may find descriptors again (processes exited).
   out_of_fds_ = false;
   return true;
@@ -618,7 +606,8 @@ void CgroupThrottleTracker::observe(std::int64_t sample_id, std::int64_t mono_ns
     state_[key] = State{.mono_ns = mono_ns, .counters = *now};
     out.cgroup_samples.push_back(std::move(row));
   }
-  std::erase_if(state_, [&](const auto& e) { return mono_ns - e.second.mono_ns > 60'000'000'000; });
+  std::erase_if(state_,
+                [&](const auto& e) { return mono_ns - e.second.mono_ns > 60 * common::kNsPerS; });
 }
 
 // ---------------------------------------------------------------------------
@@ -644,26 +633,23 @@ ProcessTracker::ProcessTracker(std::string proc_root, std::int64_t heartbeat_ns,
 void ProcessTracker::read_tasks(int pid) {
   tasks_.clear();
   const std::string task_dir = fmt::format("{}/{}/task", proc_root_, pid);
-  DIR* dir = ::opendir(task_dir.c_str());
+  common::Dir dir(::opendir(task_dir.c_str()));
   if (!dir) return;
   std::string path;
-  while (const dirent* entry = ::readdir(dir)) {
-    const char* name = entry->d_name;
-    const char* name_end = name + std::strlen(name);
-    int tid = 0;
-    auto [end, err] = std::from_chars(name, name_end, tid);
-    if (err != std::errc{} || end != name_end || tid <= 0) continue;
-    path.assign(task_dir).append("/").append(name, name_end).append("/stat");
+  while (const dirent* entry = dir.read()) {
+    const std::string_view name = entry->d_name;
+    const std::optional<int> tid = common::parse_int(name);
+    if (!tid || *tid <= 0) continue;
+    path.assign(task_dir).append("/").append(name).append("/stat");
     if (!read_proc_file(path, text_, 4096)) continue;
     auto st = parse_task_stat(text_);
     if (!st) continue;
     TaskReading& r = tasks_.emplace_back();
-    r.tid = tid;
+    r.tid = *tid;
     r.stat = std::move(*st);
     path.append("sched").replace(path.size() - 9, 9, "schedstat");
     if (read_proc_file(path, text_, 256)) r.schedstat = parse_schedstat(text_);
   }
-  ::closedir(dir);
 }
 
 void ProcessTracker::sample_threads(const TickInfo& tick, int pid, Tracked& t, schema::Batch& out) {
@@ -786,7 +772,7 @@ void ProcessTracker::observe(const TickInfo& tick,
     bool row = is_new;
     // A heartbeat row of a task that has not run since its last row: its
     // status, io and wchan cannot have changed, so they are not read again
-    // (the "deep files only for tasks that did something").
+    // (the deep files are read only for tasks that did something).
     bool quiet = false;
     if (!is_new) {
       bool cpu_moved;
@@ -814,7 +800,7 @@ void ProcessTracker::observe(const TickInfo& tick,
       if (t.window_cpu_ns < 0 || schedstat->on_cpu_ns < t.window_cpu_ns) {
         t.window_mono_ns = tick.mono_ns;
         t.window_cpu_ns = schedstat->on_cpu_ns;
-      } else if (tick.mono_ns - t.window_mono_ns >= 1'000'000'000) {
+      } else if (tick.mono_ns - t.window_mono_ns >= common::kNsPerS) {
         t.recent_cores = static_cast<double>(schedstat->on_cpu_ns - t.window_cpu_ns) /
                          static_cast<double>(tick.mono_ns - t.window_mono_ns);
         t.window_mono_ns = tick.mono_ns;
@@ -910,10 +896,10 @@ void ProcessTracker::sample_row(const TickInfo& tick, const ProcessObservation& 
         .cgroup = t.cgroup,
     };
     if (tick.ticks_per_s > 0) {
-      // Split so that ticks × 1e9 cannot overflow after years of uptime.
+      // Split so that ticks × kNsPerS cannot overflow after years of uptime.
       const std::int64_t hz = tick.ticks_per_s;
-      process.start_ns = tick.boot_wall_ns + obs.start_ticks / hz * 1'000'000'000 +
-                         obs.start_ticks % hz * 1'000'000'000 / hz;
+      process.start_ns = tick.boot_wall_ns + obs.start_ticks / hz * common::kNsPerS +
+                         obs.start_ticks % hz * common::kNsPerS / hz;
     }
     if (auto args = read_cmdline(proc_root_, obs.pid)) {
       process.cmdline = join_args_masked(*args);
@@ -938,7 +924,7 @@ void ProcessTracker::sample_row(const TickInfo& tick, const ProcessObservation& 
       sample.write_bytes = delta(io->write_bytes, b.io->write_bytes);
     }
     if (auto d = delta(blkio_ticks, b.blkio_ticks); d && tick.ticks_per_s > 0) {
-      sample.blkio_delay_ns = *d * 1'000'000'000 / tick.ticks_per_s;
+      sample.blkio_delay_ns = *d * common::kNsPerS / tick.ticks_per_s;
     }
   }
   sample.process_id = t.process_id;

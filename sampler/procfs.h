@@ -1,10 +1,19 @@
-// Private to sampler/: the hand-written /proc readers (what libproc2 4.0.2
-// lacks), the per-process tracker that turns one tick's observations into
-// process / process_sample rows, and a move-only owner for libproc2 handles.
+// Private to sampler/: the files the host sampler reads by hand — every
+// per-process /proc file, /proc/pressure/* and cgroup cpu.stat:
+//   - the readers and parsers of single files (schedstat, status, wchan,
+//     cmdline, io, cgroup, task stat, kernel stacks, pressure, cgroup
+//     cpu.stat);
+//   - ProcScanner, the per-tick listing of the processes (each one's
+//     /proc/PID/stat and schedstat, from files kept open between ticks);
+//   - ProcessTracker, which turns one tick's ProcessObservation values into
+//     process / process_sample / thread_sample rows;
+//   - CgroupThrottleTracker, the cgroup_sample rows;
+//   - Proc2Handle, a move-only owner for the libproc2 contexts that
+//     host_sampler.cpp uses for the host-wide files (/proc/stat, meminfo,
+//     vmstat, diskstats).
 //
-// Nothing here includes <libproc2/...>: host_sampler.cpp converts libproc2's
-// result stacks into ProcessObservation values, so this header (and the
-// tests that use it) stay free of libproc2 types.
+// Nothing here includes <libproc2/...> (only host_sampler.cpp does), so this
+// header and the tests that use it stay free of libproc2 types.
 //
 // Every reader takes the proc root ("/proc", or a fake tree in a temp dir for
 // tests) and a pid, and returns std::nullopt when the file is missing (the
@@ -23,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/fd.h"
 #include "schema/records.h"
 
 namespace stallscope::sampler::detail {
@@ -50,8 +60,7 @@ std::optional<Schedstat> read_schedstat(const std::string& proc_root, int pid);
 std::optional<Schedstat> read_schedstat_all_threads(const std::string& proc_root, int pid);
 
 // ---------------------------------------------------------------------------
-// /proc/PID/status: the two context-switch counters (libproc2 4.0.x has no
-// item for them).
+// /proc/PID/status: the two context-switch counters (cumulative counts).
 
 struct ContextSwitches {
   std::int64_t voluntary = 0;     // "voluntary_ctxt_switches:"
@@ -69,7 +78,8 @@ std::optional<ContextSwitches> read_context_switches(const std::string& proc_roo
 
 // The symbol of a wchan file's text, without a compiler clone suffix
 // ("poll_schedule_timeout.constprop.0" → "poll_schedule_timeout"); nullopt
-// when the kernel gives none ("0", empty; libproc2's "-"/"?" alike).
+// when the text names none ("0" or empty, as the kernel writes; "-" and "?"
+// alike).
 std::optional<std::string> parse_wchan(std::string_view text);
 // Reads <proc_root>/<pid>/wchan (see parse_wchan); nullopt when missing.
 std::optional<std::string> read_wchan(const std::string& proc_root, int pid);
@@ -86,12 +96,13 @@ std::vector<std::string> split_cmdline(std::string_view text);
 std::optional<std::vector<std::string>> read_cmdline(const std::string& proc_root, int pid);
 
 // Reads a whole small /proc file into `out` with open/read/close (no
-// iostreams: this runs ~1,000 times a tick). At most `max_bytes` are kept.
+// iostreams: it runs for several files of every process that gets a row, and
+// for every file the scanner cannot keep open). At most `max_bytes` are kept.
 // Returns false if it cannot be opened or read.
 bool read_proc_file(const std::string& path, std::string& out, std::size_t max_bytes = 65536);
 
 // ---------------------------------------------------------------------------
-// Sampler depth (issue 3): pressure, io, cgroup, per-thread stat, stacks.
+// Beyond the base columns: pressure, io, cgroup, per-thread stat, stacks.
 
 // /proc/pressure/{cpu,io,memory}: "some avg10=.. avg60=.. avg300=.. total=<µs>"
 // and the same for "full". A line that is absent (cpu's "full" before Linux
@@ -181,20 +192,22 @@ class CgroupThrottleTracker {
 // ---------------------------------------------------------------------------
 // One tick's view of the processes, turned into rows.
 
-// What the broad libproc2 reap gives for one process (strings copied out of
-// libproc2's stacks). Counters are cumulative since the process started.
+// What ProcScanner reads for one process in a tick: the fields of its
+// /proc/PID/stat (field numbers as in PidStat) and, for a single-threaded
+// process, its schedstat. Counters are cumulative since the process started;
+// ticks are clock ticks (sysconf(_SC_CLK_TCK)).
 struct ProcessObservation {
   int pid = 0;
-  std::int64_t start_ticks = 0;  // PIDS_TICS_BEGAN: with pid, identifies the process
-  std::optional<int> ppid;
-  char state = '?';  // PIDS_STATE letter
-  std::string comm;  // PIDS_CMD
-  std::int64_t utime_ticks = 0;
-  std::int64_t stime_ticks = 0;
-  std::int64_t majflt = 0;
-  std::optional<std::int64_t> rss_bytes;
-  int threads = 1;               // PIDS_NLWP; > 1: schedstat is summed over /proc/PID/task/*
-  std::int64_t blkio_ticks = 0;  // PIDS_TICS_BLKIO (delayacct; 0 while it is off)
+  std::int64_t start_ticks = 0;           // field 22: with pid, identifies the process
+  std::optional<int> ppid;                // field 4
+  char state = '?';                       // field 3: R, S, D, ...
+  std::string comm;                       // field 2, without the parentheses
+  std::int64_t utime_ticks = 0;           // field 14
+  std::int64_t stime_ticks = 0;           // field 15
+  std::int64_t majflt = 0;                // field 12
+  std::optional<std::int64_t> rss_bytes;  // field 24 (pages) × page size
+  int threads = 1;               // field 20; > 1: schedstat is summed over /proc/PID/task/*
+  std::int64_t blkio_ticks = 0;  // field 42 (delay accounting; 0 while it is off)
   // /proc/PID/schedstat when the scanner already read it (single-threaded
   // processes); nullopt: the tracker reads it (or sums task/*/schedstat).
   std::optional<Schedstat> schedstat;
@@ -224,11 +237,11 @@ struct PidStat {
 // the last ')'.
 std::optional<PidStat> parse_pid_stat(std::string_view text);
 
-// The broad per-tick listing: every process's /proc/PID/stat and (for
-// single-threaded ones) schedstat, read with pread on files kept open from
-// tick to tick — the cheapest way to read them (see
-// /work/shared/notes/libproc2.md: ~5 ms at 1,000 processes against ~10 ms
-// for a libproc2 reap). Two cuts on top of that, both exact:
+// The per-tick listing of the processes: every process's /proc/PID/stat and
+// (for single-threaded ones) schedstat, read with pread on files kept open
+// from tick to tick — cheaper than opening and parsing each file every tick
+// (which a libproc2 pids reap does; `tools/bench sampler` measures the
+// sampler's cost per tick). Two cuts on top of that, both exact:
 //   - stat (the costly file: the kernel formats 52 fields) is read again only
 //     when the process may have changed: a single-threaded process that was
 //     sleeping (S or I) at its last stat read and whose schedstat (on-CPU ns,
@@ -247,7 +260,6 @@ std::optional<PidStat> parse_pid_stat(std::string_view text);
 class ProcScanner {
  public:
   explicit ProcScanner(std::string proc_root);
-  ~ProcScanner();
   ProcScanner(const ProcScanner&) = delete;
   ProcScanner& operator=(const ProcScanner&) = delete;
 
@@ -261,15 +273,15 @@ class ProcScanner {
 
  private:
   struct Files {
-    int stat_fd = -1;
-    int schedstat_fd = -1;
+    common::Fd stat_fd;  // empty: not open (yet, or after a failed read)
+    common::Fd schedstat_fd;
     std::int64_t generation = 0;
     std::optional<PidStat> stat;         // last stat read (kept files only)
     std::optional<Schedstat> schedstat;  // schedstat at the tick of that read, or later
   };
   // Reads a kept file; `reopened` is set when the descriptor had to be
   // (re)opened, i.e. it may now belong to another process.
-  bool read_kept(int& fd, int pid, const char* name, std::string& out, bool& reopened);
+  bool read_kept(common::Fd& fd, int pid, const char* name, std::string& out, bool& reopened);
   // Appends pid's observation; false when its files cannot be read.
   bool observe(int pid, Files& f, std::vector<ProcessObservation>& out, std::int64_t page_bytes);
   std::optional<std::int64_t> last_pid();
@@ -278,7 +290,7 @@ class ProcScanner {
   std::int64_t generation_ = 0;
   std::int64_t listings_ = 0;
   bool out_of_fds_ = false;
-  int loadavg_fd_ = -1;
+  common::Fd loadavg_fd_;
   std::optional<std::int64_t> listed_last_pid_;  // loadavg's last pid at the last listing
   std::string buf_;
 };
@@ -327,16 +339,18 @@ struct TrackerDepth {
 //     or schedstat timeslices moved (utime/stime when schedstat is
 //     unreadable) — or when its last row is at least heartbeat_ns old.
 //     Deltas cover the span since its previous row.
-// schedstat is read for every process every tick (summed over
-// task/*/schedstat for a multi-threaded one; a process sampled per thread
-// has its task files read once a tick, for the sum and its thread rows
-// alike); status (context switches), io, cgroup, wchan (only when state !=
-// 'R') and cmdline (first sight only) are read only for the processes that
-// get a row, and not at all for a heartbeat row of a process that has not
-// run since its last row (they cannot have changed). An observation with
-// stat_cached has its stat re-read when it gets a row. A process whose comm
-// changed (it called exec) gets its ProcessRow again, same process_id, with
-// the new comm and cmdline, and a row that tick. Processes not in a tick's
+// Every process's schedstat is known every tick: the scanner's
+// (ProcessObservation::schedstat) for a single-threaded one, else the sum of
+// task/*/schedstat read here (a process sampled per thread has its task
+// files read once a tick, for the sum and its thread rows alike). status
+// (context switches), io, cgroup, wchan (only when state != 'R'), stack
+// (state D with kernel_stacks) and cmdline (first sight only) are read only
+// for the processes that get a row, and not at all for a heartbeat row of a
+// process that has not run since its last row (they cannot have changed).
+// An observation with stat_cached has its stat re-read when it gets a row.
+// A process whose comm changed (it called exec) gets its ProcessRow again,
+// same process_id, with the new comm and cmdline, and a row that tick; so
+// does one whose cgroup a row finds changed. Processes not in a tick's
 // observations are forgotten, so memory follows the process count.
 // process_ids are 1, 2, ... and never reused.
 class ProcessTracker {
@@ -433,12 +447,12 @@ class ProcessTracker {
 };
 
 // ---------------------------------------------------------------------------
-// Move-only owner of a libproc2 context (`pids_info`, `stat_info`, ...),
+// Move-only owner of a libproc2 context (`stat_info`, `meminfo_info`, ...),
 // released with its `procps_*_unref(T**)`. Moving empties the source; the
 // destructor never throws.
 //
-//   Proc2Handle<pids_info, procps_pids_unref> pids;
-//   if (int rc = procps_pids_new(pids.out(), items, n); rc < 0) throw ...;
+//   Proc2Handle<stat_info, procps_stat_unref> stat;
+//   if (int rc = procps_stat_new(stat.out()); rc < 0) throw ...;
 template <typename T, int (*Unref)(T**)>
 class Proc2Handle {
  public:

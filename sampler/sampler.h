@@ -6,11 +6,13 @@
 //   ...
 //   host.stop();                 // joins; the last tick is delivered first
 //
-// Host state comes from libproc2 (process list, /proc/stat, loadavg,
-// meminfo, vmstat, diskstats); what libproc2 lacks is read by hand:
-// /proc/PID/schedstat (on-CPU ns, run-queue delay ns), /proc/PID/status
-// (context switches), /proc/PID/{io,cgroup,stack}, /proc/pressure/*, cgroup
-// cpu.stat and, for processes sampled per thread, /proc/PID/task/*.
+// The host-wide figures come from libproc2 (/proc/stat, loadavg, meminfo,
+// vmstat, diskstats). Every per-process file is read by hand
+// (sampler/procfs.h): the process listing (each process's /proc/PID/stat and
+// schedstat — on-CPU ns, run-queue delay ns — from files kept open between
+// ticks), /proc/PID/status (context switches), /proc/PID/{wchan,io,cgroup,
+// cmdline,stack}, and for processes sampled per thread /proc/PID/task/*; so
+// are /proc/pressure/* and cgroup cpu.stat.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +21,7 @@
 #include <optional>
 #include <string>
 
+#include "common/units.h"
 #include "schema/records.h"
 
 namespace stallscope::sampler {
@@ -28,13 +31,15 @@ namespace stallscope::sampler {
 using Sink = std::function<void(schema::Batch)>;
 
 struct HostSamplerOptions {
-  double hz = 10;  // ticks per second
-  // Seam for tests: where the hand-read files (the process listing, stat,
-  // schedstat, status, wchan, io, cgroup, cmdline, pressure/*) are found.
-  // libproc2 (/proc/stat, meminfo, vmstat, diskstats) reads the real /proc.
+  double hz = 10;  // ticks per second; must be > 0
+  // Seam for tests: where the hand-read files (the process listing, the last
+  // pid of loadavg, PID/{stat,schedstat,status,wchan,io,cgroup,cmdline,stack},
+  // PID/task/*, pressure/*, sys/kernel/task_delayacct) are found. libproc2
+  // (/proc/stat, loadavg's averages, meminfo, vmstat, diskstats) reads the
+  // real /proc.
   std::string proc_root = "/proc";
   // A process with no activity still gets a row at least this often, ns.
-  std::int64_t heartbeat_ns = 10'000'000'000;
+  std::int64_t heartbeat_ns = 10 * common::kNsPerS;
   // --threads: thread_sample rows for every multi-threaded process. Without
   // it, only for those whose CPU over the last second reached half a core.
   bool all_threads = false;
@@ -53,8 +58,10 @@ struct HostSamplerOptions {
 
 // The latest tick's system figures, for progress lines.
 struct HostSnapshot {
-  std::int64_t time_ns = 0;  // 0 until the second tick (no deltas before)
-  double idle_pct = 0;       // share of all CPUs' time, %
+  // Wall clock of the latest tick, ns since the epoch; 0 until the second
+  // tick (the percentages are deltas, so the first tick has none).
+  std::int64_t time_ns = 0;
+  double idle_pct = 0;  // share of all CPUs' time, %
   double iowait_pct = 0;
   double steal_pct = 0;
   int processes_d_state = 0;  // tasks in D state this tick
@@ -68,8 +75,9 @@ class HostSampler {
   HostSampler(const HostSampler&) = delete;
   HostSampler& operator=(const HostSampler&) = delete;
 
-  // Starts the sampling thread; the first tick is taken at once.
-  // Throws Error(proc) if libproc2 cannot be initialised.
+  // Starts the sampling thread; the first tick is taken at once. Throws
+  // Error(usage) when hz is not > 0, Error(proc) (code: errno) when libproc2
+  // cannot be initialised. No-op when already running.
   void start();
   // Stops and joins; idempotent.
   void stop();

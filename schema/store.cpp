@@ -18,6 +18,8 @@
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "common/fd.h"
+#include "common/units.h"
 #include "schema/row.h"
 #include "schema/schema_sql.h"
 #include "schema/tick_rows.h"
@@ -230,8 +232,8 @@ Store Store::create(const std::string& path) {
   if (!memory) {
     // Create the file ourselves, exclusively and mode 0600, so it never
     // exists with looser permissions and an existing run is never clobbered.
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0) {
+    const common::Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+    if (!fd) {
       int err = errno;
       throw Error(
           ErrorKind::usage,
@@ -239,7 +241,6 @@ Store Store::create(const std::string& path) {
                       err == EEXIST ? "file exists (choose another -o)" : std::strerror(err)),
           err);
     }
-    ::close(fd);
   }
   try {
     // NOMUTEX: the writer's connection is used by one thread at a time (the
@@ -620,7 +621,7 @@ std::optional<AggregateSpan> pgbench_aggregate_span(SQLite::Database& db) {
   if (!st.executeStep() || st.getColumn(0).isNull()) return std::nullopt;
   AggregateSpan span;
   span.start_ns = st.getColumn(0).getInt64();
-  span.interval_ns = st.getColumn(2).isNull() ? 1'000'000'000 : st.getColumn(2).getInt64();
+  span.interval_ns = st.getColumn(2).isNull() ? common::kNsPerS : st.getColumn(2).getInt64();
   span.end_ns = st.getColumn(1).getInt64() + span.interval_ns;
   return span;
 }

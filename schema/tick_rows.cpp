@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "common/units.h"
+
 namespace stallscope::schema::detail {
 namespace {
 
@@ -114,7 +116,9 @@ void TickRowWriter::write_process_samples(const std::vector<ProcessSampleRow>& r
       st.bind(8);
     }
     // Whole pages, so whole KiB: 1–2 bytes a row fewer than in bytes.
-    bind_opt(st, 9, r.rss_bytes ? std::optional<std::int64_t>(*r.rss_bytes / 1024) : std::nullopt);
+    bind_opt(st, 9,
+             r.rss_bytes ? std::optional<std::int64_t>(*r.rss_bytes / common::kBytesPerKiB)
+                         : std::nullopt);
     bind_opt(st, 10, r.voluntary_ctxt_switches);
     bind_opt(st, 11, r.nonvoluntary_ctxt_switches);
     bind_opt(st, 12, stored_span(r.sample_id, r.span_ns));

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/units.h"
 #include "schema/records.h"
 #include "schema/store.h"
 
@@ -25,15 +26,17 @@ namespace stallscope::schema {
 
 class Writer {
  public:
-  explicit Writer(Store store, std::int64_t commit_interval_ns = 250'000'000);
+  explicit Writer(Store store, std::int64_t commit_interval_ns = 250 * common::kNsPerMs);
   ~Writer();  // close()s with status 'interrupted' if close() was not called; never throws
   Writer(const Writer&) = delete;
   Writer& operator=(const Writer&) = delete;
 
   // Queues `batch` for the next commit. Thread-safe.
   void submit(Batch batch);
-  // Writes everything queued, marks the run (end_run), commits, joins the
-  // thread. Throws the first write error, if any. Idempotent.
+  // Writes everything queued, marks the run (end_run: end_ns is wall clock,
+  // ns since the epoch; status and end_reason as in the run table), commits,
+  // joins the thread. Throws the first write error, if any (the Error that
+  // Store::write threw). Idempotent.
   void close(std::int64_t end_ns, const std::string& status, const std::string& end_reason,
              std::optional<int> command_exit_status = std::nullopt);
 

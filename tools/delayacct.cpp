@@ -9,17 +9,17 @@
 
 #include <fmt/format.h>
 
+#include "common/fd.h"
+
 namespace stallscope::tools {
 namespace {
 
 // Writes `value` to the sysctl file; returns 0 or an errno.
 int write_sysctl(const std::string& path, const char* value) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return errno;
-  int err = 0;
-  if (::write(fd, value, std::strlen(value)) < 0) err = errno;
-  ::close(fd);
-  return err;
+  const common::Fd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  if (!fd) return errno;
+  if (::write(fd.get(), value, std::strlen(value)) < 0) return errno;
+  return 0;
 }
 
 }  // namespace
@@ -27,14 +27,16 @@ int write_sysctl(const std::string& path, const char* value) {
 DelayacctGuard DelayacctGuard::enable(const std::string& who, std::string sysctl_path) {
   DelayacctGuard guard;
   char buf[8] = {};
-  int fd = ::open(sysctl_path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    fmt::print(stderr, "{}: --delayacct: cannot read {}: {}; blkio_delay_ns stays NULL\n", who,
-               sysctl_path, std::strerror(errno));
-    return guard;
-  }
-  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
-  ::close(fd);
+  ssize_t n = 0;
+  {
+    const common::Fd fd(::open(sysctl_path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) {
+      fmt::print(stderr, "{}: --delayacct: cannot read {}: {}; blkio_delay_ns stays NULL\n", who,
+                 sysctl_path, std::strerror(errno));
+      return guard;
+    }
+    n = ::read(fd.get(), buf, sizeof buf - 1);
+  }                                          // closed before the sysctl is written
   if (n > 0 && buf[0] == '1') return guard;  // already on: leave it alone
   if (int err = write_sysctl(sysctl_path, "1"); err != 0) {
     fmt::print(stderr, "{}: --delayacct: cannot turn on {}: {}; blkio_delay_ns stays NULL\n", who,

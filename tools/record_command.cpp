@@ -19,6 +19,7 @@
 #include "common/conninfo.h"
 #include "common/error.h"
 #include "common/stop.h"
+#include "common/units.h"
 #include "sampler/sampler.h"
 #include "schema/store.h"
 #include "schema/writer.h"
@@ -123,11 +124,12 @@ int record_command(const RecordOptions& o) {
       reason = fmt::format("command exited with status {}", *child_status);
     } else {
       const std::int64_t limit_ns =
-          o.duration_s ? static_cast<std::int64_t>(*o.duration_s * 1e9) : INT64_MAX;
+          o.duration_s ? static_cast<std::int64_t>(*o.duration_s * common::kNsPerSDouble)
+                       : INT64_MAX;
       while (!stop_requested() && mono_now_ns() - start_ns < limit_ns) {
         const std::int64_t left_ns = limit_ns - (mono_now_ns() - start_ns);
         std::this_thread::sleep_for(
-            std::chrono::nanoseconds(std::min<std::int64_t>(left_ns, 100'000'000)));
+            std::chrono::nanoseconds(std::min<std::int64_t>(left_ns, 100 * common::kNsPerMs)));
       }
       reason =
           stop_requested() ? (stop_signal() == SIGTERM ? "SIGTERM" : "SIGINT") : "duration reached";
@@ -142,8 +144,9 @@ int record_command(const RecordOptions& o) {
     if (!sampling_started || e.kind() == ErrorKind::usage) remove_run_file(o.output_path);
     throw;
   }
-  warn_if_sampler_lagged(host_sampler, o.hz,
-                         static_cast<double>(wall_now_ns() - info.start_ns) / 1e9);
+  warn_if_sampler_lagged(
+      host_sampler, o.hz,
+      static_cast<double>(wall_now_ns() - info.start_ns) / common::kNsPerSDouble);
   host_sampler.stop();
   if (ash_sampler) ash_sampler->stop();
   if (pooler) pooler->stop();

@@ -11,6 +11,7 @@
 #include "common/conninfo.h"
 #include "common/host.h"
 #include "common/thread_name.h"
+#include "common/units.h"
 
 namespace stallscope::tools {
 
@@ -51,16 +52,17 @@ void warn_if_sampler_lagged(const sampler::HostSampler& host, double hz, double 
     fmt::print(stderr,
                "warning: the host sampler took {:.0f} ticks in {:.1f} s, {:.0f} % of --hz {:g} "
                "(mean interval {:.1f} ms); explain uses the real period\n",
-               ticks, elapsed_s, 100.0 * ticks / expected, hz, 1000.0 * elapsed_s / ticks);
+               ticks, elapsed_s, 100.0 * ticks / expected, hz,
+               common::kMsPerSDouble * elapsed_s / ticks);
   }
 }
 
 ProgressPrinter::ProgressPrinter(double period_s, std::function<std::string()> driver_part,
                                  const sampler::HostSampler& host, const sampler::AshSampler* ash)
     : start_ns_(mono_now_ns()), driver_part_(std::move(driver_part)), host_(host), ash_(ash) {
-  const auto period_ns = static_cast<std::int64_t>(period_s * 1e9);
+  const auto period_ns = static_cast<std::int64_t>(period_s * common::kNsPerSDouble);
   if (period_ns > 0) {
-    constexpr std::int64_t kReadNs = 50'000'000;
+    constexpr std::int64_t kReadNs = 50 * common::kNsPerMs;
     ticks_per_line_ = std::max<std::int64_t>(1, (period_ns + kReadNs - 1) / kReadNs);
     const std::int64_t slice_ns = period_ns / ticks_per_line_;
     thread_.start(
@@ -82,7 +84,7 @@ void ProgressPrinter::tick() {
 }
 
 void ProgressPrinter::print_line() {
-  const double elapsed_s = static_cast<double>(mono_now_ns() - start_ns_) / 1e9;
+  const double elapsed_s = static_cast<double>(mono_now_ns() - start_ns_) / common::kNsPerSDouble;
   std::string driver = driver_part_ ? driver_part_() : std::string();
   const auto latest = host_.latest();
   struct {

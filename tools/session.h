@@ -14,7 +14,11 @@
 
 namespace stallscope::tools {
 
-// The run row's host facts, start time, masked command line and conninfo.
+// The run row as a command starts: `mode` ("run", "record",
+// "import-pgbench"), the host facts (read_host_info()), start_ns (wall clock
+// now, ns since the epoch), argv and conninfo masked (mask_command_line,
+// mask_conninfo), the version, `hz` (ticks per second; 0 for an import) and
+// this process's pid. Never throws (beyond allocation).
 schema::RunInfo make_run_info(const std::string& mode, const std::vector<std::string>& argv,
                               const std::optional<std::string>& conninfo, double hz);
 
@@ -24,7 +28,8 @@ schema::RunInfo make_run_info(const std::string& mode, const std::vector<std::st
 sampler::PoolerSamplerOptions pooler_options(const std::string& conninfo, double period_s);
 
 // Removes a run file and its -wal/-shm companions (used only when a run
-// failed before anything was recorded).
+// failed before anything was recorded). Errors are ignored: a companion that
+// does not exist is the usual case.
 void remove_run_file(const std::string& path);
 
 // Warns on stderr when the host sampler took fewer than 80 % of the ticks

@@ -1,4 +1,4 @@
-// Sampler depth (issue 3) on hand-made /proc- and cgroup-style inputs: PSI,
+// The sampler's deeper readers on hand-made /proc- and cgroup-style inputs: PSI,
 // /proc/PID/io, /proc/PID/cgroup, cgroup cpu.stat (v1 and v2), task stat,
 // kernel stacks, the cgroup throttle tracker and the tracker's io / blkio /
 // per-thread deltas (first sight and pid reuse give no delta).
@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "common/units.h"
 #include "sampler/procfs.h"
 #include "support/test_support.h"
 
@@ -19,7 +20,7 @@ namespace {
 
 using namespace std::string_view_literals;
 
-constexpr std::int64_t kMs = 1'000'000;
+constexpr std::int64_t kMs = common::kNsPerMs;
 
 void write_file(const std::filesystem::path& path, std::string_view content) {
   std::filesystem::create_directories(path.parent_path());
@@ -120,6 +121,18 @@ TEST(HostDepthParse, TaskStatKeepsAWholeCommWithParenthesesAndSpaces) {
   EXPECT_EQ(t->start_ticks, 987654);
   EXPECT_EQ(t->blkio_ticks, 77);
   EXPECT_FALSE(parse_task_stat("12 (x) S 1 2").has_value());
+}
+
+TEST(HostDepthParse, AFieldWithTrailingGarbageIsMalformedNotItsDigits) {
+  const std::string head = "4321 (x) S 1 4321 4321 0 -1 4194560 10 0 0 0 5 6 0 0 20 0 1 0 ";
+  const std::string tail =
+      " 1000 100 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 77 0 0\n";
+  ASSERT_TRUE(parse_task_stat(head + "987654" + tail).has_value());
+  ASSERT_TRUE(parse_pid_stat(head + "987654" + tail).has_value());
+  EXPECT_FALSE(parse_task_stat(head + "987654x" + tail).has_value());
+  EXPECT_FALSE(parse_pid_stat(head + "987654x" + tail).has_value());
+  EXPECT_FALSE(parse_schedstat("10 20x 3\n").has_value());
+  EXPECT_FALSE(parse_io("read_bytes: 12kB\nwrite_bytes: 3\n").has_value());
 }
 
 TEST(HostDepthParse, KernelStackDropsAddressPrefixes) {

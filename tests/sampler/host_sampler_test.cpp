@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "common/clock.h"
+#include "common/units.h"
 #include "sampler/sampler.h"
 
 extern char** environ;
@@ -130,7 +131,7 @@ TEST(HostSampler, SpinningChildIsMeasuredAsOneCore) {
   sampler.start();
   std::this_thread::sleep_for(1500ms);
   sampler.stop();
-  const double elapsed_s = static_cast<double>(mono_now_ns() - begin_ns) / 1e9;
+  const double elapsed_s = static_cast<double>(mono_now_ns() - begin_ns) / common::kNsPerSDouble;
   const schema::Batch all = collector.merged();
 
   // Ticks: one per batch, sample_id 1, 2, ... and about hz × seconds of them
@@ -228,8 +229,9 @@ TEST(HostSampler, SpinningChildIsMeasuredAsOneCore) {
   for (const auto& s : all.samples) cost.push_back(s.sampler_cpu_ns);
   std::sort(cost.begin(), cost.end());
   fmt::print("sampler: {} processes, median {:.3f} ms CPU per tick (first tick {:.3f} ms)\n",
-             first.processes_total, static_cast<double>(cost[cost.size() / 2]) / 1e6,
-             static_cast<double>(all.samples[0].sampler_cpu_ns) / 1e6);
+             first.processes_total,
+             static_cast<double>(cost[cost.size() / 2]) / common::kNsPerMsDouble,
+             static_cast<double>(all.samples[0].sampler_cpu_ns) / common::kNsPerMsDouble);
 }
 
 TEST(HostSampler, SleepingChildHasStateSAndNoRowWhileIdle) {

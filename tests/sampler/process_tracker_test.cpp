@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/units.h"
 #include "sampler/procfs.h"
 #include "support/test_support.h"
 
@@ -13,7 +14,7 @@ namespace {
 
 using namespace std::string_view_literals;
 
-constexpr std::int64_t kMs = 1'000'000;
+constexpr std::int64_t kMs = common::kNsPerMs;
 constexpr std::int64_t kBootWallNs = 1'700'000'000'000'000'000;
 
 class FakeProc {
