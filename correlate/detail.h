@@ -221,7 +221,7 @@ struct Facts {
 // Reads the memory, kernel-wait and connection facts of the span [A, B)
 // (facts_path.cpp): per query-path process through the process_sample index,
 // so its cost follows the path's rows, not the host's.
-void read_path_facts(SQLite::Database& db, const PathRoles& path, Facts& f, std::int64_t A,
+void read_path_facts(schema::Store& store, const PathRoles& path, Facts& f, std::int64_t A,
                      std::int64_t B);
 // One process_sample row (tick in (A, B]) of a query-path process, from
 // read_processes' single scan of that table: role "backend" (futex_counts
@@ -244,7 +244,7 @@ inline constexpr const char* kPoolerName = "pgbouncer";
 // Reads pooler_sample over [A, B) and per window into f.pooler (nothing when
 // the table is missing or empty); counts only the run's dbname (run.conninfo)
 // when the pooler has it, else every database, and notes which.
-void read_pooler_facts(SQLite::Database& db, const std::vector<Window>& windows, Facts& f,
+void read_pooler_facts(schema::Store& store, const std::vector<Window>& windows, Facts& f,
                        std::int64_t A, std::int64_t B, std::vector<std::string>& notes);
 // The pool_wait finding (facts_pooler.cpp): time queries waited in the
 // pooler for a server connection, as a share of client time.

@@ -3,65 +3,22 @@
 #include <cstdlib>
 #include <string_view>
 
-#include <SQLiteCpp/Statement.h>
+#include <SQLiteCpp/Exception.h>
 #include <fmt/format.h>
 
 #include "common/error.h"
 #include "correlate/correlate.h"
 #include "correlate/detail.h"
+#include "schema/server_file.h"
 
 namespace stallscope::correlate {
 namespace {
-
-// Tables (and views) of the server file that the analysis reads; each is shadowed by a
-// temporary view of the attached file while the server-side pass runs.
-constexpr const char* kServerTables[] = {
-    "sample", "host_sample", "process", "process_sample", "pg_activity_sample", "ash_tick",
-    "cgroup_sample", "pg_query_text", "thread_sample", "host_memory_sample", "disk_sample",
-    // The stored forms behind the process_sample and thread_sample views,
-    // which explain's process scan (schema/process_scan.h) reads directly.
-    "process_tick", "process_io_sample", "wchan", "thread_tick", "thread_comm"};
 
 struct Span {
   std::int64_t from_ns = 0, to_ns = 0;
 };
 
-// Wall-clock columns of the server tables (points in time, not durations):
-// the views shift these to the client's clock.
-bool is_time_column(std::string_view table, std::string_view column) {
-  if (table == "sample" || table == "ash_tick") return column == "time_ns";
-  if (table == "process") return column == "start_ns";
-  if (table == "pg_query_text") return column == "first_time_ns";
-  if (table == "pg_activity_sample") {
-    return column == "time_ns" || column == "backend_start_ns" || column == "xact_start_ns" ||
-           column == "query_start_ns" || column == "state_change_ns";
-  }
-  return false;
-}
-
-// One clock_offset row of the run file.
-struct Estimate {
-  std::int64_t time_ns = 0;    // client clock
-  std::int64_t offset_ns = 0;  // server − client
-  std::int64_t uncertainty_ns = 0;
-};
-
-std::vector<Estimate> read_estimates(SQLite::Database& db) {
-  std::vector<Estimate> e;
-  if (db.execAndGet("SELECT count(*) FROM main.sqlite_master WHERE type = 'table' AND name = "
-                    "'clock_offset'")
-          .getInt64() == 0) {
-    return e;
-  }
-  SQLite::Statement st(db,
-                       "SELECT time_ns, offset_ns, uncertainty_ns FROM main.clock_offset "
-                       "ORDER BY time_ns");
-  while (st.executeStep()) {
-    e.push_back(
-        {st.getColumn(0).getInt64(), st.getColumn(1).getInt64(), st.getColumn(2).getInt64()});
-  }
-  return e;
-}
+using Estimate = schema::ClockOffset;
 
 // Server times from which estimate i (i ≥ 1) is the nearest: half way between
 // estimates i − 1 and i on the client clock, moved to the server's clock.
@@ -82,17 +39,12 @@ std::int64_t to_client_ns(const std::vector<Estimate>& e, std::int64_t server_ns
   return server_ns - e[i].offset_ns;
 }
 
-// The same mapping as SQL over `column` (NULL stays NULL).
-std::string to_client_sql(const std::vector<Estimate>& e, const std::string& column) {
-  if (e.empty()) return column;
-  if (e.size() == 1) return fmt::format("({} - ({}))", column, e[0].offset_ns);
-  const auto m = boundaries(e);
-  std::string sql = "(CASE";
-  for (std::size_t i = 0; i < m.size(); ++i) {
-    sql += fmt::format(" WHEN {0} < {1} THEN {0} - ({2})", column, m[i], e[i].offset_ns);
-  }
-  sql += fmt::format(" ELSE {} - ({}) END)", column, e.back().offset_ns);
-  return sql;
+// The same mapping for the server file's views.
+schema::ClockShift clock_shift(const std::vector<Estimate>& e) {
+  schema::ClockShift shift;
+  if (e.size() > 1) shift.boundaries_ns = boundaries(e);
+  for (const auto& x : e) shift.offsets_ns.push_back(x.offset_ns);
+  return shift;
 }
 
 std::string time_text(std::int64_t ns) {
@@ -175,7 +127,6 @@ RunComparison compare_runs(const Report& run, const std::string& run_path, const
 
 Report explain_pair(schema::Store& client, const std::string& server_path,
                     const ExplainOptions& options) {
-  auto& db = client.db();
   // Pass 1: the client file alone (driver CPU, client host).
   const Report client_side = explain(client, options);
   if (client_side.run.queries == 0 || !client_side.run.query_start_ns) {
@@ -185,40 +136,23 @@ Report explain_pair(schema::Store& client, const std::string& server_path,
                     client.path(), server_path));
   }
   const Span queries{*client_side.run.query_start_ns, *client_side.run.query_end_ns};
+  std::optional<schema::AttachedServerFile> attached;
   try {
-    SQLite::Statement attach(db, "ATTACH DATABASE ?1 AS srv");
-    attach.bind(1, server_path);
-    attach.exec();
+    attached.emplace(client, server_path);
   } catch (const SQLite::Exception& e) {
     throw_usage(fmt::format("cannot open {}: {}", server_path, e.what()));
   }
-  struct Cleanup {
-    SQLite::Database& db;
-    ~Cleanup() {
-      for (const char* t : kServerTables) {
-        try {
-          db.exec(fmt::format("DROP VIEW IF EXISTS temp.{}", t));
-        } catch (...) {
-        }
-      }
-      try {
-        db.exec("DETACH DATABASE srv");
-      } catch (...) {
-      }
-    }
-  } cleanup{db};
+  auto& srv = *attached;
   Span server;
   std::string server_host;
-  const auto estimates = read_estimates(db);
+  const auto estimates = schema::clock_offsets(client);
   try {
-    SQLite::Statement st(db, "SELECT min(time_ns), max(time_ns) FROM srv.sample");
-    st.executeStep();
-    if (st.getColumn(0).isNull()) {
+    const auto span = srv.sample_span();
+    if (!span) {
       throw_usage(fmt::format("cannot explain with {}: it holds no samples", server_path));
     }
-    server = {to_client_ns(estimates, st.getColumn(0).getInt64()),
-              to_client_ns(estimates, st.getColumn(1).getInt64())};
-    server_host = db.execAndGet("SELECT host FROM srv.run").getString();
+    server = {to_client_ns(estimates, span->first), to_client_ns(estimates, span->second)};
+    server_host = srv.host();
   } catch (const SQLite::Exception& e) {
     throw_usage(
         fmt::format("cannot explain with {}: not a stallscope file ({})", server_path, e.what()));
@@ -230,25 +164,7 @@ Report explain_pair(schema::Store& client, const std::string& server_path,
         client.path(), server_path, time_text(queries.from_ns), time_text(queries.to_ns),
         time_text(server.from_ns), time_text(server.to_ns)));
   }
-  for (const char* t : kServerTables) {
-    SQLite::Statement has(
-        db, "SELECT count(*) FROM srv.sqlite_master WHERE type IN ('table', 'view') AND name = ?1");
-    has.bind(1, t);
-    has.executeStep();
-    if (has.getColumn(0).getInt64() == 0) continue;
-    std::string columns;
-    SQLite::Statement info(db, "SELECT name FROM pragma_table_info(?1, 'srv') ORDER BY cid");
-    info.bind(1, t);
-    while (info.executeStep()) {
-      const auto name = info.getColumn(0).getString();
-      if (!columns.empty()) columns += ", ";
-      columns +=
-          is_time_column(t, name)
-              ? fmt::format("{} AS \"{}\"", to_client_sql(estimates, "\"" + name + "\""), name)
-              : "\"" + name + "\"";
-    }
-    db.exec(fmt::format("CREATE TEMP VIEW {0} AS SELECT {1} FROM srv.{0}", t, columns));
-  }
+  srv.shadow_tables(clock_shift(estimates));
   // Pass 2: the same windows, with the server's host, processes and ASH and
   // the client's driver CPU per window.
   ExplainOptions o = options;
@@ -263,7 +179,7 @@ Report explain_pair(schema::Store& client, const std::string& server_path,
   r.hosts.push_back(summarise(client_side, "client"));
   auto s = summarise(r, "server");
   s.host = server_host;
-  s.cores = static_cast<int>(db.execAndGet("SELECT cores FROM srv.run").getInt64());
+  s.cores = srv.cores();
   r.hosts.push_back(std::move(s));
   ClockAlignment clock;
   clock.estimates = static_cast<std::int64_t>(estimates.size());

@@ -7,6 +7,8 @@
 
 #include "common/error.h"
 #include "correlate/correlate.h"
+#include "schema/fact_readers.h"
+#include "schema/report_store.h"
 #include "schema/store.h"
 #include "tools/commands.h"
 
@@ -57,10 +59,7 @@ int explain_command(const ExplainCommandOptions& o) {
   bool two_runs = false;
   if (o.paths.size() == 2) {
     auto second = schema::Store::open_readonly(o.paths[1]);
-    auto mode = [](schema::Store& s) {
-      return s.db().execAndGet("SELECT coalesce(max(mode), '') FROM run").getString();
-    };
-    two_runs = mode(store) == "run" && mode(second) == "run";
+    two_runs = schema::run_mode(store) == "run" && schema::run_mode(second) == "run";
   }
   correlate::Report report;
   if (two_runs) {
@@ -78,7 +77,7 @@ int explain_command(const ExplainCommandOptions& o) {
   }
   // A run still being written: its writer commits at most 250 ms apart, so
   // wait for a gap; if none comes, the report is printed but not saved.
-  store.db().setBusyTimeout(2000);
+  schema::set_busy_timeout(store, 2000);
   try {
     correlate::save_report(store, report);
   } catch (const Error& e) {

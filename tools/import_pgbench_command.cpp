@@ -24,6 +24,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "schema/fact_readers.h"
 #include "schema/store.h"
 #include "tools/commands.h"
 #include "tools/session.h"
@@ -248,7 +249,7 @@ int import_pgbench_command(const ImportPgbenchOptions& o) {
     store.write(batch);  // one SQLite transaction
     // Aggregate intervals only: the run ends with the last interval.
     if (!first_ns) {
-      if (auto span = schema::pgbench_aggregate_span(store.db())) end_ns = span->end_ns;
+      if (auto span = schema::pgbench_aggregate_span(store)) end_ns = span->end_ns;
     }
     store.end_run(std::max(end_ns, info.start_ns), "complete", reason);
   } catch (...) {

@@ -238,13 +238,13 @@ TEST_P(SweepReader, MergesABackendsQueriesAndMeasuresOverlap) {
     b.queries.push_back(q);
   }
   store.write(b);
-  detail::BackendMap map(store.db());
+  detail::BackendMap map(store);
   ASSERT_EQ(map.slots(), 2u);
   const int s0 = map.slot_of_pid(300), s1 = map.slot_of_pid(301);
   EXPECT_EQ(map.slot(0, 1), s1);
   EXPECT_EQ(map.slot(0, std::nullopt), -1);
   EXPECT_EQ(map.slot_of_pid(999), -1);
-  detail::QuerySweep sweep(store.db(), map, path);
+  detail::QuerySweep sweep(store, map, path);
   sweep.advance_to(kT0 + 200 * kMs);
   EXPECT_EQ(sweep.busy_ns(s0, kT0, kT0 + 100 * kMs), (20 + 10 + 5) * kMs);
   EXPECT_EQ(sweep.busy_ns(s0, kT0 + 15 * kMs, kT0 + 35 * kMs), (5 + 5) * kMs);
