@@ -120,7 +120,7 @@ void pool_wait(const Report& r, const Facts& f, std::vector<Finding>& out) {
       1.0 - std::clamp((1.0 - busy) / (1.0 - kRoundtripMaxHostBusyShare), 0.0, 1.0);
   const double idle_weight = 1.0 - saturation * cpu_bound;
   Finding x;
-  x.kind = "pool_wait";
+  x.kind = FindingKind::pool_wait;
   x.score = round4(std::clamp(share * idle_weight, 0.0, 1.0));
   if (x.score < kMinScore) return;
   // The windows where the wait was at least kMinScore of their client time.

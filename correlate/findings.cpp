@@ -123,9 +123,9 @@ RunDelayCharge charge_run_delay(const Accounting& a, const Facts& f, std::int64_
   return out;
 }
 
-Finding make(const Context& c, std::string kind, double score) {
+Finding make(const Context& c, FindingKind kind, double score) {
   Finding x;
-  x.kind = std::move(kind);
+  x.kind = kind;
   x.score = round4(std::clamp(score, 0.0, 1.0));
   x.start_ns = c.f.span_start_ns;
   x.end_ns = c.f.span_end_ns;
@@ -150,7 +150,7 @@ void server_cpu(const Context& c, const RunDelayCharge& rd, std::vector<Finding>
   const bool others_busy = a.wall_ns > 0 && other_ns / double(a.wall_ns) >= kRunqueueMinOtherCores;
   const double weight =
       saturated && others_busy && path_ns + other_ns > 0 ? path_ns / (path_ns + other_ns) : 1.0;
-  auto x = make(c, "server_cpu", c.share(a.server_cpu_ns) * weight + c.share(queued_ns));
+  auto x = make(c, FindingKind::server_cpu, c.share(a.server_cpu_ns) * weight + c.share(queued_ns));
   if (x.score < kMinScore) return;
   // Saturated by whom: the query path, or processes off it (then runqueue
   // names them and "add cores / cheaper queries" is not the first fix).
@@ -184,7 +184,7 @@ void client_cpu(const Context& c, const RunDelayCharge& rd, std::vector<Finding>
   if (!c.acc) return;
   const auto& a = *c.acc;
   const auto queued_ns = rd.delay.driver_ns + rd.remainder.driver_ns;
-  auto x = make(c, "client_cpu", c.share(a.driver_cpu_ns + queued_ns));
+  auto x = make(c, FindingKind::client_cpu, c.share(a.driver_cpu_ns + queued_ns));
   if (x.score < kMinScore) return;
   const double cores = c.cores_used(a.driver_cpu_ns);
   const bool saturated = cores >= kSingleThreadMinCores * c.f.threads;
@@ -220,7 +220,7 @@ void runqueue(const Context& c, const RunDelayCharge& rd, std::vector<Finding>& 
     score = ratio(double(c.f.all_run_delay_ns), double(c.f.all_cpu_ns + c.f.all_run_delay_ns));
     delay_ns = c.f.all_run_delay_ns;
   }
-  auto x = make(c, "runqueue", score);
+  auto x = make(c, FindingKind::runqueue, score);
   if (x.score < kMinScore) return;
   std::string top;
   for (const auto& p : c.f.top_other) {
@@ -269,7 +269,7 @@ void steal(const Context& c, std::vector<Finding>& out) {
   const double steal_share = ratio(double(h.steal_ns), double(h.busy_ns + h.steal_ns));
   double cpu_parts = 1;
   if (c.acc) cpu_parts = c.share(c.acc->driver_cpu_ns + c.acc->server_cpu_ns + c.acc->run_delay_ns);
-  auto x = make(c, "steal", steal_share * std::min(1.0, cpu_parts));
+  auto x = make(c, FindingKind::steal, steal_share * std::min(1.0, cpu_parts));
   if (x.score < kMinScore) return;
   std::tie(x.start_ns, x.end_ns) =
       signal_span(c.r, c.f, [&](std::size_t i) { return c.f.window_steal_share[i]; });
@@ -293,7 +293,7 @@ void steal(const Context& c, std::vector<Finding>& out) {
 // idle, which contention cannot explain (a quota, or a cpuset).
 void cpu_throttle(const Context& c, std::vector<Finding>& out) {
   if (!c.acc) return;
-  auto x = make(c, "cpu_throttle", c.share(c.f.throttled_run_delay_ns));
+  auto x = make(c, FindingKind::cpu_throttle, c.share(c.f.throttled_run_delay_ns));
   if (x.score < kMinScore) return;
   std::tie(x.start_ns, x.end_ns) =
       signal_span(c.r, c.f, [&](std::size_t i) { return c.f.window_throttle_share[i]; });
@@ -342,7 +342,7 @@ std::int64_t wal_queue_rows(const Facts& f) {
 // one; lock_wait also counts BufferPin: a backend waiting for other
 // sessions to drop their pin on a buffer is a lock-like wait on them).
 // excluded_rows: rows of the class another rule claims (WALWrite for io_wait).
-void ash_class(const Context& c, const std::vector<std::string>& classes, const std::string& kind,
+void ash_class(const Context& c, const std::vector<std::string>& classes, FindingKind kind,
                const std::string& what, const std::string& suggestion, std::int64_t excluded_rows,
                std::vector<Finding>& out) {
   std::int64_t all_rows = 0;
@@ -381,9 +381,9 @@ void ash_class(const Context& c, const std::vector<std::string>& classes, const 
             : fmt::format(
                   "Client backends waited on {} in {} of sampled non-idle moments (mostly {}).",
                   what, pct_text(x.score), top);
-  const std::string key = kind + "_share";
-  x.evidence = {{key, x.score},
-                {kind + "_s", s(ns)},
+  const std::string name(to_string(kind));
+  x.evidence = {{name + "_share", x.score},
+                {name + "_s", s(ns)},
                 {"ash_samples", rows},
                 {"top_wait_event", top},
                 {"top_wait_event_samples", top_rows},
@@ -421,7 +421,7 @@ void io_wait(const Context& c, std::vector<Finding>& out) {
   const double score = c.acc
                            ? c.share(io_ns)
                            : std::max(ratio(double(ash_rows), double(c.f.ash_rows)), iowait_share);
-  auto x = make(c, "io_wait", score);
+  auto x = make(c, FindingKind::io_wait, score);
   if (x.score < kMinScore) return;
   std::tie(x.start_ns, x.end_ns) = signal_span(c.r, c.f, [&](std::size_t i) {
     auto it = c.f.window_wait_share[i].find("IO");
@@ -482,7 +482,7 @@ void single_thread(const Context& c, std::vector<Finding>& out) {
     if (otherwise_idle < kSingleThreadMinOtherwiseIdleShare) continue;
     double score = std::min(1.0, core_share) * hot_fraction * otherwise_idle;
     if (c.acc) score = std::min(score, c.share(c.acc->remainder_ns));
-    auto x = make(c, "single_thread", score);
+    auto x = make(c, FindingKind::single_thread, score);
     if (x.score < kMinScore) continue;
     x.start_ns = cand.first_hot_ns;
     x.end_ns = cand.last_hot_end_ns;
@@ -532,12 +532,12 @@ void network_roundtrip(const Context& c, const std::vector<Finding>& so_far,
   // trips: startup, authentication) explain parts of the remainder.
   double claimed = 0, connect = 0;
   for (const auto& x : so_far) {
-    if (x.kind == "single_thread") claimed = std::max(claimed, x.score);
-    if (x.kind == "connection_setup") connect = x.score;
+    if (x.kind == FindingKind::single_thread) claimed = std::max(claimed, x.score);
+    if (x.kind == FindingKind::connection_setup) connect = x.score;
   }
   claimed += connect;
   const double rem = c.share(a.remainder_ns);
-  auto x = make(c, "network_roundtrip", rem - claimed);
+  auto x = make(c, FindingKind::network_roundtrip, rem - claimed);
   if (x.score < kMinScore) return;
   x.summary = fmt::format(
       "{} of client time was neither driver CPU, backend CPU nor a server wait: about {:.3f} ms of "
@@ -582,7 +582,7 @@ void memory_pressure(const Context& c, std::vector<Finding>& out) {
   const double full = ratio(double(m.psi_full_us) * 1e3, double(m.psi_span_ns));
   const double some = ratio(double(m.psi_some_us) * 1e3, double(m.psi_span_ns));
   const double score = c.acc ? std::max(c.share(d_ns), full) : some;
-  auto x = make(c, "memory_pressure", score);
+  auto x = make(c, FindingKind::memory_pressure, score);
   if (x.score < kMinScore) return;
   const double span_s = double(c.wall_ns) / kNsPerS;
   x.summary = fmt::format(
@@ -635,7 +635,7 @@ void kernel_wait(const Context& c, std::vector<Finding>& out) {
   const auto ash_ns = ash_rows * c.f.ash_period_ns;
   const double score =
       c.acc ? c.share(os_ns + ash_ns) : ratio(double(ash_rows), double(c.f.ash_rows));
-  auto x = make(c, "kernel_wait", score);
+  auto x = make(c, FindingKind::kernel_wait, score);
   if (x.score < kMinScore) return;
   std::string what;
   if (!c.f.kernel.rows_by_wait.empty())
@@ -678,7 +678,7 @@ void connection_setup(const Context& c, std::vector<Finding>& out) {
   if (k.connections == 0) return;
   const bool per_transaction = connection_per_transaction(c.f, c.r.run.queries);
   auto x =
-      make(c, "connection_setup",
+      make(c, FindingKind::connection_setup,
            per_transaction ? std::max(c.share(k.connect_latency_ns), c.share(c.acc->remainder_ns))
                            : c.share(k.connect_latency_ns));
   if (x.score < kMinScore) return;
@@ -726,13 +726,13 @@ std::vector<Finding> find(const Report& r, const Facts& f) {
   steal(c, out);
   cpu_throttle(c, out);
   io_wait(c, out);
-  ash_class(c, {"Lock", "BufferPin"}, "lock_wait", "heavyweight locks",
+  ash_class(c, {"Lock", "BufferPin"}, FindingKind::lock_wait, "heavyweight locks",
             "Find the blocker (pg_blocking_pids(), pg_locks): shorten transactions that hold row "
             "locks, avoid updating the same hot row from every client, and look for sessions "
             "idle in transaction.",
             0, out);
   ash_class(
-      c, {"LWLock"}, "lwlock_wait", "internal locks (LWLock)",
+      c, {"LWLock"}, FindingKind::lwlock_wait, "internal locks (LWLock)",
       "Internal lock contention: for WALWrite batch commits or tune wal_buffers; for "
       "LockManager use fewer partitions or fast-path locks; for BufferContent spread hot pages.",
       wal_queue_rows(f), out);

@@ -62,7 +62,7 @@ nlohmann::json stall_json(const Stall& s) {
           {"latency_max_ms", opt(s.latency_max_ms)},
           {"tps_z", opt(s.tps_z)},
           {"latency_z", opt(s.latency_z)},
-          {"cause", s.cause},
+          {"cause", std::string(to_string(s.cause))},
           {"explanation", valid_utf8(s.explanation)},
           {"evidence", evidence_json(s.evidence)}};
 }
@@ -248,7 +248,7 @@ void render_windows(const Report& r, std::ostream& out) {
 void render_attribution(const Report& r, std::ostream& out) {
   if (!r.attribution) return;
   const auto& t = *r.attribution;
-  if (t.method == "per_query") {
+  if (t.method == AttributionMethod::per_query) {
     fmt::print(out,
                "  per query: {} of {} queries joined to their backend (its samples count only "
                "while it served them; left out: {:.3f} s of backend CPU, {} ASH samples)\n",
@@ -313,8 +313,8 @@ void render_findings(const Report& r, std::ostream& out) {
   if (r.findings.empty()) fmt::print(out, "  none above the thresholds\n");
   int rank = 1;
   for (const auto& f : r.findings) {
-    fmt::print(out, "{:>3}. {:<18} score {:.2f}  {}\n", rank++, escape_text(f.kind), f.score,
-               escape_text(f.summary));
+    fmt::print(out, "{:>3}. {:<18} score {:.2f}  {}\n", rank++, escape_text(to_string(f.kind)),
+               f.score, escape_text(f.summary));
     fmt::print(
         out, "     span: +{:.3f} s .. +{:.3f} s\n",
         double(f.start_ns - (r.windows.empty() ? f.start_ns : r.windows.front().start_ns)) /
@@ -336,7 +336,7 @@ void render_stalls(const Report& r, std::ostream& out) {
         double(s.start_ns - (r.windows.empty() ? s.start_ns : r.windows.front().start_ns)) /
         kNsPerS;
     fmt::print(out, "  +{:.3f} s  window {:<5} {:<12} {}\n", off, s.window_index,
-               escape_text(s.cause), escape_text(s.explanation));
+               escape_text(to_string(s.cause)), escape_text(s.explanation));
   }
 }
 
@@ -516,7 +516,7 @@ nlohmann::json to_json(const Report& r) {
 
   nlohmann::json findings = nlohmann::json::array();
   for (const auto& f : r.findings) {
-    findings.push_back({{"kind", f.kind},
+    findings.push_back({{"kind", std::string(to_string(f.kind))},
                         {"score", f.score},
                         {"start_ns", f.start_ns},
                         {"end_ns", f.end_ns},
@@ -549,7 +549,7 @@ nlohmann::json to_json(const Report& r) {
   j["run"] = std::move(run);
   j["accounting"] = r.accounting ? accounting_json(*r.accounting) : nlohmann::json(nullptr);
   if (const auto& t = r.attribution) {
-    j["attribution"] = {{"method", t->method},
+    j["attribution"] = {{"method", std::string(to_string(t->method))},
                         {"queries", t->queries},
                         {"joined_queries", t->joined_queries},
                         {"reason", t->reason.empty() ? nlohmann::json(nullptr)

@@ -17,7 +17,7 @@ void save_report(schema::Store& store, const Report& report) {
   std::vector<schema::FindingRow> findings;
   findings.reserve(report.findings.size());
   for (const auto& x : report.findings) {
-    findings.push_back({x.kind, x.score, x.start_ns, x.end_ns, x.summary,
+    findings.push_back({std::string(to_string(x.kind)), x.score, x.start_ns, x.end_ns, x.summary,
                         evidence_json(x.evidence).dump(), x.suggestion});
   }
   std::vector<schema::StallRow> stalls;
@@ -25,8 +25,8 @@ void save_report(schema::Store& store, const Report& report) {
   for (const auto& x : report.stalls) {
     stalls.push_back({static_cast<std::int64_t>(x.window_index), x.start_ns, x.end_ns, x.queries,
                       x.tps, x.typical_tps, x.latency_mean_ms, x.typical_latency_mean_ms,
-                      x.latency_max_ms, x.tps_z, x.latency_z, x.cause, x.explanation,
-                      evidence_json(x.evidence).dump()});
+                      x.latency_max_ms, x.tps_z, x.latency_z, std::string(to_string(x.cause)),
+                      x.explanation, evidence_json(x.evidence).dump()});
   }
   try {
     schema::replace_findings_and_stalls(store, findings, stalls);

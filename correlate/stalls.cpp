@@ -126,12 +126,13 @@ std::vector<Stall> find_stalls(const Report& r, const std::vector<WindowSignals>
     if (tps_scale > 0) x.tps_z = round4((*w.tps - tps_med) / tps_scale);
     if (lat_scale > 0) x.latency_z = round4((*w.latency_mean_ms - lat_med) / lat_scale);
     // The cause: the largest rise over typical among the candidate shares.
-    const std::pair<const char*, double> deltas[] = {{"io_wait", s.io - typ.io},
-                                                     {"lock_wait", s.lock - typ.lock},
-                                                     {"lwlock_wait", s.lwlock - typ.lwlock},
-                                                     {"cpu_throttle", s.throttle - typ.throttle},
-                                                     {"runqueue", s.runqueue - typ.runqueue},
-                                                     {"steal", s.steal - typ.steal}};
+    const std::pair<StallCause, double> deltas[] = {
+        {StallCause::io_wait, s.io - typ.io},
+        {StallCause::lock_wait, s.lock - typ.lock},
+        {StallCause::lwlock_wait, s.lwlock - typ.lwlock},
+        {StallCause::cpu_throttle, s.throttle - typ.throttle},
+        {StallCause::runqueue, s.runqueue - typ.runqueue},
+        {StallCause::steal, s.steal - typ.steal}};
     auto best = std::max_element(std::begin(deltas), std::end(deltas),
                                  [](auto& a, auto& b) { return a.second < b.second; });
     const double ckpt_mib = double(g.checkpointer_write_bytes) / (1 << 20);
@@ -143,7 +144,7 @@ std::vector<Stall> find_stalls(const Report& r, const std::vector<WindowSignals>
     if (g.connection_errors > 0) {
       // A server restart or dropped connections: the clients were
       // reconnecting (with backoff), not waiting on anything sampled.
-      x.cause = "connection_lost";
+      x.cause = StallCause::connection_lost;
       x.explanation =
           head + fmt::format(
                      "{} queries lost their connection in this window (SQLSTATE {}{}): the "
@@ -152,14 +153,14 @@ std::vector<Stall> find_stalls(const Report& r, const std::vector<WindowSignals>
                      g.connection_errors, g.top_connection_sqlstate,
                      g.top_connection_sqlstate == "57P01" ? ", admin shutdown" : "");
     } else if (best->second < kMinScore) {
-      x.cause = "unexplained";
+      x.cause = StallCause::unexplained;
       x.explanation = head +
                       "no sampled wait, run-queue delay, throttling or steal rose by 5% of client "
                       "time or more against the typical windows.";
     } else {
       x.cause = best->first;
-      if (x.cause == "io_wait") {
-        if (checkpointer_busy) x.cause = "checkpoint";
+      if (x.cause == StallCause::io_wait) {
+        if (checkpointer_busy) x.cause = StallCause::checkpoint;
         x.explanation =
             head + fmt::format(
                        "backends waited on storage for {} of client time (typical {}); {} "
@@ -172,7 +173,7 @@ std::vector<Stall> find_stalls(const Report& r, const std::vector<WindowSignals>
                                          ckpt_mib, typ_ckpt_mib,
                                          g.checkpointer_d_rows > 0 ? " and sat in D state" : "")
                            : "");
-      } else if (x.cause == "lock_wait") {
+      } else if (x.cause == StallCause::lock_wait) {
         std::string blocker;
         if (g.top_blocking_pid > 0) {
           auto q = blocker_query(g.top_blocking_pid, w.end_ns);
@@ -183,17 +184,17 @@ std::vector<Stall> find_stalls(const Report& r, const std::vector<WindowSignals>
                                    "backends waited on heavyweight locks for {} of client "
                                    "time (typical {}){}.",
                                    pct(s.lock), pct(typ.lock), blocker);
-      } else if (x.cause == "lwlock_wait") {
+      } else if (x.cause == StallCause::lwlock_wait) {
         x.explanation = head + fmt::format(
                                    "backends waited on internal locks for {} of client "
                                    "time (typical {}).",
                                    pct(s.lwlock), pct(typ.lwlock));
-      } else if (x.cause == "cpu_throttle") {
+      } else if (x.cause == StallCause::cpu_throttle) {
         x.explanation = head + fmt::format(
                                    "the query path was throttled by a CPU quota for {} of "
                                    "client time (typical {}).",
                                    pct(s.throttle), pct(typ.throttle));
-      } else if (x.cause == "runqueue") {
+      } else if (x.cause == StallCause::runqueue) {
         x.explanation = head + fmt::format(
                                    "the query path waited for a CPU for {} of client time "
                                    "(typical {}).",

@@ -139,7 +139,7 @@ TEST(CorrelateAttribution, BackendSamplesCountOnlyWhileServingTheQueries) {
   file.ash(1, "Lock", "tuple", 20, 5);        // t0 + 2 s: inside, 0.5 s
   auto r = file.explain();
   ASSERT_TRUE(r.attribution);
-  EXPECT_EQ(r.attribution->method, "per_query");
+  EXPECT_EQ(to_string(r.attribution->method), "per_query");
   EXPECT_EQ(r.attribution->queries, 15);
   EXPECT_EQ(r.attribution->joined_queries, 15);
   EXPECT_EQ(r.attribution->backend_cpu_outside_ns, 500 * kMs);
@@ -200,7 +200,7 @@ TEST(CorrelateAttribution, WithoutBackendIdentityFallsBackToHostWideAndSaysSo) {
   file.ash(1, "Lock", "tuple", 60, 10);  // any client backend counts host-wide
   auto r = file.explain();
   ASSERT_TRUE(r.attribution);
-  EXPECT_EQ(r.attribution->method, "host_wide");
+  EXPECT_EQ(to_string(r.attribution->method), "host_wide");
   EXPECT_EQ(r.attribution->joined_queries, 0);
   EXPECT_NE(r.attribution->reason.find("no backend identity (imported pgbench log)"),
             std::string::npos)
@@ -276,7 +276,7 @@ TEST(CorrelateAttribution, NoCpuDeltaInsideTheSpanCannotAccountInsteadOfZero) {
   EXPECT_EQ(part_ns(a, "remainder"), -1);
   EXPECT_EQ(part_ns(a, "server_wait:Lock"), 2 * kS);
   ASSERT_TRUE(r.windows[0].accounting->cannot_account);
-  for (const auto& f : r.findings) EXPECT_NE(f.kind, "network_roundtrip");
+  for (const auto& f : r.findings) EXPECT_NE(to_string(f.kind), "network_roundtrip");
   const auto j = to_json(r);
   EXPECT_TRUE(j["accounting"]["server_cpu_ns"].is_null());
   EXPECT_TRUE(j["accounting"]["remainder_ns"].is_null());
