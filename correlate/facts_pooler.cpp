@@ -3,7 +3,6 @@
 // pooler sampler from SHOW STATS total_wait_time and SHOW POOLS), per window
 // and over the span, and the pool_wait finding built on it.
 #include <algorithm>
-#include <cmath>
 #include <set>
 
 #include <fmt/format.h>
@@ -11,6 +10,7 @@
 
 #include "common/conninfo.h"
 #include "correlate/detail.h"
+#include "correlate/format.h"
 #include "schema/fact_readers.h"
 
 namespace stallscope::correlate::detail {
@@ -25,10 +25,6 @@ std::int64_t overlap_ns(std::int64_t from, std::int64_t to, std::int64_t a, std:
 std::int64_t prorate(std::int64_t value, std::int64_t part, std::int64_t whole) {
   if (whole <= 0) return 0;
   return static_cast<std::int64_t>(static_cast<__int128>(value) * part / whole);
-}
-
-double round4(double v) {
-  return std::round(v * 1e4) / 1e4;
 }
 
 void keep_max(std::optional<std::int64_t>& into, std::optional<std::int64_t> v) {

@@ -6,15 +6,13 @@
 #include <fmt/format.h>
 
 #include "correlate/detail.h"
+#include "correlate/format.h"
 
 namespace stallscope::correlate::detail {
 namespace {
 
 double ratio(double part, double whole) {
   return whole > 0 ? part / whole : 0;
-}
-double round4(double v) {
-  return std::round(v * 1e4) / 1e4;
 }
 double s(std::int64_t ns) {
   return round4(double(ns) / kNsPerS);
@@ -47,10 +45,6 @@ std::pair<std::string, std::int64_t> top_event_of_class(const Facts& f, const st
 std::int64_t class_rows(const Facts& f, const std::string& cls) {
   auto it = f.ash_class_rows.find(cls);
   return it == f.ash_class_rows.end() ? 0 : it->second;
-}
-
-std::string pct_text(double share) {
-  return fmt::format("{:.0f}%", 100 * share);
 }
 
 struct Context {
@@ -158,8 +152,8 @@ void server_cpu(const Context& c, const RunDelayCharge& rd, std::vector<Finding>
   x.summary = fmt::format(
       "This run's backends were on CPU for {} of client time ({:.2f} cores) and queued for it for "
       "another {}, with the host {:.0f}% busy on {} cores.",
-      pct_text(c.share(a.server_cpu_ns)), c.cores_used(a.server_cpu_ns),
-      pct_text(c.share(queued_ns)), 100 * busy, c.f.cores);
+      share_pct_text(c.share(a.server_cpu_ns)), c.cores_used(a.server_cpu_ns),
+      share_pct_text(c.share(queued_ns)), 100 * busy, c.f.cores);
   x.evidence = {{"server_cpu_share", round4(c.share(a.server_cpu_ns))},
                 {"run_delay_charged_share", round4(c.share(rd.delay.backends_ns))},
                 {"remainder_charged_share", round4(c.share(rd.remainder.backends_ns))},
@@ -191,8 +185,8 @@ void client_cpu(const Context& c, const RunDelayCharge& rd, std::vector<Finding>
   x.summary = fmt::format(
       "The driver (stallscope, {} thread{}) used {:.2f} cores, {} of client time, and queued for "
       "CPU for another {}.",
-      c.f.threads, c.f.threads == 1 ? "" : "s", cores, pct_text(c.share(a.driver_cpu_ns)),
-      pct_text(c.share(queued_ns)));
+      c.f.threads, c.f.threads == 1 ? "" : "s", cores, share_pct_text(c.share(a.driver_cpu_ns)),
+      share_pct_text(c.share(queued_ns)));
   x.evidence = {{"driver_cpu_share", round4(c.share(a.driver_cpu_ns))},
                 {"run_delay_charged_share", round4(c.share(rd.delay.driver_ns))},
                 {"remainder_charged_share", round4(c.share(rd.remainder.driver_ns))},
@@ -233,10 +227,10 @@ void runqueue(const Context& c, const RunDelayCharge& rd, std::vector<Finding>& 
           ? fmt::format(
                 "Query-path tasks waited for a CPU for {} of client time while processes off "
                 "the query path used {:.2f} cores (most: {}).",
-                pct_text(x.score), c.cores_used(c.f.other_cpu_ns), top)
+                share_pct_text(x.score), c.cores_used(c.f.other_cpu_ns), top)
           : fmt::format(
                 "Runnable tasks spent {} of their runnable time waiting for a CPU (most CPU: {}).",
-                pct_text(x.score), top);
+                share_pct_text(x.score), top);
   x.evidence = {{"run_delay_s", s(delay_ns)},
                 {"other_cpu_cores", c.cores_used(c.f.other_cpu_ns)},
                 {"procs_running_max", std::int64_t{c.f.host.procs_running_max}},
@@ -275,7 +269,7 @@ void steal(const Context& c, std::vector<Finding>& out) {
       signal_span(c.r, c.f, [&](std::size_t i) { return c.f.window_steal_share[i]; });
   x.summary = fmt::format(
       "The hypervisor took {} of the CPU time this guest wanted ({:.1f}% of all CPU time).",
-      pct_text(steal_share), 100 * ratio(double(h.steal_ns), double(h.total_ns)));
+      share_pct_text(steal_share), 100 * ratio(double(h.steal_ns), double(h.total_ns)));
   x.evidence = {{"steal_share", round4(steal_share)},
                 {"steal_pct", round4(100 * ratio(double(h.steal_ns), double(h.total_ns)))},
                 {"host_cpu_busy_pct", round4(100 * h.busy_share())}};
@@ -302,12 +296,13 @@ void cpu_throttle(const Context& c, std::vector<Finding>& out) {
     x.summary = fmt::format(
         "Query-path tasks were runnable but throttled by the CPU quota of cgroup {} for {} of "
         "client time ({} of {} periods throttled).",
-        c.f.throttled_cgroup, pct_text(x.score), c.f.cgroup_nr_throttled, c.f.cgroup_nr_periods);
+        c.f.throttled_cgroup, share_pct_text(x.score), c.f.cgroup_nr_throttled,
+        c.f.cgroup_nr_periods);
   } else {
     x.summary = fmt::format(
         "Query-path tasks waited to run for {} of client time while the host CPU was only {:.0f}% "
         "busy: a CPU quota or cpuset holds them back (inferred; no cgroup cpu.stat in this file).",
-        pct_text(x.score), 100 * busy);
+        share_pct_text(x.score), 100 * busy);
   }
   x.evidence = {
       {"throttled_run_delay_share", x.score},
@@ -377,10 +372,10 @@ void ash_class(const Context& c, const std::vector<std::string>& classes, Findin
   }
   x.summary =
       c.acc ? fmt::format("This run's backends waited on {} for {} of client time (mostly {}).",
-                          what, pct_text(x.score), top)
+                          what, share_pct_text(x.score), top)
             : fmt::format(
                   "Client backends waited on {} in {} of sampled non-idle moments (mostly {}).",
-                  what, pct_text(x.score), top);
+                  what, share_pct_text(x.score), top);
   const std::string name(to_string(kind));
   x.evidence = {{name + "_share", x.score},
                 {name + "_s", s(ns)},
@@ -434,15 +429,16 @@ void io_wait(const Context& c, std::vector<Finding>& out) {
   for (const auto& [w, n] : c.f.backend_d_wchan_rows) {
     if (n > wchan_rows) std::tie(wchan, wchan_rows) = std::tie(w, n);
   }
-  x.summary = c.acc ? fmt::format(
-                          "This run's backends waited on storage for {} of client time ({}; host "
-                          "iowait {:.1f}%).",
-                          pct_text(x.score), top.empty() ? "seen as D state" : "mostly " + top,
-                          100 * ratio(double(h.iowait_ns), double(h.total_ns)))
-                    : fmt::format(
-                          "Storage waits: {} (ASH IO share of non-idle rows, or iowait share of "
-                          "non-idle CPU time).",
-                          pct_text(x.score));
+  x.summary = c.acc
+                  ? fmt::format(
+                        "This run's backends waited on storage for {} of client time ({}; host "
+                        "iowait {:.1f}%).",
+                        share_pct_text(x.score), top.empty() ? "seen as D state" : "mostly " + top,
+                        100 * ratio(double(h.iowait_ns), double(h.total_ns)))
+                  : fmt::format(
+                        "Storage waits: {} (ASH IO share of non-idle rows, or iowait share of "
+                        "non-idle CPU time).",
+                        share_pct_text(x.score));
   x.evidence = {{"io_wait_share", x.score},
                 {"ash_io_samples", ash_rows},
                 {"ash_wal_queue_samples", wal_queue},
@@ -489,7 +485,7 @@ void single_thread(const Context& c, std::vector<Finding>& out) {
     x.summary = fmt::format(
         "{} (pid {}) ran at {:.2f} cores for {} of the run while the rest of the host was "
         "{:.0f}% idle: one thread saturated.",
-        cand.process.comm, cand.process.pid, core_share, pct_text(hot_fraction),
+        cand.process.comm, cand.process.pid, core_share, share_pct_text(hot_fraction),
         100 * otherwise_idle);
     x.evidence = {{"comm", cand.process.comm},
                   {"pid", std::int64_t{cand.process.pid}},
@@ -542,7 +538,7 @@ void network_roundtrip(const Context& c, const std::vector<Finding>& so_far,
   x.summary = fmt::format(
       "{} of client time was neither driver CPU, backend CPU nor a server wait: about {:.3f} ms of "
       "each query went to round trips (wire, protocol, wake-ups) against {:.3f} ms of backend CPU.",
-      pct_text(rem), c.per_query_ms(a.remainder_ns), c.per_query_ms(a.server_cpu_ns));
+      share_pct_text(rem), c.per_query_ms(a.remainder_ns), c.per_query_ms(a.server_cpu_ns));
   x.evidence = {{"remainder_share", round4(rem)},
                 {"remainder_per_query_ms", c.per_query_ms(a.remainder_ns)},
                 {"latency_mean_ms", round4(c.r.run.latency_mean_ms.value_or(0))},
@@ -645,7 +641,7 @@ void kernel_wait(const Context& c, std::vector<Finding>& out) {
   x.summary = fmt::format(
       "Query-path tasks slept on something other than storage, locks or memory for {} of client "
       "time: {}.",
-      pct_text(x.score), what);
+      share_pct_text(x.score), what);
   x.evidence = {{"kernel_wait_share", x.score},
                 {"os_wait_samples", c.f.kernel.rows},
                 {"os_wait_s", s(os_ns)},
@@ -692,7 +688,8 @@ void connection_setup(const Context& c, std::vector<Finding>& out) {
   x.summary = fmt::format(
       "Connecting took {} of client time: {} connections ({:.0f}/s) at {:.3f} ms each, against "
       "{:.3f} ms per query once connected.",
-      pct_text(x.score), k.connections, ratio(double(k.connections), span_s), connect_ms, net_ms);
+      share_pct_text(x.score), k.connections, ratio(double(k.connections), span_s), connect_ms,
+      net_ms);
   x.evidence = {{"connection_setup_share", x.score},
                 {"connect_latency_share", round4(c.share(k.connect_latency_ns))},
                 {"connections", k.connections},

@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "correlate/correlate.h"
 #include "correlate/detail.h"
+#include "correlate/format.h"
 #include "schema/server_file.h"
 
 namespace stallscope::correlate {
@@ -45,10 +46,6 @@ schema::ClockShift clock_shift(const std::vector<Estimate>& e) {
   if (e.size() > 1) shift.boundaries_ns = boundaries(e);
   for (const auto& x : e) shift.offsets_ns.push_back(x.offset_ns);
   return shift;
-}
-
-std::string time_text(std::int64_t ns) {
-  return fmt::format("{:.3f}", double(ns) / 1e9);
 }
 
 // Mean of the windows' host shares, over windows that have them.
@@ -161,8 +158,9 @@ Report explain_pair(schema::Store& client, const std::string& server_path,
     throw_usage(fmt::format(
         "cannot explain {} with {}: their time ranges do not overlap (queries {} .. {} s, server "
         "samples {} .. {} s since the epoch)",
-        client.path(), server_path, time_text(queries.from_ns), time_text(queries.to_ns),
-        time_text(server.from_ns), time_text(server.to_ns)));
+        client.path(), server_path, detail::epoch_seconds_text(queries.from_ns),
+        detail::epoch_seconds_text(queries.to_ns), detail::epoch_seconds_text(server.from_ns),
+        detail::epoch_seconds_text(server.to_ns)));
   }
   srv.shadow_tables(clock_shift(estimates));
   // Pass 2: the same windows, with the server's host, processes and ASH and
@@ -214,10 +212,10 @@ Report explain_pair(schema::Store& client, const std::string& server_path,
                         estimates.size(), double(*clock.offset_ns) / 1e6,
                         double(*clock.uncertainty_ns) / 1e6));
   if (server.from_ns > queries.from_ns || server.to_ns < queries.to_ns) {
-    r.notes.push_back(
-        fmt::format("The server file covers only part of the queries ({} .. {} s of {} .. {} s).",
-                    time_text(server.from_ns), time_text(server.to_ns), time_text(queries.from_ns),
-                    time_text(queries.to_ns)));
+    r.notes.push_back(fmt::format(
+        "The server file covers only part of the queries ({} .. {} s of {} .. {} s).",
+        detail::epoch_seconds_text(server.from_ns), detail::epoch_seconds_text(server.to_ns),
+        detail::epoch_seconds_text(queries.from_ns), detail::epoch_seconds_text(queries.to_ns)));
   }
   return r;
 }

@@ -1,13 +1,12 @@
 // Renderers: the same Report as text (for terminals) and as JSON.
 #include <algorithm>
-#include <ctime>
 
-#include <fmt/chrono.h>
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
 #include "correlate/correlate.h"
 #include "correlate/detail.h"
+#include "correlate/format.h"
 
 namespace stallscope::correlate {
 namespace detail {
@@ -102,11 +101,6 @@ std::string valid_utf8(std::string_view s) {
 
 namespace {
 
-std::string time_text(std::int64_t ns) {
-  const std::time_t t = static_cast<std::time_t>(ns / kNsPerS);
-  return fmt::format("{:%Y-%m-%d %H:%M:%S} UTC", fmt::gmtime(t));
-}
-
 template <typename T>
 std::string opt_text(const std::optional<T>& v, const char* spec = "{}", const char* none = "-") {
   return v ? fmt::format(fmt::runtime(spec), *v) : std::string(none);
@@ -146,9 +140,9 @@ void render_header(const Report& r, std::ostream& out) {
   fmt::print(out, "stallscope explain: host {}, kernel {}, {} cores, mode {}, status {}\n",
              escape_text(run.host), escape_text(run.kernel), run.cores, escape_text(run.mode),
              escape_text(run.status));
-  fmt::print(out, "run       {} -> {}  ({})\n", time_text(run.start_ns),
+  fmt::print(out, "run       {} -> {}  ({})\n", utc_time_text(run.start_ns),
              run.end_ns
-                 ? time_text(*run.end_ns)
+                 ? utc_time_text(*run.end_ns)
                  : std::string("no end recorded (still running, or the recorder was killed)"),
              run.duration_ns ? fmt::format("{:.2f} s", double(*run.duration_ns) / kNsPerS)
                              : std::string("?"));

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "correlate/detail.h"
+#include "correlate/format.h"
 
 namespace stallscope::correlate::detail {
 namespace {
@@ -31,10 +32,6 @@ std::pair<double, double> centre_scale(const std::vector<double>& v) {
   return {m, 1.4826 * median(std::move(dev))};
 }
 
-double round4(double v) {
-  return std::round(v * 1e4) / 1e4;
-}
-
 // The shares a stall is explained by, per window, as shares of its client time.
 struct Shares {
   double io = 0, lock = 0, lwlock = 0, throttle = 0, runqueue = 0, steal = 0;
@@ -51,10 +48,6 @@ Shares shares_of(const WindowSignals& g) {
   s.runqueue = double(g.run_delay_ns) / c;
   s.steal = g.steal_share;
   return s;
-}
-
-std::string pct(double share) {
-  return fmt::format("{:.0f}%", 100 * share);
 }
 
 }  // namespace
@@ -165,7 +158,7 @@ std::vector<Stall> find_stalls(const Report& r, const std::vector<WindowSignals>
             head + fmt::format(
                        "backends waited on storage for {} of client time (typical {}); {} "
                        "D-state backend samples{}{}.",
-                       pct(s.io), pct(typ.io), g.backend_d_rows,
+                       share_pct_text(s.io), share_pct_text(typ.io), g.backend_d_rows,
                        g.top_d_wchan.empty() ? "" : ", mostly in " + g.top_d_wchan,
                        checkpointer_busy
                            ? fmt::format("; the checkpointer wrote {:.1f} MiB (typical "
@@ -183,27 +176,27 @@ std::vector<Stall> find_stalls(const Report& r, const std::vector<WindowSignals>
         x.explanation = head + fmt::format(
                                    "backends waited on heavyweight locks for {} of client "
                                    "time (typical {}){}.",
-                                   pct(s.lock), pct(typ.lock), blocker);
+                                   share_pct_text(s.lock), share_pct_text(typ.lock), blocker);
       } else if (x.cause == StallCause::lwlock_wait) {
         x.explanation = head + fmt::format(
                                    "backends waited on internal locks for {} of client "
                                    "time (typical {}).",
-                                   pct(s.lwlock), pct(typ.lwlock));
+                                   share_pct_text(s.lwlock), share_pct_text(typ.lwlock));
       } else if (x.cause == StallCause::cpu_throttle) {
         x.explanation = head + fmt::format(
                                    "the query path was throttled by a CPU quota for {} of "
                                    "client time (typical {}).",
-                                   pct(s.throttle), pct(typ.throttle));
+                                   share_pct_text(s.throttle), share_pct_text(typ.throttle));
       } else if (x.cause == StallCause::runqueue) {
         x.explanation = head + fmt::format(
                                    "the query path waited for a CPU for {} of client time "
                                    "(typical {}).",
-                                   pct(s.runqueue), pct(typ.runqueue));
+                                   share_pct_text(s.runqueue), share_pct_text(typ.runqueue));
       } else {
         x.explanation = head + fmt::format(
                                    "the hypervisor took {} of the CPU time wanted "
                                    "(typical {}).",
-                                   pct(s.steal), pct(typ.steal));
+                                   share_pct_text(s.steal), share_pct_text(typ.steal));
       }
     }
     x.evidence = {{"io_wait_share", round4(s.io)},
