@@ -25,6 +25,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/units.h"
 #include "schema/attribution_readers.h"
 #include "schema/store.h"
 
@@ -32,11 +33,11 @@ namespace stallscope::correlate::detail {
 
 // How far behind the sweep point a backend's query intervals are kept:
 // longer than any process_sample span the correlator reads (60 s).
-inline constexpr std::int64_t kAttributionKeepNs = 120'000'000'000;
+inline constexpr std::int64_t kAttributionKeepNs = 120 * common::kNsPerS;
 // An instantaneous observation (a D-state row, an ASH poll) at time t counts
 // as inside a query when the backend served one within t ± this much: the
 // sampler reads /proc and pg_stat_activity a little after the tick's time.
-inline constexpr std::int64_t kAttributionSlackNs = 2'000'000;
+inline constexpr std::int64_t kAttributionSlackNs = 2 * common::kNsPerMs;
 
 // The driver's connections: (client_id, connection) → the backend pid that
 // served them (client.backend_pid), each distinct pid a dense slot.

@@ -2,11 +2,11 @@
 // database samples, and explains where the client time went.
 //
 //   auto store = schema::Store::open_readonly("run.db");
-//   correlate::Report r = correlate::explain(store, {.window_ns = 1'000'000'000});
+//   correlate::Report r = correlate::explain(store, {.window_ns = common::kNsPerS});
 //   correlate::render_text(r, std::cout);
 //   std::cout << correlate::to_json(r).dump(2);
 //
-// Time accounting (DESIGN.md): a closed loop of N clients over the query
+// Time accounting (README.md, "Time accounting"): a closed loop of N clients over the query
 // span W (first query sent → last query answered) spent N·W of client time.
 // explain splits it into driver CPU, server backend CPU, server waits by wait
 // class (ASH), run-queue delay of the query path, and the remainder (on an
@@ -27,13 +27,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/units.h"
 #include "schema/store.h"
 
 namespace stallscope::correlate {
 
 struct ExplainOptions {
   // Time windows of this length (--window, default 1 s) ...
-  std::int64_t window_ns = 1'000'000'000;
+  std::int64_t window_ns = common::kNsPerS;
   // ... or, when set, windows of this many consecutive queries (--every N).
   std::optional<std::int64_t> every_queries;
   // Processes on the query path between driver and server (poolers,
@@ -54,7 +55,7 @@ struct RunSummary {
   std::string host;
   std::string kernel;
   int cores = 0;
-  std::string mode;                         // "run" or "record"
+  std::string mode;                         // "run", "record" or "import-pgbench"
   std::string status;                       // "complete", "interrupted", ...
   std::int64_t start_ns = 0;                // run.start_ns, wall clock
   std::optional<std::int64_t> end_ns;       // NULL after SIGKILL

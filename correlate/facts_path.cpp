@@ -1,8 +1,10 @@
 // Facts for memory_pressure, kernel_wait and connection_setup: host memory
 // pressure, the query path's sleeps by kernel wait channel, and the driver's
-// connections opened during the queries. Read per query-path process through
-// the process_sample index (process_id, sample_id), so the cost follows the
-// path's rows, not every process of the host.
+// connections opened during the queries. The backends', poolers' and
+// driver's process rows come from read_processes' single scan of
+// process_sample (add_path_process_row); read here are the host memory
+// totals, the driver's thread rows (thread_sample over the span's ticks) and
+// the client rows of the span.
 #include <algorithm>
 #include <array>
 

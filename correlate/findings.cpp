@@ -575,8 +575,8 @@ std::string top_entries(const std::map<std::string, std::int64_t>& m, std::size_
 void memory_pressure(const Context& c, std::vector<Finding>& out) {
   const auto& m = c.f.memory;
   const auto d_ns = m.path_memory_d_rows * c.f.sample_period_ns;
-  const double full = ratio(double(m.psi_full_us) * 1e3, double(m.psi_span_ns));
-  const double some = ratio(double(m.psi_some_us) * 1e3, double(m.psi_span_ns));
+  const double full = ratio(double(m.psi_full_us) * common::kNsPerUsDouble, double(m.psi_span_ns));
+  const double some = ratio(double(m.psi_some_us) * common::kNsPerUsDouble, double(m.psi_span_ns));
   const double score = c.acc ? std::max(c.share(d_ns), full) : some;
   auto x = make(c, FindingKind::memory_pressure, score);
   if (x.score < kMinScore) return;

@@ -209,8 +209,8 @@ Report explain_pair(schema::Store& client, const std::string& server_path,
                         "by the nearest of {} clock-offset estimates (server - client {:+.3f} ms "
                         "+/- {:.3f} ms at the middle of the run).",
                         client.path(), client_side.run.host, server_path, server_host,
-                        estimates.size(), double(*clock.offset_ns) / 1e6,
-                        double(*clock.uncertainty_ns) / 1e6));
+                        estimates.size(), detail::ms(*clock.offset_ns),
+                        detail::ms(*clock.uncertainty_ns)));
   if (server.from_ns > queries.from_ns || server.to_ns < queries.to_ns) {
     r.notes.push_back(fmt::format(
         "The server file covers only part of the queries ({} .. {} s of {} .. {} s).",

@@ -212,7 +212,7 @@ void render_windows(const Report& r, std::ostream& out) {
     // The sliver between the last query and the end of the run (shutdown)
     // is not a window worth a line of text; JSON keeps it.
     if (!r.query_windows && w.queries == 0 && &w == &r.windows.back() && r.window_ns &&
-        w.duration_s * 1e9 < 0.2 * static_cast<double>(*r.window_ns)) {
+        w.duration_s * common::kNsPerSDouble < 0.2 * static_cast<double>(*r.window_ns)) {
       continue;
     }
     std::string host =

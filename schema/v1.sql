@@ -1,4 +1,5 @@
--- stallscope run file, schema version 1 (PRAGMA user_version = 1).
+-- stallscope run file, schema version 2 (PRAGMA user_version = 2;
+-- schema/store.h kSchemaVersion). The file keeps its first name, v1.sql.
 -- Conventions: every *_ns column holding a point in time is nanoseconds since
 -- the Unix epoch (CLOCK_REALTIME); every other *_ns column is a duration in
 -- ns. "since the previous tick" columns are NULL when there is no previous
@@ -7,7 +8,7 @@
 -- One row: what was run, where, and how it ended.
 CREATE TABLE run (
   run_id              INTEGER PRIMARY KEY CHECK (run_id = 1),
-  mode                TEXT NOT NULL,              -- 'run' (drive + sample) or 'record'
+  mode                TEXT NOT NULL,              -- 'run' (drive + sample), 'record' (sample only) or 'import-pgbench' (a pgbench log imported)
   status              TEXT NOT NULL,              -- 'running', 'complete', 'interrupted', 'failed'
   host                TEXT NOT NULL,              -- uname nodename
   kernel              TEXT NOT NULL,              -- uname release

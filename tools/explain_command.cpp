@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "common/units.h"
 #include "correlate/correlate.h"
 #include "schema/fact_readers.h"
 #include "schema/report_store.h"
@@ -25,13 +26,13 @@ std::int64_t parse_duration_ns(const std::string& text, const std::string& flag)
   double value = std::stod(m[1].str());
   std::string unit = m[2].matched ? m[2].str() : "s";
   double scale = unit == "ns"   ? 1
-                 : unit == "us" ? 1e3
-                 : unit == "ms" ? 1e6
-                 : unit == "s"  ? 1e9
-                 : unit == "m"  ? 60e9
-                                : 3600e9;
+                 : unit == "us" ? common::kNsPerUsDouble
+                 : unit == "ms" ? common::kNsPerMsDouble
+                 : unit == "s"  ? common::kNsPerSDouble
+                 : unit == "m"  ? 60 * common::kNsPerSDouble
+                                : 3600 * common::kNsPerSDouble;
   auto ns = static_cast<std::int64_t>(std::llround(value * scale));
-  if (ns < 1'000'000) {
+  if (ns < common::kNsPerMs) {
     throw Error(ErrorKind::usage, fmt::format("{}: '{}' is shorter than 1 ms", flag, text));
   }
   return ns;
