@@ -98,6 +98,42 @@ RunComparison::Side side_of(const Report& r, const std::string& path) {
   return s;
 }
 
+// How server times were moved to the client's clock, as reported: the
+// estimate nearest the middle of the queries and the range of all offsets.
+ClockAlignment align_clock(const std::vector<Estimate>& estimates, const Span& queries) {
+  ClockAlignment clock;
+  clock.estimates = static_cast<std::int64_t>(estimates.size());
+  if (!estimates.empty()) {
+    const auto middle = queries.from_ns / 2 + queries.to_ns / 2;
+    const auto nearest = std::min_element(
+        estimates.begin(), estimates.end(), [&](const Estimate& x, const Estimate& y) {
+          return std::abs(x.time_ns - middle) < std::abs(y.time_ns - middle);
+        });
+    clock.offset_ns = nearest->offset_ns;
+    clock.uncertainty_ns = nearest->uncertainty_ns;
+    const auto [lo, hi] = std::minmax_element(
+        estimates.begin(), estimates.end(),
+        [](const Estimate& x, const Estimate& y) { return x.offset_ns < y.offset_ns; });
+    clock.offset_min_ns = lo->offset_ns;
+    clock.offset_max_ns = hi->offset_ns;
+  }
+  return clock;
+}
+
+// Pass 2's options: the same windows, with the client's driver CPU and run
+// delay per window from pass 1.
+ExplainOptions with_client_driver(const ExplainOptions& options, const Report& client_side) {
+  ExplainOptions o = options;
+  std::vector<std::int64_t> driver, driver_delay;
+  for (const auto& w : client_side.windows) {
+    driver.push_back(w.accounting ? w.accounting->driver_cpu_ns : 0);
+    driver_delay.push_back(w.accounting ? w.accounting->driver_run_delay_ns : 0);
+  }
+  o.client_driver_cpu_ns = std::move(driver);
+  o.client_driver_run_delay_ns = std::move(driver_delay);
+  return o;
+}
+
 }  // namespace
 
 RunComparison compare_runs(const Report& run, const std::string& run_path, const Report& baseline,
@@ -165,36 +201,13 @@ Report explain_pair(schema::Store& client, const std::string& server_path,
   srv.shadow_tables(clock_shift(estimates));
   // Pass 2: the same windows, with the server's host, processes and ASH and
   // the client's driver CPU per window.
-  ExplainOptions o = options;
-  std::vector<std::int64_t> driver, driver_delay;
-  for (const auto& w : client_side.windows) {
-    driver.push_back(w.accounting ? w.accounting->driver_cpu_ns : 0);
-    driver_delay.push_back(w.accounting ? w.accounting->driver_run_delay_ns : 0);
-  }
-  o.client_driver_cpu_ns = std::move(driver);
-  o.client_driver_run_delay_ns = std::move(driver_delay);
-  Report r = explain(client, o);
+  Report r = explain(client, with_client_driver(options, client_side));
   r.hosts.push_back(summarise(client_side, "client"));
   auto s = summarise(r, "server");
   s.host = server_host;
   s.cores = srv.cores();
   r.hosts.push_back(std::move(s));
-  ClockAlignment clock;
-  clock.estimates = static_cast<std::int64_t>(estimates.size());
-  if (!estimates.empty()) {
-    const auto middle = queries.from_ns / 2 + queries.to_ns / 2;
-    const auto nearest = std::min_element(
-        estimates.begin(), estimates.end(), [&](const Estimate& x, const Estimate& y) {
-          return std::abs(x.time_ns - middle) < std::abs(y.time_ns - middle);
-        });
-    clock.offset_ns = nearest->offset_ns;
-    clock.uncertainty_ns = nearest->uncertainty_ns;
-    const auto [lo, hi] = std::minmax_element(
-        estimates.begin(), estimates.end(),
-        [](const Estimate& x, const Estimate& y) { return x.offset_ns < y.offset_ns; });
-    clock.offset_min_ns = lo->offset_ns;
-    clock.offset_max_ns = hi->offset_ns;
-  }
+  const auto clock = align_clock(estimates, queries);
   r.clock = clock;
   r.notes.insert(
       r.notes.begin(),
