@@ -4,24 +4,20 @@
 
 #include <algorithm>
 
-#include <SQLiteCpp/Statement.h>
-
 namespace stallscope::correlate::detail {
 
 namespace {
 constexpr std::int64_t kDenseClients = 65536;
 // The packed (client_id, connection) of a query without a connection.
-constexpr std::int64_t kNoConnection = (1 << 24) - 1;
+constexpr std::int64_t kNoConnection = schema::kQuerySendNoConnection;
 }  // namespace
 
-BackendMap::BackendMap(SQLite::Database& db) {
-  SQLite::Statement st(db,
-                       "SELECT client_id, connection, backend_pid FROM client "
-                       "WHERE backend_pid IS NOT NULL");
-  while (st.executeStep()) {
-    const auto client = st.getColumn(0).getInt64();
-    const auto connection = st.getColumn(1).getInt64();
-    const int pid = st.getColumn(2).getInt();
+BackendMap::BackendMap(schema::Store& store) {
+  schema::ClientBackendScan clients(store);
+  for (schema::ClientBackend row; clients.next(row);) {
+    const auto client = row.client_id;
+    const auto connection = row.connection;
+    const int pid = row.backend_pid;
     auto [it, added] = slot_of_pid_.emplace(pid, static_cast<int>(pid_of_slot_.size()));
     if (added) pid_of_slot_.push_back(pid);
     const int slot = it->second;
@@ -35,9 +31,7 @@ BackendMap::BackendMap(SQLite::Database& db) {
     }
   }
   if (!pid_of_slot_.empty()) {
-    queries_name_connections_ =
-        db.execAndGet("SELECT EXISTS (SELECT 1 FROM query WHERE connection IS NOT NULL)")
-            .getInt() != 0;
+    queries_name_connections_ = schema::queries_name_connections(store);
   }
 }
 
@@ -60,22 +54,14 @@ int BackendMap::slot_of_pid(int pid) const {
   return it == slot_of_pid_.end() ? -1 : it->second;
 }
 
-// Few columns (the scan's cost is mostly per column read): start, sent (-R:
-// + lag), answered, and (client_id, connection) packed as client_id · 2^24 +
-// connection (kNoConnection: NULL).
-constexpr const char* kSweepSql =
-    "SELECT start_ns, start_ns + max(coalesce(lag_ns, 0), 0), start_ns + latency_ns, "
-    "(client_id << 24) + coalesce(connection, 16777215) "
-    "FROM query WHERE start_ns <= ?1 ORDER BY start_ns";
 constexpr std::size_t kBatchRows = 16384;
 constexpr std::size_t kMaxBatches = 8;
 
-QuerySweep::QuerySweep(SQLite::Database& db, const BackendMap& map, const std::string& path,
+QuerySweep::QuerySweep(schema::Store& store, const BackendMap& map, const std::string& path,
                        std::int64_t until_ns)
     : map_(map), until_ns_(until_ns), busy_(map.slots()) {
   if (path.empty() || path == ":memory:") {
-    cursor_.emplace(db, kSweepSql);
-    cursor_->bind(1, until_ns_);
+    scan_.emplace(store, until_ns_);
   } else {
     reader_ = std::thread(&QuerySweep::read_batches, this, path);
   }
@@ -93,15 +79,14 @@ QuerySweep::~QuerySweep() {
 
 void QuerySweep::read_batches(std::string path) {
   try {
-    SQLite::Database db(path, SQLite::OPEN_READONLY | SQLite::OPEN_NOMUTEX, 5000);
-    schema::Cursor c(db, kSweepSql);
-    c.bind(1, until_ns_);
+    auto scan = schema::QuerySendScan::open(path, until_ns_);
     std::vector<Row> batch;
     batch.reserve(kBatchRows);
     bool more = true;
     while (more) {
-      more = c.step();
-      if (more) batch.push_back({c.int64(0), c.int64(1), c.int64(2), c.int64(3)});
+      Row row;
+      more = scan.next(row);
+      if (more) batch.push_back(row);
       if (batch.size() == kBatchRows || (!more && !batch.empty())) {
         std::unique_lock lock(mu_);
         cv_.wait(lock, [&] { return stop_ || batches_.size() < kMaxBatches; });
@@ -122,11 +107,7 @@ void QuerySweep::read_batches(std::string path) {
 }
 
 bool QuerySweep::next_row(Row& row) {
-  if (cursor_) {
-    if (!cursor_->step()) return false;
-    row = {cursor_->int64(0), cursor_->int64(1), cursor_->int64(2), cursor_->int64(3)};
-    return true;
-  }
+  if (scan_) return scan_->next(row);
   if (batch_pos_ == batch_.size()) {
     std::unique_lock lock(mu_);
     cv_.wait(lock, [&] { return !batches_.empty() || reader_done_; });
@@ -152,7 +133,7 @@ void QuerySweep::feed(const Row& row) {
   ++joined_;
   const auto start = row.start_ns;
   const auto sent = row.sent_ns;
-  const auto end = std::max(sent, row.end_ns);
+  const auto end = std::max(sent, row.answered_ns);
   auto& q = busy_[static_cast<std::size_t>(slot)];
   if (!q.empty() && sent <= q.back().end_ns) {
     q.back().end_ns = std::max(q.back().end_ns, end);

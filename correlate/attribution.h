@@ -3,8 +3,8 @@
 // parts of the time accounting count a backend's samples only while it
 // served this run's queries.
 //
-//   detail::BackendMap map(db);              // client(client_id, connection) → backend pid
-//   detail::QuerySweep sweep(db, map);       // one forward scan of `query`
+//   detail::BackendMap map(store);           // client(client_id, connection) → backend pid
+//   detail::QuerySweep sweep(store, map);    // one forward scan of `query`
 //   sweep.advance_to(t);                     // feeds the queries sent before t
 //   sweep.busy_ns(map.slot_of_pid(pid), t - span, t);  // its in-query time there
 //
@@ -25,25 +25,25 @@
 #include <unordered_map>
 #include <vector>
 
-#include <SQLiteCpp/Database.h>
-
-#include "schema/row.h"
+#include "common/units.h"
+#include "schema/attribution_readers.h"
+#include "schema/store.h"
 
 namespace stallscope::correlate::detail {
 
 // How far behind the sweep point a backend's query intervals are kept:
 // longer than any process_sample span the correlator reads (60 s).
-inline constexpr std::int64_t kAttributionKeepNs = 120'000'000'000;
+inline constexpr std::int64_t kAttributionKeepNs = 120 * common::kNsPerS;
 // An instantaneous observation (a D-state row, an ASH poll) at time t counts
 // as inside a query when the backend served one within t ± this much: the
 // sampler reads /proc and pg_stat_activity a little after the tick's time.
-inline constexpr std::int64_t kAttributionSlackNs = 2'000'000;
+inline constexpr std::int64_t kAttributionSlackNs = 2 * common::kNsPerMs;
 
 // The driver's connections: (client_id, connection) → the backend pid that
 // served them (client.backend_pid), each distinct pid a dense slot.
 class BackendMap {
  public:
-  explicit BackendMap(SQLite::Database& db);
+  explicit BackendMap(schema::Store& store);
   // The slot of the backend that served (client_id, connection), or -1
   // (no such connection, no backend pid, or connection NULL: not connected,
   // or imported).
@@ -70,13 +70,13 @@ class BackendMap {
 // at start_ns + latency_ns.
 class QuerySweep {
  public:
-  // Reads `query` through db; or, when `path` names the file (not
-  // ":memory:"), through a read-only connection of its own on a reader
+  // Reads `query` through the store's connection; or, when `path` names the
+  // file (not ":memory:"), through a read-only connection of its own on a reader
   // thread that hands rows over in bounded batches, so that the scan runs
   // beside the process pass on another core. Throws what the scan throws
   // (SQLite::Exception), from advance_to/finish. Queries sent after
   // `until_ns` (wall clock; a run without an end, see RunSummary) are not read.
-  QuerySweep(SQLite::Database& db, const BackendMap& map, const std::string& path = "",
+  QuerySweep(schema::Store& store, const BackendMap& map, const std::string& path = "",
              std::int64_t until_ns = std::numeric_limits<std::int64_t>::max());
   ~QuerySweep();
   QuerySweep(const QuerySweep&) = delete;
@@ -98,17 +98,14 @@ class QuerySweep {
     std::int64_t start_ns, end_ns;
     std::int64_t busy_before_ns;  // the backend's in-query time before start_ns
   };
-  // One query row: start_ns, sent, answered, (client_id << 24) + connection.
-  struct Row {
-    std::int64_t start_ns, sent_ns, end_ns, key;
-  };
+  using Row = schema::QuerySend;
   std::int64_t busy_until(int slot, std::int64_t t) const;
   void feed(const Row& row);
   bool next_row(Row& row);              // false when the table is done
   void read_batches(std::string path);  // the reader thread
 
   const BackendMap& map_;
-  std::optional<schema::Cursor> cursor_;  // in-thread reading
+  std::optional<schema::QuerySendScan> scan_;  // in-thread reading
   // Reader thread: full batches in order, at most kMaxBatches queued.
   std::mutex mu_;
   std::condition_variable cv_;

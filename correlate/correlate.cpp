@@ -1372,15 +1372,15 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
     Attribution att;
     std::optional<BackendMap> backends;
     if (f.has_queries) {
-      backends.emplace(db);
+      backends.emplace(store);
       att.queries = report.run.queries;
       if (backends_unsampled && !qp.middle_processes.empty()) {
-        att.method = "host_wide";
+        att.method = AttributionMethod::host_wide;
         att.reason =
             "behind a pooler a query's server backend is not known: every client backend of the "
             "server counts over the whole query span";
       } else if (backends->empty()) {
-        att.method = "host_wide";
+        att.method = AttributionMethod::host_wide;
         const bool imported =
             db.execAndGet("SELECT command_line LIKE '%import-pgbench%' FROM run").getInt() != 0;
         att.reason = fmt::format(
@@ -1389,15 +1389,15 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
             imported ? " (imported pgbench log)"
                      : " (no driver connection recorded a backend pid)");
       } else if (!backends->queries_name_connections()) {
-        att.method = "host_wide";
+        att.method = AttributionMethod::host_wide;
         att.reason =
             "the queries do not name their driver connection (query.connection): every sample of "
             "the run's backends counts over the whole query span";
       } else {
-        att.method = "per_query";
+        att.method = AttributionMethod::per_query;
       }
     }
-    const bool per_query = att.method == "per_query";
+    const bool per_query = att.method == AttributionMethod::per_query;
     f.backends_on_host = !qp.backend_process_ids.empty();
     const bool use_pids = !qp.backend_pids.empty();
 
@@ -1423,7 +1423,7 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
     // process passes, which run interleaved in time.
     std::optional<QuerySweep> sweep;
     if (per_query) {
-      sweep.emplace(db, *backends, store.path(),
+      sweep.emplace(store, *backends, store.path(),
                     report.run.queries_until_ns.value_or(std::numeric_limits<std::int64_t>::max()));
     }
     AshScan ash(db, qp, use_pids, wi, acc, f, A, B, sweep ? &*sweep : nullptr,
@@ -1442,9 +1442,9 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
     }
     if (f.has_queries) report.attribution = att;
     clock.lap(per_query ? "ash + processes" : "processes");
-    read_path_facts(db, {qp.driver_process_id, qp.backend_process_ids, qp.middle_processes}, f, A,
-                    B);
-    read_pooler_facts(db, report.windows, f, A, B, report.notes);
+    read_path_facts(store, {qp.driver_process_id, qp.backend_process_ids, qp.middle_processes}, f,
+                    A, B);
+    read_pooler_facts(store, report.windows, f, A, B, report.notes);
     for (std::size_t i = 0; i < acc.size(); ++i) acc[i].path_wait_ns = f.pooler.window_wait_ns[i];
 
     const int clients = report.run.clients.value_or(static_cast<int>(query_clients));

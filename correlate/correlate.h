@@ -2,11 +2,11 @@
 // database samples, and explains where the client time went.
 //
 //   auto store = schema::Store::open_readonly("run.db");
-//   correlate::Report r = correlate::explain(store, {.window_ns = 1'000'000'000});
+//   correlate::Report r = correlate::explain(store, {.window_ns = common::kNsPerS});
 //   correlate::render_text(r, std::cout);
 //   std::cout << correlate::to_json(r).dump(2);
 //
-// Time accounting (DESIGN.md): a closed loop of N clients over the query
+// Time accounting (README.md, "Time accounting"): a closed loop of N clients over the query
 // span W (first query sent → last query answered) spent N·W of client time.
 // explain splits it into driver CPU, server backend CPU, server waits by wait
 // class (ASH), run-queue delay of the query path, and the remainder (on an
@@ -20,19 +20,21 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "common/units.h"
 #include "schema/store.h"
 
 namespace stallscope::correlate {
 
 struct ExplainOptions {
   // Time windows of this length (--window, default 1 s) ...
-  std::int64_t window_ns = 1'000'000'000;
+  std::int64_t window_ns = common::kNsPerS;
   // ... or, when set, windows of this many consecutive queries (--every N).
   std::optional<std::int64_t> every_queries;
   // Processes on the query path between driver and server (poolers,
@@ -53,7 +55,7 @@ struct RunSummary {
   std::string host;
   std::string kernel;
   int cores = 0;
-  std::string mode;                         // "run" or "record"
+  std::string mode;                         // "run", "record" or "import-pgbench"
   std::string status;                       // "complete", "interrupted", ...
   std::int64_t start_ns = 0;                // run.start_ns, wall clock
   std::optional<std::int64_t> end_ns;       // NULL after SIGKILL
@@ -179,17 +181,55 @@ struct Window {
 using EvidenceValue = std::variant<std::int64_t, double, std::string>;
 using Evidence = std::vector<std::pair<std::string, EvidenceValue>>;
 
+// What a finding says limited the run (its rule in correlate/findings.cpp or,
+// pool_wait, correlate/facts_pooler.cpp). to_string gives the name the JSON,
+// the text and the finding table use: the enumerator's name.
+enum class FindingKind {
+  client_cpu,
+  server_cpu,
+  single_thread,
+  runqueue,
+  steal,
+  cpu_throttle,
+  io_wait,
+  lock_wait,
+  lwlock_wait,
+  memory_pressure,
+  kernel_wait,
+  connection_setup,
+  network_roundtrip,
+  pool_wait,
+};
+std::string_view to_string(FindingKind kind);
+
 struct Finding {
-  std::string kind;  // client_cpu, server_cpu, single_thread, runqueue, steal, io_wait, lock_wait,
-                     // lwlock_wait, memory_pressure, kernel_wait, connection_setup,
-                     // network_roundtrip, pool_wait
-  double score = 0;  // share of client time it explains, 0–1
+  FindingKind kind = FindingKind::client_cpu;
+  double score = 0;           // share of client time it explains, 0–1
   std::int64_t start_ns = 0;  // span where the signal was seen, wall clock
   std::int64_t end_ns = 0;
   std::string summary;     // one sentence
   Evidence evidence;       // in display order
   std::string suggestion;  // what to try next
 };
+
+// What differs most in a stall from the typical windows (correlate/stalls.cpp):
+// connection_lost first when queries of the window lost their connection
+// (query_error SQLSTATE 08xxx or 57P01–57P03: a server restart); else the
+// largest rise among io_wait (checkpoint when the checkpointer was busy),
+// lock_wait, lwlock_wait, cpu_throttle, runqueue and steal, or unexplained
+// when none rose enough. to_string gives the enumerator's name.
+enum class StallCause {
+  io_wait,
+  checkpoint,
+  lock_wait,
+  lwlock_wait,
+  cpu_throttle,
+  runqueue,
+  steal,
+  connection_lost,
+  unexplained,
+};
+std::string_view to_string(StallCause cause);
 
 // A window whose throughput fell or whose latency rose well beyond the run's
 // typical window: robust z = (x − median) ÷ (1.4826 · MAD) over the windows
@@ -209,11 +249,7 @@ struct Stall {
   std::optional<double> latency_max_ms;
   std::optional<double> tps_z;      // absent when the MAD is 0
   std::optional<double> latency_z;  // absent when the MAD is 0
-  // What differs most from the typical windows: io_wait, checkpoint,
-  // lock_wait, lwlock_wait, steal, cpu_throttle, runqueue, or unexplained;
-  // connection_lost first when queries of the window lost their connection
-  // (query_error SQLSTATE 08xxx or 57P01–57P03: a server restart).
-  std::string cause;
+  StallCause cause = StallCause::unexplained;
   std::string explanation;  // one sentence
   Evidence evidence;        // this window's figures next to the typical ones
 };
@@ -265,14 +301,21 @@ struct RunComparison {
 };
 
 // How the server parts of the accounting were tied to the queries.
+// to_string gives the enumerator's name.
+enum class AttributionMethod {
+  // Each query joined to the backend that served it (client.backend_pid of
+  // its connection); a backend's process-sample deltas (CPU, run delay)
+  // count only when the sample's span overlaps its queries, its D-state rows
+  // and ASH samples only inside them (± kAttributionSlackNs).
+  per_query,
+  // Every sample of the run's backends over the query span (or, without
+  // backend identity, every client backend's ASH samples).
+  host_wide,
+};
+std::string_view to_string(AttributionMethod method);
+
 struct Attribution {
-  // "per_query": each query joined to the backend that served it
-  // (client.backend_pid of its connection); a backend's process-sample deltas
-  // (CPU, run delay) count only when the sample's span overlaps its queries,
-  // its D-state rows and ASH samples only inside them (± kAttributionSlackNs).
-  // "host_wide": every sample of the run's backends over the query span (or,
-  // without backend identity, every client backend's ASH samples).
-  std::string method;
+  AttributionMethod method = AttributionMethod::host_wide;
   std::int64_t queries = 0;         // sent
   std::int64_t joined_queries = 0;  // of those, with a known backend pid
   std::string reason;               // host_wide: why, one sentence

@@ -1,5 +1,6 @@
-// Internals of the correlator shared by correlate.cpp, findings.cpp and
-// render.cpp. Not part of the public API.
+// Internals of the correlator shared by its files (correlate.cpp, findings.cpp,
+// stalls.cpp, facts_path.cpp, facts_pooler.cpp, render.cpp, pair.cpp,
+// save.cpp). Not part of the public API.
 #pragma once
 
 #include <cstdint>
@@ -12,11 +13,12 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common/units.h"
 #include "correlate/correlate.h"
 
 namespace stallscope::correlate::detail {
 
-// ---- Thresholds (calibrated on the scenarios in notes/diagnosis.md) ----
+// ---- Thresholds (README.md, "Findings", lists them) ----
 
 // A finding is reported only when it explains at least this share of client
 // time (or, without queries, of the host-side quantity its rule measures).
@@ -37,7 +39,7 @@ inline constexpr double kRoundtripMaxHostBusyShare = 0.8;
 // Backends are matched to `process` rows by pid and a start time no later
 // than the client's connect time plus this slack (start_ns derives from boot
 // time, which /proc/stat gives to the second).
-inline constexpr std::int64_t kBackendStartSlackNs = 2'000'000'000;
+inline constexpr std::int64_t kBackendStartSlackNs = 2 * common::kNsPerS;
 // Run delay charging: with clients ≤ cores, the query path's run delay is all
 // charged to processes off the path when they used at least this many cores.
 inline constexpr double kRunqueueMinOtherCores = 0.25;
@@ -59,15 +61,17 @@ inline constexpr std::size_t kStallMinWindows = 5;
 inline constexpr double kPerturbationMaxCoreShare = 0.05;
 // A backend that lived less than this is short-lived (evidence of
 // connection_setup).
-inline constexpr std::int64_t kShortLivedBackendNs = 1'000'000'000;
+inline constexpr std::int64_t kShortLivedBackendNs = common::kNsPerS;
 // Upper bound on the number of windows a report may hold.
 inline constexpr std::int64_t kMaxWindows = 10'000'000;
 
-inline constexpr std::int64_t kNsPerS = 1'000'000'000;
-inline constexpr double kNsPerMs = 1e6;
+// The unit constants of common/units.h the correlator's files use; kNsPerMs
+// is the floating-point one, since every use turns a duration into ms.
+using common::kNsPerS;
+inline constexpr double kNsPerMs = common::kNsPerMsDouble;
 
-// Kernel wait channel families (notes/diagnosis.md; matched by prefix or
-// substring, never one exact name, since names change between kernels).
+// Kernel wait channel families (matched by prefix or substring, never one
+// exact name, since names change between kernels).
 enum class WchanFamily {
   none,     // running / no wchan ("0", "-", empty)
   storage,  // page I/O, fsync, journal, block layer, dirty throttling: io_wait
@@ -219,9 +223,10 @@ struct Facts {
 };
 
 // Reads the memory, kernel-wait and connection facts of the span [A, B)
-// (facts_path.cpp): per query-path process through the process_sample index,
-// so its cost follows the path's rows, not the host's.
-void read_path_facts(SQLite::Database& db, const PathRoles& path, Facts& f, std::int64_t A,
+// (facts_path.cpp): host memory totals, the driver's thread rows and the
+// connections opened; the other query-path processes' rows come from
+// add_path_process_row.
+void read_path_facts(schema::Store& store, const PathRoles& path, Facts& f, std::int64_t A,
                      std::int64_t B);
 // One process_sample row (tick in (A, B]) of a query-path process, from
 // read_processes' single scan of that table: role "backend" (futex_counts
@@ -244,7 +249,7 @@ inline constexpr const char* kPoolerName = "pgbouncer";
 // Reads pooler_sample over [A, B) and per window into f.pooler (nothing when
 // the table is missing or empty); counts only the run's dbname (run.conninfo)
 // when the pooler has it, else every database, and notes which.
-void read_pooler_facts(SQLite::Database& db, const std::vector<Window>& windows, Facts& f,
+void read_pooler_facts(schema::Store& store, const std::vector<Window>& windows, Facts& f,
                        std::int64_t A, std::int64_t B, std::vector<std::string>& notes);
 // The pool_wait finding (facts_pooler.cpp): time queries waited in the
 // pooler for a server connection, as a share of client time.

@@ -1,15 +1,17 @@
 // Facts for memory_pressure, kernel_wait and connection_setup: host memory
 // pressure, the query path's sleeps by kernel wait channel, and the driver's
-// connections opened during the queries. Read per query-path process through
-// the process_sample index (process_id, sample_id), so the cost follows the
-// path's rows, not every process of the host.
+// connections opened during the queries. The backends', poolers' and
+// driver's process rows come from read_processes' single scan of
+// process_sample (add_path_process_row); read here are the host memory
+// totals, the driver's thread rows (thread_sample over the span's ticks) and
+// the client rows of the span.
 #include <algorithm>
 #include <array>
 
-#include <SQLiteCpp/Statement.h>
 #include <fmt/format.h>
 
 #include "correlate/detail.h"
+#include "schema/fact_readers.h"
 
 namespace stallscope::correlate::detail {
 namespace {
@@ -19,38 +21,16 @@ bool has_any(std::string_view w, std::initializer_list<std::string_view> parts) 
                      [&](std::string_view p) { return w.find(p) != std::string_view::npos; });
 }
 
-// First and last sample_id with time_ns in (A, B]; nullopt without samples.
-std::optional<std::pair<std::int64_t, std::int64_t>> sample_range(SQLite::Database& db,
-                                                                  std::int64_t A, std::int64_t B) {
-  SQLite::Statement st(db,
-                       "SELECT min(sample_id), max(sample_id) FROM sample "
-                       "WHERE time_ns > ?1 AND time_ns <= ?2");
-  st.bind(1, A);
-  st.bind(2, B);
-  st.executeStep();
-  if (st.getColumn(0).isNull()) return std::nullopt;
-  return std::pair{st.getColumn(0).getInt64(), st.getColumn(1).getInt64()};
-}
-
-void read_memory(SQLite::Database& db, Facts& f, std::int64_t A, std::int64_t B) {
-  SQLite::Statement st(
-      db,
-      "SELECT count(*), sum(CASE WHEN m.psi_memory_some_us IS NOT NULL THEN s.interval_ns END), "
-      "sum(m.psi_memory_some_us), sum(m.psi_memory_full_us), sum(m.major_faults), "
-      "sum(m.swap_in_pages), sum(m.swap_out_pages) FROM host_memory_sample m "
-      "JOIN sample s ON s.sample_id = m.sample_id WHERE s.time_ns > ?1 AND s.time_ns <= ?2");
-  st.bind(1, A);
-  st.bind(2, B);
-  st.executeStep();
-  auto v = [&](int c) { return st.getColumn(c).isNull() ? 0 : st.getColumn(c).getInt64(); };
+void read_memory(schema::Store& store, Facts& f, std::int64_t A, std::int64_t B) {
+  const auto t = schema::host_memory_totals(store, A, B);
   auto& m = f.memory;
-  m.rows = v(0);
-  m.psi_span_ns = v(1);
-  m.psi_some_us = v(2);
-  m.psi_full_us = v(3);
-  m.major_faults = v(4);
-  m.swap_in_pages = v(5);
-  m.swap_out_pages = v(6);
+  m.rows = t.rows;
+  m.psi_span_ns = t.psi_span_ns;
+  m.psi_some_us = t.psi_some_us;
+  m.psi_full_us = t.psi_full_us;
+  m.major_faults = t.major_faults;
+  m.swap_in_pages = t.swap_in_pages;
+  m.swap_out_pages = t.swap_out_pages;
 }
 
 // One row of a query-path task: its state and wchan at the tick.
@@ -72,72 +52,31 @@ void classify(Facts& f, const std::string& role, bool futex_counts, char state,
 
 // The driver's thread rows; its, the backends' and the poolers' process rows
 // come from read_processes' scan through add_path_process_row.
-void read_path_rows(SQLite::Database& db, const PathRoles& path, Facts& f, std::int64_t first_id,
+void read_path_rows(schema::Store& store, const PathRoles& path, Facts& f, std::int64_t first_id,
                     std::int64_t last_id) {
   if (!path.driver_process_id) return;
   // The driver's own threads (ss-driver/N); its process row is the main
   // thread's, which only waits for the run to end.
-  SQLite::Statement th(db,
-                       "SELECT state, wchan FROM thread_sample WHERE process_id = ?1 AND "
-                       "comm LIKE 'ss-driver/%' AND sample_id >= ?2 AND sample_id <= ?3");
-  th.bind(1, *path.driver_process_id);
-  th.bind(2, first_id);
-  th.bind(3, last_id);
-  while (th.executeStep()) {
-    const auto state = th.getColumn(0).getString();
-    std::optional<std::string> wchan;
-    if (!th.getColumn(1).isNull()) wchan = th.getColumn(1).getString();
-    classify(f, "driver", true, state.empty() ? '?' : state[0], wchan);
+  schema::DriverThreadStateScan threads(store, *path.driver_process_id, first_id, last_id);
+  for (schema::ThreadState row; threads.next(row);) {
+    classify(f, "driver", true, row.state.empty() ? '?' : row.state[0], row.wchan);
   }
 }
 
-void read_connections(SQLite::Database& db, Facts& f, std::int64_t A, std::int64_t B) {
+void read_connections(schema::Store& store, Facts& f, std::int64_t A, std::int64_t B) {
   auto& c = f.connections;
-  {
-    SQLite::Statement st(db,
-                         "SELECT count(*), sum(connect_latency_ns) FROM client "
-                         "WHERE connect_ns >= ?1 AND connect_ns < ?2");
-    st.bind(1, A);
-    st.bind(2, B);
-    st.executeStep();
-    c.connections = st.getColumn(0).getInt64();
-    c.connect_latency_ns = st.getColumn(1).isNull() ? 0 : st.getColumn(1).getInt64();
-  }
+  const auto opened = schema::connects_in(store, A, B);
+  c.connections = opened.connections;
+  c.connect_latency_ns = opened.connect_latency_ns;
   if (c.connections == 0) return;
-  {
-    // Connected → its first query sent (query rows name their connection).
-    // One grouped scan of the query table (clustered by start time, so a
-    // per-connection lookup would scan it once per connection).
-    SQLite::Statement st(db,
-                         "SELECT avg(f.first_ns - c.connect_ns) FROM client c JOIN (SELECT "
-                         "client_id, connection, min(start_ns) AS first_ns FROM query WHERE "
-                         "connection IS NOT NULL GROUP BY client_id, connection) f "
-                         "USING (client_id, connection) WHERE c.connect_ns >= ?1 AND "
-                         "c.connect_ns < ?2 AND f.first_ns >= c.connect_ns");
-    st.bind(1, A);
-    st.bind(2, B);
-    if (st.executeStep() && !st.getColumn(0).isNull())
-      c.first_query_gap_ns = static_cast<std::int64_t>(st.getColumn(0).getDouble());
-  }
+  // Connected → its first query sent (query rows name their connection).
+  if (auto gap = schema::mean_first_query_gap_ns(store, A, B)) c.first_query_gap_ns = *gap;
   // Sampled backends of those connections and how long each lived: from its
-  // start to its last sampled tick. process_sample has no index by process,
-  // so the last ticks come from one grouped scan, not one scan per backend.
-  SQLite::Statement st(
-      db,
-      "WITH b AS (SELECT p.process_id, p.start_ns FROM client c JOIN process p ON p.pid = "
-      "c.backend_pid AND p.start_ns IS NOT NULL AND p.start_ns <= c.connect_ns + ?3 AND "
-      "p.start_ns >= c.connect_ns - ?3 WHERE c.connect_ns >= ?1 AND c.connect_ns < ?2), "
-      "last AS (SELECT process_id, max(sample_id) AS sample_id FROM process_sample WHERE "
-      "process_id IN (SELECT process_id FROM b) GROUP BY process_id) "
-      "SELECT b.process_id, b.start_ns, s.time_ns FROM b LEFT JOIN last USING (process_id) "
-      "LEFT JOIN sample s ON s.sample_id = last.sample_id");
-  st.bind(1, A);
-  st.bind(2, B);
-  st.bind(3, kBackendStartSlackNs);
-  while (st.executeStep()) {
+  // start to its last sampled tick.
+  for (const auto& b : schema::connection_backends(store, A, B, kBackendStartSlackNs)) {
     ++c.sampled_backends;
-    if (st.getColumn(2).isNull()) continue;
-    const auto lived = st.getColumn(2).getInt64() - st.getColumn(1).getInt64();
+    if (!b.last_sample_time_ns) continue;
+    const auto lived = *b.last_sample_time_ns - b.start_ns;
     if (lived < kShortLivedBackendNs) ++c.short_lived_backends;
   }
 }
@@ -197,11 +136,12 @@ void add_path_process_row(Facts& f, const std::string& role, bool futex_counts, 
   if (role != "driver") classify(f, role, futex_counts, state, wchan);
 }
 
-void read_path_facts(SQLite::Database& db, const PathRoles& path, Facts& f, std::int64_t A,
+void read_path_facts(schema::Store& store, const PathRoles& path, Facts& f, std::int64_t A,
                      std::int64_t B) {
-  read_memory(db, f, A, B);
-  if (auto range = sample_range(db, A, B)) read_path_rows(db, path, f, range->first, range->second);
-  if (f.has_queries) read_connections(db, f, A, B);
+  read_memory(store, f, A, B);
+  if (auto range = schema::sample_ids_in(store, A, B))
+    read_path_rows(store, path, f, range->first, range->last);
+  if (f.has_queries) read_connections(store, f, A, B);
 }
 
 }  // namespace stallscope::correlate::detail

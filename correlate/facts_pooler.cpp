@@ -3,15 +3,15 @@
 // pooler sampler from SHOW STATS total_wait_time and SHOW POOLS), per window
 // and over the span, and the pool_wait finding built on it.
 #include <algorithm>
-#include <cmath>
 #include <set>
 
-#include <SQLiteCpp/Statement.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "common/conninfo.h"
 #include "correlate/detail.h"
+#include "correlate/format.h"
+#include "schema/fact_readers.h"
 
 namespace stallscope::correlate::detail {
 namespace {
@@ -27,47 +27,25 @@ std::int64_t prorate(std::int64_t value, std::int64_t part, std::int64_t whole) 
   return static_cast<std::int64_t>(static_cast<__int128>(value) * part / whole);
 }
 
-double round4(double v) {
-  return std::round(v * 1e4) / 1e4;
-}
-
-void keep_max(std::optional<std::int64_t>& into, const SQLite::Column& c) {
-  if (!c.isNull()) into = std::max(into.value_or(c.getInt64()), c.getInt64());
+void keep_max(std::optional<std::int64_t>& into, std::optional<std::int64_t> v) {
+  if (v) into = std::max(into.value_or(*v), *v);
 }
 
 }  // namespace
 
-void read_pooler_facts(SQLite::Database& db, const std::vector<Window>& windows, Facts& f,
+void read_pooler_facts(schema::Store& store, const std::vector<Window>& windows, Facts& f,
                        std::int64_t A, std::int64_t B, std::vector<std::string>& notes) {
   auto& p = f.pooler;
   p.window_wait_ns.assign(windows.size(), 0);
-  if (db.execAndGet("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = "
-                    "'pooler_sample'")
-          .getInt64() == 0) {
-    return;
-  }
   // Rows whose poll interval (time_ns − interval_ns, time_ns] reaches into
   // [A, B), and gauges of polls within [A, B]. Intervals are about a
   // --pooler-period long; an hour of slack bounds the index range.
   constexpr std::int64_t kSlackNs = 3600 * kNsPerS;
-  std::set<std::string> seen;
-  {
-    SQLite::Statement st(db,
-                         "SELECT DISTINCT database FROM pooler_sample WHERE time_ns > ?1 AND "
-                         "time_ns < ?2");
-    st.bind(1, A);
-    st.bind(2, B + kSlackNs);
-    while (st.executeStep()) seen.insert(st.getColumn(0).getString());
-  }
+  const std::set<std::string> seen = schema::pooler_databases(store, A, B + kSlackNs);
   if (seen.empty()) return;
   // The driver's database, as the pooler names it: the run's dbname.
   std::optional<std::string> dbname;
-  {
-    SQLite::Statement st(db, "SELECT conninfo FROM run");
-    if (st.executeStep() && !st.getColumn(0).isNull()) {
-      dbname = conninfo_value(st.getColumn(0).getString(), "dbname");
-    }
-  }
+  if (auto conninfo = schema::run_conninfo(store)) dbname = conninfo_value(*conninfo, "dbname");
   if (dbname && seen.contains(*dbname)) {
     p.databases = {*dbname};
     p.driver_database = true;
@@ -76,33 +54,27 @@ void read_pooler_facts(SQLite::Database& db, const std::vector<Window>& windows,
   }
   const std::set<std::string> counted(p.databases.begin(), p.databases.end());
   std::vector<std::int64_t> intervals;  // for the note: the median poll period
-  SQLite::Statement st(db,
-                       "SELECT database, time_ns, interval_ns, wait_ns, xacts, cl_waiting, "
-                       "sv_active, maxwait_ns, xact_ns FROM pooler_sample WHERE time_ns > ?1 AND "
-                       "time_ns < ?2 ORDER BY time_ns");
-  st.bind(1, A);
-  st.bind(2, B + kSlackNs);
-  while (st.executeStep()) {
-    if (!counted.contains(st.getColumn(0).getString())) continue;
-    const std::int64_t t = st.getColumn(1).getInt64();
+  schema::PoolerSampleScan scan(store, A, B + kSlackNs);
+  for (schema::PoolerSample row; scan.next(row);) {
+    if (!counted.contains(row.database)) continue;
+    const std::int64_t t = row.time_ns;
     if (t <= B) {
-      keep_max(p.cl_waiting_max, st.getColumn(5));
-      keep_max(p.sv_active_max, st.getColumn(6));
-      keep_max(p.maxwait_max_ns, st.getColumn(7));
+      keep_max(p.cl_waiting_max, row.cl_waiting);
+      keep_max(p.sv_active_max, row.sv_active);
+      keep_max(p.maxwait_max_ns, row.maxwait_ns);
     }
-    if (st.getColumn(2).isNull()) continue;  // first poll: no deltas
-    const std::int64_t interval = st.getColumn(2).getInt64();
+    if (!row.interval_ns) continue;  // first poll: no deltas
+    const std::int64_t interval = *row.interval_ns;
     const std::int64_t from = t - interval;
     const std::int64_t in_span = overlap_ns(from, t, A, B);
     if (in_span <= 0) continue;
     p.available = true;
     intervals.push_back(interval);
-    const std::int64_t wait = st.getColumn(3).isNull() ? 0 : st.getColumn(3).getInt64();
-    const std::int64_t xacts = st.getColumn(4).isNull() ? 0 : st.getColumn(4).getInt64();
+    const std::int64_t wait = row.wait_ns.value_or(0);
+    const std::int64_t xacts = row.xacts.value_or(0);
     p.wait_ns += prorate(wait, in_span, interval);
     p.xacts += prorate(xacts, in_span, interval);
-    if (!st.getColumn(8).isNull())
-      p.xact_ns = p.xact_ns.value_or(0) + prorate(st.getColumn(8).getInt64(), in_span, interval);
+    if (row.xact_ns) p.xact_ns = p.xact_ns.value_or(0) + prorate(*row.xact_ns, in_span, interval);
     if (wait == 0) continue;
     // Windows are in time order and partition [A, B): those the interval overlaps.
     auto it = std::upper_bound(windows.begin(), windows.end(), std::max(from, A),
@@ -144,7 +116,7 @@ void pool_wait(const Report& r, const Facts& f, std::vector<Finding>& out) {
       1.0 - std::clamp((1.0 - busy) / (1.0 - kRoundtripMaxHostBusyShare), 0.0, 1.0);
   const double idle_weight = 1.0 - saturation * cpu_bound;
   Finding x;
-  x.kind = "pool_wait";
+  x.kind = FindingKind::pool_wait;
   x.score = round4(std::clamp(share * idle_weight, 0.0, 1.0));
   if (x.score < kMinScore) return;
   // The windows where the wait was at least kMinScore of their client time.

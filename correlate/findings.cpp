@@ -6,15 +6,13 @@
 #include <fmt/format.h>
 
 #include "correlate/detail.h"
+#include "correlate/format.h"
 
 namespace stallscope::correlate::detail {
 namespace {
 
 double ratio(double part, double whole) {
   return whole > 0 ? part / whole : 0;
-}
-double round4(double v) {
-  return std::round(v * 1e4) / 1e4;
 }
 double s(std::int64_t ns) {
   return round4(double(ns) / kNsPerS);
@@ -47,10 +45,6 @@ std::pair<std::string, std::int64_t> top_event_of_class(const Facts& f, const st
 std::int64_t class_rows(const Facts& f, const std::string& cls) {
   auto it = f.ash_class_rows.find(cls);
   return it == f.ash_class_rows.end() ? 0 : it->second;
-}
-
-std::string pct_text(double share) {
-  return fmt::format("{:.0f}%", 100 * share);
 }
 
 struct Context {
@@ -123,9 +117,9 @@ RunDelayCharge charge_run_delay(const Accounting& a, const Facts& f, std::int64_
   return out;
 }
 
-Finding make(const Context& c, std::string kind, double score) {
+Finding make(const Context& c, FindingKind kind, double score) {
   Finding x;
-  x.kind = std::move(kind);
+  x.kind = kind;
   x.score = round4(std::clamp(score, 0.0, 1.0));
   x.start_ns = c.f.span_start_ns;
   x.end_ns = c.f.span_end_ns;
@@ -150,7 +144,7 @@ void server_cpu(const Context& c, const RunDelayCharge& rd, std::vector<Finding>
   const bool others_busy = a.wall_ns > 0 && other_ns / double(a.wall_ns) >= kRunqueueMinOtherCores;
   const double weight =
       saturated && others_busy && path_ns + other_ns > 0 ? path_ns / (path_ns + other_ns) : 1.0;
-  auto x = make(c, "server_cpu", c.share(a.server_cpu_ns) * weight + c.share(queued_ns));
+  auto x = make(c, FindingKind::server_cpu, c.share(a.server_cpu_ns) * weight + c.share(queued_ns));
   if (x.score < kMinScore) return;
   // Saturated by whom: the query path, or processes off it (then runqueue
   // names them and "add cores / cheaper queries" is not the first fix).
@@ -158,8 +152,8 @@ void server_cpu(const Context& c, const RunDelayCharge& rd, std::vector<Finding>
   x.summary = fmt::format(
       "This run's backends were on CPU for {} of client time ({:.2f} cores) and queued for it for "
       "another {}, with the host {:.0f}% busy on {} cores.",
-      pct_text(c.share(a.server_cpu_ns)), c.cores_used(a.server_cpu_ns),
-      pct_text(c.share(queued_ns)), 100 * busy, c.f.cores);
+      share_pct_text(c.share(a.server_cpu_ns)), c.cores_used(a.server_cpu_ns),
+      share_pct_text(c.share(queued_ns)), 100 * busy, c.f.cores);
   x.evidence = {{"server_cpu_share", round4(c.share(a.server_cpu_ns))},
                 {"run_delay_charged_share", round4(c.share(rd.delay.backends_ns))},
                 {"remainder_charged_share", round4(c.share(rd.remainder.backends_ns))},
@@ -184,15 +178,15 @@ void client_cpu(const Context& c, const RunDelayCharge& rd, std::vector<Finding>
   if (!c.acc) return;
   const auto& a = *c.acc;
   const auto queued_ns = rd.delay.driver_ns + rd.remainder.driver_ns;
-  auto x = make(c, "client_cpu", c.share(a.driver_cpu_ns + queued_ns));
+  auto x = make(c, FindingKind::client_cpu, c.share(a.driver_cpu_ns + queued_ns));
   if (x.score < kMinScore) return;
   const double cores = c.cores_used(a.driver_cpu_ns);
   const bool saturated = cores >= kSingleThreadMinCores * c.f.threads;
   x.summary = fmt::format(
       "The driver (stallscope, {} thread{}) used {:.2f} cores, {} of client time, and queued for "
       "CPU for another {}.",
-      c.f.threads, c.f.threads == 1 ? "" : "s", cores, pct_text(c.share(a.driver_cpu_ns)),
-      pct_text(c.share(queued_ns)));
+      c.f.threads, c.f.threads == 1 ? "" : "s", cores, share_pct_text(c.share(a.driver_cpu_ns)),
+      share_pct_text(c.share(queued_ns)));
   x.evidence = {{"driver_cpu_share", round4(c.share(a.driver_cpu_ns))},
                 {"run_delay_charged_share", round4(c.share(rd.delay.driver_ns))},
                 {"remainder_charged_share", round4(c.share(rd.remainder.driver_ns))},
@@ -220,7 +214,7 @@ void runqueue(const Context& c, const RunDelayCharge& rd, std::vector<Finding>& 
     score = ratio(double(c.f.all_run_delay_ns), double(c.f.all_cpu_ns + c.f.all_run_delay_ns));
     delay_ns = c.f.all_run_delay_ns;
   }
-  auto x = make(c, "runqueue", score);
+  auto x = make(c, FindingKind::runqueue, score);
   if (x.score < kMinScore) return;
   std::string top;
   for (const auto& p : c.f.top_other) {
@@ -233,10 +227,10 @@ void runqueue(const Context& c, const RunDelayCharge& rd, std::vector<Finding>& 
           ? fmt::format(
                 "Query-path tasks waited for a CPU for {} of client time while processes off "
                 "the query path used {:.2f} cores (most: {}).",
-                pct_text(x.score), c.cores_used(c.f.other_cpu_ns), top)
+                share_pct_text(x.score), c.cores_used(c.f.other_cpu_ns), top)
           : fmt::format(
                 "Runnable tasks spent {} of their runnable time waiting for a CPU (most CPU: {}).",
-                pct_text(x.score), top);
+                share_pct_text(x.score), top);
   x.evidence = {{"run_delay_s", s(delay_ns)},
                 {"other_cpu_cores", c.cores_used(c.f.other_cpu_ns)},
                 {"procs_running_max", std::int64_t{c.f.host.procs_running_max}},
@@ -269,13 +263,13 @@ void steal(const Context& c, std::vector<Finding>& out) {
   const double steal_share = ratio(double(h.steal_ns), double(h.busy_ns + h.steal_ns));
   double cpu_parts = 1;
   if (c.acc) cpu_parts = c.share(c.acc->driver_cpu_ns + c.acc->server_cpu_ns + c.acc->run_delay_ns);
-  auto x = make(c, "steal", steal_share * std::min(1.0, cpu_parts));
+  auto x = make(c, FindingKind::steal, steal_share * std::min(1.0, cpu_parts));
   if (x.score < kMinScore) return;
   std::tie(x.start_ns, x.end_ns) =
       signal_span(c.r, c.f, [&](std::size_t i) { return c.f.window_steal_share[i]; });
   x.summary = fmt::format(
       "The hypervisor took {} of the CPU time this guest wanted ({:.1f}% of all CPU time).",
-      pct_text(steal_share), 100 * ratio(double(h.steal_ns), double(h.total_ns)));
+      share_pct_text(steal_share), 100 * ratio(double(h.steal_ns), double(h.total_ns)));
   x.evidence = {{"steal_share", round4(steal_share)},
                 {"steal_pct", round4(100 * ratio(double(h.steal_ns), double(h.total_ns)))},
                 {"host_cpu_busy_pct", round4(100 * h.busy_share())}};
@@ -293,7 +287,7 @@ void steal(const Context& c, std::vector<Finding>& out) {
 // idle, which contention cannot explain (a quota, or a cpuset).
 void cpu_throttle(const Context& c, std::vector<Finding>& out) {
   if (!c.acc) return;
-  auto x = make(c, "cpu_throttle", c.share(c.f.throttled_run_delay_ns));
+  auto x = make(c, FindingKind::cpu_throttle, c.share(c.f.throttled_run_delay_ns));
   if (x.score < kMinScore) return;
   std::tie(x.start_ns, x.end_ns) =
       signal_span(c.r, c.f, [&](std::size_t i) { return c.f.window_throttle_share[i]; });
@@ -302,12 +296,13 @@ void cpu_throttle(const Context& c, std::vector<Finding>& out) {
     x.summary = fmt::format(
         "Query-path tasks were runnable but throttled by the CPU quota of cgroup {} for {} of "
         "client time ({} of {} periods throttled).",
-        c.f.throttled_cgroup, pct_text(x.score), c.f.cgroup_nr_throttled, c.f.cgroup_nr_periods);
+        c.f.throttled_cgroup, share_pct_text(x.score), c.f.cgroup_nr_throttled,
+        c.f.cgroup_nr_periods);
   } else {
     x.summary = fmt::format(
         "Query-path tasks waited to run for {} of client time while the host CPU was only {:.0f}% "
         "busy: a CPU quota or cpuset holds them back (inferred; no cgroup cpu.stat in this file).",
-        pct_text(x.score), 100 * busy);
+        share_pct_text(x.score), 100 * busy);
   }
   x.evidence = {
       {"throttled_run_delay_share", x.score},
@@ -342,7 +337,7 @@ std::int64_t wal_queue_rows(const Facts& f) {
 // one; lock_wait also counts BufferPin: a backend waiting for other
 // sessions to drop their pin on a buffer is a lock-like wait on them).
 // excluded_rows: rows of the class another rule claims (WALWrite for io_wait).
-void ash_class(const Context& c, const std::vector<std::string>& classes, const std::string& kind,
+void ash_class(const Context& c, const std::vector<std::string>& classes, FindingKind kind,
                const std::string& what, const std::string& suggestion, std::int64_t excluded_rows,
                std::vector<Finding>& out) {
   std::int64_t all_rows = 0;
@@ -377,13 +372,13 @@ void ash_class(const Context& c, const std::vector<std::string>& classes, const 
   }
   x.summary =
       c.acc ? fmt::format("This run's backends waited on {} for {} of client time (mostly {}).",
-                          what, pct_text(x.score), top)
+                          what, share_pct_text(x.score), top)
             : fmt::format(
                   "Client backends waited on {} in {} of sampled non-idle moments (mostly {}).",
-                  what, pct_text(x.score), top);
-  const std::string key = kind + "_share";
-  x.evidence = {{key, x.score},
-                {kind + "_s", s(ns)},
+                  what, share_pct_text(x.score), top);
+  const std::string name(to_string(kind));
+  x.evidence = {{name + "_share", x.score},
+                {name + "_s", s(ns)},
                 {"ash_samples", rows},
                 {"top_wait_event", top},
                 {"top_wait_event_samples", top_rows},
@@ -421,7 +416,7 @@ void io_wait(const Context& c, std::vector<Finding>& out) {
   const double score = c.acc
                            ? c.share(io_ns)
                            : std::max(ratio(double(ash_rows), double(c.f.ash_rows)), iowait_share);
-  auto x = make(c, "io_wait", score);
+  auto x = make(c, FindingKind::io_wait, score);
   if (x.score < kMinScore) return;
   std::tie(x.start_ns, x.end_ns) = signal_span(c.r, c.f, [&](std::size_t i) {
     auto it = c.f.window_wait_share[i].find("IO");
@@ -434,15 +429,16 @@ void io_wait(const Context& c, std::vector<Finding>& out) {
   for (const auto& [w, n] : c.f.backend_d_wchan_rows) {
     if (n > wchan_rows) std::tie(wchan, wchan_rows) = std::tie(w, n);
   }
-  x.summary = c.acc ? fmt::format(
-                          "This run's backends waited on storage for {} of client time ({}; host "
-                          "iowait {:.1f}%).",
-                          pct_text(x.score), top.empty() ? "seen as D state" : "mostly " + top,
-                          100 * ratio(double(h.iowait_ns), double(h.total_ns)))
-                    : fmt::format(
-                          "Storage waits: {} (ASH IO share of non-idle rows, or iowait share of "
-                          "non-idle CPU time).",
-                          pct_text(x.score));
+  x.summary = c.acc
+                  ? fmt::format(
+                        "This run's backends waited on storage for {} of client time ({}; host "
+                        "iowait {:.1f}%).",
+                        share_pct_text(x.score), top.empty() ? "seen as D state" : "mostly " + top,
+                        100 * ratio(double(h.iowait_ns), double(h.total_ns)))
+                  : fmt::format(
+                        "Storage waits: {} (ASH IO share of non-idle rows, or iowait share of "
+                        "non-idle CPU time).",
+                        share_pct_text(x.score));
   x.evidence = {{"io_wait_share", x.score},
                 {"ash_io_samples", ash_rows},
                 {"ash_wal_queue_samples", wal_queue},
@@ -482,14 +478,14 @@ void single_thread(const Context& c, std::vector<Finding>& out) {
     if (otherwise_idle < kSingleThreadMinOtherwiseIdleShare) continue;
     double score = std::min(1.0, core_share) * hot_fraction * otherwise_idle;
     if (c.acc) score = std::min(score, c.share(c.acc->remainder_ns));
-    auto x = make(c, "single_thread", score);
+    auto x = make(c, FindingKind::single_thread, score);
     if (x.score < kMinScore) continue;
     x.start_ns = cand.first_hot_ns;
     x.end_ns = cand.last_hot_end_ns;
     x.summary = fmt::format(
         "{} (pid {}) ran at {:.2f} cores for {} of the run while the rest of the host was "
         "{:.0f}% idle: one thread saturated.",
-        cand.process.comm, cand.process.pid, core_share, pct_text(hot_fraction),
+        cand.process.comm, cand.process.pid, core_share, share_pct_text(hot_fraction),
         100 * otherwise_idle);
     x.evidence = {{"comm", cand.process.comm},
                   {"pid", std::int64_t{cand.process.pid}},
@@ -532,17 +528,17 @@ void network_roundtrip(const Context& c, const std::vector<Finding>& so_far,
   // trips: startup, authentication) explain parts of the remainder.
   double claimed = 0, connect = 0;
   for (const auto& x : so_far) {
-    if (x.kind == "single_thread") claimed = std::max(claimed, x.score);
-    if (x.kind == "connection_setup") connect = x.score;
+    if (x.kind == FindingKind::single_thread) claimed = std::max(claimed, x.score);
+    if (x.kind == FindingKind::connection_setup) connect = x.score;
   }
   claimed += connect;
   const double rem = c.share(a.remainder_ns);
-  auto x = make(c, "network_roundtrip", rem - claimed);
+  auto x = make(c, FindingKind::network_roundtrip, rem - claimed);
   if (x.score < kMinScore) return;
   x.summary = fmt::format(
       "{} of client time was neither driver CPU, backend CPU nor a server wait: about {:.3f} ms of "
       "each query went to round trips (wire, protocol, wake-ups) against {:.3f} ms of backend CPU.",
-      pct_text(rem), c.per_query_ms(a.remainder_ns), c.per_query_ms(a.server_cpu_ns));
+      share_pct_text(rem), c.per_query_ms(a.remainder_ns), c.per_query_ms(a.server_cpu_ns));
   x.evidence = {{"remainder_share", round4(rem)},
                 {"remainder_per_query_ms", c.per_query_ms(a.remainder_ns)},
                 {"latency_mean_ms", round4(c.r.run.latency_mean_ms.value_or(0))},
@@ -579,10 +575,10 @@ std::string top_entries(const std::map<std::string, std::int64_t>& m, std::size_
 void memory_pressure(const Context& c, std::vector<Finding>& out) {
   const auto& m = c.f.memory;
   const auto d_ns = m.path_memory_d_rows * c.f.sample_period_ns;
-  const double full = ratio(double(m.psi_full_us) * 1e3, double(m.psi_span_ns));
-  const double some = ratio(double(m.psi_some_us) * 1e3, double(m.psi_span_ns));
+  const double full = ratio(double(m.psi_full_us) * common::kNsPerUsDouble, double(m.psi_span_ns));
+  const double some = ratio(double(m.psi_some_us) * common::kNsPerUsDouble, double(m.psi_span_ns));
   const double score = c.acc ? std::max(c.share(d_ns), full) : some;
-  auto x = make(c, "memory_pressure", score);
+  auto x = make(c, FindingKind::memory_pressure, score);
   if (x.score < kMinScore) return;
   const double span_s = double(c.wall_ns) / kNsPerS;
   x.summary = fmt::format(
@@ -635,7 +631,7 @@ void kernel_wait(const Context& c, std::vector<Finding>& out) {
   const auto ash_ns = ash_rows * c.f.ash_period_ns;
   const double score =
       c.acc ? c.share(os_ns + ash_ns) : ratio(double(ash_rows), double(c.f.ash_rows));
-  auto x = make(c, "kernel_wait", score);
+  auto x = make(c, FindingKind::kernel_wait, score);
   if (x.score < kMinScore) return;
   std::string what;
   if (!c.f.kernel.rows_by_wait.empty())
@@ -645,7 +641,7 @@ void kernel_wait(const Context& c, std::vector<Finding>& out) {
   x.summary = fmt::format(
       "Query-path tasks slept on something other than storage, locks or memory for {} of client "
       "time: {}.",
-      pct_text(x.score), what);
+      share_pct_text(x.score), what);
   x.evidence = {{"kernel_wait_share", x.score},
                 {"os_wait_samples", c.f.kernel.rows},
                 {"os_wait_s", s(os_ns)},
@@ -678,7 +674,7 @@ void connection_setup(const Context& c, std::vector<Finding>& out) {
   if (k.connections == 0) return;
   const bool per_transaction = connection_per_transaction(c.f, c.r.run.queries);
   auto x =
-      make(c, "connection_setup",
+      make(c, FindingKind::connection_setup,
            per_transaction ? std::max(c.share(k.connect_latency_ns), c.share(c.acc->remainder_ns))
                            : c.share(k.connect_latency_ns));
   if (x.score < kMinScore) return;
@@ -692,7 +688,8 @@ void connection_setup(const Context& c, std::vector<Finding>& out) {
   x.summary = fmt::format(
       "Connecting took {} of client time: {} connections ({:.0f}/s) at {:.3f} ms each, against "
       "{:.3f} ms per query once connected.",
-      pct_text(x.score), k.connections, ratio(double(k.connections), span_s), connect_ms, net_ms);
+      share_pct_text(x.score), k.connections, ratio(double(k.connections), span_s), connect_ms,
+      net_ms);
   x.evidence = {{"connection_setup_share", x.score},
                 {"connect_latency_share", round4(c.share(k.connect_latency_ns))},
                 {"connections", k.connections},
@@ -726,13 +723,13 @@ std::vector<Finding> find(const Report& r, const Facts& f) {
   steal(c, out);
   cpu_throttle(c, out);
   io_wait(c, out);
-  ash_class(c, {"Lock", "BufferPin"}, "lock_wait", "heavyweight locks",
+  ash_class(c, {"Lock", "BufferPin"}, FindingKind::lock_wait, "heavyweight locks",
             "Find the blocker (pg_blocking_pids(), pg_locks): shorten transactions that hold row "
             "locks, avoid updating the same hot row from every client, and look for sessions "
             "idle in transaction.",
             0, out);
   ash_class(
-      c, {"LWLock"}, "lwlock_wait", "internal locks (LWLock)",
+      c, {"LWLock"}, FindingKind::lwlock_wait, "internal locks (LWLock)",
       "Internal lock contention: for WALWrite batch commits or tune wal_buffers; for "
       "LockManager use fewer partitions or fast-path locks; for BufferContent spread hot pages.",
       wal_queue_rows(f), out);

@@ -3,65 +3,23 @@
 #include <cstdlib>
 #include <string_view>
 
-#include <SQLiteCpp/Statement.h>
+#include <SQLiteCpp/Exception.h>
 #include <fmt/format.h>
 
 #include "common/error.h"
 #include "correlate/correlate.h"
 #include "correlate/detail.h"
+#include "correlate/format.h"
+#include "schema/server_file.h"
 
 namespace stallscope::correlate {
 namespace {
-
-// Tables (and views) of the server file that the analysis reads; each is shadowed by a
-// temporary view of the attached file while the server-side pass runs.
-constexpr const char* kServerTables[] = {
-    "sample", "host_sample", "process", "process_sample", "pg_activity_sample", "ash_tick",
-    "cgroup_sample", "pg_query_text", "thread_sample", "host_memory_sample", "disk_sample",
-    // The stored forms behind the process_sample and thread_sample views,
-    // which explain's process scan (schema/process_scan.h) reads directly.
-    "process_tick", "process_io_sample", "wchan", "thread_tick", "thread_comm"};
 
 struct Span {
   std::int64_t from_ns = 0, to_ns = 0;
 };
 
-// Wall-clock columns of the server tables (points in time, not durations):
-// the views shift these to the client's clock.
-bool is_time_column(std::string_view table, std::string_view column) {
-  if (table == "sample" || table == "ash_tick") return column == "time_ns";
-  if (table == "process") return column == "start_ns";
-  if (table == "pg_query_text") return column == "first_time_ns";
-  if (table == "pg_activity_sample") {
-    return column == "time_ns" || column == "backend_start_ns" || column == "xact_start_ns" ||
-           column == "query_start_ns" || column == "state_change_ns";
-  }
-  return false;
-}
-
-// One clock_offset row of the run file.
-struct Estimate {
-  std::int64_t time_ns = 0;    // client clock
-  std::int64_t offset_ns = 0;  // server − client
-  std::int64_t uncertainty_ns = 0;
-};
-
-std::vector<Estimate> read_estimates(SQLite::Database& db) {
-  std::vector<Estimate> e;
-  if (db.execAndGet("SELECT count(*) FROM main.sqlite_master WHERE type = 'table' AND name = "
-                    "'clock_offset'")
-          .getInt64() == 0) {
-    return e;
-  }
-  SQLite::Statement st(db,
-                       "SELECT time_ns, offset_ns, uncertainty_ns FROM main.clock_offset "
-                       "ORDER BY time_ns");
-  while (st.executeStep()) {
-    e.push_back(
-        {st.getColumn(0).getInt64(), st.getColumn(1).getInt64(), st.getColumn(2).getInt64()});
-  }
-  return e;
-}
+using Estimate = schema::ClockOffset;
 
 // Server times from which estimate i (i ≥ 1) is the nearest: half way between
 // estimates i − 1 and i on the client clock, moved to the server's clock.
@@ -82,21 +40,12 @@ std::int64_t to_client_ns(const std::vector<Estimate>& e, std::int64_t server_ns
   return server_ns - e[i].offset_ns;
 }
 
-// The same mapping as SQL over `column` (NULL stays NULL).
-std::string to_client_sql(const std::vector<Estimate>& e, const std::string& column) {
-  if (e.empty()) return column;
-  if (e.size() == 1) return fmt::format("({} - ({}))", column, e[0].offset_ns);
-  const auto m = boundaries(e);
-  std::string sql = "(CASE";
-  for (std::size_t i = 0; i < m.size(); ++i) {
-    sql += fmt::format(" WHEN {0} < {1} THEN {0} - ({2})", column, m[i], e[i].offset_ns);
-  }
-  sql += fmt::format(" ELSE {} - ({}) END)", column, e.back().offset_ns);
-  return sql;
-}
-
-std::string time_text(std::int64_t ns) {
-  return fmt::format("{:.3f}", double(ns) / 1e9);
+// The same mapping for the server file's views.
+schema::ClockShift clock_shift(const std::vector<Estimate>& e) {
+  schema::ClockShift shift;
+  if (e.size() > 1) shift.boundaries_ns = boundaries(e);
+  for (const auto& x : e) shift.offsets_ns.push_back(x.offset_ns);
+  return shift;
 }
 
 // Mean of the windows' host shares, over windows that have them.
@@ -149,6 +98,42 @@ RunComparison::Side side_of(const Report& r, const std::string& path) {
   return s;
 }
 
+// How server times were moved to the client's clock, as reported: the
+// estimate nearest the middle of the queries and the range of all offsets.
+ClockAlignment align_clock(const std::vector<Estimate>& estimates, const Span& queries) {
+  ClockAlignment clock;
+  clock.estimates = static_cast<std::int64_t>(estimates.size());
+  if (!estimates.empty()) {
+    const auto middle = queries.from_ns / 2 + queries.to_ns / 2;
+    const auto nearest = std::min_element(
+        estimates.begin(), estimates.end(), [&](const Estimate& x, const Estimate& y) {
+          return std::abs(x.time_ns - middle) < std::abs(y.time_ns - middle);
+        });
+    clock.offset_ns = nearest->offset_ns;
+    clock.uncertainty_ns = nearest->uncertainty_ns;
+    const auto [lo, hi] = std::minmax_element(
+        estimates.begin(), estimates.end(),
+        [](const Estimate& x, const Estimate& y) { return x.offset_ns < y.offset_ns; });
+    clock.offset_min_ns = lo->offset_ns;
+    clock.offset_max_ns = hi->offset_ns;
+  }
+  return clock;
+}
+
+// Pass 2's options: the same windows, with the client's driver CPU and run
+// delay per window from pass 1.
+ExplainOptions with_client_driver(const ExplainOptions& options, const Report& client_side) {
+  ExplainOptions o = options;
+  std::vector<std::int64_t> driver, driver_delay;
+  for (const auto& w : client_side.windows) {
+    driver.push_back(w.accounting ? w.accounting->driver_cpu_ns : 0);
+    driver_delay.push_back(w.accounting ? w.accounting->driver_run_delay_ns : 0);
+  }
+  o.client_driver_cpu_ns = std::move(driver);
+  o.client_driver_run_delay_ns = std::move(driver_delay);
+  return o;
+}
+
 }  // namespace
 
 RunComparison compare_runs(const Report& run, const std::string& run_path, const Report& baseline,
@@ -175,7 +160,6 @@ RunComparison compare_runs(const Report& run, const std::string& run_path, const
 
 Report explain_pair(schema::Store& client, const std::string& server_path,
                     const ExplainOptions& options) {
-  auto& db = client.db();
   // Pass 1: the client file alone (driver CPU, client host).
   const Report client_side = explain(client, options);
   if (client_side.run.queries == 0 || !client_side.run.query_start_ns) {
@@ -185,40 +169,23 @@ Report explain_pair(schema::Store& client, const std::string& server_path,
                     client.path(), server_path));
   }
   const Span queries{*client_side.run.query_start_ns, *client_side.run.query_end_ns};
+  std::optional<schema::AttachedServerFile> attached;
   try {
-    SQLite::Statement attach(db, "ATTACH DATABASE ?1 AS srv");
-    attach.bind(1, server_path);
-    attach.exec();
+    attached.emplace(client, server_path);
   } catch (const SQLite::Exception& e) {
     throw_usage(fmt::format("cannot open {}: {}", server_path, e.what()));
   }
-  struct Cleanup {
-    SQLite::Database& db;
-    ~Cleanup() {
-      for (const char* t : kServerTables) {
-        try {
-          db.exec(fmt::format("DROP VIEW IF EXISTS temp.{}", t));
-        } catch (...) {
-        }
-      }
-      try {
-        db.exec("DETACH DATABASE srv");
-      } catch (...) {
-      }
-    }
-  } cleanup{db};
+  auto& srv = *attached;
   Span server;
   std::string server_host;
-  const auto estimates = read_estimates(db);
+  const auto estimates = schema::clock_offsets(client);
   try {
-    SQLite::Statement st(db, "SELECT min(time_ns), max(time_ns) FROM srv.sample");
-    st.executeStep();
-    if (st.getColumn(0).isNull()) {
+    const auto span = srv.sample_span();
+    if (!span) {
       throw_usage(fmt::format("cannot explain with {}: it holds no samples", server_path));
     }
-    server = {to_client_ns(estimates, st.getColumn(0).getInt64()),
-              to_client_ns(estimates, st.getColumn(1).getInt64())};
-    server_host = db.execAndGet("SELECT host FROM srv.run").getString();
+    server = {to_client_ns(estimates, span->first), to_client_ns(estimates, span->second)};
+    server_host = srv.host();
   } catch (const SQLite::Exception& e) {
     throw_usage(
         fmt::format("cannot explain with {}: not a stallscope file ({})", server_path, e.what()));
@@ -227,60 +194,20 @@ Report explain_pair(schema::Store& client, const std::string& server_path,
     throw_usage(fmt::format(
         "cannot explain {} with {}: their time ranges do not overlap (queries {} .. {} s, server "
         "samples {} .. {} s since the epoch)",
-        client.path(), server_path, time_text(queries.from_ns), time_text(queries.to_ns),
-        time_text(server.from_ns), time_text(server.to_ns)));
+        client.path(), server_path, detail::epoch_seconds_text(queries.from_ns),
+        detail::epoch_seconds_text(queries.to_ns), detail::epoch_seconds_text(server.from_ns),
+        detail::epoch_seconds_text(server.to_ns)));
   }
-  for (const char* t : kServerTables) {
-    SQLite::Statement has(
-        db, "SELECT count(*) FROM srv.sqlite_master WHERE type IN ('table', 'view') AND name = ?1");
-    has.bind(1, t);
-    has.executeStep();
-    if (has.getColumn(0).getInt64() == 0) continue;
-    std::string columns;
-    SQLite::Statement info(db, "SELECT name FROM pragma_table_info(?1, 'srv') ORDER BY cid");
-    info.bind(1, t);
-    while (info.executeStep()) {
-      const auto name = info.getColumn(0).getString();
-      if (!columns.empty()) columns += ", ";
-      columns +=
-          is_time_column(t, name)
-              ? fmt::format("{} AS \"{}\"", to_client_sql(estimates, "\"" + name + "\""), name)
-              : "\"" + name + "\"";
-    }
-    db.exec(fmt::format("CREATE TEMP VIEW {0} AS SELECT {1} FROM srv.{0}", t, columns));
-  }
+  srv.shadow_tables(clock_shift(estimates));
   // Pass 2: the same windows, with the server's host, processes and ASH and
   // the client's driver CPU per window.
-  ExplainOptions o = options;
-  std::vector<std::int64_t> driver, driver_delay;
-  for (const auto& w : client_side.windows) {
-    driver.push_back(w.accounting ? w.accounting->driver_cpu_ns : 0);
-    driver_delay.push_back(w.accounting ? w.accounting->driver_run_delay_ns : 0);
-  }
-  o.client_driver_cpu_ns = std::move(driver);
-  o.client_driver_run_delay_ns = std::move(driver_delay);
-  Report r = explain(client, o);
+  Report r = explain(client, with_client_driver(options, client_side));
   r.hosts.push_back(summarise(client_side, "client"));
   auto s = summarise(r, "server");
   s.host = server_host;
-  s.cores = static_cast<int>(db.execAndGet("SELECT cores FROM srv.run").getInt64());
+  s.cores = srv.cores();
   r.hosts.push_back(std::move(s));
-  ClockAlignment clock;
-  clock.estimates = static_cast<std::int64_t>(estimates.size());
-  if (!estimates.empty()) {
-    const auto middle = queries.from_ns / 2 + queries.to_ns / 2;
-    const auto nearest = std::min_element(
-        estimates.begin(), estimates.end(), [&](const Estimate& x, const Estimate& y) {
-          return std::abs(x.time_ns - middle) < std::abs(y.time_ns - middle);
-        });
-    clock.offset_ns = nearest->offset_ns;
-    clock.uncertainty_ns = nearest->uncertainty_ns;
-    const auto [lo, hi] = std::minmax_element(
-        estimates.begin(), estimates.end(),
-        [](const Estimate& x, const Estimate& y) { return x.offset_ns < y.offset_ns; });
-    clock.offset_min_ns = lo->offset_ns;
-    clock.offset_max_ns = hi->offset_ns;
-  }
+  const auto clock = align_clock(estimates, queries);
   r.clock = clock;
   r.notes.insert(
       r.notes.begin(),
@@ -295,13 +222,13 @@ Report explain_pair(schema::Store& client, const std::string& server_path,
                         "by the nearest of {} clock-offset estimates (server - client {:+.3f} ms "
                         "+/- {:.3f} ms at the middle of the run).",
                         client.path(), client_side.run.host, server_path, server_host,
-                        estimates.size(), double(*clock.offset_ns) / 1e6,
-                        double(*clock.uncertainty_ns) / 1e6));
+                        estimates.size(), detail::ms(*clock.offset_ns),
+                        detail::ms(*clock.uncertainty_ns)));
   if (server.from_ns > queries.from_ns || server.to_ns < queries.to_ns) {
-    r.notes.push_back(
-        fmt::format("The server file covers only part of the queries ({} .. {} s of {} .. {} s).",
-                    time_text(server.from_ns), time_text(server.to_ns), time_text(queries.from_ns),
-                    time_text(queries.to_ns)));
+    r.notes.push_back(fmt::format(
+        "The server file covers only part of the queries ({} .. {} s of {} .. {} s).",
+        detail::epoch_seconds_text(server.from_ns), detail::epoch_seconds_text(server.to_ns),
+        detail::epoch_seconds_text(queries.from_ns), detail::epoch_seconds_text(queries.to_ns)));
   }
   return r;
 }

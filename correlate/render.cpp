@@ -1,13 +1,12 @@
 // Renderers: the same Report as text (for terminals) and as JSON.
 #include <algorithm>
-#include <ctime>
 
-#include <fmt/chrono.h>
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
 #include "correlate/correlate.h"
 #include "correlate/detail.h"
+#include "correlate/format.h"
 
 namespace stallscope::correlate {
 namespace detail {
@@ -62,7 +61,7 @@ nlohmann::json stall_json(const Stall& s) {
           {"latency_max_ms", opt(s.latency_max_ms)},
           {"tps_z", opt(s.tps_z)},
           {"latency_z", opt(s.latency_z)},
-          {"cause", s.cause},
+          {"cause", std::string(to_string(s.cause))},
           {"explanation", valid_utf8(s.explanation)},
           {"evidence", evidence_json(s.evidence)}};
 }
@@ -101,11 +100,6 @@ std::string valid_utf8(std::string_view s) {
 }
 
 namespace {
-
-std::string time_text(std::int64_t ns) {
-  const std::time_t t = static_cast<std::time_t>(ns / kNsPerS);
-  return fmt::format("{:%Y-%m-%d %H:%M:%S} UTC", fmt::gmtime(t));
-}
 
 template <typename T>
 std::string opt_text(const std::optional<T>& v, const char* spec = "{}", const char* none = "-") {
@@ -146,9 +140,9 @@ void render_header(const Report& r, std::ostream& out) {
   fmt::print(out, "stallscope explain: host {}, kernel {}, {} cores, mode {}, status {}\n",
              escape_text(run.host), escape_text(run.kernel), run.cores, escape_text(run.mode),
              escape_text(run.status));
-  fmt::print(out, "run       {} -> {}  ({})\n", time_text(run.start_ns),
+  fmt::print(out, "run       {} -> {}  ({})\n", utc_time_text(run.start_ns),
              run.end_ns
-                 ? time_text(*run.end_ns)
+                 ? utc_time_text(*run.end_ns)
                  : std::string("no end recorded (still running, or the recorder was killed)"),
              run.duration_ns ? fmt::format("{:.2f} s", double(*run.duration_ns) / kNsPerS)
                              : std::string("?"));
@@ -218,7 +212,7 @@ void render_windows(const Report& r, std::ostream& out) {
     // The sliver between the last query and the end of the run (shutdown)
     // is not a window worth a line of text; JSON keeps it.
     if (!r.query_windows && w.queries == 0 && &w == &r.windows.back() && r.window_ns &&
-        w.duration_s * 1e9 < 0.2 * static_cast<double>(*r.window_ns)) {
+        w.duration_s * common::kNsPerSDouble < 0.2 * static_cast<double>(*r.window_ns)) {
       continue;
     }
     std::string host =
@@ -248,7 +242,7 @@ void render_windows(const Report& r, std::ostream& out) {
 void render_attribution(const Report& r, std::ostream& out) {
   if (!r.attribution) return;
   const auto& t = *r.attribution;
-  if (t.method == "per_query") {
+  if (t.method == AttributionMethod::per_query) {
     fmt::print(out,
                "  per query: {} of {} queries joined to their backend (its samples count only "
                "while it served them; left out: {:.3f} s of backend CPU, {} ASH samples)\n",
@@ -313,8 +307,8 @@ void render_findings(const Report& r, std::ostream& out) {
   if (r.findings.empty()) fmt::print(out, "  none above the thresholds\n");
   int rank = 1;
   for (const auto& f : r.findings) {
-    fmt::print(out, "{:>3}. {:<18} score {:.2f}  {}\n", rank++, escape_text(f.kind), f.score,
-               escape_text(f.summary));
+    fmt::print(out, "{:>3}. {:<18} score {:.2f}  {}\n", rank++, escape_text(to_string(f.kind)),
+               f.score, escape_text(f.summary));
     fmt::print(
         out, "     span: +{:.3f} s .. +{:.3f} s\n",
         double(f.start_ns - (r.windows.empty() ? f.start_ns : r.windows.front().start_ns)) /
@@ -336,7 +330,7 @@ void render_stalls(const Report& r, std::ostream& out) {
         double(s.start_ns - (r.windows.empty() ? s.start_ns : r.windows.front().start_ns)) /
         kNsPerS;
     fmt::print(out, "  +{:.3f} s  window {:<5} {:<12} {}\n", off, s.window_index,
-               escape_text(s.cause), escape_text(s.explanation));
+               escape_text(to_string(s.cause)), escape_text(s.explanation));
   }
 }
 
@@ -405,6 +399,145 @@ nlohmann::json accounting_json(const Accounting& a) {
   return j;
 }
 
+nlohmann::json run_json(const Report& r) {
+  nlohmann::json run;
+  const auto& s = r.run;
+  run["host"] = str(s.host);
+  run["kernel"] = str(s.kernel);
+  run["cores"] = s.cores;
+  run["mode"] = str(s.mode);
+  run["status"] = str(s.status);
+  run["start_ns"] = s.start_ns;
+  run["end_ns"] = opt(s.end_ns);
+  run["duration_ns"] = opt(s.duration_ns);
+  run["clients"] = opt(s.clients);
+  run["threads"] = opt(s.threads);
+  run["protocol"] = opt(s.protocol);
+  run["sql"] = opt(s.sql);
+  run["server_version"] = opt(s.server_version);
+  run["end_reason"] = opt(s.end_reason);
+  run["hz"] = s.hz;
+  run["queries"] = s.queries;
+  run["errors"] = s.errors;
+  run["skipped"] = s.skipped;
+  run["query_start_ns"] = opt(s.query_start_ns);
+  run["query_end_ns"] = opt(s.query_end_ns);
+  run["queries_until_ns"] = opt(s.queries_until_ns);
+  run["tps"] = opt(s.tps);
+  run["latency_mean_ms"] = opt(s.latency_mean_ms);
+  run["latency_p50_ms"] = opt(s.latency_p50_ms);
+  run["latency_p99_ms"] = opt(s.latency_p99_ms);
+  run["latency_max_ms"] = opt(s.latency_max_ms);
+  run["lag_mean_ms"] = opt(s.lag_mean_ms);
+  run["lag_max_ms"] = opt(s.lag_max_ms);
+  run["window_ns"] = opt(r.window_ns);
+  run["every_queries"] = opt(r.every_queries);
+  run["ash_period_ns"] = opt(r.ash_period_ns);
+
+  if (const auto& a = r.pgbench_aggregate) {
+    run["pgbench_aggregate"] = {{"intervals", a->intervals},
+                                {"interval_ns", a->interval_ns},
+                                {"transactions", a->transactions},
+                                {"failures", a->failures},
+                                {"skipped", a->skipped},
+                                {"start_ns", a->start_ns},
+                                {"end_ns", a->end_ns},
+                                {"tps", opt(a->tps)},
+                                {"latency_mean_ms", opt(a->latency_mean_ms)},
+                                {"latency_min_ms", opt(a->latency_min_ms)},
+                                {"latency_max_ms", opt(a->latency_max_ms)},
+                                {"lag_mean_ms", opt(a->lag_mean_ms)}};
+  } else {
+    run["pgbench_aggregate"] = nullptr;
+  }
+  return run;
+}
+
+nlohmann::json window_json(const Window& w) {
+  nlohmann::json j;
+  j["start_ns"] = w.start_ns;
+  j["end_ns"] = w.end_ns;
+  j["start_offset_s"] = w.start_offset_s;
+  j["duration_s"] = w.duration_s;
+  j["queries"] = w.queries;
+  j["errors"] = w.errors;
+  j["tps"] = opt(w.tps);
+  j["latency_min_ms"] = opt(w.latency_min_ms);
+  j["latency_max_ms"] = opt(w.latency_max_ms);
+  j["latency_mean_ms"] = opt(w.latency_mean_ms);
+  j["latency_stddev_ms"] = opt(w.latency_stddev_ms);
+  j["latency_p99_ms"] = opt(w.latency_p99_ms);
+  j["cpu_busy_pct"] = opt(w.cpu_busy_pct);
+  j["cpu_idle_pct"] = opt(w.cpu_idle_pct);
+  j["cpu_iowait_pct"] = opt(w.cpu_iowait_pct);
+  j["cpu_steal_pct"] = opt(w.cpu_steal_pct);
+  j["procs_running_max"] = opt(w.procs_running_max);
+  j["processes_d_state_max"] = opt(w.processes_d_state_max);
+  j["top_wait_event"] = opt(w.top_wait_event);
+  j["top_wait_event_samples"] = w.top_wait_event_samples;
+  j["sampler_core_share"] = opt(w.sampler_core_share);
+  j["perturbed"] = w.perturbed;
+  j["accounting"] = w.accounting ? accounting_json(*w.accounting) : nlohmann::json(nullptr);
+  return j;
+}
+
+nlohmann::json finding_json(const Finding& f) {
+  return {{"kind", std::string(to_string(f.kind))},
+          {"score", f.score},
+          {"start_ns", f.start_ns},
+          {"end_ns", f.end_ns},
+          {"summary", valid_utf8(f.summary)},
+          {"evidence", evidence_json(f.evidence)},
+          {"suggestion", valid_utf8(f.suggestion)}};
+}
+
+nlohmann::json attribution_json(const std::optional<Attribution>& attribution) {
+  if (!attribution) return nullptr;
+  const auto& t = *attribution;
+  return {
+      {"method", std::string(to_string(t.method))},
+      {"queries", t.queries},
+      {"joined_queries", t.joined_queries},
+      {"reason", t.reason.empty() ? nlohmann::json(nullptr) : nlohmann::json(valid_utf8(t.reason))},
+      {"backend_cpu_outside_ns", t.backend_cpu_outside_ns},
+      {"ash_samples_outside", t.ash_samples_outside}};
+}
+
+nlohmann::json host_json(const HostSummary& h) {
+  return {{"role", h.role},
+          {"host", valid_utf8(h.host)},
+          {"cores", h.cores},
+          {"cpu_busy_pct", opt(h.cpu_busy_pct)},
+          {"cpu_iowait_pct", opt(h.cpu_iowait_pct)},
+          {"cpu_steal_pct", opt(h.cpu_steal_pct)}};
+}
+
+nlohmann::json comparison_json(const RunComparison& c) {
+  auto side = [&](const RunComparison::Side& x) {
+    return nlohmann::json{{"path", valid_utf8(x.path)},
+                          {"label", valid_utf8(x.label)},
+                          {"queries", x.queries},
+                          {"clients", opt(x.clients)},
+                          {"tps", opt(x.tps)},
+                          {"latency_mean_ms", opt(x.latency_mean_ms)},
+                          {"latency_p99_ms", opt(x.latency_p99_ms)}};
+  };
+  return {{"run", side(c.run)},
+          {"baseline", side(c.baseline)},
+          {"tps_ratio", opt(c.tps_ratio)},
+          {"tps_change_pct", opt(c.tps_change_pct)},
+          {"summary", valid_utf8(c.summary)}};
+}
+
+nlohmann::json clock_json(const ClockAlignment& c) {
+  return {{"estimates", c.estimates},
+          {"applied", c.offset_ns.has_value()},
+          {"offset_ns", opt(c.offset_ns)},
+          {"uncertainty_ns", opt(c.uncertainty_ns)},
+          {"offset_min_ns", opt(c.offset_min_ns)},
+          {"offset_max_ns", opt(c.offset_max_ns)}};
+}
+
 }  // namespace
 }  // namespace detail
 
@@ -451,152 +584,28 @@ void render_text(const Report& report, std::ostream& out) {
 
 nlohmann::json to_json(const Report& r) {
   using namespace detail;
-  nlohmann::json run;
-  const auto& s = r.run;
-  run["host"] = str(s.host);
-  run["kernel"] = str(s.kernel);
-  run["cores"] = s.cores;
-  run["mode"] = str(s.mode);
-  run["status"] = str(s.status);
-  run["start_ns"] = s.start_ns;
-  run["end_ns"] = opt(s.end_ns);
-  run["duration_ns"] = opt(s.duration_ns);
-  run["clients"] = opt(s.clients);
-  run["threads"] = opt(s.threads);
-  run["protocol"] = opt(s.protocol);
-  run["sql"] = opt(s.sql);
-  run["server_version"] = opt(s.server_version);
-  run["end_reason"] = opt(s.end_reason);
-  run["hz"] = s.hz;
-  run["queries"] = s.queries;
-  run["errors"] = s.errors;
-  run["skipped"] = s.skipped;
-  run["query_start_ns"] = opt(s.query_start_ns);
-  run["query_end_ns"] = opt(s.query_end_ns);
-  run["queries_until_ns"] = opt(s.queries_until_ns);
-  run["tps"] = opt(s.tps);
-  run["latency_mean_ms"] = opt(s.latency_mean_ms);
-  run["latency_p50_ms"] = opt(s.latency_p50_ms);
-  run["latency_p99_ms"] = opt(s.latency_p99_ms);
-  run["latency_max_ms"] = opt(s.latency_max_ms);
-  run["lag_mean_ms"] = opt(s.lag_mean_ms);
-  run["lag_max_ms"] = opt(s.lag_max_ms);
-  run["window_ns"] = opt(r.window_ns);
-  run["every_queries"] = opt(r.every_queries);
-  run["ash_period_ns"] = opt(r.ash_period_ns);
-
   nlohmann::json windows = nlohmann::json::array();
-  for (const auto& w : r.windows) {
-    nlohmann::json j;
-    j["start_ns"] = w.start_ns;
-    j["end_ns"] = w.end_ns;
-    j["start_offset_s"] = w.start_offset_s;
-    j["duration_s"] = w.duration_s;
-    j["queries"] = w.queries;
-    j["errors"] = w.errors;
-    j["tps"] = opt(w.tps);
-    j["latency_min_ms"] = opt(w.latency_min_ms);
-    j["latency_max_ms"] = opt(w.latency_max_ms);
-    j["latency_mean_ms"] = opt(w.latency_mean_ms);
-    j["latency_stddev_ms"] = opt(w.latency_stddev_ms);
-    j["latency_p99_ms"] = opt(w.latency_p99_ms);
-    j["cpu_busy_pct"] = opt(w.cpu_busy_pct);
-    j["cpu_idle_pct"] = opt(w.cpu_idle_pct);
-    j["cpu_iowait_pct"] = opt(w.cpu_iowait_pct);
-    j["cpu_steal_pct"] = opt(w.cpu_steal_pct);
-    j["procs_running_max"] = opt(w.procs_running_max);
-    j["processes_d_state_max"] = opt(w.processes_d_state_max);
-    j["top_wait_event"] = opt(w.top_wait_event);
-    j["top_wait_event_samples"] = w.top_wait_event_samples;
-    j["sampler_core_share"] = opt(w.sampler_core_share);
-    j["perturbed"] = w.perturbed;
-    j["accounting"] = w.accounting ? accounting_json(*w.accounting) : nlohmann::json(nullptr);
-    windows.push_back(std::move(j));
-  }
-
+  for (const auto& w : r.windows) windows.push_back(window_json(w));
   nlohmann::json findings = nlohmann::json::array();
-  for (const auto& f : r.findings) {
-    findings.push_back({{"kind", f.kind},
-                        {"score", f.score},
-                        {"start_ns", f.start_ns},
-                        {"end_ns", f.end_ns},
-                        {"summary", valid_utf8(f.summary)},
-                        {"evidence", evidence_json(f.evidence)},
-                        {"suggestion", valid_utf8(f.suggestion)}});
-  }
+  for (const auto& f : r.findings) findings.push_back(finding_json(f));
   nlohmann::json stalls = nlohmann::json::array();
   for (const auto& s : r.stalls) stalls.push_back(stall_json(s));
   nlohmann::json notes = nlohmann::json::array();
   for (const auto& n : r.notes) notes.push_back(valid_utf8(n));
 
   nlohmann::json j;
-  if (const auto& a = r.pgbench_aggregate) {
-    run["pgbench_aggregate"] = {{"intervals", a->intervals},
-                                {"interval_ns", a->interval_ns},
-                                {"transactions", a->transactions},
-                                {"failures", a->failures},
-                                {"skipped", a->skipped},
-                                {"start_ns", a->start_ns},
-                                {"end_ns", a->end_ns},
-                                {"tps", opt(a->tps)},
-                                {"latency_mean_ms", opt(a->latency_mean_ms)},
-                                {"latency_min_ms", opt(a->latency_min_ms)},
-                                {"latency_max_ms", opt(a->latency_max_ms)},
-                                {"lag_mean_ms", opt(a->lag_mean_ms)}};
-  } else {
-    run["pgbench_aggregate"] = nullptr;
-  }
-  j["run"] = std::move(run);
+  j["run"] = run_json(r);
   j["accounting"] = r.accounting ? accounting_json(*r.accounting) : nlohmann::json(nullptr);
-  if (const auto& t = r.attribution) {
-    j["attribution"] = {{"method", t->method},
-                        {"queries", t->queries},
-                        {"joined_queries", t->joined_queries},
-                        {"reason", t->reason.empty() ? nlohmann::json(nullptr)
-                                                     : nlohmann::json(valid_utf8(t->reason))},
-                        {"backend_cpu_outside_ns", t->backend_cpu_outside_ns},
-                        {"ash_samples_outside", t->ash_samples_outside}};
-  } else {
-    j["attribution"] = nullptr;
-  }
+  j["attribution"] = attribution_json(r.attribution);
   j["windows"] = std::move(windows);
   j["findings"] = std::move(findings);
   j["stalls"] = std::move(stalls);
   if (!r.hosts.empty()) {
     j["hosts"] = nlohmann::json::array();
-    for (const auto& h : r.hosts) {
-      j["hosts"].push_back({{"role", h.role},
-                            {"host", valid_utf8(h.host)},
-                            {"cores", h.cores},
-                            {"cpu_busy_pct", opt(h.cpu_busy_pct)},
-                            {"cpu_iowait_pct", opt(h.cpu_iowait_pct)},
-                            {"cpu_steal_pct", opt(h.cpu_steal_pct)}});
-    }
+    for (const auto& h : r.hosts) j["hosts"].push_back(host_json(h));
   }
-  if (const auto& c = r.comparison) {
-    auto side = [&](const RunComparison::Side& x) {
-      return nlohmann::json{{"path", valid_utf8(x.path)},
-                            {"label", valid_utf8(x.label)},
-                            {"queries", x.queries},
-                            {"clients", opt(x.clients)},
-                            {"tps", opt(x.tps)},
-                            {"latency_mean_ms", opt(x.latency_mean_ms)},
-                            {"latency_p99_ms", opt(x.latency_p99_ms)}};
-    };
-    j["comparison"] = {{"run", side(c->run)},
-                       {"baseline", side(c->baseline)},
-                       {"tps_ratio", opt(c->tps_ratio)},
-                       {"tps_change_pct", opt(c->tps_change_pct)},
-                       {"summary", valid_utf8(c->summary)}};
-  }
-  if (const auto& c = r.clock) {
-    j["clock"] = {{"estimates", c->estimates},
-                  {"applied", c->offset_ns.has_value()},
-                  {"offset_ns", opt(c->offset_ns)},
-                  {"uncertainty_ns", opt(c->uncertainty_ns)},
-                  {"offset_min_ns", opt(c->offset_min_ns)},
-                  {"offset_max_ns", opt(c->offset_max_ns)}};
-  }
+  if (r.comparison) j["comparison"] = comparison_json(*r.comparison);
+  if (r.clock) j["clock"] = clock_json(*r.clock);
   j["notes"] = std::move(notes);
   return j;
 }

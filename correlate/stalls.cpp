@@ -3,10 +3,12 @@
 // differs most from the typical windows.
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include <fmt/format.h>
 
 #include "correlate/detail.h"
+#include "correlate/format.h"
 
 namespace stallscope::correlate::detail {
 namespace {
@@ -31,10 +33,6 @@ std::pair<double, double> centre_scale(const std::vector<double>& v) {
   return {m, 1.4826 * median(std::move(dev))};
 }
 
-double round4(double v) {
-  return std::round(v * 1e4) / 1e4;
-}
-
 // The shares a stall is explained by, per window, as shares of its client time.
 struct Shares {
   double io = 0, lock = 0, lwlock = 0, throttle = 0, runqueue = 0, steal = 0;
@@ -53,17 +51,14 @@ Shares shares_of(const WindowSignals& g) {
   return s;
 }
 
-std::string pct(double share) {
-  return fmt::format("{:.0f}%", 100 * share);
-}
+// The robust centre and scale of the counted windows' tps and mean latency.
+struct Typical {
+  double tps = 0, tps_scale = 0, latency_ms = 0, latency_scale = 0;
+};
 
-}  // namespace
-
-std::vector<Stall> find_stalls(const Report& r, const std::vector<WindowSignals>& sig,
-                               const std::function<std::string(int, std::int64_t)>& blocker_query) {
-  std::vector<Stall> out;
-  // Windows that count: with queries and, for time windows, at least half a
-  // window long (the last one may be a sliver).
+// Windows that count: with queries and, for time windows, at least half a
+// window long (the last one may be a sliver).
+std::vector<std::size_t> counted_windows(const Report& r) {
   std::vector<std::size_t> idx;
   for (std::size_t i = 0; i < r.windows.size(); ++i) {
     const auto& w = r.windows[i];
@@ -71,29 +66,31 @@ std::vector<Stall> find_stalls(const Report& r, const std::vector<WindowSignals>
     if (r.window_ns && double(w.end_ns - w.start_ns) < 0.5 * double(*r.window_ns)) continue;
     idx.push_back(i);
   }
-  if (idx.size() < kStallMinWindows) return out;
-  std::vector<double> tps, lat;
-  for (auto i : idx) {
-    tps.push_back(*r.windows[i].tps);
-    lat.push_back(*r.windows[i].latency_mean_ms);
-  }
-  const auto [tps_med, tps_scale] = centre_scale(tps);
-  const auto [lat_med, lat_scale] = centre_scale(lat);
-  std::vector<std::size_t> stalled;
-  std::vector<bool> is_stall(r.windows.size(), false);
-  for (auto i : idx) {
-    const auto& w = r.windows[i];
-    const bool slow_tps = *w.tps <= (1 - kStallMinDrop) * tps_med &&
-                          (tps_scale == 0 || (*w.tps - tps_med) / tps_scale <= -kStallZ);
-    const bool slow_lat = *w.latency_mean_ms >= (1 + kStallMinDrop) * lat_med &&
-                          (lat_scale == 0 || (*w.latency_mean_ms - lat_med) / lat_scale >= kStallZ);
-    if (slow_tps || slow_lat) {
-      stalled.push_back(i);
-      is_stall[i] = true;
-    }
-  }
-  if (stalled.empty()) return out;
-  // Typical figures: medians over the windows that are not stalls.
+  return idx;
+}
+
+bool is_stalled(const Window& w, const Typical& t) {
+  const bool slow_tps = *w.tps <= (1 - kStallMinDrop) * t.tps &&
+                        (t.tps_scale == 0 || (*w.tps - t.tps) / t.tps_scale <= -kStallZ);
+  const bool slow_lat =
+      *w.latency_mean_ms >= (1 + kStallMinDrop) * t.latency_ms &&
+      (t.latency_scale == 0 || (*w.latency_mean_ms - t.latency_ms) / t.latency_scale >= kStallZ);
+  return slow_tps || slow_lat;
+}
+
+double checkpointer_write_mib(const WindowSignals& g) {
+  return double(g.checkpointer_write_bytes) / (1 << 20);
+}
+
+// The typical shares and checkpointer writes: medians over the counted
+// windows that are not stalls.
+struct TypicalSignals {
+  Shares shares;
+  double checkpointer_write_mib = 0;
+};
+TypicalSignals typical_signals(const std::vector<std::size_t>& idx,
+                               const std::vector<bool>& is_stall,
+                               const std::vector<WindowSignals>& sig) {
   std::vector<double> io, lock, lwlock, thr, rq, st, ckpt_mib;
   for (auto i : idx) {
     if (is_stall[i]) continue;
@@ -104,125 +101,170 @@ std::vector<Stall> find_stalls(const Report& r, const std::vector<WindowSignals>
     thr.push_back(s.throttle);
     rq.push_back(s.runqueue);
     st.push_back(s.steal);
-    ckpt_mib.push_back(double(sig[i].checkpointer_write_bytes) / (1 << 20));
+    ckpt_mib.push_back(checkpointer_write_mib(sig[i]));
   }
-  const Shares typ{median(io), median(lock), median(lwlock), median(thr), median(rq), median(st)};
-  const double typ_ckpt_mib = median(ckpt_mib);
+  return {{median(io), median(lock), median(lwlock), median(thr), median(rq), median(st)},
+          median(ckpt_mib)};
+}
 
+// The stall's cause and its one-sentence explanation.
+void explain_stall(Stall& x, const Window& w, const WindowSignals& g, const Typical& t,
+                   const TypicalSignals& typical,
+                   const std::function<std::string(int, std::int64_t)>& blocker_query) {
+  const auto s = shares_of(g);
+  const auto& typ = typical.shares;
+  const double typ_ckpt_mib = typical.checkpointer_write_mib;
+  // The cause: the largest rise over typical among the candidate shares.
+  const std::pair<StallCause, double> deltas[] = {
+      {StallCause::io_wait, s.io - typ.io},
+      {StallCause::lock_wait, s.lock - typ.lock},
+      {StallCause::lwlock_wait, s.lwlock - typ.lwlock},
+      {StallCause::cpu_throttle, s.throttle - typ.throttle},
+      {StallCause::runqueue, s.runqueue - typ.runqueue},
+      {StallCause::steal, s.steal - typ.steal}};
+  auto best = std::max_element(std::begin(deltas), std::end(deltas),
+                               [](auto& a, auto& b) { return a.second < b.second; });
+  const double ckpt_mib = checkpointer_write_mib(g);
+  const bool checkpointer_busy =
+      g.checkpointer_d_rows > 0 || (ckpt_mib >= 1.0 && ckpt_mib > 2 * typ_ckpt_mib);
+  const std::string head = fmt::format(
+      "{:.0f} q/s against a typical {:.0f} q/s, mean latency {:.3f} ms against {:.3f} ms: ", *w.tps,
+      t.tps, *w.latency_mean_ms, t.latency_ms);
+  if (g.connection_errors > 0) {
+    // A server restart or dropped connections: the clients were
+    // reconnecting (with backoff), not waiting on anything sampled.
+    x.cause = StallCause::connection_lost;
+    x.explanation =
+        head + fmt::format(
+                   "{} queries lost their connection in this window (SQLSTATE {}{}): the "
+                   "server restarted or closed the connections, and the clients were "
+                   "reconnecting.",
+                   g.connection_errors, g.top_connection_sqlstate,
+                   g.top_connection_sqlstate == "57P01" ? ", admin shutdown" : "");
+  } else if (best->second < kMinScore) {
+    x.cause = StallCause::unexplained;
+    x.explanation = head +
+                    "no sampled wait, run-queue delay, throttling or steal rose by 5% of client "
+                    "time or more against the typical windows.";
+  } else {
+    x.cause = best->first;
+    if (x.cause == StallCause::io_wait) {
+      if (checkpointer_busy) x.cause = StallCause::checkpoint;
+      x.explanation =
+          head + fmt::format(
+                     "backends waited on storage for {} of client time (typical {}); {} "
+                     "D-state backend samples{}{}.",
+                     share_pct_text(s.io), share_pct_text(typ.io), g.backend_d_rows,
+                     g.top_d_wchan.empty() ? "" : ", mostly in " + g.top_d_wchan,
+                     checkpointer_busy
+                         ? fmt::format("; the checkpointer wrote {:.1f} MiB (typical "
+                                       "{:.1f} MiB){}",
+                                       ckpt_mib, typ_ckpt_mib,
+                                       g.checkpointer_d_rows > 0 ? " and sat in D state" : "")
+                         : "");
+    } else if (x.cause == StallCause::lock_wait) {
+      std::string blocker;
+      if (g.top_blocking_pid > 0) {
+        auto q = blocker_query(g.top_blocking_pid, w.end_ns);
+        blocker = fmt::format(", blocked mostly by pid {}{}", g.top_blocking_pid,
+                              q.empty() ? "" : " running " + q);
+      }
+      x.explanation = head + fmt::format(
+                                 "backends waited on heavyweight locks for {} of client "
+                                 "time (typical {}){}.",
+                                 share_pct_text(s.lock), share_pct_text(typ.lock), blocker);
+    } else if (x.cause == StallCause::lwlock_wait) {
+      x.explanation = head + fmt::format(
+                                 "backends waited on internal locks for {} of client "
+                                 "time (typical {}).",
+                                 share_pct_text(s.lwlock), share_pct_text(typ.lwlock));
+    } else if (x.cause == StallCause::cpu_throttle) {
+      x.explanation = head + fmt::format(
+                                 "the query path was throttled by a CPU quota for {} of "
+                                 "client time (typical {}).",
+                                 share_pct_text(s.throttle), share_pct_text(typ.throttle));
+    } else if (x.cause == StallCause::runqueue) {
+      x.explanation = head + fmt::format(
+                                 "the query path waited for a CPU for {} of client time "
+                                 "(typical {}).",
+                                 share_pct_text(s.runqueue), share_pct_text(typ.runqueue));
+    } else {
+      x.explanation = head + fmt::format(
+                                 "the hypervisor took {} of the CPU time wanted "
+                                 "(typical {}).",
+                                 share_pct_text(s.steal), share_pct_text(typ.steal));
+    }
+  }
+}
+
+// This window's figures next to the typical ones.
+Evidence stall_evidence(const WindowSignals& g, const TypicalSignals& typical) {
+  const auto s = shares_of(g);
+  const auto& typ = typical.shares;
+  const double ckpt_mib = checkpointer_write_mib(g);
+  const double typ_ckpt_mib = typical.checkpointer_write_mib;
+  return {{"io_wait_share", round4(s.io)},
+          {"typical_io_wait_share", round4(typ.io)},
+          {"backend_d_state_samples", g.backend_d_rows},
+          {"top_wchan", g.top_d_wchan.empty() ? std::string("-") : g.top_d_wchan},
+          {"checkpointer_write_mib", round4(ckpt_mib)},
+          {"typical_checkpointer_write_mib", round4(typ_ckpt_mib)},
+          {"checkpointer_d_state_samples", g.checkpointer_d_rows},
+          {"lock_wait_share", round4(s.lock)},
+          {"typical_lock_wait_share", round4(typ.lock)},
+          {"top_blocking_pid", std::int64_t{g.top_blocking_pid}},
+          {"lwlock_wait_share", round4(s.lwlock)},
+          {"typical_lwlock_wait_share", round4(typ.lwlock)},
+          {"throttled_share", round4(s.throttle)},
+          {"typical_throttled_share", round4(typ.throttle)},
+          {"run_delay_share", round4(s.runqueue)},
+          {"typical_run_delay_share", round4(typ.runqueue)},
+          {"steal_share", round4(s.steal)},
+          {"typical_steal_share", round4(typ.steal)}};
+}
+
+}  // namespace
+
+std::vector<Stall> find_stalls(const Report& r, const std::vector<WindowSignals>& sig,
+                               const std::function<std::string(int, std::int64_t)>& blocker_query) {
+  std::vector<Stall> out;
+  const auto idx = counted_windows(r);
+  if (idx.size() < kStallMinWindows) return out;
+  std::vector<double> tps, lat;
+  for (auto i : idx) {
+    tps.push_back(*r.windows[i].tps);
+    lat.push_back(*r.windows[i].latency_mean_ms);
+  }
+  Typical t;
+  std::tie(t.tps, t.tps_scale) = centre_scale(tps);
+  std::tie(t.latency_ms, t.latency_scale) = centre_scale(lat);
+  std::vector<std::size_t> stalled;
+  std::vector<bool> is_stall(r.windows.size(), false);
+  for (auto i : idx) {
+    if (is_stalled(r.windows[i], t)) {
+      stalled.push_back(i);
+      is_stall[i] = true;
+    }
+  }
+  if (stalled.empty()) return out;
+  const auto typical = typical_signals(idx, is_stall, sig);
   for (auto i : stalled) {
     const auto& w = r.windows[i];
-    const auto& g = sig[i];
-    const auto s = shares_of(g);
     Stall x;
     x.window_index = i;
     x.start_ns = w.start_ns;
     x.end_ns = w.end_ns;
     x.queries = w.queries;
     x.tps = w.tps;
-    x.typical_tps = tps_med;
+    x.typical_tps = t.tps;
     x.latency_mean_ms = w.latency_mean_ms;
-    x.typical_latency_mean_ms = lat_med;
+    x.typical_latency_mean_ms = t.latency_ms;
     x.latency_max_ms = w.latency_max_ms;
-    if (tps_scale > 0) x.tps_z = round4((*w.tps - tps_med) / tps_scale);
-    if (lat_scale > 0) x.latency_z = round4((*w.latency_mean_ms - lat_med) / lat_scale);
-    // The cause: the largest rise over typical among the candidate shares.
-    const std::pair<const char*, double> deltas[] = {{"io_wait", s.io - typ.io},
-                                                     {"lock_wait", s.lock - typ.lock},
-                                                     {"lwlock_wait", s.lwlock - typ.lwlock},
-                                                     {"cpu_throttle", s.throttle - typ.throttle},
-                                                     {"runqueue", s.runqueue - typ.runqueue},
-                                                     {"steal", s.steal - typ.steal}};
-    auto best = std::max_element(std::begin(deltas), std::end(deltas),
-                                 [](auto& a, auto& b) { return a.second < b.second; });
-    const double ckpt_mib = double(g.checkpointer_write_bytes) / (1 << 20);
-    const bool checkpointer_busy =
-        g.checkpointer_d_rows > 0 || (ckpt_mib >= 1.0 && ckpt_mib > 2 * typ_ckpt_mib);
-    const std::string head = fmt::format(
-        "{:.0f} q/s against a typical {:.0f} q/s, mean latency {:.3f} ms against {:.3f} ms: ",
-        *w.tps, tps_med, *w.latency_mean_ms, lat_med);
-    if (g.connection_errors > 0) {
-      // A server restart or dropped connections: the clients were
-      // reconnecting (with backoff), not waiting on anything sampled.
-      x.cause = "connection_lost";
-      x.explanation =
-          head + fmt::format(
-                     "{} queries lost their connection in this window (SQLSTATE {}{}): the "
-                     "server restarted or closed the connections, and the clients were "
-                     "reconnecting.",
-                     g.connection_errors, g.top_connection_sqlstate,
-                     g.top_connection_sqlstate == "57P01" ? ", admin shutdown" : "");
-    } else if (best->second < kMinScore) {
-      x.cause = "unexplained";
-      x.explanation = head +
-                      "no sampled wait, run-queue delay, throttling or steal rose by 5% of client "
-                      "time or more against the typical windows.";
-    } else {
-      x.cause = best->first;
-      if (x.cause == "io_wait") {
-        if (checkpointer_busy) x.cause = "checkpoint";
-        x.explanation =
-            head + fmt::format(
-                       "backends waited on storage for {} of client time (typical {}); {} "
-                       "D-state backend samples{}{}.",
-                       pct(s.io), pct(typ.io), g.backend_d_rows,
-                       g.top_d_wchan.empty() ? "" : ", mostly in " + g.top_d_wchan,
-                       checkpointer_busy
-                           ? fmt::format("; the checkpointer wrote {:.1f} MiB (typical "
-                                         "{:.1f} MiB){}",
-                                         ckpt_mib, typ_ckpt_mib,
-                                         g.checkpointer_d_rows > 0 ? " and sat in D state" : "")
-                           : "");
-      } else if (x.cause == "lock_wait") {
-        std::string blocker;
-        if (g.top_blocking_pid > 0) {
-          auto q = blocker_query(g.top_blocking_pid, w.end_ns);
-          blocker = fmt::format(", blocked mostly by pid {}{}", g.top_blocking_pid,
-                                q.empty() ? "" : " running " + q);
-        }
-        x.explanation = head + fmt::format(
-                                   "backends waited on heavyweight locks for {} of client "
-                                   "time (typical {}){}.",
-                                   pct(s.lock), pct(typ.lock), blocker);
-      } else if (x.cause == "lwlock_wait") {
-        x.explanation = head + fmt::format(
-                                   "backends waited on internal locks for {} of client "
-                                   "time (typical {}).",
-                                   pct(s.lwlock), pct(typ.lwlock));
-      } else if (x.cause == "cpu_throttle") {
-        x.explanation = head + fmt::format(
-                                   "the query path was throttled by a CPU quota for {} of "
-                                   "client time (typical {}).",
-                                   pct(s.throttle), pct(typ.throttle));
-      } else if (x.cause == "runqueue") {
-        x.explanation = head + fmt::format(
-                                   "the query path waited for a CPU for {} of client time "
-                                   "(typical {}).",
-                                   pct(s.runqueue), pct(typ.runqueue));
-      } else {
-        x.explanation = head + fmt::format(
-                                   "the hypervisor took {} of the CPU time wanted "
-                                   "(typical {}).",
-                                   pct(s.steal), pct(typ.steal));
-      }
-    }
-    x.evidence = {{"io_wait_share", round4(s.io)},
-                  {"typical_io_wait_share", round4(typ.io)},
-                  {"backend_d_state_samples", g.backend_d_rows},
-                  {"top_wchan", g.top_d_wchan.empty() ? std::string("-") : g.top_d_wchan},
-                  {"checkpointer_write_mib", round4(ckpt_mib)},
-                  {"typical_checkpointer_write_mib", round4(typ_ckpt_mib)},
-                  {"checkpointer_d_state_samples", g.checkpointer_d_rows},
-                  {"lock_wait_share", round4(s.lock)},
-                  {"typical_lock_wait_share", round4(typ.lock)},
-                  {"top_blocking_pid", std::int64_t{g.top_blocking_pid}},
-                  {"lwlock_wait_share", round4(s.lwlock)},
-                  {"typical_lwlock_wait_share", round4(typ.lwlock)},
-                  {"throttled_share", round4(s.throttle)},
-                  {"typical_throttled_share", round4(typ.throttle)},
-                  {"run_delay_share", round4(s.runqueue)},
-                  {"typical_run_delay_share", round4(typ.runqueue)},
-                  {"steal_share", round4(s.steal)},
-                  {"typical_steal_share", round4(typ.steal)}};
+    if (t.tps_scale > 0) x.tps_z = round4((*w.tps - t.tps) / t.tps_scale);
+    if (t.latency_scale > 0)
+      x.latency_z = round4((*w.latency_mean_ms - t.latency_ms) / t.latency_scale);
+    explain_stall(x, w, sig[i], t, typical, blocker_query);
+    x.evidence = stall_evidence(sig[i], typical);
     out.push_back(std::move(x));
   }
   return out;

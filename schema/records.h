@@ -13,7 +13,9 @@
 namespace stallscope::schema {
 
 struct RunInfo {
-  std::string mode;  // "run" or "record"
+  // "run" (drive + sample), "record" (sample only) or "import-pgbench" (a
+  // pgbench log imported): the command that wrote the file.
+  std::string mode;
   std::string host;
   std::string kernel;
   int cores = 0;

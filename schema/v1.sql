@@ -1,4 +1,5 @@
--- stallscope run file, schema version 1 (PRAGMA user_version = 1).
+-- stallscope run file, schema version 2 (PRAGMA user_version = 2;
+-- schema/store.h kSchemaVersion). The file keeps its first name, v1.sql.
 -- Conventions: every *_ns column holding a point in time is nanoseconds since
 -- the Unix epoch (CLOCK_REALTIME); every other *_ns column is a duration in
 -- ns. "since the previous tick" columns are NULL when there is no previous
@@ -7,7 +8,7 @@
 -- One row: what was run, where, and how it ended.
 CREATE TABLE run (
   run_id              INTEGER PRIMARY KEY CHECK (run_id = 1),
-  mode                TEXT NOT NULL,              -- 'run' (drive + sample) or 'record'
+  mode                TEXT NOT NULL,              -- 'run' (drive + sample), 'record' (sample only) or 'import-pgbench' (a pgbench log imported)
   status              TEXT NOT NULL,              -- 'running', 'complete', 'interrupted', 'failed'
   host                TEXT NOT NULL,              -- uname nodename
   kernel              TEXT NOT NULL,              -- uname release
@@ -438,6 +439,11 @@ CREATE TABLE pgbench_aggregate (
   deadlock_failures   INTEGER,                    -- deadlock_failures
   PRIMARY KEY (file, line)
 ) WITHOUT ROWID;
+
+-- explain's results. These two tables end this file, each CREATE TABLE IF
+-- NOT EXISTS: explain applies everything from the first of them on again
+-- (schema/report_store.cpp), which gives files written before they existed
+-- the same tables. Keep them last.
 
 -- Written by `stallscope explain` (all rows replaced on each run of explain):
 -- the findings of the whole run, highest score first.

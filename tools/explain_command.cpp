@@ -6,7 +6,10 @@
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "common/units.h"
 #include "correlate/correlate.h"
+#include "schema/fact_readers.h"
+#include "schema/report_store.h"
 #include "schema/store.h"
 #include "tools/commands.h"
 
@@ -23,13 +26,13 @@ std::int64_t parse_duration_ns(const std::string& text, const std::string& flag)
   double value = std::stod(m[1].str());
   std::string unit = m[2].matched ? m[2].str() : "s";
   double scale = unit == "ns"   ? 1
-                 : unit == "us" ? 1e3
-                 : unit == "ms" ? 1e6
-                 : unit == "s"  ? 1e9
-                 : unit == "m"  ? 60e9
-                                : 3600e9;
+                 : unit == "us" ? common::kNsPerUsDouble
+                 : unit == "ms" ? common::kNsPerMsDouble
+                 : unit == "s"  ? common::kNsPerSDouble
+                 : unit == "m"  ? 60 * common::kNsPerSDouble
+                                : 3600 * common::kNsPerSDouble;
   auto ns = static_cast<std::int64_t>(std::llround(value * scale));
-  if (ns < 1'000'000) {
+  if (ns < common::kNsPerMs) {
     throw Error(ErrorKind::usage, fmt::format("{}: '{}' is shorter than 1 ms", flag, text));
   }
   return ns;
@@ -57,10 +60,7 @@ int explain_command(const ExplainCommandOptions& o) {
   bool two_runs = false;
   if (o.paths.size() == 2) {
     auto second = schema::Store::open_readonly(o.paths[1]);
-    auto mode = [](schema::Store& s) {
-      return s.db().execAndGet("SELECT coalesce(max(mode), '') FROM run").getString();
-    };
-    two_runs = mode(store) == "run" && mode(second) == "run";
+    two_runs = schema::run_mode(store) == "run" && schema::run_mode(second) == "run";
   }
   correlate::Report report;
   if (two_runs) {
@@ -78,7 +78,7 @@ int explain_command(const ExplainCommandOptions& o) {
   }
   // A run still being written: its writer commits at most 250 ms apart, so
   // wait for a gap; if none comes, the report is printed but not saved.
-  store.db().setBusyTimeout(2000);
+  schema::set_busy_timeout(store, 2000);
   try {
     correlate::save_report(store, report);
   } catch (const Error& e) {

@@ -14,12 +14,13 @@
 #include <string>
 
 #include "common/error.h"
+#include "common/units.h"
 #include "schema/store.h"
 
 namespace {
 
-constexpr std::int64_t kS = 1'000'000'000;
-constexpr std::int64_t kMs = 1'000'000;
+constexpr std::int64_t kS = stallscope::common::kNsPerS;
+constexpr std::int64_t kMs = stallscope::common::kNsPerMs;
 constexpr int kClients = 16;
 constexpr int kDriverPid = 1000;
 constexpr int kBackendPid0 = 2000;

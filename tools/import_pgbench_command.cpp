@@ -24,6 +24,8 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/units.h"
+#include "schema/fact_readers.h"
 #include "schema/store.h"
 #include "tools/commands.h"
 #include "tools/session.h"
@@ -89,7 +91,7 @@ LogKind detect(const std::vector<std::string_view>& f, const LineError& at) {
     std::int64_t us = 0;
     auto [p, ec] = std::from_chars(f[5].data(), f[5].data() + f[5].size(), us);
     bool epoch4 = f[4].size() >= 9 && f[4].find_first_not_of("0123456789") == std::string::npos;
-    if (ec == std::errc() && p == f[5].data() + f[5].size() && us >= 0 && us < 1'000'000 &&
+    if (ec == std::errc() && p == f[5].data() + f[5].size() && us >= 0 && us < common::kUsPerS &&
         epoch4 && f[0].size() < 9) {
       return LogKind::transaction;
     }
@@ -113,9 +115,9 @@ void transaction_row(const std::vector<std::string_view>& f, const LineError& at
   at.integer(f[3], "script_no");
   // Durations in µs that fit in ns; epoch seconds up to 2096.
   constexpr std::int64_t kMaxUs = std::numeric_limits<std::int64_t>::max() / 4'000;
-  std::int64_t end_ns = at.integer_in(f[4], "time_epoch", 0, 4'000'000'000) * 1'000'000'000 +
-                        at.integer_in(f[5], "time_us", 0, 999'999) * 1'000;
-  if (f.size() >= 7) q.lag_ns = at.integer_in(f[6], "schedule_lag", 0, kMaxUs) * 1'000;
+  std::int64_t end_ns = at.integer_in(f[4], "time_epoch", 0, 4'000'000'000) * common::kNsPerS +
+                        at.integer_in(f[5], "time_us", 0, common::kUsPerS - 1) * common::kNsPerUs;
+  if (f.size() >= 7) q.lag_ns = at.integer_in(f[6], "schedule_lag", 0, kMaxUs) * common::kNsPerUs;
   if (f.size() == 8) at.integer(f[7], "retries");
   if (f[2] == "skipped") {
     // Never sent: time_epoch is when it was skipped, schedule_lag how late.
@@ -138,7 +140,7 @@ void transaction_row(const std::vector<std::string_view>& f, const LineError& at
         .error = fmt::format("pgbench logged the transaction as {}", f[2]),
     });
   } else {
-    q.latency_ns = at.integer_in(f[2], "time", 0, kMaxUs) * 1'000;
+    q.latency_ns = at.integer_in(f[2], "time", 0, kMaxUs) * common::kNsPerUs;
     q.start_ns = end_ns - q.latency_ns;
   }
   out.queries.push_back(std::move(q));
@@ -153,18 +155,18 @@ void aggregate_row(const std::vector<std::string_view>& f, const LineError& at,
   schema::PgbenchAggregateRow r;
   r.file = at.file;
   r.line = at.line;
-  r.interval_start_ns = at.integer(f[0], "interval_start") * 1'000'000'000;
+  r.interval_start_ns = at.integer(f[0], "interval_start") * common::kNsPerS;
   r.transactions = at.integer(f[1], "num_transactions");
-  r.latency_sum_ns = at.integer(f[2], "sum_latency") * 1'000;
+  r.latency_sum_ns = at.integer(f[2], "sum_latency") * common::kNsPerUs;
   r.latency_sum2_us2 = at.real(f[3], "sum_latency_2");
   if (r.transactions > 0) {
-    r.latency_min_ns = at.integer(f[4], "min_latency") * 1'000;
-    r.latency_max_ns = at.integer(f[5], "max_latency") * 1'000;
+    r.latency_min_ns = at.integer(f[4], "min_latency") * common::kNsPerUs;
+    r.latency_max_ns = at.integer(f[5], "max_latency") * common::kNsPerUs;
   }
-  r.lag_sum_ns = at.integer(f[6], "sum_lag") * 1'000;
+  r.lag_sum_ns = at.integer(f[6], "sum_lag") * common::kNsPerUs;
   r.lag_sum2_us2 = at.real(f[7], "sum_lag_2");
-  r.lag_min_ns = at.integer(f[8], "min_lag") * 1'000;
-  r.lag_max_ns = at.integer(f[9], "max_lag") * 1'000;
+  r.lag_min_ns = at.integer(f[8], "min_lag") * common::kNsPerUs;
+  r.lag_max_ns = at.integer(f[9], "max_lag") * common::kNsPerUs;
   r.skipped = at.integer(f[10], "skipped");
   r.retried = at.integer(f[11], "retried");
   r.retries = at.integer(f[12], "retries");
@@ -248,7 +250,7 @@ int import_pgbench_command(const ImportPgbenchOptions& o) {
     store.write(batch);  // one SQLite transaction
     // Aggregate intervals only: the run ends with the last interval.
     if (!first_ns) {
-      if (auto span = schema::pgbench_aggregate_span(store.db())) end_ns = span->end_ns;
+      if (auto span = schema::pgbench_aggregate_span(store)) end_ns = span->end_ns;
     }
     store.end_run(std::max(end_ns, info.start_ns), "complete", reason);
   } catch (...) {

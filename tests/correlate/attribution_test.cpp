@@ -139,7 +139,7 @@ TEST(CorrelateAttribution, BackendSamplesCountOnlyWhileServingTheQueries) {
   file.ash(1, "Lock", "tuple", 20, 5);        // t0 + 2 s: inside, 0.5 s
   auto r = file.explain();
   ASSERT_TRUE(r.attribution);
-  EXPECT_EQ(r.attribution->method, "per_query");
+  EXPECT_EQ(to_string(r.attribution->method), "per_query");
   EXPECT_EQ(r.attribution->queries, 15);
   EXPECT_EQ(r.attribution->joined_queries, 15);
   EXPECT_EQ(r.attribution->backend_cpu_outside_ns, 500 * kMs);
@@ -200,7 +200,7 @@ TEST(CorrelateAttribution, WithoutBackendIdentityFallsBackToHostWideAndSaysSo) {
   file.ash(1, "Lock", "tuple", 60, 10);  // any client backend counts host-wide
   auto r = file.explain();
   ASSERT_TRUE(r.attribution);
-  EXPECT_EQ(r.attribution->method, "host_wide");
+  EXPECT_EQ(to_string(r.attribution->method), "host_wide");
   EXPECT_EQ(r.attribution->joined_queries, 0);
   EXPECT_NE(r.attribution->reason.find("no backend identity (imported pgbench log)"),
             std::string::npos)
@@ -238,13 +238,13 @@ TEST_P(SweepReader, MergesABackendsQueriesAndMeasuresOverlap) {
     b.queries.push_back(q);
   }
   store.write(b);
-  detail::BackendMap map(store.db());
+  detail::BackendMap map(store);
   ASSERT_EQ(map.slots(), 2u);
   const int s0 = map.slot_of_pid(300), s1 = map.slot_of_pid(301);
   EXPECT_EQ(map.slot(0, 1), s1);
   EXPECT_EQ(map.slot(0, std::nullopt), -1);
   EXPECT_EQ(map.slot_of_pid(999), -1);
-  detail::QuerySweep sweep(store.db(), map, path);
+  detail::QuerySweep sweep(store, map, path);
   sweep.advance_to(kT0 + 200 * kMs);
   EXPECT_EQ(sweep.busy_ns(s0, kT0, kT0 + 100 * kMs), (20 + 10 + 5) * kMs);
   EXPECT_EQ(sweep.busy_ns(s0, kT0 + 15 * kMs, kT0 + 35 * kMs), (5 + 5) * kMs);
@@ -276,7 +276,7 @@ TEST(CorrelateAttribution, NoCpuDeltaInsideTheSpanCannotAccountInsteadOfZero) {
   EXPECT_EQ(part_ns(a, "remainder"), -1);
   EXPECT_EQ(part_ns(a, "server_wait:Lock"), 2 * kS);
   ASSERT_TRUE(r.windows[0].accounting->cannot_account);
-  for (const auto& f : r.findings) EXPECT_NE(f.kind, "network_roundtrip");
+  for (const auto& f : r.findings) EXPECT_NE(to_string(f.kind), "network_roundtrip");
   const auto j = to_json(r);
   EXPECT_TRUE(j["accounting"]["server_cpu_ns"].is_null());
   EXPECT_TRUE(j["accounting"]["remainder_ns"].is_null());

@@ -174,7 +174,7 @@ class Fixture {
 
 const Finding* finding(const Report& r, const std::string& kind) {
   auto it = std::find_if(r.findings.begin(), r.findings.end(),
-                         [&](const Finding& f) { return f.kind == kind; });
+                         [&](const Finding& f) { return to_string(f.kind) == kind; });
   return it == r.findings.end() ? nullptr : &*it;
 }
 
@@ -190,7 +190,7 @@ T evidence(const Finding& f, const std::string& name) {
   for (const auto& [k, v] : f.evidence) {
     if (k == name) return std::get<T>(v);
   }
-  ADD_FAILURE() << "no evidence " << name << " in " << f.kind;
+  ADD_FAILURE() << "no evidence " << name << " in " << to_string(f.kind);
   return T{};
 }
 
@@ -438,7 +438,7 @@ TEST(CorrelateFinding, LockWaitRanksFirstWhenBackendsWaitOnLocks) {
   fx.ash(kBackendPid[1], "Timeout", "PgSleep", 10);
   auto r = fx.explain();
   ASSERT_FALSE(r.findings.empty());
-  EXPECT_EQ(r.findings[0].kind, "lock_wait");
+  EXPECT_EQ(to_string(r.findings[0].kind), "lock_wait");
   EXPECT_DOUBLE_EQ(r.findings[0].score, 0.65);  // 130 samples × 0.1 s ÷ 20 s
   EXPECT_EQ(evidence<std::int64_t>(r.findings[0], "ash_samples"), 130);
   EXPECT_EQ(evidence<std::string>(r.findings[0], "top_wait_event"), "Lock:transactionid");
@@ -467,7 +467,7 @@ TEST(CorrelateFinding, IoWaitRanksFirstOnDStateAndIoWaits) {
   fx.ash(kBackendPid[0], "IO", "DataFileRead", 50);
   auto r = fx.explain();
   ASSERT_FALSE(r.findings.empty());
-  EXPECT_EQ(r.findings[0].kind, "io_wait");
+  EXPECT_EQ(to_string(r.findings[0].kind), "io_wait");
   // max(ASH 5 s, D state 16 s) ÷ 20 s.
   EXPECT_DOUBLE_EQ(r.findings[0].score, 0.8);
   EXPECT_EQ(evidence<std::int64_t>(r.findings[0], "backend_d_state_samples"), 16);
@@ -482,7 +482,7 @@ TEST(CorrelateFinding, IoWaitClaimsTheWalWriteQueueWhenStorageIsSlow) {
   fx.ash(kBackendPid[1], "LWLock", "WALWrite", 80);
   auto r = fx.explain();
   ASSERT_FALSE(r.findings.empty());
-  EXPECT_EQ(r.findings[0].kind, "io_wait");
+  EXPECT_EQ(to_string(r.findings[0].kind), "io_wait");
   // (40 IO + 80 WALWrite queue) × 0.1 s ÷ 20 s: committers queued behind a
   // WAL flush wait on storage, not on an internal lock.
   EXPECT_DOUBLE_EQ(r.findings[0].score, 0.6);
@@ -498,7 +498,7 @@ TEST(CorrelateFinding, CpuThrottleInferredFromRunDelayWhileTheHostIdles) {
   fx.rows(kBackendId[1], 50, 600);
   auto r = fx.explain();
   ASSERT_FALSE(r.findings.empty());
-  EXPECT_EQ(r.findings[0].kind, "cpu_throttle");
+  EXPECT_EQ(to_string(r.findings[0].kind), "cpu_throttle");
   EXPECT_DOUBLE_EQ(r.findings[0].score, 0.6);  // 12 s ÷ 20 s
   EXPECT_EQ(evidence<std::string>(r.findings[0], "source"), "run delay while host idle");
   // The quota's delay is not charged to the backends' CPU or to other processes.
@@ -566,7 +566,7 @@ TEST(CorrelateStall, ExplainsTheSlowWindowByItsLockWaitAndBlocker) {
   ASSERT_EQ(r.stalls.size(), 1u);
   const auto& s = r.stalls[0];
   EXPECT_EQ(s.window_index, 5u);
-  EXPECT_EQ(s.cause, "lock_wait");
+  EXPECT_EQ(to_string(s.cause), "lock_wait");
   EXPECT_DOUBLE_EQ(*s.latency_mean_ms, 3000);
   EXPECT_DOUBLE_EQ(*s.typical_latency_mean_ms, 1000);
   EXPECT_NE(s.explanation.find("pid 999"), std::string::npos) << s.explanation;
@@ -581,7 +581,7 @@ TEST(CorrelateStall, ExplainsTheSlowWindowByItsLockWaitAndBlocker) {
   EXPECT_EQ(db.execAndGet("SELECT count(*) FROM finding").getInt64(),
             static_cast<std::int64_t>(r.findings.size()));
   EXPECT_EQ(db.execAndGet("SELECT kind FROM finding WHERE rank = 1").getString(),
-            r.findings[0].kind);
+            to_string(r.findings[0].kind));
 }
 
 TEST(CorrelateWindow, FlagsWindowsWhereTheSamplerTookMoreThanItsShare) {
@@ -720,7 +720,7 @@ TEST(CorrelatePair, SplitsTheAccountingBetweenClientAndServerHost) {
   EXPECT_EQ(part_ns(*r.accounting, "server_cpu"), 2 * kS);         // backends on the server host
   EXPECT_EQ(part_ns(*r.accounting, "server_wait:Lock"), 20 * kS);  // 200 ASH rows × 0.1 s
   ASSERT_FALSE(r.findings.empty());
-  EXPECT_EQ(r.findings[0].kind, "lock_wait");
+  EXPECT_EQ(to_string(r.findings[0].kind), "lock_wait");
   ASSERT_EQ(r.hosts.size(), 2u);
   EXPECT_EQ(r.hosts[0].role, "client");
   EXPECT_EQ(r.hosts[0].host, "app1");
@@ -1005,7 +1005,7 @@ TEST(CorrelateStall, ARestartIsNamedByItsLostConnections) {
   auto r = fx.explain();
   ASSERT_EQ(r.stalls.size(), 1u);
   EXPECT_EQ(r.stalls[0].window_index, 5u);
-  EXPECT_EQ(r.stalls[0].cause, "connection_lost");
+  EXPECT_EQ(to_string(r.stalls[0].cause), "connection_lost");
   EXPECT_NE(r.stalls[0].explanation.find("1 queries lost their connection in this window "
                                          "(SQLSTATE 57P01, admin shutdown)"),
             std::string::npos)
@@ -1048,7 +1048,7 @@ TEST(CorrelateFinding, IdleHostLeavesOnlyTheRoundTrip) {
   fx.ash(kBackendPid[0], std::nullopt, std::nullopt, 20);
   auto r = fx.explain();
   ASSERT_FALSE(r.findings.empty());
-  EXPECT_EQ(r.findings[0].kind, "network_roundtrip");
+  EXPECT_EQ(to_string(r.findings[0].kind), "network_roundtrip");
   EXPECT_DOUBLE_EQ(r.findings[0].score, (20.0 - 0.9 - 4.0) / 20.0);
   EXPECT_DOUBLE_EQ(evidence<double>(r.findings[0], "remainder_per_query_ms"), 15.1 / 20 * 1000);
   EXPECT_DOUBLE_EQ(evidence<double>(r.findings[0], "backend_cpu_per_query_ms"), 200.0);
@@ -1081,7 +1081,7 @@ TEST(CorrelateFinding, ServerCpuRanksFirstWhenBackendsSaturateTheHost) {
   fx.ash(kBackendPid[0], std::nullopt, std::nullopt, 90);
   auto r = fx.explain();
   ASSERT_FALSE(r.findings.empty());
-  EXPECT_EQ(r.findings[0].kind, "server_cpu");
+  EXPECT_EQ(to_string(r.findings[0].kind), "server_cpu");
   // Backend CPU 16 s plus its part of 7 s run delay, 7 × 16 / (16 + 2.9 + 0.5 +
   // 0.1) s, exceeds the 20 s of client time (the parts overlap): clamped to 1.
   EXPECT_DOUBLE_EQ(r.findings[0].score, 1.0);
@@ -1103,12 +1103,12 @@ TEST(CorrelateFinding, ClientCpuRanksFirstWhenTheDriverIsBusy) {
   auto r = fx.explain();
   ASSERT_FALSE(r.findings.empty());
   // Driver 9.9 s of 20 s; the remainder 20 − 9.9 − 1 = 9.1 s comes second.
-  EXPECT_EQ(r.findings[0].kind, "client_cpu");
+  EXPECT_EQ(to_string(r.findings[0].kind), "client_cpu");
   EXPECT_DOUBLE_EQ(r.findings[0].score, 0.495);
   EXPECT_DOUBLE_EQ(evidence<double>(r.findings[0], "driver_cpu_cores"), 0.99);
   EXPECT_NE(r.findings[0].suggestion.find("add threads"), std::string::npos);
   ASSERT_GE(r.findings.size(), 2u);
-  EXPECT_EQ(r.findings[1].kind, "network_roundtrip");
+  EXPECT_EQ(to_string(r.findings[1].kind), "network_roundtrip");
   EXPECT_DOUBLE_EQ(r.findings[1].score, 0.455);
 }
 
@@ -1122,7 +1122,7 @@ TEST(CorrelateFinding, RunqueueNamesTheProcessesHoldingTheCpus) {
   fx.rows(20, 1900);  // two cores' worth: not a single thread
   auto r = fx.explain();
   ASSERT_FALSE(r.findings.empty());
-  EXPECT_EQ(r.findings[0].kind, "runqueue");
+  EXPECT_EQ(to_string(r.findings[0].kind), "runqueue");
   // 2 clients on 2 cores cannot queue behind each other: all 10 s of run
   // delay is charged to the processes off the path; on the saturated host
   // (97.5 % busy) the remainder, 20 − 0.9 driver − 2 backend − 10 run delay =
@@ -1151,7 +1151,7 @@ TEST(CorrelateFinding, SingleThreadNamesASaturatedPoolerOnAnIdleHost) {
   fx.ash(kBackendPid[0], std::nullopt, std::nullopt, 5);
   auto r = fx.explain();
   ASSERT_FALSE(r.findings.empty());
-  EXPECT_EQ(r.findings[0].kind, "single_thread");
+  EXPECT_EQ(to_string(r.findings[0].kind), "single_thread");
   EXPECT_EQ(evidence<std::string>(r.findings[0], "comm"), "pgbouncer");
   EXPECT_EQ(evidence<std::int64_t>(r.findings[0], "pid"), 300);
   // 0.97 cores × all 10 windows × the other cores' idle share 8 / (20 − 9.7).
@@ -1362,7 +1362,7 @@ TEST(CorrelateFinding, ConnectionSetupClaimsTheRemainderWithAConnectionPerTransa
   auto r = fx.explain();
   const auto* k = finding(r, "connection_setup");
   ASSERT_NE(k, nullptr);
-  EXPECT_EQ(r.findings[0].kind, "connection_setup");
+  EXPECT_EQ(to_string(r.findings[0].kind), "connection_setup");
   EXPECT_EQ(evidence<std::int64_t>(*k, "connection_per_transaction"), 1);
   EXPECT_DOUBLE_EQ(evidence<double>(*k, "connect_latency_share"), 0.1);
   // 20 − 0.9 driver − 2 backends = 17.1 s of remainder, all set-up.

@@ -123,7 +123,7 @@ std::optional<std::int64_t> part_ns(const Accounting& a, const std::string& name
 
 const Finding* finding(const Report& r, const std::string& kind) {
   for (const auto& f : r.findings) {
-    if (f.kind == kind) return &f;
+    if (to_string(f.kind) == kind) return &f;
   }
   return nullptr;
 }

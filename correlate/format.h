@@ -1,0 +1,46 @@
+// Small number and time formatting shared by the correlator's files
+// (findings, stalls, the pooler facts, the renderers, explain_pair).
+//
+//   detail::round4(0.123456)            // 0.1235: evidence figures
+//   detail::ms(1'500'000)               // 1.5
+//   detail::pct(1, 4)                   // 25.0
+//   detail::share_pct_text(0.254)       // "25%"
+//   detail::utc_time_text(ns)           // "2026-12-01 20:43:52 UTC"
+//   detail::epoch_seconds_text(ns)      // "1796157832.123"
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "common/units.h"
+
+namespace stallscope::correlate::detail {
+
+// Rounded to 4 decimal places, as evidence values are reported.
+inline double round4(double v) {
+  return std::round(v * 1e4) / 1e4;
+}
+
+// A duration in ns as milliseconds.
+inline double ms(std::int64_t ns) {
+  return double(ns) / common::kNsPerMsDouble;
+}
+
+// part ÷ whole in percent; 0 when whole is not positive.
+inline double pct(std::int64_t part, std::int64_t whole) {
+  return whole > 0 ? 100.0 * double(part) / double(whole) : 0;
+}
+
+// A share (0–1) as a whole percentage: 0.254 → "25%".
+std::string share_pct_text(double share);
+
+// A wall-clock time (ns since the epoch) to the second, in UTC:
+// "2026-12-01 20:43:52 UTC".
+std::string utc_time_text(std::int64_t ns);
+
+// A wall-clock time (ns since the epoch) as seconds since the epoch with
+// millisecond precision: "1796157832.123".
+std::string epoch_seconds_text(std::int64_t ns);
+
+}  // namespace stallscope::correlate::detail

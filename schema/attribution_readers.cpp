@@ -1,0 +1,59 @@
+// The reads behind per-query attribution: client → backend pid, and the
+// queries' send intervals.
+#include "schema/attribution_readers.h"
+
+namespace stallscope::schema {
+namespace {
+
+// start, sent (-R: + lag), answered, and (client_id, connection) packed as
+// client_id · 2^24 + connection (kQuerySendNoConnection: NULL).
+constexpr const char* kQuerySendSql =
+    "SELECT start_ns, start_ns + max(coalesce(lag_ns, 0), 0), start_ns + latency_ns, "
+    "(client_id << 24) + coalesce(connection, 16777215) "
+    "FROM query WHERE start_ns <= ?1 ORDER BY start_ns";
+static_assert(kQuerySendNoConnection == 16777215);
+
+}  // namespace
+
+ClientBackendScan::ClientBackendScan(Store& store)
+    : cursor_(store.db(),
+              "SELECT client_id, connection, backend_pid FROM client "
+              "WHERE backend_pid IS NOT NULL") {}
+
+bool ClientBackendScan::next(ClientBackend& row) {
+  if (!cursor_.step()) return false;
+  row.client_id = cursor_.int64(0);
+  row.connection = cursor_.int64(1);
+  row.backend_pid = static_cast<int>(cursor_.int64(2));
+  return true;
+}
+
+bool queries_name_connections(Store& store) {
+  return store.db()
+             .execAndGet("SELECT EXISTS (SELECT 1 FROM query WHERE connection IS NOT NULL)")
+             .getInt() != 0;
+}
+
+QuerySendScan::QuerySendScan(std::unique_ptr<SQLite::Database> own, SQLite::Database& db,
+                             std::int64_t until_ns)
+    : own_(std::move(own)), cursor_(db, kQuerySendSql) {
+  cursor_.bind(1, until_ns);
+}
+
+QuerySendScan::QuerySendScan(Store& store, std::int64_t until_ns)
+    : QuerySendScan(nullptr, store.db(), until_ns) {}
+
+QuerySendScan QuerySendScan::open(const std::string& path, std::int64_t until_ns) {
+  auto db =
+      std::make_unique<SQLite::Database>(path, SQLite::OPEN_READONLY | SQLite::OPEN_NOMUTEX, 5000);
+  auto& ref = *db;
+  return QuerySendScan(std::move(db), ref, until_ns);
+}
+
+bool QuerySendScan::next(QuerySend& row) {
+  if (!cursor_.step()) return false;
+  row = {cursor_.int64(0), cursor_.int64(1), cursor_.int64(2), cursor_.int64(3)};
+  return true;
+}
+
+}  // namespace stallscope::schema

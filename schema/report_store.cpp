@@ -1,0 +1,86 @@
+// Writing explain's findings and stalls into the run file.
+#include "schema/report_store.h"
+
+#include <stdexcept>
+#include <string_view>
+
+#include <SQLiteCpp/Statement.h>
+#include <SQLiteCpp/Transaction.h>
+
+#include "schema/schema_sql.h"
+
+namespace stallscope::schema {
+namespace {
+
+// The tables explain writes are the last statements of schema/v1.sql, each
+// CREATE TABLE IF NOT EXISTS: that tail of the schema, applied again, gives
+// files written before they existed the same tables.
+std::string_view report_tables_sql() {
+  constexpr std::string_view schema = kSchemaV1Sql;
+  const auto at = schema.find("CREATE TABLE IF NOT EXISTS finding");
+  if (at == std::string_view::npos) {
+    throw std::logic_error("schema/v1.sql has no CREATE TABLE IF NOT EXISTS finding");
+  }
+  return schema.substr(at);
+}
+
+void bind_opt(SQLite::Statement& st, int index, const std::optional<double>& v) {
+  if (v) {
+    st.bind(index, *v);
+  } else {
+    st.bind(index);
+  }
+}
+
+}  // namespace
+
+void replace_findings_and_stalls(Store& store, std::span<const FindingRow> findings,
+                                 std::span<const StallRow> stalls) {
+  auto& db = store.db();
+  SQLite::Transaction tx(db);
+  db.exec(std::string(report_tables_sql()));
+  db.exec("DELETE FROM finding");
+  db.exec("DELETE FROM stall");
+  SQLite::Statement f(db, "INSERT INTO finding VALUES (?,?,?,?,?,?,?,?)");
+  int rank = 1;
+  for (const auto& x : findings) {
+    f.bind(1, rank++);
+    f.bind(2, x.kind);
+    f.bind(3, x.score);
+    f.bind(4, x.start_ns);
+    f.bind(5, x.end_ns);
+    f.bind(6, x.summary);
+    f.bind(7, x.evidence_json);
+    f.bind(8, x.suggestion);
+    f.exec();
+    f.reset();
+  }
+  SQLite::Statement s(db, "INSERT INTO stall VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+  int id = 1;
+  for (const auto& x : stalls) {
+    s.bind(1, id++);
+    s.bind(2, x.window_index);
+    s.bind(3, x.start_ns);
+    s.bind(4, x.end_ns);
+    s.bind(5, x.queries);
+    bind_opt(s, 6, x.tps);
+    bind_opt(s, 7, x.typical_tps);
+    bind_opt(s, 8, x.latency_mean_ms);
+    bind_opt(s, 9, x.typical_latency_mean_ms);
+    bind_opt(s, 10, x.latency_max_ms);
+    bind_opt(s, 11, x.tps_z);
+    bind_opt(s, 12, x.latency_z);
+    s.bind(13, x.cause);
+    s.bind(14, x.explanation);
+    s.bind(15, x.evidence_json);
+    s.exec();
+    s.reset();
+  }
+  tx.commit();
+}
+
+void set_busy_timeout(Store& store, int timeout_ms) {
+  store.db().setBusyTimeout(timeout_ms);
+}
+
+}  // namespace stallscope::schema

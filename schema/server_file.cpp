@@ -1,0 +1,120 @@
+// A server record file attached to a client run file's connection, its
+// tables shadowed by clock-shifted temporary views.
+#include "schema/server_file.h"
+
+#include <string_view>
+
+#include <SQLiteCpp/Statement.h>
+#include <fmt/format.h>
+
+namespace stallscope::schema {
+namespace {
+
+// Tables (and views) of the server file that explain reads; each is shadowed
+// by a temporary view of the attached file while the server-side pass runs.
+constexpr const char* kServerTables[] = {
+    "sample", "host_sample", "process", "process_sample", "pg_activity_sample", "ash_tick",
+    "cgroup_sample", "pg_query_text", "thread_sample", "host_memory_sample", "disk_sample",
+    // The stored forms behind the process_sample and thread_sample views,
+    // which explain's process scan (schema/process_scan.h) reads directly.
+    "process_tick", "process_io_sample", "wchan", "thread_tick", "thread_comm"};
+
+// Wall-clock columns of the server tables (points in time, not durations):
+// the views shift these to the client's clock.
+bool is_time_column(std::string_view table, std::string_view column) {
+  if (table == "sample" || table == "ash_tick") return column == "time_ns";
+  if (table == "process") return column == "start_ns";
+  if (table == "pg_query_text") return column == "first_time_ns";
+  if (table == "pg_activity_sample") {
+    return column == "time_ns" || column == "backend_start_ns" || column == "xact_start_ns" ||
+           column == "query_start_ns" || column == "state_change_ns";
+  }
+  return false;
+}
+
+// `shift` as SQL over `column` (NULL stays NULL).
+std::string shifted_sql(const ClockShift& shift, const std::string& column) {
+  const auto& m = shift.boundaries_ns;
+  const auto& o = shift.offsets_ns;
+  if (o.empty()) return column;
+  if (o.size() == 1) return fmt::format("({} - ({}))", column, o[0]);
+  std::string sql = "(CASE";
+  for (std::size_t i = 0; i < m.size(); ++i) {
+    sql += fmt::format(" WHEN {0} < {1} THEN {0} - ({2})", column, m[i], o[i]);
+  }
+  sql += fmt::format(" ELSE {} - ({}) END)", column, o.back());
+  return sql;
+}
+
+}  // namespace
+
+std::vector<ClockOffset> clock_offsets(Store& store) {
+  std::vector<ClockOffset> out;
+  SQLite::Statement st(store.db(),
+                       "SELECT time_ns, offset_ns, uncertainty_ns FROM main.clock_offset "
+                       "ORDER BY time_ns");
+  while (st.executeStep()) {
+    out.push_back(
+        {st.getColumn(0).getInt64(), st.getColumn(1).getInt64(), st.getColumn(2).getInt64()});
+  }
+  return out;
+}
+
+AttachedServerFile::AttachedServerFile(Store& store, const std::string& path) : store_(store) {
+  SQLite::Statement attach(store_.db(), "ATTACH DATABASE ?1 AS srv");
+  attach.bind(1, path);
+  attach.exec();
+}
+
+AttachedServerFile::~AttachedServerFile() {
+  auto& db = store_.db();
+  for (const char* t : kServerTables) {
+    try {
+      db.exec(fmt::format("DROP VIEW IF EXISTS temp.{}", t));
+    } catch (...) {
+    }
+  }
+  try {
+    db.exec("DETACH DATABASE srv");
+  } catch (...) {
+  }
+}
+
+std::optional<std::pair<std::int64_t, std::int64_t>> AttachedServerFile::sample_span() {
+  SQLite::Statement st(store_.db(), "SELECT min(time_ns), max(time_ns) FROM srv.sample");
+  st.executeStep();
+  if (st.getColumn(0).isNull()) return std::nullopt;
+  return std::pair{st.getColumn(0).getInt64(), st.getColumn(1).getInt64()};
+}
+
+std::string AttachedServerFile::host() {
+  return store_.db().execAndGet("SELECT host FROM srv.run").getString();
+}
+
+int AttachedServerFile::cores() {
+  return static_cast<int>(store_.db().execAndGet("SELECT cores FROM srv.run").getInt64());
+}
+
+void AttachedServerFile::shadow_tables(const ClockShift& shift) {
+  auto& db = store_.db();
+  for (const char* t : kServerTables) {
+    SQLite::Statement has(
+        db, "SELECT count(*) FROM srv.sqlite_master WHERE type IN ('table', 'view') AND name = ?1");
+    has.bind(1, t);
+    has.executeStep();
+    if (has.getColumn(0).getInt64() == 0) continue;
+    std::string columns;
+    SQLite::Statement info(db, "SELECT name FROM pragma_table_info(?1, 'srv') ORDER BY cid");
+    info.bind(1, t);
+    while (info.executeStep()) {
+      const auto name = info.getColumn(0).getString();
+      if (!columns.empty()) columns += ", ";
+      columns += is_time_column(t, name)
+                     ? fmt::format("{} AS \"{}\"", shifted_sql(shift, "\"" + name + "\""), name)
+                     : "\"" + name + "\"";
+    }
+    db.exec(fmt::format("CREATE TEMP VIEW {0} AS SELECT {1} FROM srv.{0}", t, columns));
+  }
+}
+
+}  // namespace stallscope::schema
