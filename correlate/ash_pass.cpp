@@ -2,16 +2,27 @@
 // their pids, of every client backend), by poll time, into the windows: per
 // window the rows by "Type:Event" and by server wait class, the rows active
 // on CPU, and the first blocking pid of Lock rows.
-#include <cstdlib>
+#include <fmt/format.h>
 
+#include "common/parse.h"
 #include "correlate/passes.h"
 
 namespace stallscope::correlate::detail {
 namespace {
 
-std::string event_label(const SQLite::Column& type, const SQLite::Column& event) {
-  if (type.isNull()) return "CPU";
-  return type.getString() + ":" + (event.isNull() ? std::string("?") : event.getString());
+std::string event_label(const schema::AshRows& row) {
+  const auto type = row.wait_event_type();
+  if (!type) return "CPU";
+  const auto event = row.wait_event();
+  return fmt::format("{}:{}", *type, event ? *event : std::string_view("?"));
+}
+
+// The first pid of pg_blocking_pids' comma-separated list; 0 when there is
+// none. As atoi did before: the leading digits count ("123,456" → 123) and
+// text without them is 0.
+int first_blocking_pid(std::string_view pids) {
+  const auto digits = pids.find_first_not_of("0123456789");
+  return common::parse_int(pids.substr(0, digits)).value_or(0);
 }
 
 }  // namespace
@@ -20,7 +31,7 @@ bool is_server_wait_class(std::string_view type) {
   return type != "Client" && type != "Activity";
 }
 
-AshScan::AshScan(SQLite::Database& db, const AshInputs& in, std::vector<WindowAcc>& acc, Facts& f,
+AshScan::AshScan(schema::Store& store, const AshInputs& in, std::vector<WindowAcc>& acc, Facts& f,
                  Attribution& att)
     : in_(in),
       acc_(acc),
@@ -28,27 +39,17 @@ AshScan::AshScan(SQLite::Database& db, const AshInputs& in, std::vector<WindowAc
       att_(att),
       // With a sweep, each poll's round trip (ash_tick.duration_ns) bounds
       // when the backend was seen.
-      st_(db, in.per_query ? "SELECT time_ns, pid, backend_type, state, wait_event_type, "
-                             "wait_event, blocking_pids, (SELECT t.duration_ns FROM ash_tick t "
-                             "WHERE t.ash_tick = pg_activity_sample.ash_tick) FROM "
-                             "pg_activity_sample WHERE time_ns >= ?1 AND time_ns < ?2 ORDER BY "
-                             "time_ns"
-                           : "SELECT time_ns, pid, backend_type, state, wait_event_type, "
-                             "wait_event, blocking_pids, NULL FROM pg_activity_sample WHERE "
-                             "time_ns >= ?1 AND time_ns < ?2 ORDER BY time_ns") {
-  st_.bind(1, in.span.start_ns);
-  st_.bind(2, in.span.end_ns);
-}
+      rows_(store, in.span.start_ns, in.span.end_ns, in.per_query != nullptr) {}
 
 void AshScan::run_until(std::int64_t t) {
   while (!done_) {
     if (!pending_) {
-      if (!st_.executeStep()) {
+      if (!rows_.next()) {
         done_ = true;
         return;
       }
       pending_ = true;
-      pending_time_ns_ = st_.getColumn(0).getInt64();
+      pending_time_ns_ = rows_.time_ns();
     }
     if (pending_time_ns_ >= t) return;
     pending_ = false;
@@ -58,50 +59,45 @@ void AshScan::run_until(std::int64_t t) {
 
 void AshScan::handle() {
   if (in_.use_pids) {
-    if (!in_.path.backend_pids.contains(st_.getColumn(1).getInt())) return;
+    if (!in_.path.backend_pids.contains(rows_.pid())) return;
   } else {
-    auto bt = st_.getColumn(2);
-    if (!bt.isNull() && bt.getString() != "client backend") return;
+    const auto bt = rows_.backend_type();
+    if (bt && *bt != "client backend") return;
   }
-  const auto state_col = st_.getColumn(3);
-  const std::optional<std::string> state =
-      state_col.isNull() ? std::nullopt : std::optional<std::string>(state_col.getString());
+  const auto state = rows_.state();
   if (state && *state == "idle") return;
   // Per-query attribution: within the poll's round trip, ± kAttributionSlackNs.
   if (const auto* pq = in_.per_query) {
-    const auto at = st_.getColumn(0).getInt64();
-    const auto poll_ns = st_.getColumn(7).isNull() ? 0 : st_.getColumn(7).getInt64();
+    const auto at = rows_.time_ns();
+    const auto poll_ns = rows_.poll_duration_ns();
     pq->sweep.advance_to(at + poll_ns + kAttributionSlackNs);
-    if (pq->sweep.busy_ns(pq->backends.slot_of_pid(st_.getColumn(1).getInt()),
-                          at - kAttributionSlackNs, at + poll_ns + kAttributionSlackNs) == 0) {
+    if (pq->sweep.busy_ns(pq->backends.slot_of_pid(rows_.pid()), at - kAttributionSlackNs,
+                          at + poll_ns + kAttributionSlackNs) == 0) {
       ++att_.ash_samples_outside;
       return;
     }
   }
-  auto i = in_.windows.find(st_.getColumn(0).getInt64());
+  auto i = in_.windows.find(rows_.time_ns());
   if (i < 0) return;
   auto& a = acc_[static_cast<std::size_t>(i)];
-  auto label = event_label(st_.getColumn(4), st_.getColumn(5));
+  auto label = event_label(rows_);
   ++f_.ash_rows;
   // pg_stat_activity reads state from a snapshot but the wait event live,
   // so a backend that just finished shows 'active' with Client:ClientRead:
   // it is waiting for the client, not a server wait. Not a "top wait".
-  const bool waiting_for_client =
-      !st_.getColumn(4).isNull() && st_.getColumn(4).getString() == "Client";
-  if (!waiting_for_client) {
+  const auto type = rows_.wait_event_type();
+  if (!type || *type != "Client") {
     ++a.ash_event_rows[label];
     ++f_.ash_event_rows[label];
   }
-  if (st_.getColumn(4).isNull()) {
+  if (!type) {
     if (state && *state == "active") ++a.ash_cpu_rows;
     return;
   }
-  auto cls = st_.getColumn(4).getString();
+  const std::string cls(*type);
   if (!is_server_wait_class(cls)) return;
-  if (cls == "Lock" && !st_.getColumn(6).isNull()) {
-    const auto blockers = st_.getColumn(6).getString();
-    const int first = std::atoi(blockers.c_str());
-    if (first > 0) ++a.blocking_pid_rows[first];
+  if (const auto blockers = rows_.blocking_pids(); cls == "Lock" && blockers) {
+    if (const int first = first_blocking_pid(*blockers); first > 0) ++a.blocking_pid_rows[first];
   }
   ++a.ash_class_rows[cls];
   ++f_.ash_class_rows[cls];

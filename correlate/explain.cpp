@@ -50,8 +50,7 @@ void check_options(const ExplainOptions& options) {
 }
 
 struct SamplePassInputs {
-  SQLite::Database& db;
-  const std::string& path;  // the run file's (the query sweep opens its own connection)
+  schema::Store& store;
   const RunRow& run;
   const ExplainOptions& options;
   const QueryPath& path_processes;
@@ -64,32 +63,34 @@ struct SamplePassInputs {
 // drives the ASH scan); without, one after the other.
 void sample_passes(const SamplePassInputs& in, Report& report, std::vector<WindowAcc>& acc,
                    Facts& f, Attribution& att, PassClock& clock) {
-  auto& db = in.db;
   const auto& qp = in.path_processes;
   const Span span{f.span_start_ns, f.span_end_ns};
   const bool per_query = att.method == "per_query";
   std::optional<QuerySweep> sweep;
   std::optional<PerQuery> pq;
   if (per_query) {
-    sweep.emplace(db, *in.backends, in.path,
+    // attribution.h still reads through the connection (the query sweep
+    // opens its own on the file's path).
+    sweep.emplace(in.store.db(), *in.backends, in.store.path(),
                   report.run.queries_until_ns.value_or(std::numeric_limits<std::int64_t>::max()));
     pq.emplace(PerQuery{*sweep, *in.backends});
   }
   const PerQuery* pq_ptr = pq ? &*pq : nullptr;
-  AshScan ash(db, AshInputs{qp, !qp.backend_pids.empty(), in.windows, span, pq_ptr}, acc, f, att);
+  AshScan ash(in.store, AshInputs{qp, !qp.backend_pids.empty(), in.windows, span, pq_ptr}, acc, f,
+              att);
   if (!sweep) ash.run_until(INT64_MAX);
   clock.lap("ash");
-  const ProcessInputs in{
+  const ProcessInputs processes{
       .path = qp,
       .windows = in.windows,
       .span = span,
-      .clock_ticks_per_s = db.execAndGet("SELECT clock_ticks_per_s FROM run").getInt64(),
+      .clock_ticks_per_s = in.run.clock_ticks_per_s,
       .bucket_ns = report.query_windows ? common::kNsPerS : in.options.window_ns,
       .stallscope_pid = in.run.stallscope_pid,
       .per_query = pq_ptr,
       .ash = sweep ? &ash : nullptr,
   };
-  read_processes(db, in, acc, f, att);
+  read_processes(in.store, processes, acc, f, att);
   if (sweep) {
     ash.run_until(INT64_MAX);
     sweep->finish();
@@ -103,44 +104,44 @@ void sample_passes(const SamplePassInputs& in, Report& report, std::vector<Windo
 
 Report explain(schema::Store& store, const ExplainOptions& options) {
   check_options(options);
-  auto& db = store.db();
   try {
     Report report;
     PassClock clock;
     // The run row, then the queries: the run's figures and the windows' queries.
-    const auto run = read_run(db);
+    const auto run = read_run(store);
     report.run = run.summary;
-    const auto query_clients = scan_queries(db, options, report);
+    const auto query_clients = scan_queries(store, options, report);
     clock.lap("queries");
     // The run's facts and the analysed span.
-    Facts f = read_run_facts(db, options, report);
+    Facts f = read_run_facts(store, options, report);
     const Span span{f.span_start_ns, f.span_end_ns};
     clock.lap("periods, span");
     // The query path, and how queries are tied to its backends.
     const bool pair = options.client_driver_cpu_ns.has_value();
-    auto qp = find_query_path(db, {run, options, span, f.has_queries, pair}, report.notes);
+    auto qp = find_query_path(store, {run, options, span, f.has_queries, pair}, report.notes);
     Attribution att;
     std::optional<BackendMap> backends;
     if (f.has_queries) {
-      backends.emplace(db);
-      att = choose_attribution(db, qp, *backends, report.run.queries);
+      backends.emplace(store.db());  // attribution.h reads through the connection
+      att = choose_attribution(run, report.run.queries, qp, *backends);
     }
     f.backends_on_host = !qp.backend_process_ids.empty();
     clock.lap("query path");
-    read_cgroups(db, qp, f, span);
-    find_checkpointers(db, qp);
+    read_cgroups(store, qp, f, span);
+    find_checkpointers(store, qp);
     const auto wi = finish_windows(options, report, span);
-    if (report.pgbench_aggregate && !f.has_queries) fill_windows_from_aggregates(db, report);
+    if (report.pgbench_aggregate && !f.has_queries) fill_windows_from_aggregates(store, report);
     clock.lap("cgroups, checkpointer");
     // The sample passes: host, ASH, processes.
     std::vector<WindowAcc> acc(report.windows.size());
-    read_host(db, wi, acc, span);
+    read_host(store, wi, acc, span);
     clock.lap("host samples");
-    sample_passes({db, store.path(), run, options, qp, wi, backends ? &*backends : nullptr}, report,
-                  acc, f, att, clock);
-    read_path_facts(db, {qp.driver_process_id, qp.backend_process_ids, qp.middle_processes}, f,
-                    span.start_ns, span.end_ns);
-    read_pooler_facts(db, report.windows, f, span.start_ns, span.end_ns, report.notes);
+    sample_passes({store, run, options, qp, wi, backends ? &*backends : nullptr}, report, acc, f,
+                  att, clock);
+    // facts_path.cpp and facts_pooler.cpp read through the connection.
+    read_path_facts(store.db(), {qp.driver_process_id, qp.backend_process_ids, qp.middle_processes},
+                    f, span.start_ns, span.end_ns);
+    read_pooler_facts(store.db(), report.windows, f, span.start_ns, span.end_ns, report.notes);
     for (std::size_t i = 0; i < acc.size(); ++i) acc[i].path_wait_ns = f.pooler.window_wait_ns[i];
     // Accounting: per window, then the whole run.
     const int clients = report.run.clients.value_or(static_cast<int>(query_clients));
@@ -155,8 +156,8 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
                        report);
     clock.lap("path facts, windows");
     report.findings = find(report, f);
-    count_connection_errors(db, report.windows, sums.signals);
-    report.stalls = find_stalls(report, sums.signals, blocker_queries(db));
+    count_connection_errors(store, report.windows, sums.signals);
+    report.stalls = find_stalls(report, sums.signals, blocker_queries(store));
     clock.lap("findings, stalls");
     return report;
   } catch (const SQLite::Exception& e) {

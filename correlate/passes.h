@@ -27,11 +27,11 @@
 #include <unordered_set>
 #include <vector>
 
-#include <SQLiteCpp/Statement.h>
-
 #include "correlate/attribution.h"
 #include "correlate/correlate.h"
 #include "correlate/detail.h"
+#include "schema/sample_readers.h"
+#include "schema/store.h"
 
 namespace stallscope::correlate::detail {
 
@@ -49,17 +49,19 @@ struct RunRow {
   RunSummary summary;
   int stallscope_pid = 0;
   std::optional<std::int64_t> stallscope_start_ticks;
+  std::int64_t clock_ticks_per_s = 0;  // /proc/PID/stat ticks
+  bool imported = false;               // an imported pgbench log (schema::RunRow)
 };
 
 // The run row; Error(usage) when the file holds none.
-RunRow read_run(SQLite::Database& db);
+RunRow read_run(schema::Store& store);
 
 // After the query scan: the facts of the run as a whole (whether it has
 // queries, cores, threads, tick periods, whether ASH ran, the analysed span),
 // the report's pgbench aggregate summary and kind of windows, and the notes
 // on failed queries, a fixed rate not kept, aggregate-only files and --every
 // without queries — in that order.
-Facts read_run_facts(SQLite::Database& db, const ExplainOptions& options, Report& report);
+Facts read_run_facts(schema::Store& store, const ExplainOptions& options, Report& report);
 
 // ---- query_scan.cpp ----
 
@@ -67,7 +69,7 @@ Facts read_run_facts(SQLite::Database& db, const ExplainOptions& options, Report
 // report.run's query figures (percentiles included) and, for --every, the
 // query windows; time windows are opened as queries arrive and closed by
 // finish_windows. Returns the number of distinct client ids seen.
-std::int64_t scan_queries(SQLite::Database& db, const ExplainOptions& options, Report& report);
+std::int64_t scan_queries(schema::Store& store, const ExplainOptions& options, Report& report);
 
 // ---- query_path.cpp ----
 
@@ -104,19 +106,19 @@ struct QueryPathInputs {
 
 // The driver, this run's backends and (with queries) the poolers on the
 // path; notes what --path-process did not find and what was detected.
-QueryPath find_query_path(SQLite::Database& db, const QueryPathInputs& in,
+QueryPath find_query_path(schema::Store& store, const QueryPathInputs& in,
                           std::vector<std::string>& notes);
 // How the server parts of the accounting are tied to the queries
 // (Attribution in correlate.h): per query when each query's backend is
-// known through `backends`, else host-wide and why.
-Attribution choose_attribution(SQLite::Database& db, const QueryPath& qp,
-                               const BackendMap& backends, std::int64_t queries);
+// known through `backends`, else host-wide and why. With queries only.
+Attribution choose_attribution(const RunRow& run, std::int64_t queries, const QueryPath& qp,
+                               const BackendMap& backends);
 // cgroup cpu.stat of the query path's cgroups over the span: marks the path
 // processes whose cgroup was throttled (qp) and keeps the most throttled
 // cgroup's figures (f).
-void read_cgroups(SQLite::Database& db, QueryPath& qp, Facts& f, Span span);
+void read_cgroups(schema::Store& store, QueryPath& qp, Facts& f, Span span);
 // The checkpointer processes, into qp.checkpointer_ids.
-void find_checkpointers(SQLite::Database& db, QueryPath& qp);
+void find_checkpointers(schema::Store& store, QueryPath& qp);
 
 // ---- windows.cpp ----
 
@@ -194,12 +196,12 @@ WindowIndex finish_windows(const ExplainOptions& options, Report& report, Span s
 // A file with pgbench aggregate intervals but no queries: each time window
 // gets the transactions, failures and mean latency of the intervals that
 // start in it.
-void fill_windows_from_aggregates(SQLite::Database& db, Report& report);
+void fill_windows_from_aggregates(schema::Store& store, Report& report);
 
 // ---- host_pass.cpp ----
 
 // Pass 2: sample and host_sample rows in the span, into the windows.
-void read_host(SQLite::Database& db, const WindowIndex& wi, std::vector<WindowAcc>& acc, Span span);
+void read_host(schema::Store& store, const WindowIndex& wi, std::vector<WindowAcc>& acc, Span span);
 
 // ---- ash_pass.cpp ----
 
@@ -226,7 +228,7 @@ struct AshInputs {
 // one sweep of the queries.
 class AshScan {
  public:
-  AshScan(SQLite::Database& db, const AshInputs& in, std::vector<WindowAcc>& acc, Facts& f,
+  AshScan(schema::Store& store, const AshInputs& in, std::vector<WindowAcc>& acc, Facts& f,
           Attribution& att);
   // Handles the rows polled before t (INT64_MAX: all that are left).
   void run_until(std::int64_t t);
@@ -238,8 +240,8 @@ class AshScan {
   std::vector<WindowAcc>& acc_;
   Facts& f_;
   Attribution& att_;
-  SQLite::Statement st_;
-  bool pending_ = false;  // st_ holds a row not yet handled, polled at:
+  schema::AshRows rows_;
+  bool pending_ = false;  // rows_ holds a row not yet handled, polled at:
   std::int64_t pending_time_ns_ = 0;
   bool done_ = false;
 };
@@ -250,7 +252,7 @@ struct ProcessInputs {
   const QueryPath& path;
   const WindowIndex& windows;
   Span span;
-  std::int64_t clock_ticks_per_s = 0;  // run.clock_ticks_per_s: /proc/PID/stat ticks
+  std::int64_t clock_ticks_per_s = 0;  // RunRow::clock_ticks_per_s
   // single_thread: the length of the buckets a process's CPU is summed over.
   std::int64_t bucket_ns = 0;
   int stallscope_pid = 0;               // never a single_thread candidate
@@ -261,7 +263,7 @@ struct ProcessInputs {
 // Pass 4: process_sample rows (and the driver's ss-driver/N thread_sample
 // rows), each delta spread over the span it covers, into the windows and
 // f's process facts, single_thread candidates and top CPU users off the path.
-void read_processes(SQLite::Database& db, const ProcessInputs& in, std::vector<WindowAcc>& acc,
+void read_processes(schema::Store& store, const ProcessInputs& in, std::vector<WindowAcc>& acc,
                     Facts& f, Attribution& att);
 
 // ---- accounting.cpp ----
@@ -305,10 +307,10 @@ void add_sampling_notes(const NoteInputs& in, Report& report);
 
 // Per window with errors, the queries that lost their connection and the
 // most frequent such SQLSTATE, into signals.
-void count_connection_errors(SQLite::Database& db, const std::vector<Window>& windows,
+void count_connection_errors(schema::Store& store, const std::vector<Window>& windows,
                              std::vector<WindowSignals>& signals);
 // The latest query text ASH saw for a pid at or before a time, with its
 // state: find_stalls' blocker_query.
-std::function<std::string(int, std::int64_t)> blocker_queries(SQLite::Database& db);
+std::function<std::string(int, std::int64_t)> blocker_queries(schema::Store& store);
 
 }  // namespace stallscope::correlate::detail

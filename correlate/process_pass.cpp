@@ -10,8 +10,8 @@
 
 #include "common/units.h"
 #include "correlate/passes.h"
-#include "schema/process_scan.h"
-#include "schema/row.h"
+#include "schema/run_reader.h"
+#include "schema/sample_readers.h"
 
 namespace stallscope::correlate::detail {
 namespace {
@@ -24,14 +24,14 @@ constexpr std::int64_t kMaxSpanNs = 60 * common::kNsPerS;
 // span's start, where the process scan begins.
 class SampleTimes {
  public:
-  SampleTimes(SQLite::Database& db, Span span) {
-    schema::Cursor ss(db, "SELECT sample_id, time_ns FROM sample ORDER BY sample_id");
-    while (ss.step()) {
-      const auto sid = ss.int64(0);
+  SampleTimes(schema::Store& store, Span span) {
+    schema::SampleTimeRows rows(store);
+    std::int64_t sid = 0, time_ns = 0;
+    while (rows.next(sid, time_ns)) {
       if (time_.empty()) first_id_ = sid;
       const auto k = static_cast<std::size_t>(sid - first_id_);
       if (k >= time_.size()) time_.resize(k + 1, INT64_MIN);
-      time_[k] = ss.int64(1);
+      time_[k] = time_ns;
     }
     from_id_ = first_id_;
     while (from_id_ - first_id_ < static_cast<std::int64_t>(time_.size()) &&
@@ -93,10 +93,10 @@ struct ProcessTable {
   }
 };
 
-ProcessTable make_process_table(SQLite::Database& db, const ProcessInputs& in) {
+ProcessTable make_process_table(schema::Store& store, const ProcessInputs& in) {
   const auto& qp = in.path;
   ProcessTable t;
-  const auto max_id = db.execAndGet("SELECT coalesce(max(process_id), 0) FROM process").getInt64();
+  const auto max_id = schema::max_process_id(store);
   const auto n_ids = static_cast<std::size_t>(std::max<std::int64_t>(0, max_id) + 1);
   t.role.assign(n_ids, 0);
   t.middle_comm.assign(n_ids, nullptr);
@@ -118,14 +118,12 @@ ProcessTable make_process_table(SQLite::Database& db, const ProcessInputs& in) {
   // Per-query attribution: each backend process's slot in the sweep.
   if (in.per_query) {
     t.slot_of.assign(n_ids, -1);
-    SQLite::Statement pid_of(db, "SELECT pid FROM process WHERE process_id = ?");
+    schema::ProcessLookup processes(store);
     for (auto id : qp.backend_process_ids) {
-      pid_of.bind(1, id);
-      if (pid_of.executeStep() && id >= 0 && static_cast<std::size_t>(id) < n_ids) {
-        t.slot_of[static_cast<std::size_t>(id)] =
-            in.per_query->backends.slot_of_pid(pid_of.getColumn(0).getInt());
+      const auto pid = processes.pid_of(id);
+      if (pid && id >= 0 && static_cast<std::size_t>(id) < n_ids) {
+        t.slot_of[static_cast<std::size_t>(id)] = in.per_query->backends.slot_of_pid(*pid);
       }
-      pid_of.reset();
     }
   }
   for (auto id : qp.backend_process_ids) t.path_role[id] = {"backend", false};
@@ -136,13 +134,8 @@ ProcessTable make_process_table(SQLite::Database& db, const ProcessInputs& in) {
 
 // The stallscope process also runs the writer and the samplers: where the
 // sampler recorded its threads, the driver's CPU is its ss-driver/N threads.
-bool driver_cpu_from_threads(SQLite::Database& db, const QueryPath& qp) {
-  if (!qp.driver_process_id) return false;
-  SQLite::Statement any(db,
-                        "SELECT 1 FROM thread_sample WHERE process_id = ? AND comm LIKE "
-                        "'ss-driver/%' AND cpu_ns IS NOT NULL LIMIT 1");
-  any.bind(1, *qp.driver_process_id);
-  return any.executeStep();
+bool driver_cpu_from_threads(schema::Store& store, const QueryPath& qp) {
+  return qp.driver_process_id && schema::has_driver_thread_cpu(store, *qp.driver_process_id);
 }
 
 // The scan of process_sample, row by row.
@@ -158,22 +151,20 @@ class ProcessScan {
         hot_min_(static_cast<std::int64_t>(kSingleThreadMinCores * double(in.bucket_ns))),
         hot_max_(static_cast<std::int64_t>(kSingleThreadMaxCores * double(in.bucket_ns))) {}
 
-  // Columns of `st`: sample_id, process_id, state, cpu_ns, run_delay_ns,
-  // span_ns, wchan, utime_ticks, stime_ticks, write_bytes, majflt
-  // (process_scan.h). t is the row's sample time.
-  void add(const schema::ProcessSampleScan& st, std::int64_t t) {
-    const auto id = st.int64(1);
+  // One row; t is its sample's time.
+  void add(const schema::ProcessRows& st, std::int64_t t) {
+    const auto id = st.process_id();
     if (id < 0) return;
     const auto uid = static_cast<std::size_t>(id);
     t_.grow(uid);
     const Row row{uid, t_.role[uid], t};
     const bool in_queries = add_attribution(st, row);
     if (row.on_path() && t <= in_.span.end_ns) add_path_facts(st, row);
-    const auto cpu_col = st.opt_int64(3);
+    const auto cpu_col = st.cpu_ns();
     if (t <= in_.span.end_ns && cpu_col && (!(row.driver() || row.backend()) || row.middle())) {
       add_single_thread(t_.scans[uid], t, *cpu_col);
     }
-    const auto span = st.opt_int64(5);
+    const auto span = st.span_ns();
     if (span && t - *span >= in_.span.end_ns) return;
     if (!span && t >= in_.span.end_ns) return;
     add_deltas(st, row, in_queries, cpu_col, span);
@@ -213,22 +204,21 @@ class ProcessScan {
 
   // Per-query attribution: a backend's deltas count when its row's span
   // overlaps its queries. Returns whether they count.
-  bool add_attribution(const schema::ProcessSampleScan& st, const Row& row) {
+  bool add_attribution(const schema::ProcessRows& st, const Row& row) {
     const auto* pq = in_.per_query;
     if (!pq || !row.backend()) return true;
     pq->sweep.advance_to(row.t + kAttributionSlackNs);
-    const auto row_span = st.opt_int64(5);
+    const auto row_span = st.span_ns();
     return row_span ? pq->sweep.busy_ns(slot(row), row.t - *row_span, row.t) > 0 : serving(row);
   }
 
-  void add_path_facts(const schema::ProcessSampleScan& st, const Row& row) {
+  void add_path_facts(const schema::ProcessRows& st, const Row& row) {
     auto it = t_.path_role.find(static_cast<std::int64_t>(row.id));
     if (it == t_.path_role.end()) return;
-    const auto state = st.text(2);
-    add_path_process_row(
-        f_, it->second.first, it->second.second, state.empty() ? '?' : state[0],
-        st.is_null(6) ? std::nullopt : std::optional<std::string>(std::string(st.text(6))),
-        st.opt_int64(10));
+    const auto state = st.state();
+    const auto wchan = st.wchan();
+    add_path_process_row(f_, it->second.first, it->second.second, state.empty() ? '?' : state[0],
+                         wchan ? std::optional<std::string>(*wchan) : std::nullopt, st.majflt());
   }
 
   void flush(SingleThreadScan& sc) const {
@@ -252,14 +242,15 @@ class ProcessScan {
   }
 
   // CPU and run delay, spread over the span the row's delta covers.
-  void add_deltas(const schema::ProcessSampleScan& st, const Row& row, bool in_queries,
+  void add_deltas(const schema::ProcessRows& st, const Row& row, bool in_queries,
                   std::optional<std::int64_t> cpu, std::optional<std::int64_t> span) {
     std::int64_t cpu_in_span = 0;
     // schedstat (summed over every thread by the sampler) is exact; the
     // 10 ms /proc/PID/stat ticks are the fallback where schedstat was
     // unreadable.
-    if (!cpu && !st.is_null(7) && !st.is_null(8) && in_.clock_ticks_per_s > 0) {
-      cpu = (st.int64(7) + st.int64(8)) * common::kNsPerS / in_.clock_ticks_per_s;
+    if (!cpu && in_.clock_ticks_per_s > 0) {
+      const auto utime = st.utime_ticks(), stime = st.stime_ticks();
+      if (utime && stime) cpu = (*utime + *stime) * common::kNsPerS / in_.clock_ticks_per_s;
     }
     const bool driver = row.driver(), backend = row.backend(), middle = row.middle();
     const bool driver_from_threads = driver && f_.driver_cpu_from_threads;
@@ -276,7 +267,7 @@ class ProcessScan {
     t_.cpu_by_process[row.id] += cpu_in_span;
     f_.all_cpu_ns += cpu_in_span;
     if (!row.on_path()) f_.other_cpu_ns += cpu_in_span;  // poolers: path_cpu
-    if (const auto delay = st.opt_int64(4)) {
+    if (const auto delay = st.run_delay_ns()) {
       const bool driver_delay = driver && !driver_from_threads;
       const bool path_delay = driver_delay || (backend && in_queries) || middle;
       const bool throttled = row.on_path() && row.throttled();
@@ -291,15 +282,15 @@ class ProcessScan {
 
   // Backends' D state (by wchan) and the checkpointer's D state and writes,
   // in the window holding the tick.
-  void add_states(const schema::ProcessSampleScan& st, const Row& row) {
+  void add_states(const schema::ProcessRows& st, const Row& row) {
     const auto at = in_.windows.find(row.t);
     if (at < 0) return;
-    const auto state = st.text(2);
+    const auto state = st.state();
     const bool in_d = state == "D";
     auto& a = acc_[static_cast<std::size_t>(at)];
     if (row.backend() && in_d) {
       ++f_.backend_d_rows;
-      const auto wchan = st.is_null(6) ? std::string("-") : std::string(st.text(6));
+      const auto wchan = std::string(st.wchan().value_or("-"));
       ++f_.backend_d_wchan_rows[wchan];
       ++a.backend_d_rows;
       ++a.backend_d_wchan_rows[wchan];
@@ -307,7 +298,7 @@ class ProcessScan {
     }
     if (row.checkpointer()) {
       if (in_d) ++a.checkpointer_d_rows;
-      if (!st.is_null(9)) a.checkpointer_write_bytes += st.int64(9);
+      if (const auto bytes = st.write_bytes()) a.checkpointer_write_bytes += *bytes;
     }
   }
 
@@ -320,26 +311,22 @@ class ProcessScan {
 };
 
 // The driver's CPU and run delay from its ss-driver/N threads' rows.
-void add_driver_threads(SQLite::Database& db, const ProcessInputs& in, const SampleTimes& times,
+void add_driver_threads(schema::Store& store, const ProcessInputs& in, const SampleTimes& times,
                         std::vector<WindowAcc>& acc) {
   const auto B = in.span.end_ns;
-  schema::Cursor th(db,
-                    "SELECT sample_id, cpu_ns, run_delay_ns, span_ns FROM thread_sample "
-                    "WHERE process_id = ?1 AND comm LIKE 'ss-driver/%' AND sample_id >= ?2 "
-                    "ORDER BY sample_id");
-  th.bind(1, *in.path.driver_process_id);
-  th.bind(2, times.from_id());
-  while (th.step()) {
-    const auto time = times.time_of(th.int64(0));
+  schema::DriverThreadRows rows(store, *in.path.driver_process_id, times.from_id());
+  schema::DriverThreadRow th;
+  while (rows.next(th)) {
+    const auto time = times.time_of(th.sample_id);
     if (!time) continue;
     const auto t = *time;
-    const auto span = th.opt_int64(3);
+    const auto span = th.span_ns;
     if ((span && t - *span >= B) || (!span && t >= B)) continue;
-    if (auto cpu = th.opt_int64(1)) {
+    if (auto cpu = th.cpu_ns) {
       spread(in.windows, t, span, *cpu,
              [&](std::size_t w, std::int64_t v) { acc[w].driver_cpu_ns += v; });
     }
-    if (auto delay = th.opt_int64(2)) {
+    if (auto delay = th.run_delay_ns) {
       spread(in.windows, t, span, *delay, [&](std::size_t w, std::int64_t v) {
         acc[w].run_delay_ns += v;
         acc[w].driver_run_delay_ns += v;
@@ -349,27 +336,25 @@ void add_driver_threads(SQLite::Database& db, const ProcessInputs& in, const Sam
 }
 
 // The processes with hot buckets, except the stallscope process.
-void add_single_thread_candidates(SQLite::Database& db, const ProcessInputs& in, ProcessTable& t,
-                                  Facts& f) {
-  SQLite::Statement proc(db, "SELECT pid, comm FROM process WHERE process_id = ?");
+void add_single_thread_candidates(schema::ProcessLookup& processes, const ProcessInputs& in,
+                                  ProcessTable& t, Facts& f) {
   for (std::size_t id = 0; id < t.scans.size(); ++id) {
     auto& sc = t.scans[id];
     if (sc.bucket < 0 || sc.cand.hot_buckets == 0) continue;
     sc.cand.process.process_id = static_cast<std::int64_t>(id);
     sc.cand.process.cpu_ns = sc.total_cpu_ns;
     sc.cand.bucket_ns = in.bucket_ns;
-    proc.bind(1, static_cast<std::int64_t>(id));
-    if (proc.executeStep()) {
-      sc.cand.process.pid = proc.getColumn(0).getInt();
-      sc.cand.process.comm = proc.getColumn(1).getString();
+    if (auto name = processes.name_of(static_cast<std::int64_t>(id))) {
+      sc.cand.process.pid = name->pid;
+      sc.cand.process.comm = std::move(name->comm);
     }
-    proc.reset();
     if (sc.cand.process.pid != in.stallscope_pid) f.single_thread.push_back(sc.cand);
   }
 }
 
 // The processes off the query path that used the most CPU (at most 3).
-void add_top_others(SQLite::Database& db, const QueryPath& qp, const ProcessTable& t, Facts& f) {
+void add_top_others(schema::ProcessLookup& processes, const QueryPath& qp, const ProcessTable& t,
+                    Facts& f) {
   std::vector<std::pair<std::int64_t, std::int64_t>> others;
   for (std::size_t id = 0; id < t.cpu_by_process.size(); ++id) {
     const auto cpu = t.cpu_by_process[id];
@@ -379,37 +364,34 @@ void add_top_others(SQLite::Database& db, const QueryPath& qp, const ProcessTabl
   std::sort(others.begin(), others.end(), [](auto& x, auto& y) {
     return x.second != y.second ? x.second > y.second : x.first < y.first;
   });
-  SQLite::Statement name(db, "SELECT pid, comm FROM process WHERE process_id = ?");
   for (std::size_t i = 0; i < others.size() && i < 3; ++i) {
-    name.bind(1, others[i].first);
-    if (name.executeStep()) {
-      f.top_other.push_back({others[i].first, name.getColumn(0).getInt(),
-                             name.getColumn(1).getString(), others[i].second});
+    if (auto name = processes.name_of(others[i].first)) {
+      f.top_other.push_back({others[i].first, name->pid, std::move(name->comm), others[i].second});
     }
-    name.reset();
   }
 }
 
 }  // namespace
 
-void read_processes(SQLite::Database& db, const ProcessInputs& in, std::vector<WindowAcc>& acc,
+void read_processes(schema::Store& store, const ProcessInputs& in, std::vector<WindowAcc>& acc,
                     Facts& f, Attribution& att) {
-  const SampleTimes times(db, in.span);
-  auto table = make_process_table(db, in);
-  schema::ProcessSampleScan st(db, times.from_id());
-  f.driver_cpu_from_threads = driver_cpu_from_threads(db, in.path);
+  const SampleTimes times(store, in.span);
+  auto table = make_process_table(store, in);
+  schema::ProcessRows st(store, times.from_id());
+  f.driver_cpu_from_threads = driver_cpu_from_threads(store, in.path);
   ProcessScan scan(in, table, acc, f, att);
-  while (st.step()) {
-    const auto t = times.time_of(st.int64(0));
+  while (st.next()) {
+    const auto t = times.time_of(st.sample_id());
     if (!t) continue;
     if (*t - kMaxSpanNs >= in.span.end_ns) break;
     if (in.ash) in.ash->run_until(*t);
     scan.add(st, *t);
   }
-  if (f.driver_cpu_from_threads) add_driver_threads(db, in, times, acc);
+  if (f.driver_cpu_from_threads) add_driver_threads(store, in, times, acc);
   scan.finish_buckets();
-  add_single_thread_candidates(db, in, table, f);
-  add_top_others(db, in.path, table, f);
+  schema::ProcessLookup processes(store);
+  add_single_thread_candidates(processes, in, table, f);
+  add_top_others(processes, in.path, table, f);
 }
 
 }  // namespace stallscope::correlate::detail

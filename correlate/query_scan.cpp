@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <tuple>
 #include <unordered_set>
 
 #include <fmt/format.h>
@@ -18,7 +17,8 @@
 #include "common/error.h"
 #include "common/units.h"
 #include "correlate/passes.h"
-#include "schema/row.h"
+#include "schema/run_reader.h"
+#include "schema/sample_readers.h"
 
 namespace stallscope::correlate::detail {
 namespace {
@@ -102,15 +102,12 @@ void throw_too_many_windows(std::int64_t window_ns, std::int64_t count) {
 // story): a driver thread hands its rows over every 100 ms and the writer
 // commits them in order at most 250 ms later. A full scan, only for runs
 // without an end; INT64_MAX for runs with one.
-std::int64_t unfinished_run_cut_ns(SQLite::Database& db, const RunSummary& s) {
+std::int64_t unfinished_run_cut_ns(schema::Store& store, const RunSummary& s) {
   std::int64_t cut_ns = std::numeric_limits<std::int64_t>::max();
   if (!s.end_ns) {
-    schema::Cursor latest(db,
-                          "SELECT min(m), max(m), count(*) FROM (SELECT max(start_ns) AS m FROM "
-                          "query GROUP BY client_id)");
-    if (latest.step() && latest.int64(2) > 1) {
-      cut_ns = std::max(latest.int64(0), latest.int64(1) - common::kNsPerS);
-    }
+    const auto latest = schema::latest_query_per_client(store);
+    if (latest.clients > 1)
+      cut_ns = std::max(latest.earliest_ns, latest.latest_ns - common::kNsPerS);
   }
   return cut_ns;
 }
@@ -141,17 +138,10 @@ class ClientCounter {
 // query_error's keys in primary-key order, merged with the query rows.
 class FailedKeys {
  public:
-  FailedKeys(SQLite::Database& db, std::int64_t cut_ns)
-      : failed_(db,
-                "SELECT start_ns, client_id, seq FROM query_error WHERE start_ns <= ?1 "
-                "ORDER BY start_ns, client_id, seq") {
-    failed_.bind(1, cut_ns);
-    advance();
-  }
+  FailedKeys(schema::Store& store, std::int64_t cut_ns) : failed_(store, cut_ns) { advance(); }
   // Whether the query with this key failed; keys come in increasing order.
-  bool failed(std::int64_t start_ns, std::int64_t client_id, std::int64_t seq) {
+  bool failed(const schema::QueryKey& key) {
     if (!next_) return false;
-    const Key key{start_ns, client_id, seq};
     while (next_ && *next_ < key) advance();  // no query row: not counted
     if (next_ && *next_ == key) {
       advance();
@@ -161,13 +151,16 @@ class FailedKeys {
   }
 
  private:
-  using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t>;
   void advance() {
-    next_.reset();
-    if (failed_.step()) next_ = Key{failed_.int64(0), failed_.int64(1), failed_.int64(2)};
+    schema::QueryKey key;
+    if (failed_.next(key)) {
+      next_ = key;
+    } else {
+      next_.reset();
+    }
   }
-  schema::Cursor failed_;
-  std::optional<Key> next_;
+  schema::QueryErrorKeys failed_;
+  std::optional<schema::QueryKey> next_;
 };
 
 // The scan's state: the run's totals, and the window being filled.
@@ -313,46 +306,31 @@ class QueryScan {
 
 }  // namespace
 
-std::int64_t scan_queries(SQLite::Database& db, const ExplainOptions& opt, Report& report) {
+std::int64_t scan_queries(schema::Store& store, const ExplainOptions& opt, Report& report) {
   auto& s = report.run;
-  const auto cut_ns = unfinished_run_cut_ns(db, s);
-  {
-    schema::Cursor skipped(db, "SELECT count(*) FROM query_skipped WHERE start_ns <= ?1");
-    skipped.bind(1, cut_ns);
-    if (skipped.step()) s.skipped = skipped.int64(0);
-  }
+  const auto cut_ns = unfinished_run_cut_ns(store, s);
+  s.skipped = schema::skipped_queries(store, cut_ns);
   // Both in primary-key order (start_ns, client_id, seq). lag_ns is read
   // only when the first query has one (-R runs give every query a lag; a
   // column read costs about 20 % of this scan).
-  const bool with_lag =
-      db.execAndGet(
-            "SELECT coalesce((SELECT lag_ns IS NOT NULL FROM query ORDER BY start_ns "
-            "LIMIT 1), 0)")
-          .getInt() != 0;
-  schema::Cursor row(db, with_lag ? "SELECT start_ns, latency_ns, client_id, seq, lag_ns FROM "
-                                    "query WHERE start_ns <= ?1 ORDER BY start_ns, client_id, seq"
-                                  : "SELECT start_ns, latency_ns, client_id, seq, NULL FROM query "
-                                    "WHERE start_ns <= ?1 ORDER BY start_ns, client_id, seq");
-  row.bind(1, cut_ns);
-  FailedKeys failed(db, cut_ns);
+  schema::QueryRows rows(store, cut_ns, schema::first_query_has_lag(store));
+  FailedKeys failed(store, cut_ns);
   ClientCounter clients;
   QueryScan scan(opt, report);
-  while (row.step()) {
-    clients.add(row.int64(2));
-    const auto start = row.int64(0);
-    const bool error = failed.failed(start, row.int64(2), row.int64(3));
-    scan.add(start, row.int64(1), error, row.opt_int64(4));
+  schema::QueryTiming q;
+  while (rows.next(q)) {
+    clients.add(q.client_id);
+    const bool error = failed.failed({q.start_ns, q.client_id, q.seq});
+    scan.add(q.start_ns, q.latency_ns, error, q.lag_ns);
   }
   scan.finish();
   if (s.queries > 0 && cut_ns != std::numeric_limits<std::int64_t>::max()) {
     s.queries_until_ns = cut_ns;
-    schema::Cursor after(db, "SELECT count(*) FROM query WHERE start_ns > ?1");
-    after.bind(1, cut_ns);
-    if (after.step() && after.int64(0) > 0) {
+    if (const auto after = schema::queries_after(store, cut_ns); after > 0) {
       report.notes.push_back(fmt::format(
           "The run has no end (still running, or killed): {} queries sent after the last one "
           "stored for every client are left out (some clients' rows were not yet written).",
-          after.int64(0)));
+          after));
     }
   }
   return clients.count();

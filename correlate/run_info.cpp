@@ -2,76 +2,53 @@
 // analysed span and the kind of windows explain cuts it into.
 #include <algorithm>
 
-#include <SQLiteCpp/Statement.h>
 #include <fmt/format.h>
 
 #include "common/error.h"
 #include "common/units.h"
 #include "correlate/passes.h"
+#include "schema/run_reader.h"
 #include "schema/store.h"
 
 namespace stallscope::correlate::detail {
 namespace {
 
-std::optional<std::int64_t> opt_int64(const SQLite::Column& c) {
-  if (c.isNull()) return std::nullopt;
-  return c.getInt64();
-}
-std::optional<int> opt_int(const SQLite::Column& c) {
-  if (c.isNull()) return std::nullopt;
-  return c.getInt();
-}
-std::optional<std::string> opt_string(const SQLite::Column& c) {
-  if (c.isNull()) return std::nullopt;
-  return c.getString();
-}
-
 double ms(std::int64_t ns) {
   return double(ns) / common::kNsPerMsDouble;
 }
 
-// Mean spacing of rows in a tick table, or 1/hz when there are fewer than 2.
-std::int64_t tick_period_ns(SQLite::Database& db, const char* table, double hz) {
-  SQLite::Statement st(db,
-                       fmt::format("SELECT count(*), min(time_ns), max(time_ns) FROM {}", table));
-  st.executeStep();
-  auto n = st.getColumn(0).getInt64();
-  if (n >= 2) {
-    auto period = (st.getColumn(2).getInt64() - st.getColumn(1).getInt64()) / (n - 1);
+// Mean spacing of a tick table's rows, or 1/hz when there are fewer than 2.
+std::int64_t tick_period_ns(const schema::TickRange& ticks, double hz) {
+  if (ticks.rows >= 2) {
+    auto period = (*ticks.last_ns - *ticks.first_ns) / (ticks.rows - 1);
     if (period > 0) return period;
   }
   return hz > 0 ? static_cast<std::int64_t>(common::kNsPerSDouble / hz) : common::kNsPerS;
 }
 
 // The pgbench_aggregate rows' totals (an imported aggregate log), if any.
-std::optional<PgbenchAggregateSummary> read_pgbench_aggregate(SQLite::Database& db) {
-  const auto span = schema::pgbench_aggregate_span(db);
+std::optional<PgbenchAggregateSummary> read_pgbench_aggregate(schema::Store& store) {
+  const auto span = schema::pgbench_aggregate_span(store);
   if (!span) return std::nullopt;
-  SQLite::Statement st(db,
-                       "SELECT count(*), sum(transactions), sum(coalesce(serialization_failures, "
-                       "0) + coalesce(deadlock_failures, 0)), sum(coalesce(skipped, 0)), "
-                       "sum(latency_sum_ns), min(latency_min_ns), max(latency_max_ns), "
-                       "sum(lag_sum_ns) FROM pgbench_aggregate");
-  st.executeStep();
+  const auto totals = schema::pgbench_aggregate_totals(store);
   PgbenchAggregateSummary a;
-  a.intervals = st.getColumn(0).getInt64();
-  a.transactions = st.getColumn(1).getInt64();
-  a.failures = st.getColumn(2).getInt64();
-  a.skipped = st.getColumn(3).getInt64();
+  a.intervals = totals.intervals;
+  a.transactions = totals.transactions;
+  a.failures = totals.failures;
+  a.skipped = totals.skipped;
   a.interval_ns = span->interval_ns;
   a.start_ns = span->start_ns;
   a.end_ns = span->end_ns;
   a.tps = double(a.transactions) / (double(a.end_ns - a.start_ns) / common::kNsPerSDouble);
   if (a.transactions > 0) {
     a.latency_mean_ms =
-        double(st.getColumn(4).getInt64()) / double(a.transactions) / common::kNsPerMsDouble;
-    if (!st.getColumn(7).isNull()) {
-      a.lag_mean_ms =
-          double(st.getColumn(7).getInt64()) / double(a.transactions) / common::kNsPerMsDouble;
+        double(totals.latency_sum_ns) / double(a.transactions) / common::kNsPerMsDouble;
+    if (totals.lag_sum_ns) {
+      a.lag_mean_ms = double(*totals.lag_sum_ns) / double(a.transactions) / common::kNsPerMsDouble;
     }
   }
-  if (!st.getColumn(5).isNull()) a.latency_min_ms = ms(st.getColumn(5).getInt64());
-  if (!st.getColumn(6).isNull()) a.latency_max_ms = ms(st.getColumn(6).getInt64());
+  if (totals.latency_min_ns) a.latency_min_ms = ms(*totals.latency_min_ns);
+  if (totals.latency_max_ns) a.latency_max_ms = ms(*totals.latency_max_ns);
   return a;
 }
 
@@ -98,18 +75,14 @@ void add_query_notes(Report& report) {
 
 // The analysed span: first query sent → last answered; without queries the
 // samples' span (its last tick included), else the run's.
-Span analysed_span(SQLite::Database& db, const RunSummary& run, bool has_queries) {
+Span analysed_span(const schema::TickRange& samples, const RunSummary& run, bool has_queries) {
   Span span;
   if (has_queries) {
     span = {*run.query_start_ns, *run.query_end_ns};
+  } else if (samples.first_ns) {
+    span = {*samples.first_ns, *samples.last_ns + 1};  // include the last tick
   } else {
-    SQLite::Statement st(db, "SELECT min(time_ns), max(time_ns) FROM sample");
-    st.executeStep();
-    if (!st.getColumn(0).isNull()) {
-      span = {st.getColumn(0).getInt64(), st.getColumn(1).getInt64() + 1};
-    } else {
-      span = {run.start_ns, run.end_ns.value_or(run.start_ns)};
-    }
+    span = {run.start_ns, run.end_ns.value_or(run.start_ns)};
   }
   span.end_ns = std::max(span.end_ns, span.start_ns + 1);
   return span;
@@ -117,40 +90,38 @@ Span analysed_span(SQLite::Database& db, const RunSummary& run, bool has_queries
 
 }  // namespace
 
-RunRow read_run(SQLite::Database& db) {
-  SQLite::Statement st(db,
-                       "SELECT host, kernel, cores, mode, status, start_ns, end_ns, clients, "
-                       "threads, protocol, sql, server_version, end_reason, hz, stallscope_pid, "
-                       "stallscope_start_ticks FROM run WHERE run_id = 1");
-  if (!st.executeStep())
-    throw_usage(fmt::format("cannot explain {}: it holds no run", db.getFilename()));
+RunRow read_run(schema::Store& store) {
+  auto row = schema::read_run(store);
+  if (!row) throw_usage(fmt::format("cannot explain {}: it holds no run", store.path()));
   RunRow r;
   auto& s = r.summary;
-  s.host = st.getColumn(0).getString();
-  s.kernel = st.getColumn(1).getString();
-  s.cores = st.getColumn(2).getInt();
-  s.mode = st.getColumn(3).getString();
-  s.status = st.getColumn(4).getString();
-  s.start_ns = st.getColumn(5).getInt64();
-  s.end_ns = opt_int64(st.getColumn(6));
+  s.host = std::move(row->host);
+  s.kernel = std::move(row->kernel);
+  s.cores = row->cores;
+  s.mode = std::move(row->mode);
+  s.status = std::move(row->status);
+  s.start_ns = row->start_ns;
+  s.end_ns = row->end_ns;
   if (s.end_ns) s.duration_ns = *s.end_ns - s.start_ns;
-  s.clients = opt_int(st.getColumn(7));
-  s.threads = opt_int(st.getColumn(8));
-  s.protocol = opt_string(st.getColumn(9));
-  s.sql = opt_string(st.getColumn(10));
-  s.server_version = opt_string(st.getColumn(11));
-  s.end_reason = opt_string(st.getColumn(12));
-  s.hz = st.getColumn(13).getDouble();
-  r.stallscope_pid = st.getColumn(14).getInt();
-  r.stallscope_start_ticks = opt_int64(st.getColumn(15));
+  s.clients = row->clients;
+  s.threads = row->threads;
+  s.protocol = std::move(row->protocol);
+  s.sql = std::move(row->sql);
+  s.server_version = std::move(row->server_version);
+  s.end_reason = std::move(row->end_reason);
+  s.hz = row->hz;
+  r.stallscope_pid = row->stallscope_pid;
+  r.stallscope_start_ticks = row->stallscope_start_ticks;
+  r.clock_ticks_per_s = row->clock_ticks_per_s;
+  r.imported = row->command_line_names_import_pgbench;
   return r;
 }
 
-Facts read_run_facts(SQLite::Database& db, const ExplainOptions& options, Report& report) {
+Facts read_run_facts(schema::Store& store, const ExplainOptions& options, Report& report) {
   Facts f;
   f.has_queries = report.run.queries > 0;
   add_query_notes(report);
-  report.pgbench_aggregate = read_pgbench_aggregate(db);
+  report.pgbench_aggregate = read_pgbench_aggregate(store);
   if (report.pgbench_aggregate && !f.has_queries) {
     report.notes.push_back(
         "Throughput and latency come from imported pgbench aggregate intervals: no "
@@ -159,12 +130,12 @@ Facts read_run_facts(SQLite::Database& db, const ExplainOptions& options, Report
   }
   f.cores = report.run.cores;
   f.threads = report.run.threads.value_or(1);
-  f.ash_period_ns = tick_period_ns(db, "ash_tick", report.run.hz);
-  f.sample_period_ns = tick_period_ns(db, "sample", report.run.hz);
-  f.ash_available = db.execAndGet("SELECT count(*) FROM ash_tick").getInt64() > 0 ||
-                    db.execAndGet("SELECT count(*) FROM pg_activity_sample").getInt64() > 0;
+  const auto samples = schema::sample_ticks(store);
+  f.ash_period_ns = tick_period_ns(schema::ash_ticks(store), report.run.hz);
+  f.sample_period_ns = tick_period_ns(samples, report.run.hz);
+  f.ash_available = schema::has_ash_rows(store);
   if (f.ash_available) report.ash_period_ns = f.ash_period_ns;
-  const auto span = analysed_span(db, report.run, f.has_queries);
+  const auto span = analysed_span(samples, report.run, f.has_queries);
   f.span_start_ns = span.start_ns;
   f.span_end_ns = span.end_ns;
 

@@ -1,12 +1,12 @@
 // The windows the passes fill: closed at the analysed span's end, indexed
 // for the passes' lookups, and — for a file with only pgbench aggregate
 // intervals — given the intervals' throughput.
-#include <SQLiteCpp/Statement.h>
 #include <fmt/format.h>
 
 #include "common/error.h"
 #include "common/units.h"
 #include "correlate/passes.h"
+#include "schema/run_reader.h"
 
 namespace stallscope::correlate::detail {
 
@@ -47,21 +47,16 @@ WindowIndex finish_windows(const ExplainOptions& opt, Report& report, Span span)
   return wi;
 }
 
-void fill_windows_from_aggregates(SQLite::Database& db, Report& report) {
-  SQLite::Statement st(db,
-                       "SELECT interval_start_ns, transactions, latency_sum_ns, "
-                       "coalesce(serialization_failures, 0) + coalesce(deadlock_failures, 0) FROM "
-                       "pgbench_aggregate ORDER BY interval_start_ns");
+void fill_windows_from_aggregates(schema::Store& store, Report& report) {
   std::vector<std::int64_t> latency_sum(report.windows.size(), 0);
   std::size_t w = 0;
-  while (st.executeStep()) {
-    const auto start = st.getColumn(0).getInt64();
-    while (w < report.windows.size() && start >= report.windows[w].end_ns) ++w;
+  for (const auto& interval : schema::pgbench_aggregate_intervals(store)) {
+    while (w < report.windows.size() && interval.start_ns >= report.windows[w].end_ns) ++w;
     if (w == report.windows.size()) break;
-    if (start < report.windows[w].start_ns) continue;
-    report.windows[w].queries += st.getColumn(1).getInt64();
-    latency_sum[w] += st.getColumn(2).getInt64();
-    report.windows[w].errors += st.getColumn(3).getInt64();
+    if (interval.start_ns < report.windows[w].start_ns) continue;
+    report.windows[w].queries += interval.transactions;
+    latency_sum[w] += interval.latency_sum_ns;
+    report.windows[w].errors += interval.failures;
   }
   for (std::size_t i = 0; i < report.windows.size(); ++i) {
     auto& win = report.windows[i];
