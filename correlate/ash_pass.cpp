@@ -17,9 +17,8 @@ std::string event_label(const schema::AshRows& row) {
   return fmt::format("{}:{}", *type, event ? *event : std::string_view("?"));
 }
 
-// The first pid of pg_blocking_pids' comma-separated list; 0 when there is
-// none. As atoi did before: the leading digits count ("123,456" → 123) and
-// text without them is 0.
+// The first pid of the list the ASH sampler stores (pg_blocking_pids joined
+// by ',': "123,456" → 123); 0 when the text does not start with one.
 int first_blocking_pid(std::string_view pids) {
   const auto digits = pids.find_first_not_of("0123456789");
   return common::parse_int(pids.substr(0, digits)).value_or(0);

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "common/latency_histogram.h"
 #include "common/units.h"
 #include "correlate/passes.h"
 #include "schema/run_reader.h"
@@ -26,47 +27,6 @@ namespace {
 double ms(std::int64_t ns) {
   return double(ns) / common::kNsPerMsDouble;
 }
-
-// Latency histogram for the whole-run percentiles in one pass and bounded
-// memory: values below 1024 ns exact, above in buckets 1/512 of a power of two
-// wide (relative width < 0.2 %). A percentile is the largest value seen in the
-// bucket holding the nearest rank, so it is exact when that bucket holds one
-// distinct value and never more than 0.2 % above the exact one.
-class LatencyHistogram {
- public:
-  LatencyHistogram() : counts_(kBuckets, 0), max_(kBuckets, 0) {}
-  void add(std::int64_t v) {
-    v = std::max<std::int64_t>(0, v);
-    const auto i = index(static_cast<std::uint64_t>(v));
-    ++counts_[i];
-    max_[i] = std::max(max_[i], v);
-    ++n_;
-  }
-  // Nearest-rank percentile p in (0, 1]; absent without values.
-  std::optional<std::int64_t> percentile(double p) const {
-    if (n_ == 0) return std::nullopt;
-    auto rank = static_cast<std::int64_t>(std::ceil(p * double(n_)));
-    rank = std::clamp<std::int64_t>(rank, 1, n_);
-    std::int64_t seen = 0;
-    for (std::size_t i = 0; i < kBuckets; ++i) {
-      seen += counts_[i];
-      if (seen >= rank) return max_[i];
-    }
-    return std::nullopt;
-  }
-
- private:
-  static constexpr std::size_t kBuckets = 55 * 512 + 512;
-  static std::size_t index(std::uint64_t v) {
-    if (v < 1024) return static_cast<std::size_t>(v);
-    const int msb = 63 - __builtin_clzll(v);
-    const int shift = msb - 9;
-    return static_cast<std::size_t>(shift) * 512 + static_cast<std::size_t>(v >> shift);
-  }
-  std::vector<std::int64_t> counts_;
-  std::vector<std::int64_t> max_;
-  std::int64_t n_ = 0;
-};
 
 // Latency statistics of one window's queries (the vector is reordered).
 void fill_latency_stats(std::vector<std::int64_t>& lat, Window& w) {
@@ -180,7 +140,7 @@ class QueryScan {
     } else {
       latency_sum_ += latency;
       latency_max_ = s.queries - s.errors == 1 ? latency : std::max(latency_max_, latency);
-      hist_.add(latency);
+      hist_.record_ns(latency);
       if (lag) {
         lag_max_ = lag_count_ == 0 ? *lag : std::max(lag_max_, *lag);
         lag_sum_ += *lag;
@@ -202,8 +162,10 @@ class QueryScan {
     } else if (s.queries > 0) {
       close_last_time_window();
     }
-    if (auto p50 = hist_.percentile(0.50)) s.latency_p50_ms = ms(*p50);
-    if (auto p99 = hist_.percentile(0.99)) s.latency_p99_ms = ms(*p99);
+    if (hist_.count() > 0) {
+      s.latency_p50_ms = ms(hist_.percentile_ns(0.50));
+      s.latency_p99_ms = ms(hist_.percentile_ns(0.99));
+    }
     if (s.queries == 0) return;
     if (const auto ok = s.queries - s.errors; ok > 0) {
       s.latency_mean_ms = double(latency_sum_) / double(ok) / common::kNsPerMsDouble;
@@ -291,7 +253,9 @@ class QueryScan {
 
   const ExplainOptions& opt_;
   Report& report_;
-  LatencyHistogram hist_;
+  // The whole run's percentiles in one pass and bounded memory: within 0.2 %
+  // above the exact nearest rank, exact when its bucket holds one value.
+  common::LatencyHistogram hist_{common::kExplainResolution};
   std::int64_t A_ = 0, B_ = 0, latency_sum_ = 0, latency_max_ = 0;
   std::int64_t lag_sum_ = 0, lag_max_ = 0, lag_count_ = 0;  // -R
   std::vector<std::int64_t> lat_, prev_lat_;  // latencies of the open window (and the one before)
