@@ -100,8 +100,20 @@ void sample_passes(const SamplePassInputs& in, Report& report, std::vector<Windo
   clock.lap(per_query ? "ash + processes" : "processes");
 }
 
+// The facts gathered outside the passes (facts_path.cpp, facts_pooler.cpp;
+// they still read through the connection), and the pooler's wait per window.
+void path_facts(schema::Store& store, const QueryPath& qp, Report& report,
+                std::vector<WindowAcc>& acc, Facts& f) {
+  const Span span{f.span_start_ns, f.span_end_ns};
+  read_path_facts(store.db(), {qp.driver_process_id, qp.backend_process_ids, qp.middle_processes},
+                  f, span.start_ns, span.end_ns);
+  read_pooler_facts(store.db(), report.windows, f, span.start_ns, span.end_ns, report.notes);
+  for (std::size_t i = 0; i < acc.size(); ++i) acc[i].path_wait_ns = f.pooler.window_wait_ns[i];
+}
+
 }  // namespace
 
+// The passes in order; each is a function of its own file (passes.h).
 Report explain(schema::Store& store, const ExplainOptions& options) {
   check_options(options);
   try {
@@ -138,11 +150,7 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
     clock.lap("host samples");
     sample_passes({store, run, options, qp, wi, backends ? &*backends : nullptr}, report, acc, f,
                   att, clock);
-    // facts_path.cpp and facts_pooler.cpp read through the connection.
-    read_path_facts(store.db(), {qp.driver_process_id, qp.backend_process_ids, qp.middle_processes},
-                    f, span.start_ns, span.end_ns);
-    read_pooler_facts(store.db(), report.windows, f, span.start_ns, span.end_ns, report.notes);
-    for (std::size_t i = 0; i < acc.size(); ++i) acc[i].path_wait_ns = f.pooler.window_wait_ns[i];
+    path_facts(store, qp, report, acc, f);
     // Accounting: per window, then the whole run.
     const int clients = report.run.clients.value_or(static_cast<int>(query_clients));
     auto sums = sum_windows(report, acc, f, clients,

@@ -1,5 +1,5 @@
 // explain's passes over a run file (internal to the correlator). explain()
-// (explain.cpp) calls them in this order; each file holds one:
+// (explain.cpp) calls them; each file holds one, listed in the order they run:
 //
 //   run_info.cpp      the run row, the tick periods, the analysed span, windows' kind
 //   query_scan.cpp    the query table in one scan: run totals, percentiles, query windows
