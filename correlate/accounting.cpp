@@ -71,6 +71,9 @@ void add_parts(const Facts& f, bool pair, Accounting& acc) {
   if (cpu_known) part("remainder", acc.remainder_ns, "");
 }
 
+// Adds a window's accumulators into the whole run's: the host totals and the
+// fields make_accounting reads (the stall signals stay per window; the D-state
+// time counted per window is added by account_window).
 void add_into(WindowAcc& total, const WindowAcc& a) {
   total.host.busy_ns += a.host.busy_ns;
   total.host.idle_ns += a.host.idle_ns;

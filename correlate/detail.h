@@ -1,4 +1,4 @@
-// Internals of the correlator shared by its passes (passes.h), findings.cpp and
+// Internals of the correlator shared by correlate.cpp, findings.cpp and
 // render.cpp. Not part of the public API.
 #pragma once
 
@@ -163,7 +163,7 @@ struct PoolerFacts {
   std::optional<std::int64_t> maxwait_max_ns;
 };
 
-// The query path's processes, for the facts gathered by facts_path.cpp.
+// The query path's processes, for the facts gathered outside correlate.cpp.
 struct PathRoles {
   const std::optional<std::int64_t>& driver_process_id;
   const std::unordered_set<std::int64_t>& backend_process_ids;

@@ -190,6 +190,8 @@ void spread(const WindowIndex& wi, std::int64_t t, std::optional<std::int64_t> s
   }
 }
 
+// Error(usage): `count` windows of window_ns exceed kMaxWindows.
+[[noreturn]] void throw_too_many_windows(std::int64_t window_ns, std::int64_t count);
 // Closes the windows at the span's end (time windows partition the span;
 // without queries they are made here) and returns their index.
 WindowIndex finish_windows(const ExplainOptions& options, Report& report, Span span);

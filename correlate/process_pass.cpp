@@ -68,7 +68,7 @@ enum : std::uint8_t {
 struct SingleThreadScan {
   std::int64_t bucket = -1;
   std::int64_t bucket_cpu_ns = 0;
-  std::int64_t total_cpu_ns = 0;  // schedstat CPU of its rows in (A, B]
+  std::int64_t total_cpu_ns = 0;  // schedstat CPU of its rows at ticks in the span
   SingleThreadCandidate cand;
 };
 
@@ -222,12 +222,14 @@ class ProcessScan {
   }
 
   void flush(SingleThreadScan& sc) const {
-    const auto A = in_.span.start_ns, B = in_.span.end_ns;
+    const auto& span = in_.span;
     if (sc.bucket >= 0 && sc.bucket_cpu_ns >= hot_min_ && sc.bucket_cpu_ns <= hot_max_) {
-      if (sc.cand.hot_buckets == 0) sc.cand.first_hot_ns = A + sc.bucket * in_.bucket_ns;
+      if (sc.cand.hot_buckets == 0)
+        sc.cand.first_hot_ns = span.start_ns + sc.bucket * in_.bucket_ns;
       ++sc.cand.hot_buckets;
       sc.cand.hot_cpu_ns += sc.bucket_cpu_ns;
-      sc.cand.last_hot_end_ns = std::min(B, A + (sc.bucket + 1) * in_.bucket_ns);
+      sc.cand.last_hot_end_ns =
+          std::min(span.end_ns, span.start_ns + (sc.bucket + 1) * in_.bucket_ns);
     }
     sc.bucket_cpu_ns = 0;
   }
@@ -313,7 +315,7 @@ class ProcessScan {
 // The driver's CPU and run delay from its ss-driver/N threads' rows.
 void add_driver_threads(schema::Store& store, const ProcessInputs& in, const SampleTimes& times,
                         std::vector<WindowAcc>& acc) {
-  const auto B = in.span.end_ns;
+  const auto end_ns = in.span.end_ns;
   schema::DriverThreadRows rows(store, *in.path.driver_process_id, times.from_id());
   schema::DriverThreadRow th;
   while (rows.next(th)) {
@@ -321,7 +323,7 @@ void add_driver_threads(schema::Store& store, const ProcessInputs& in, const Sam
     if (!time) continue;
     const auto t = *time;
     const auto span = th.span_ns;
-    if ((span && t - *span >= B) || (!span && t >= B)) continue;
+    if ((span && t - *span >= end_ns) || (!span && t >= end_ns)) continue;
     if (auto cpu = th.cpu_ns) {
       spread(in.windows, t, span, *cpu,
              [&](std::size_t w, std::int64_t v) { acc[w].driver_cpu_ns += v; });

@@ -14,7 +14,6 @@
 
 #include <fmt/format.h>
 
-#include "common/error.h"
 #include "common/latency_histogram.h"
 #include "common/units.h"
 #include "correlate/passes.h"
@@ -46,11 +45,6 @@ void fill_latency_stats(std::vector<std::int64_t>& lat, Window& w) {
   rank = std::clamp<std::size_t>(rank, 1, lat.size());
   std::nth_element(lat.begin(), lat.begin() + (rank - 1), lat.end());
   w.latency_p99_ms = ms(lat[rank - 1]);
-}
-
-void throw_too_many_windows(std::int64_t window_ns, std::int64_t count) {
-  throw_usage(fmt::format("cannot explain with --window {} ns: {} windows is too many (at most {})",
-                          window_ns, count, kMaxWindows));
 }
 
 // A run still being written (or killed): each driver thread's rows reach the

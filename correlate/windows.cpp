@@ -10,30 +10,30 @@
 
 namespace stallscope::correlate::detail {
 
+void throw_too_many_windows(std::int64_t window_ns, std::int64_t count) {
+  throw_usage(fmt::format("cannot explain with --window {} ns: {} windows is too many (at most {})",
+                          window_ns, count, kMaxWindows));
+}
+
 // Time windows partition the span (without queries they are made here, over
 // the samples' span); query windows each end where the next starts, the last
 // at the span's end.
 WindowIndex finish_windows(const ExplainOptions& opt, Report& report, Span span) {
-  const auto A = span.start_ns, B = span.end_ns;
   auto& windows = report.windows;
   WindowIndex wi;
   if (report.query_windows) {
     for (std::size_t i = 0; i < windows.size(); ++i) {
-      windows[i].end_ns = i + 1 < windows.size() ? windows[i + 1].start_ns : B;
+      windows[i].end_ns = i + 1 < windows.size() ? windows[i + 1].start_ns : span.end_ns;
     }
   } else {
     const auto w = opt.window_ns;
-    const auto count = std::max<std::int64_t>(1, (B - A + w - 1) / w);
-    if (count > kMaxWindows) {
-      throw_usage(
-          fmt::format("cannot explain with --window {} ns: {} windows is too many (at most {})", w,
-                      count, kMaxWindows));
-    }
+    const auto count = std::max<std::int64_t>(1, (span.end_ns - span.start_ns + w - 1) / w);
+    if (count > kMaxWindows) throw_too_many_windows(w, count);
     windows.resize(static_cast<std::size_t>(count));
     for (std::int64_t i = 0; i < count; ++i) {
       auto& win = windows[static_cast<std::size_t>(i)];
-      win.start_ns = A + i * w;
-      win.end_ns = std::min(A + (i + 1) * w, B);
+      win.start_ns = span.start_ns + i * w;
+      win.end_ns = std::min(span.start_ns + (i + 1) * w, span.end_ns);
       win.duration_s = double(win.end_ns - win.start_ns) / common::kNsPerSDouble;
       if (win.duration_s > 0) win.tps = double(win.queries) / win.duration_s;
     }

@@ -13,7 +13,7 @@
 namespace stallscope::schema {
 
 struct RunInfo {
-  std::string mode;  // "run", "record" or "import-pgbench"
+  std::string mode;  // "run" or "record"
   std::string host;
   std::string kernel;
   int cores = 0;

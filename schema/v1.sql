@@ -7,7 +7,7 @@
 -- One row: what was run, where, and how it ended.
 CREATE TABLE run (
   run_id              INTEGER PRIMARY KEY CHECK (run_id = 1),
-  mode                TEXT NOT NULL,              -- 'run' (drive + sample), 'record' or 'import-pgbench'
+  mode                TEXT NOT NULL,              -- 'run' (drive + sample) or 'record'
   status              TEXT NOT NULL,              -- 'running', 'complete', 'interrupted', 'failed'
   host                TEXT NOT NULL,              -- uname nodename
   kernel              TEXT NOT NULL,              -- uname release
