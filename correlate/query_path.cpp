@@ -21,7 +21,7 @@ QueryPath find_driver_and_backends(schema::Store& store, const RunRow& run) {
       schema::find_driver_process(store, run.stallscope_pid, run.stallscope_start_ticks,
                                   run.summary.start_ns + kBackendStartSlackNs);
   schema::ProcessLookup processes(store);
-  for (const auto& c : schema::client_backends(store)) {
+  for (const auto& c : schema::driver_backends(store)) {
     qp.backend_pids.insert(c.backend_pid);
     std::optional<std::int64_t> started_by;
     if (c.connect_ns) started_by = *c.connect_ns + kBackendStartSlackNs;

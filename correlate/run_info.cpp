@@ -28,27 +28,26 @@ std::int64_t tick_period_ns(const schema::TickRange& ticks, double hz) {
 
 // The pgbench_aggregate rows' totals (an imported aggregate log), if any.
 std::optional<PgbenchAggregateSummary> read_pgbench_aggregate(schema::Store& store) {
-  const auto span = schema::pgbench_aggregate_span(store);
-  if (!span) return std::nullopt;
   const auto totals = schema::pgbench_aggregate_totals(store);
+  if (!totals) return std::nullopt;
   PgbenchAggregateSummary a;
-  a.intervals = totals.intervals;
-  a.transactions = totals.transactions;
-  a.failures = totals.failures;
-  a.skipped = totals.skipped;
-  a.interval_ns = span->interval_ns;
-  a.start_ns = span->start_ns;
-  a.end_ns = span->end_ns;
+  a.intervals = totals->intervals;
+  a.transactions = totals->transactions;
+  a.failures = totals->failures;
+  a.skipped = totals->skipped;
+  a.interval_ns = totals->span.interval_ns;
+  a.start_ns = totals->span.start_ns;
+  a.end_ns = totals->span.end_ns;
   a.tps = double(a.transactions) / (double(a.end_ns - a.start_ns) / common::kNsPerSDouble);
   if (a.transactions > 0) {
     a.latency_mean_ms =
-        double(totals.latency_sum_ns) / double(a.transactions) / common::kNsPerMsDouble;
-    if (totals.lag_sum_ns) {
-      a.lag_mean_ms = double(*totals.lag_sum_ns) / double(a.transactions) / common::kNsPerMsDouble;
+        double(totals->latency_sum_ns) / double(a.transactions) / common::kNsPerMsDouble;
+    if (totals->lag_sum_ns) {
+      a.lag_mean_ms = double(*totals->lag_sum_ns) / double(a.transactions) / common::kNsPerMsDouble;
     }
   }
-  if (totals.latency_min_ns) a.latency_min_ms = ms(*totals.latency_min_ns);
-  if (totals.latency_max_ns) a.latency_max_ms = ms(*totals.latency_max_ns);
+  if (totals->latency_min_ns) a.latency_min_ms = ms(*totals->latency_min_ns);
+  if (totals->latency_max_ns) a.latency_max_ms = ms(*totals->latency_max_ns);
   return a;
 }
 

@@ -78,16 +78,15 @@ bool has_ash_rows(Store& store) {
          db.execAndGet("SELECT count(*) FROM pg_activity_sample").getInt64() > 0;
 }
 
-std::optional<AggregateSpan> pgbench_aggregate_span(Store& store) {
-  return pgbench_aggregate_span(store.db());
-}
-
-AggregateTotals pgbench_aggregate_totals(Store& store) {
+std::optional<AggregateTotals> pgbench_aggregate_totals(Store& store) {
+  const auto span = pgbench_aggregate_span(store.db());
+  if (!span) return std::nullopt;
   Cursor st(store.db(),
             "SELECT count(*), sum(transactions), sum(coalesce(serialization_failures, 0) + "
             "coalesce(deadlock_failures, 0)), sum(coalesce(skipped, 0)), sum(latency_sum_ns), "
             "min(latency_min_ns), max(latency_max_ns), sum(lag_sum_ns) FROM pgbench_aggregate");
   AggregateTotals a;
+  a.span = *span;
   if (!st.step()) return a;
   a.intervals = st.int64(0);
   a.transactions = st.int64(1);
@@ -255,9 +254,9 @@ bool has_driver_thread_cpu(Store& store, std::int64_t process_id) {
   return st.step();
 }
 
-std::vector<ClientBackend> client_backends(Store& store) {
+std::vector<DriverBackend> driver_backends(Store& store) {
   Cursor st(store.db(), "SELECT backend_pid, connect_ns FROM client WHERE backend_pid IS NOT NULL");
-  std::vector<ClientBackend> out;
+  std::vector<DriverBackend> out;
   while (st.step()) out.push_back({static_cast<int>(st.int64(0)), st.opt_int64(1)});
   return out;
 }

@@ -69,10 +69,9 @@ bool has_ash_rows(Store& store);
 
 // ---- pgbench aggregates (import-pgbench --aggregate-interval logs) ----
 
-// The time the rows cover (store.h).
-std::optional<AggregateSpan> pgbench_aggregate_span(Store& store);
 // Totals over every pgbench_aggregate row.
 struct AggregateTotals {
+  AggregateSpan span;             // pgbench_aggregate_span (store.h)
   std::int64_t intervals = 0;     // rows
   std::int64_t transactions = 0;  // Σ transactions
   std::int64_t failures = 0;      // Σ serialization_failures + deadlock_failures
@@ -82,7 +81,8 @@ struct AggregateTotals {
   std::optional<std::int64_t> latency_max_ns;
   std::optional<std::int64_t> lag_sum_ns;
 };
-AggregateTotals pgbench_aggregate_totals(Store& store);
+// nullopt when the table is empty.
+std::optional<AggregateTotals> pgbench_aggregate_totals(Store& store);
 
 // One pgbench_aggregate row, as explain's windows use it.
 struct AggregateInterval {
@@ -176,11 +176,11 @@ std::vector<std::int64_t> checkpointer_processes(Store& store);
 bool has_driver_thread_cpu(Store& store, std::int64_t process_id);
 
 // The driver's connections that recorded their backend pid (client rows).
-struct ClientBackend {
+struct DriverBackend {
   int backend_pid = 0;
   std::optional<std::int64_t> connect_ns;
 };
-std::vector<ClientBackend> client_backends(Store& store);
+std::vector<DriverBackend> driver_backends(Store& store);
 
 // ---- cgroups ----
 
