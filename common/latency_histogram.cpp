@@ -4,46 +4,42 @@
 #include <cmath>
 
 namespace stallscope::common {
-namespace {
-constexpr int kSubBits = 6;                     // 64 sub-buckets per power of two
-constexpr std::int64_t kExact = 2 << kSubBits;  // values below 128 are exact
-}  // namespace
 
-int latency_bucket(std::int64_t latency_ns) noexcept {
-  if (latency_ns < kExact) return latency_ns < 0 ? 0 : static_cast<int>(latency_ns);
-  auto v = static_cast<std::uint64_t>(latency_ns);
-  int msb = 63 - std::countl_zero(v);  // 7 .. 62
-  int shift = msb - kSubBits;
-  auto mantissa = static_cast<int>(v >> shift);  // 64 .. 127
-  return static_cast<int>(kExact) + (msb - kSubBits - 1) * (1 << kSubBits) +
-         (mantissa - (1 << kSubBits));
+int latency_bucket(std::int64_t latency_ns, int sub_bucket_bits) noexcept {
+  const std::int64_t exact = std::int64_t{2} << sub_bucket_bits;  // values below are exact
+  if (latency_ns < exact) return latency_ns < 0 ? 0 : static_cast<int>(latency_ns);
+  const auto v = static_cast<std::uint64_t>(latency_ns);
+  const int msb = 63 - std::countl_zero(v);  // sub_bucket_bits + 1 .. 62
+  const int shift = msb - sub_bucket_bits;
+  // shift · 2^bits + the top bits + 1 of v (2^bits .. 2^(bits+1) − 1): the
+  // buckets continue where the exact ones end.
+  return (shift << sub_bucket_bits) + static_cast<int>(v >> shift);
 }
 
-std::int64_t latency_bucket_lower_ns(int bucket) noexcept {
-  if (bucket < kExact) return bucket;
-  int k = bucket - static_cast<int>(kExact);
-  int msb = kSubBits + 1 + (k >> kSubBits);
-  int shift = msb - kSubBits;
-  std::int64_t mantissa = (1 << kSubBits) + (k & ((1 << kSubBits) - 1));
+std::int64_t latency_bucket_lower_ns(int bucket, int sub_bucket_bits) noexcept {
+  const int exact = 2 << sub_bucket_bits;
+  if (bucket < exact) return bucket;
+  const int k = bucket - exact;
+  const int shift = 1 + (k >> sub_bucket_bits);
+  const std::int64_t mantissa = (1 << sub_bucket_bits) + (k & ((1 << sub_bucket_bits) - 1));
   return mantissa << shift;
 }
 
-std::int64_t latency_bucket_mid_ns(int bucket) noexcept {
-  if (bucket < kExact) return bucket;
-  int k = bucket - static_cast<int>(kExact);
-  int shift = 1 + (k >> kSubBits);
-  return latency_bucket_lower_ns(bucket) + (std::int64_t{1} << (shift - 1));
+std::int64_t latency_bucket_mid_ns(int bucket, int sub_bucket_bits) noexcept {
+  const int exact = 2 << sub_bucket_bits;
+  if (bucket < exact) return bucket;
+  const int shift = 1 + ((bucket - exact) >> sub_bucket_bits);
+  return latency_bucket_lower_ns(bucket, sub_bucket_bits) + (std::int64_t{1} << (shift - 1));
 }
 
-void LatencyHistogram::record_ns(std::int64_t latency_ns) noexcept {
-  ++counts_[latency_bucket(latency_ns)];
-  sum_ns_ += latency_ns;
-  ++count_;
-}
+LatencyHistogram::LatencyHistogram(LatencyResolution resolution)
+    : resolution_(resolution),
+      counts_(latency_bucket_count(resolution.sub_bucket_bits), 0),
+      max_(resolution.report_bucket_max ? counts_.size() : 0, 0) {}
 
 LatencyHistogram LatencyHistogram::minus(const LatencyHistogram& earlier) const {
-  LatencyHistogram out;
-  for (int i = 0; i < kLatencyBucketCount; ++i) out.counts_[i] = counts_[i] - earlier.counts_[i];
+  LatencyHistogram out(resolution_);
+  for (std::size_t i = 0; i < counts_.size(); ++i) out.counts_[i] = counts_[i] - earlier.counts_[i];
   out.count_ = count_ - earlier.count_;
   out.sum_ns_ = sum_ns_ - earlier.sum_ns_;
   return out;
@@ -61,12 +57,17 @@ std::int64_t LatencyHistogram::percentile_ns(double q) const noexcept {
   if (total <= 0) return 0;
   auto rank = static_cast<std::int64_t>(std::ceil(q * static_cast<double>(total)));
   if (rank < 1) rank = 1;
+  const auto value = [&](std::size_t i) {
+    return resolution_.report_bucket_max
+               ? max_[i]
+               : latency_bucket_mid_ns(static_cast<int>(i), resolution_.sub_bucket_bits);
+  };
   std::int64_t seen = 0;
-  for (int i = 0; i < kLatencyBucketCount; ++i) {
+  for (std::size_t i = 0; i < counts_.size(); ++i) {
     seen += counts_[i];
-    if (seen >= rank) return latency_bucket_mid_ns(i);
+    if (seen >= rank) return value(i);
   }
-  return latency_bucket_mid_ns(kLatencyBucketCount - 1);
+  return value(counts_.size() - 1);
 }
 
 void SharedLatencyHistogram::add_to(LatencyHistogram& out) const noexcept {

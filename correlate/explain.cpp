@@ -1,0 +1,176 @@
+// explain: reads a run file in a few streaming passes (queries by start time,
+// host samples, ASH rows, process rows), each attributed to windows, then
+// sums the windows into the whole-run accounting and hands the facts to the
+// finding and stall rules. Each pass lives in its own file (passes.h).
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "common/error.h"
+#include "common/units.h"
+#include "correlate/correlate.h"
+#include "correlate/passes.h"
+#include "schema/store.h"
+
+namespace stallscope::correlate {
+namespace {
+
+using namespace detail;
+
+// STALLSCOPE_EXPLAIN_TIMING=1: each pass's wall time on stderr (for
+// tools/bench correlate; never part of the report).
+class PassClock {
+ public:
+  PassClock() : on_(std::getenv("STALLSCOPE_EXPLAIN_TIMING") != nullptr) {}
+  void lap(const char* pass) {
+    if (!on_) return;
+    const auto now = std::chrono::steady_clock::now();
+    const auto cpu = std::clock();
+    fmt::print(stderr, "explain pass {:<22} wall {:7.3f} s  cpu {:7.3f} s\n", pass,
+               std::chrono::duration<double>(now - last_).count(),
+               double(cpu - last_cpu_) / CLOCKS_PER_SEC);
+    last_ = now;
+    last_cpu_ = cpu;
+  }
+
+ private:
+  bool on_;
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+  std::clock_t last_cpu_ = std::clock();
+};
+
+void check_options(const ExplainOptions& options) {
+  if (options.window_ns <= 0) throw_usage("cannot explain: --window must be positive");
+  if (options.every_queries && *options.every_queries <= 0) {
+    throw_usage("cannot explain: --every must be a positive number of queries");
+  }
+}
+
+struct SamplePassInputs {
+  schema::Store& store;
+  const RunRow& run;
+  const ExplainOptions& options;
+  const QueryPath& path_processes;
+  const WindowIndex& windows;
+  const BackendMap* backends;  // with queries
+};
+
+// The ASH pass and the process pass. With per-query attribution they share
+// one sweep of the queries and run interleaved in time (the process pass
+// drives the ASH scan); without, one after the other.
+void sample_passes(const SamplePassInputs& in, Report& report, std::vector<WindowAcc>& acc,
+                   Facts& f, Attribution& att, PassClock& clock) {
+  const auto& qp = in.path_processes;
+  const Span span{f.span_start_ns, f.span_end_ns};
+  const bool per_query = att.method == AttributionMethod::per_query;
+  std::optional<QuerySweep> sweep;
+  std::optional<PerQuery> pq;
+  if (per_query) {
+    // The query sweep reads through a connection of its own on the file's path.
+    sweep.emplace(in.store, *in.backends, in.store.path(),
+                  report.run.queries_until_ns.value_or(std::numeric_limits<std::int64_t>::max()));
+    pq.emplace(PerQuery{*sweep, *in.backends});
+  }
+  const PerQuery* pq_ptr = pq ? &*pq : nullptr;
+  AshScan ash(in.store, AshInputs{qp, !qp.backend_pids.empty(), in.windows, span, pq_ptr}, acc, f,
+              att);
+  if (!sweep) ash.run_until(INT64_MAX);
+  clock.lap("ash");
+  const ProcessInputs processes{
+      .path = qp,
+      .windows = in.windows,
+      .span = span,
+      .clock_ticks_per_s = in.run.clock_ticks_per_s,
+      .bucket_ns = report.query_windows ? common::kNsPerS : in.options.window_ns,
+      .stallscope_pid = in.run.stallscope_pid,
+      .per_query = pq_ptr,
+      .ash = sweep ? &ash : nullptr,
+  };
+  read_processes(in.store, processes, acc, f, att);
+  if (sweep) {
+    ash.run_until(INT64_MAX);
+    sweep->finish();
+    att.joined_queries = sweep->joined();
+  }
+  if (f.has_queries) report.attribution = att;
+  clock.lap(per_query ? "ash + processes" : "processes");
+}
+
+// The facts gathered outside the passes (facts_path.cpp, facts_pooler.cpp),
+// and the pooler's wait per window.
+void path_facts(schema::Store& store, const QueryPath& qp, Report& report,
+                std::vector<WindowAcc>& acc, Facts& f) {
+  const Span span{f.span_start_ns, f.span_end_ns};
+  read_path_facts(store, {qp.driver_process_id, qp.backend_process_ids, qp.middle_processes}, f,
+                  span.start_ns, span.end_ns);
+  read_pooler_facts(store, report.windows, f, span.start_ns, span.end_ns, report.notes);
+  for (std::size_t i = 0; i < acc.size(); ++i) acc[i].path_wait_ns = f.pooler.window_wait_ns[i];
+}
+
+}  // namespace
+
+// The passes in order; each is a function of its own file (passes.h).
+Report explain(schema::Store& store, const ExplainOptions& options) {
+  check_options(options);
+  try {
+    Report report;
+    PassClock clock;
+    // The run row, then the queries: the run's figures and the windows' queries.
+    const auto run = read_run(store);
+    report.run = run.summary;
+    const auto query_clients = scan_queries(store, options, report);
+    clock.lap("queries");
+    // The run's facts and the analysed span.
+    Facts f = read_run_facts(store, options, report);
+    const Span span{f.span_start_ns, f.span_end_ns};
+    clock.lap("periods, span");
+    // The query path, and how queries are tied to its backends.
+    const bool pair = options.client_driver_cpu_ns.has_value();
+    auto qp = find_query_path(store, {run, options, span, f.has_queries, pair}, report.notes);
+    Attribution att;
+    std::optional<BackendMap> backends;
+    if (f.has_queries) {
+      backends.emplace(store);
+      att = choose_attribution(run, report.run.queries, qp, *backends);
+    }
+    f.backends_on_host = !qp.backend_process_ids.empty();
+    clock.lap("query path");
+    read_cgroups(store, qp, f, span);
+    find_checkpointers(store, qp);
+    const auto wi = finish_windows(options, report, span);
+    if (report.pgbench_aggregate && !f.has_queries) fill_windows_from_aggregates(store, report);
+    clock.lap("cgroups, checkpointer");
+    // The sample passes: host, ASH, processes.
+    std::vector<WindowAcc> acc(report.windows.size());
+    read_host(store, wi, acc, span);
+    clock.lap("host samples");
+    sample_passes({store, run, options, qp, wi, backends ? &*backends : nullptr}, report, acc, f,
+                  att, clock);
+    path_facts(store, qp, report, acc, f);
+    // Accounting: per window, then the whole run.
+    const int clients = report.run.clients.value_or(static_cast<int>(query_clients));
+    auto sums = sum_windows(report, acc, f, clients,
+                            {options.client_driver_cpu_ns, options.client_driver_run_delay_ns});
+    f.host = sums.total.host;
+    if (f.has_queries) {
+      report.accounting = make_accounting(clients, span.duration_ns(), sums.total, f, pair);
+    }
+    // Notes, findings, stalls.
+    add_sampling_notes({f, qp, sums.perturbed_windows, options.client_driver_cpu_ns.has_value()},
+                       report);
+    clock.lap("path facts, windows");
+    report.findings = find(report, f);
+    count_connection_errors(store, report.windows, sums.signals);
+    report.stalls = find_stalls(report, sums.signals, blocker_queries(store));
+    clock.lap("findings, stalls");
+    return report;
+  } catch (const SQLite::Exception& e) {
+    throw Error(ErrorKind::sqlite, fmt::format("cannot read {}: {}", store.path(), e.what()),
+                e.getExtendedErrorCode());
+  }
+}
+
+}  // namespace stallscope::correlate

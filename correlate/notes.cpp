@@ -1,0 +1,73 @@
+// The report's notes on sampling limits and caveats, written once the
+// accounting is known (the passes add their own notes as they go).
+#include <fmt/format.h>
+
+#include "common/units.h"
+#include "correlate/format.h"
+#include "correlate/passes.h"
+
+namespace stallscope::correlate::detail {
+namespace {
+
+// How often ASH and the host were sampled, and what that limits.
+void add_sampling_rates(const NoteInputs& in, Report& report) {
+  const auto& f = in.facts;
+  if (in.perturbed_windows > 0) {
+    report.notes.push_back(fmt::format(
+        "{} of {} windows are flagged as perturbed: the sampler itself used more than {:.0f}% "
+        "of a core there, so its own cost may have shaped what it measured.",
+        in.perturbed_windows, report.windows.size(), 100 * kPerturbationMaxCoreShare));
+  }
+  if (f.ash_available) {
+    report.notes.push_back(fmt::format(
+        "ASH polls pg_stat_activity every {:.1f} ms: a wait shorter than that is seen with "
+        "probability about its length / {:.1f} ms; wait times are estimated as samples x period.",
+        ms(f.ash_period_ns), ms(f.ash_period_ns)));
+  } else {
+    report.notes.push_back(
+        "No ASH samples in this file: server waits are unknown and stay in the remainder.");
+  }
+  report.notes.push_back(fmt::format(
+      "Host state is sampled every {:.1f} ms; process CPU and run delay are exact schedstat "
+      "deltas, spread over the span each covers; D-state time is rows x period.",
+      ms(f.sample_period_ns)));
+}
+
+// What the accounting of a run with queries could not see or double counts.
+void add_accounting_caveats(const NoteInputs& in, Report& report) {
+  if (!in.facts.backends_on_host) {
+    report.notes.push_back(
+        "This run's backends were not found among the sampled processes (server on another "
+        "host?): "
+        "server CPU is estimated from ASH samples of active backends with no wait event.");
+  }
+  if (!in.path.driver_process_id && !in.client_driver) {
+    report.notes.push_back(
+        "The stallscope process was not found among the sampled processes: driver CPU is 0.");
+  }
+  if (report.accounting && report.accounting->excess_ns > 0) {
+    report.notes.push_back(fmt::format(
+        "The measured parts exceed client time by {:.1f}%: they overlap (one driver thread "
+        "serves "
+        "several clients; a backend on CPU may be waiting in the run queue in between).",
+        pct(report.accounting->excess_ns, report.accounting->client_ns)));
+  }
+  report.notes.push_back(
+      "Run-queue delay of the query path is charged to server_cpu, client_cpu and runqueue in "
+      "proportion to the CPU each of backends, driver and other processes used.");
+}
+
+}  // namespace
+
+void add_sampling_notes(const NoteInputs& in, Report& report) {
+  add_sampling_rates(in, report);
+  if (!in.facts.has_queries) {
+    report.notes.push_back(
+        "This file holds no queries (a record file): no time accounting; findings come from host "
+        "state and ASH only, scored as shares of host CPU time or of sampled session time.");
+  } else {
+    add_accounting_caveats(in, report);
+  }
+}
+
+}  // namespace stallscope::correlate::detail

@@ -1,0 +1,318 @@
+// explain's passes over a run file (internal to the correlator). explain()
+// (explain.cpp) calls them; each file holds one, listed in the order they run:
+//
+//   run_info.cpp      the run row, the tick periods, the analysed span, windows' kind
+//   query_scan.cpp    the query table in one scan: run totals, percentiles, query windows
+//   query_path.cpp    the driver, this run's backends, poolers, cgroups, the checkpointer
+//   windows.cpp       closing the windows at the span's end; the window index
+//   host_pass.cpp     sample and host_sample rows into the windows
+//   ash_pass.cpp      pg_activity_sample rows of this run's backends into the windows
+//   process_pass.cpp  process_sample (and the driver's thread_sample) rows into the windows
+//   accounting.cpp    the windows' figures and time accounting, and the whole run's
+//   notes.cpp         the report's notes on sampling limits and caveats
+//   stall_inputs.cpp  what the stall rules read beyond the windows' sums
+//
+// Each pass adds what it reads into the windows' accumulators (WindowAcc)
+// and into the facts the finding rules read (Facts, detail.h).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "correlate/attribution.h"
+#include "correlate/correlate.h"
+#include "correlate/detail.h"
+#include "schema/sample_readers.h"
+#include "schema/store.h"
+
+namespace stallscope::correlate::detail {
+
+// A span of wall-clock time [start_ns, end_ns).
+struct Span {
+  std::int64_t start_ns = 0;
+  std::int64_t end_ns = 0;
+  std::int64_t duration_ns() const { return end_ns - start_ns; }
+};
+
+// ---- run_info.cpp ----
+
+// The run row and what identifies the driver.
+struct RunRow {
+  RunSummary summary;
+  int stallscope_pid = 0;
+  std::optional<std::int64_t> stallscope_start_ticks;
+  std::int64_t clock_ticks_per_s = 0;  // /proc/PID/stat ticks
+  bool imported = false;               // an imported pgbench log (schema::RunRow)
+};
+
+// The run row; Error(usage) when the file holds none.
+RunRow read_run(schema::Store& store);
+
+// After the query scan: the facts of the run as a whole (whether it has
+// queries, cores, threads, tick periods, whether ASH ran, the analysed span),
+// the report's pgbench aggregate summary and kind of windows, and the notes
+// on failed queries, a fixed rate not kept, aggregate-only files and --every
+// without queries — in that order.
+Facts read_run_facts(schema::Store& store, const ExplainOptions& options, Report& report);
+
+// ---- query_scan.cpp ----
+
+// Pass 1: the query table in one scan (see query_scan.cpp): fills
+// report.run's query figures (percentiles included) and, for --every, the
+// query windows; time windows are opened as queries arrive and closed by
+// finish_windows. Returns the number of distinct client ids seen.
+std::int64_t scan_queries(schema::Store& store, const ExplainOptions& options, Report& report);
+
+// ---- query_path.cpp ----
+
+// The processes whose time is client time: the driver and this run's
+// backends, and the poolers between them.
+struct QueryPath {
+  std::optional<std::int64_t> driver_process_id;
+  std::unordered_set<std::int64_t> backend_process_ids;
+  std::unordered_set<int> backend_pids;  // for ASH
+  // No process matched the driver's backend pids (before poolers were looked
+  // for): behind a pooler, or the server ran on another host.
+  bool driver_backends_unsampled = false;
+  // Path processes whose cgroup's cpu.stat showed throttling in the span.
+  std::unordered_set<std::int64_t> throttled_process_ids;
+  // Checkpointer processes (cmdline "postgres: checkpointer"), for stalls.
+  std::unordered_set<std::int64_t> checkpointer_ids;
+  // Poolers and proxies between driver and server: process_id → comm.
+  std::unordered_map<std::int64_t, std::string> middle_processes;
+  bool is_path(std::int64_t id) const {
+    return id == driver_process_id || backend_process_ids.contains(id) ||
+           middle_processes.contains(id);
+  }
+};
+
+struct QueryPathInputs {
+  const RunRow& run;
+  const ExplainOptions& options;
+  Span span;
+  bool has_queries = false;
+  // Client + server (explain_pair): the driver ran on the client host, so no
+  // process of this file is the driver.
+  bool pair = false;
+};
+
+// The driver, this run's backends and (with queries) the poolers on the
+// path; notes what --path-process did not find and what was detected.
+QueryPath find_query_path(schema::Store& store, const QueryPathInputs& in,
+                          std::vector<std::string>& notes);
+// How the server parts of the accounting are tied to the queries
+// (Attribution in correlate.h): per query when each query's backend is
+// known through `backends`, else host-wide and why. With queries only.
+Attribution choose_attribution(const RunRow& run, std::int64_t queries, const QueryPath& qp,
+                               const BackendMap& backends);
+// cgroup cpu.stat of the query path's cgroups over the span: marks the path
+// processes whose cgroup was throttled (qp) and keeps the most throttled
+// cgroup's figures (f).
+void read_cgroups(schema::Store& store, QueryPath& qp, Facts& f, Span span);
+// The checkpointer processes, into qp.checkpointer_ids.
+void find_checkpointers(schema::Store& store, QueryPath& qp);
+
+// ---- windows.cpp ----
+
+// What each window accumulates while the passes stream by.
+struct WindowAcc {
+  HostTotals host;
+  std::int64_t sampler_cpu_ns = 0;
+  std::int64_t driver_cpu_ns = 0;
+  std::int64_t server_cpu_ns = 0;
+  std::map<std::string, std::int64_t> path_cpu_ns;  // poolers/proxies by comm
+  std::int64_t path_wait_ns = 0;  // queries waiting in the pooler (facts_pooler.cpp)
+  std::int64_t run_delay_ns = 0;
+  std::int64_t driver_run_delay_ns = 0;  // of which the driver's
+  std::int64_t throttled_delay_ns = 0;   // run delay of path processes in throttled cgroups
+  // Backend D rows while serving queries (attribution.h), by wchan; the whole
+  // run's total also carries the per-window counted D-state time.
+  std::map<std::string, std::int64_t> query_d_wchan_rows;
+  std::optional<std::map<std::string, std::int64_t>> d_counted_by_wchan_ns;
+  // Process rows whose CPU delta covered part of the window: without any,
+  // its CPU and run delay are unknown, not 0 (sampling slower than the span).
+  std::int64_t cpu_delta_rows = 0;
+  std::int64_t ash_cpu_rows = 0;  // backends active with no wait event
+  std::int64_t backend_d_rows = 0;
+  std::map<std::string, std::int64_t> backend_d_wchan_rows;
+  std::int64_t checkpointer_d_rows = 0;
+  std::int64_t checkpointer_write_bytes = 0;
+  std::map<int, std::int64_t> blocking_pid_rows;  // first blocking pid of Lock rows
+  std::map<std::string, std::int64_t> ash_event_rows;
+  std::map<std::string, std::int64_t> ash_class_rows;
+};
+
+// Window boundaries: window i covers [starts[i], ends[i]); the windows
+// partition the analysed span.
+struct WindowIndex {
+  std::vector<std::int64_t> starts;
+  std::vector<std::int64_t> ends;
+  // Time windows: their common length (the last may be shorter), so that
+  // find() is a division; 0 for query windows (binary search).
+  std::int64_t uniform_ns = 0;
+  // Index of the window holding t, or -1 outside the span.
+  std::ptrdiff_t find(std::int64_t t) const {
+    if (starts.empty() || t < starts.front() || t >= ends.back()) return -1;
+    if (uniform_ns > 0) return static_cast<std::ptrdiff_t>((t - starts.front()) / uniform_ns);
+    auto it = std::upper_bound(starts.begin(), starts.end(), t);
+    return (it - starts.begin()) - 1;
+  }
+};
+
+// Adds `value`, spread evenly over [t − span, t), to the windows it overlaps.
+// Without a span the value goes to the window holding t.
+template <typename Add>
+void spread(const WindowIndex& wi, std::int64_t t, std::optional<std::int64_t> span_ns,
+            std::int64_t value, Add&& add) {
+  if (!span_ns || *span_ns <= 0) {
+    if (auto i = wi.find(t); i >= 0) add(static_cast<std::size_t>(i), value);
+    return;
+  }
+  const std::int64_t from = t - *span_ns;
+  auto i = wi.find(std::max(from, wi.starts.front()));
+  if (i < 0) return;
+  if (const auto k = static_cast<std::size_t>(i); from >= wi.starts[k] && t <= wi.ends[k]) {
+    add(k, value);  // the whole span in one window (value × span ÷ span)
+    return;
+  }
+  for (auto k = static_cast<std::size_t>(i); k < wi.starts.size() && wi.starts[k] < t; ++k) {
+    auto overlap = std::min(t, wi.ends[k]) - std::max(from, wi.starts[k]);
+    if (overlap <= 0) continue;
+    add(k, static_cast<std::int64_t>(static_cast<__int128>(value) * overlap / *span_ns));
+  }
+}
+
+// Error(usage): `count` windows of window_ns exceed kMaxWindows.
+[[noreturn]] void throw_too_many_windows(std::int64_t window_ns, std::int64_t count);
+// Closes the windows at the span's end (time windows partition the span;
+// without queries they are made here) and returns their index.
+WindowIndex finish_windows(const ExplainOptions& options, Report& report, Span span);
+// A file with pgbench aggregate intervals but no queries: each time window
+// gets the transactions, failures and mean latency of the intervals that
+// start in it.
+void fill_windows_from_aggregates(schema::Store& store, Report& report);
+
+// ---- host_pass.cpp ----
+
+// Pass 2: sample and host_sample rows in the span, into the windows.
+void read_host(schema::Store& store, const WindowIndex& wi, std::vector<WindowAcc>& acc, Span span);
+
+// ---- ash_pass.cpp ----
+
+// Per-query attribution: the sweep of the queries and the backends' slots,
+// shared by the ASH and process passes.
+struct PerQuery {
+  QuerySweep& sweep;
+  const BackendMap& backends;
+};
+
+struct AshInputs {
+  const QueryPath& path;
+  // Count the rows of path.backend_pids; else every client backend's.
+  bool use_pids = false;
+  const WindowIndex& windows;
+  Span span;
+  const PerQuery* per_query = nullptr;  // null: host-wide attribution
+};
+
+// Pass 3: ASH rows (pg_activity_sample) of this run's backends, by poll
+// time, into the windows and f's ASH counts. With per-query attribution a
+// backend's row counts only while it served one of its queries; the process
+// pass then drives this scan (run_until each row's tick) so that both share
+// one sweep of the queries.
+class AshScan {
+ public:
+  AshScan(schema::Store& store, const AshInputs& in, std::vector<WindowAcc>& acc, Facts& f,
+          Attribution& att);
+  // Handles the rows polled before t (INT64_MAX: all that are left).
+  void run_until(std::int64_t t);
+
+ private:
+  void handle();
+
+  AshInputs in_;
+  std::vector<WindowAcc>& acc_;
+  Facts& f_;
+  Attribution& att_;
+  schema::AshRows rows_;
+  bool pending_ = false;  // rows_ holds a row not yet handled, polled at:
+  std::int64_t pending_time_ns_ = 0;
+  bool done_ = false;
+};
+
+// ---- process_pass.cpp ----
+
+struct ProcessInputs {
+  const QueryPath& path;
+  const WindowIndex& windows;
+  Span span;
+  std::int64_t clock_ticks_per_s = 0;  // RunRow::clock_ticks_per_s
+  // single_thread: the length of the buckets a process's CPU is summed over.
+  std::int64_t bucket_ns = 0;
+  int stallscope_pid = 0;               // never a single_thread candidate
+  const PerQuery* per_query = nullptr;  // null: host-wide attribution
+  AshScan* ash = nullptr;               // per-query attribution: driven in step with the rows
+};
+
+// Pass 4: process_sample rows (and the driver's ss-driver/N thread_sample
+// rows), each delta spread over the span it covers, into the windows and
+// f's process facts, single_thread candidates and top CPU users off the path.
+void read_processes(schema::Store& store, const ProcessInputs& in, std::vector<WindowAcc>& acc,
+                    Facts& f, Attribution& att);
+
+// ---- accounting.cpp ----
+
+// Client + server (explain_pair): the driver's figures per window from the
+// client file (ExplainOptions).
+struct ClientDriver {
+  const std::optional<std::vector<std::int64_t>>& cpu_ns;
+  const std::optional<std::vector<std::int64_t>>& run_delay_ns;
+};
+
+struct WindowSums {
+  WindowAcc total;                     // the whole run's accumulators
+  std::vector<WindowSignals> signals;  // per window, for the stall rules
+  std::int64_t perturbed_windows = 0;
+};
+
+// Turns each window's accumulators into its figures (host shares, top wait
+// event, perturbation, accounting) and f's per-window shares, and sums them.
+WindowSums sum_windows(Report& report, std::vector<WindowAcc>& acc, Facts& f, int clients,
+                       const ClientDriver& client_driver);
+// Client time of `clients` over `wall_ns` split into parts (Accounting in
+// correlate.h). `pair`: explain_pair's server pass — parts are labelled by
+// the host that measured them, and the driver's run delay is a part of its own.
+Accounting make_accounting(int clients, std::int64_t wall_ns, const WindowAcc& a, const Facts& f,
+                           bool pair);
+
+// ---- notes.cpp ----
+
+struct NoteInputs {
+  const Facts& facts;
+  const QueryPath& path;
+  std::int64_t perturbed_windows = 0;
+  bool client_driver = false;  // explain_pair: the driver's figures come from the client file
+};
+
+// The notes on sampling limits and caveats, after the accounting.
+void add_sampling_notes(const NoteInputs& in, Report& report);
+
+// ---- stall_inputs.cpp ----
+
+// Per window with errors, the queries that lost their connection and the
+// most frequent such SQLSTATE, into signals.
+void count_connection_errors(schema::Store& store, const std::vector<Window>& windows,
+                             std::vector<WindowSignals>& signals);
+// The latest query text ASH saw for a pid at or before a time, with its
+// state: find_stalls' blocker_query.
+std::function<std::string(int, std::int64_t)> blocker_queries(schema::Store& store);
+
+}  // namespace stallscope::correlate::detail

@@ -1,0 +1,294 @@
+// Pass 1: the query table in its own order (it is clustered by start_ns), in
+// one scan: the run's totals and percentiles (report.run) and the windows'
+// query figures. Holds one window's latencies (two at a window boundary).
+// Time windows start at the first query sent (A) and are grown as queries
+// arrive; finish_windows() (windows.cpp) closes them at B once it is known.
+// A query is an error when query_error has its key: that (small) table is
+// read alongside in the same key order and merged, which costs far less than
+// a join's lookup per query. Skipped transactions (query_skipped: -R -L
+// --skip-late, never sent) are only counted.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+#include "common/latency_histogram.h"
+#include "common/units.h"
+#include "correlate/format.h"
+#include "correlate/passes.h"
+#include "schema/run_reader.h"
+#include "schema/sample_readers.h"
+
+namespace stallscope::correlate::detail {
+namespace {
+
+// Latency statistics of one window's queries (the vector is reordered).
+void fill_latency_stats(std::vector<std::int64_t>& lat, Window& w) {
+  w.queries = static_cast<std::int64_t>(lat.size());
+  if (lat.empty()) return;
+  const auto [mn, mx] = std::minmax_element(lat.begin(), lat.end());
+  w.latency_min_ms = ms(*mn);
+  w.latency_max_ms = ms(*mx);
+  long double sum = 0;
+  for (auto v : lat) sum += v;
+  const long double mean = sum / lat.size();
+  long double sq = 0;
+  for (auto v : lat) sq += (v - mean) * (v - mean);
+  w.latency_mean_ms = double(mean / common::kNsPerMsDouble);
+  w.latency_stddev_ms = double(std::sqrt(sq / lat.size()) / common::kNsPerMsDouble);
+  auto rank = static_cast<std::size_t>(std::ceil(0.99 * double(lat.size())));
+  rank = std::clamp<std::size_t>(rank, 1, lat.size());
+  std::nth_element(lat.begin(), lat.begin() + (rank - 1), lat.end());
+  w.latency_p99_ms = ms(lat[rank - 1]);
+}
+
+// A run still being written (or killed): each driver thread's rows reach the
+// file in its own commits, so past the earliest of the clients' latest
+// stored queries some clients' rows may be missing — the tail would read as
+// a throughput drop. Queries sent after that point are left out, but never
+// more than the last second before the latest stored query (a client held up
+// longer, e.g. in a lock wait when the run was killed, is part of the
+// story): a driver thread hands its rows over every 100 ms and the writer
+// commits them in order at most 250 ms later. A full scan, only for runs
+// without an end; INT64_MAX for runs with one.
+std::int64_t unfinished_run_cut_ns(schema::Store& store, const RunSummary& s) {
+  std::int64_t cut_ns = std::numeric_limits<std::int64_t>::max();
+  if (!s.end_ns) {
+    const auto latest = schema::latest_query_per_client(store);
+    if (latest.clients > 1)
+      cut_ns = std::max(latest.earliest_ns, latest.latest_ns - common::kNsPerS);
+  }
+  return cut_ns;
+}
+
+// Distinct client ids (for files that do not record -c): small ids in a
+// bitmap, any others in a set.
+class ClientCounter {
+ public:
+  void add(std::int64_t c) {
+    if (c >= 0 && c < 65536) {
+      if (static_cast<std::size_t>(c) >= seen_.size()) seen_.resize(c + 1);
+      if (!seen_[c]) {
+        seen_[c] = true;
+        ++count_;
+      }
+    } else if (others_.insert(c).second) {
+      ++count_;
+    }
+  }
+  std::int64_t count() const { return count_; }
+
+ private:
+  std::vector<bool> seen_;
+  std::unordered_set<std::int64_t> others_;
+  std::int64_t count_ = 0;
+};
+
+// query_error's keys in primary-key order, merged with the query rows.
+class FailedKeys {
+ public:
+  FailedKeys(schema::Store& store, std::int64_t cut_ns) : failed_(store, cut_ns) { advance(); }
+  // Whether the query with this key failed; keys come in increasing order.
+  bool failed(const schema::QueryKey& key) {
+    if (!next_) return false;
+    while (next_ && *next_ < key) advance();  // no query row: not counted
+    if (next_ && *next_ == key) {
+      advance();
+      return true;
+    }
+    return false;
+  }
+
+ private:
+  void advance() {
+    schema::QueryKey key;
+    if (failed_.next(key)) {
+      next_ = key;
+    } else {
+      next_.reset();
+    }
+  }
+  schema::QueryErrorKeys failed_;
+  std::optional<schema::QueryKey> next_;
+};
+
+// The scan's state: the run's totals, and the window being filled.
+class QueryScan {
+ public:
+  QueryScan(const ExplainOptions& opt, Report& report) : opt_(opt), report_(report) {}
+
+  void add(std::int64_t start, std::int64_t latency, bool error, std::optional<std::int64_t> lag) {
+    auto& s = report_.run;
+    if (s.queries == 0) A_ = B_ = start;
+    ++s.queries;
+    B_ = std::max(B_, start + latency);
+    // As pgbench: throughput and latency count successful queries; a failed
+    // one is counted apart (its latency may be unknown: 0 in a pgbench log).
+    if (error) {
+      ++s.errors;
+    } else {
+      latency_sum_ += latency;
+      latency_max_ = s.queries - s.errors == 1 ? latency : std::max(latency_max_, latency);
+      hist_.record_ns(latency);
+      if (lag) {
+        lag_max_ = lag_count_ == 0 ? *lag : std::max(lag_max_, *lag);
+        lag_sum_ += *lag;
+        ++lag_count_;
+      }
+    }
+    if (opt_.every_queries) {
+      add_to_query_window(start, latency, error);
+    } else {
+      add_to_time_window(start, latency, error);
+    }
+  }
+
+  // After the last row: closes the last window and sets the run's figures.
+  void finish() {
+    auto& s = report_.run;
+    if (opt_.every_queries) {
+      if (!lat_.empty() || cur_.errors > 0) close_query_window();
+    } else if (s.queries > 0) {
+      close_last_time_window();
+    }
+    if (hist_.count() > 0) {
+      s.latency_p50_ms = ms(hist_.percentile_ns(0.50));
+      s.latency_p99_ms = ms(hist_.percentile_ns(0.99));
+    }
+    if (s.queries == 0) return;
+    if (const auto ok = s.queries - s.errors; ok > 0) {
+      s.latency_mean_ms = double(latency_sum_) / double(ok) / common::kNsPerMsDouble;
+      s.latency_max_ms = ms(latency_max_);
+    }
+    if (lag_count_ > 0) {
+      s.lag_mean_ms = double(lag_sum_) / double(lag_count_) / common::kNsPerMsDouble;
+      s.lag_max_ms = ms(lag_max_);
+    }
+    s.query_start_ns = A_;
+    s.query_end_ns = B_;
+    if (B_ > A_) s.tps = double(s.queries - s.errors) / (double(B_ - A_) / common::kNsPerSDouble);
+  }
+
+ private:
+  // Query windows (--every N): a window closes at its N-th successful query.
+  void add_to_query_window(std::int64_t start, std::int64_t latency, bool error) {
+    if (lat_.empty() && cur_.errors == 0) {
+      cur_.start_ns = start;
+      cur_end_ = start;
+    }
+    cur_end_ = std::max(cur_end_, start + latency);
+    if (error) {
+      ++cur_.errors;
+      return;
+    }
+    lat_.push_back(latency);
+    if (static_cast<std::int64_t>(lat_.size()) == *opt_.every_queries) close_query_window();
+  }
+  void close_query_window() {
+    fill_latency_stats(lat_, cur_);
+    cur_.duration_s = double(cur_end_ - cur_.start_ns) / common::kNsPerSDouble;
+    if (cur_end_ > cur_.start_ns) cur_.tps = double(cur_.queries) / cur_.duration_s;
+    report_.windows.push_back(cur_);
+    lat_.clear();
+    cur_ = Window{};
+  }
+
+  // Time windows: window i holds the queries sent in [A + i·w, A + (i+1)·w).
+  void add_to_time_window(std::int64_t start, std::int64_t latency, bool error) {
+    auto& windows = report_.windows;
+    const auto w = opt_.window_ns;
+    const auto i = (start - A_) / w;
+    if (i != open_) {
+      close_time_window();
+      open_ = i;
+      if (i >= kMaxWindows) too_many_ = true;
+      for (auto k = static_cast<std::int64_t>(windows.size()); !too_many_ && k <= i; ++k) {
+        windows.emplace_back().start_ns = A_ + k * w;
+      }
+    }
+    if (too_many_) return;
+    if (error) {
+      ++windows[static_cast<std::size_t>(i)].errors;
+      return;
+    }
+    lat_.push_back(latency);
+  }
+  void close_time_window() {
+    if (open_ < 0 || too_many_) return;
+    fill_latency_stats(lat_, report_.windows[static_cast<std::size_t>(open_)]);
+    std::swap(lat_, prev_lat_);
+    lat_.clear();
+    prev_open_ = open_;
+  }
+  void close_last_time_window() {
+    auto& windows = report_.windows;
+    const auto w = opt_.window_ns;
+    B_ = std::max(B_, A_ + 1);
+    const auto count = std::max<std::int64_t>(1, (B_ - A_ + w - 1) / w);
+    if (too_many_ || count > kMaxWindows) throw_too_many_windows(w, count);
+    if (open_ >= count) {
+      // Queries sent exactly at B (latency 0) belong to the last window.
+      auto& last = windows[static_cast<std::size_t>(count - 1)];
+      const auto errors = last.errors + windows[static_cast<std::size_t>(open_)].errors;
+      if (prev_open_ == count - 1) lat_.insert(lat_.end(), prev_lat_.begin(), prev_lat_.end());
+      windows.resize(static_cast<std::size_t>(count));
+      last = Window{};
+      last.start_ns = A_ + (count - 1) * w;
+      last.errors = errors;
+      open_ = count - 1;
+    }
+    close_time_window();
+  }
+
+  const ExplainOptions& opt_;
+  Report& report_;
+  // The whole run's percentiles in one pass and bounded memory: within 0.2 %
+  // above the exact nearest rank, exact when its bucket holds one value.
+  common::LatencyHistogram hist_{common::kExplainResolution};
+  std::int64_t A_ = 0, B_ = 0, latency_sum_ = 0, latency_max_ = 0;
+  std::int64_t lag_sum_ = 0, lag_max_ = 0, lag_count_ = 0;  // -R
+  std::vector<std::int64_t> lat_, prev_lat_;  // latencies of the open window (and the one before)
+  // Query windows: the one being filled and its last answer.
+  Window cur_;
+  std::int64_t cur_end_ = 0;
+  // Time windows: the one being filled, the one before, and whether there
+  // are too many.
+  std::int64_t open_ = -1, prev_open_ = -1;
+  bool too_many_ = false;
+};
+
+}  // namespace
+
+std::int64_t scan_queries(schema::Store& store, const ExplainOptions& opt, Report& report) {
+  auto& s = report.run;
+  const auto cut_ns = unfinished_run_cut_ns(store, s);
+  s.skipped = schema::skipped_queries(store, cut_ns);
+  // Both in primary-key order (start_ns, client_id, seq). lag_ns is read
+  // only when the first query has one (-R runs give every query a lag; a
+  // column read costs about 20 % of this scan).
+  schema::QueryRows rows(store, cut_ns, schema::first_query_has_lag(store));
+  FailedKeys failed(store, cut_ns);
+  ClientCounter clients;
+  QueryScan scan(opt, report);
+  schema::QueryTiming q;
+  while (rows.next(q)) {
+    clients.add(q.client_id);
+    const bool error = failed.failed({q.start_ns, q.client_id, q.seq});
+    scan.add(q.start_ns, q.latency_ns, error, q.lag_ns);
+  }
+  scan.finish();
+  if (s.queries > 0 && cut_ns != std::numeric_limits<std::int64_t>::max()) {
+    s.queries_until_ns = cut_ns;
+    if (const auto after = schema::queries_after(store, cut_ns); after > 0) {
+      report.notes.push_back(fmt::format(
+          "The run has no end (still running, or killed): {} queries sent after the last one "
+          "stored for every client are left out (some clients' rows were not yet written).",
+          after));
+    }
+  }
+  return clients.count();
+}
+
+}  // namespace stallscope::correlate::detail

@@ -1,0 +1,151 @@
+// The run as a whole: its `run` row, the tick periods of its samplers, the
+// analysed span and the kind of windows explain cuts it into.
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "common/error.h"
+#include "common/units.h"
+#include "correlate/format.h"
+#include "correlate/passes.h"
+#include "schema/run_reader.h"
+#include "schema/store.h"
+
+namespace stallscope::correlate::detail {
+namespace {
+
+// Mean spacing of a tick table's rows, or 1/hz when there are fewer than 2.
+std::int64_t tick_period_ns(const schema::TickRange& ticks, double hz) {
+  if (ticks.rows >= 2) {
+    auto period = (*ticks.last_ns - *ticks.first_ns) / (ticks.rows - 1);
+    if (period > 0) return period;
+  }
+  return hz > 0 ? static_cast<std::int64_t>(common::kNsPerSDouble / hz) : common::kNsPerS;
+}
+
+// The pgbench_aggregate rows' totals (an imported aggregate log), if any.
+std::optional<PgbenchAggregateSummary> read_pgbench_aggregate(schema::Store& store) {
+  const auto totals = schema::pgbench_aggregate_totals(store);
+  if (!totals) return std::nullopt;
+  PgbenchAggregateSummary a;
+  a.intervals = totals->intervals;
+  a.transactions = totals->transactions;
+  a.failures = totals->failures;
+  a.skipped = totals->skipped;
+  a.interval_ns = totals->span.interval_ns;
+  a.start_ns = totals->span.start_ns;
+  a.end_ns = totals->span.end_ns;
+  a.tps = double(a.transactions) / (double(a.end_ns - a.start_ns) / common::kNsPerSDouble);
+  if (a.transactions > 0) {
+    a.latency_mean_ms =
+        double(totals->latency_sum_ns) / double(a.transactions) / common::kNsPerMsDouble;
+    if (totals->lag_sum_ns) {
+      a.lag_mean_ms = double(*totals->lag_sum_ns) / double(a.transactions) / common::kNsPerMsDouble;
+    }
+  }
+  if (totals->latency_min_ns) a.latency_min_ms = ms(*totals->latency_min_ns);
+  if (totals->latency_max_ns) a.latency_max_ms = ms(*totals->latency_max_ns);
+  return a;
+}
+
+// Notes on the queries' figures: most queries failed; a fixed rate (-R)
+// that the clients could not keep.
+void add_query_notes(Report& report) {
+  const auto& r = report.run;
+  if (r.queries > 0 && 2 * r.errors >= r.queries) {
+    report.notes.push_back(fmt::format(
+        "{} of {} queries failed: throughput and latency count only the {} that succeeded "
+        "(SELECT sqlstate, count(*), min(error) FROM query_error GROUP BY 1).",
+        r.errors, r.queries, r.queries - r.errors));
+  }
+  if (r.lag_mean_ms && r.latency_mean_ms && *r.latency_mean_ms > 0 &&
+      *r.lag_mean_ms >= 0.5 * *r.latency_mean_ms) {
+    report.notes.push_back(fmt::format(
+        "The fixed rate (-R) was not kept: the mean schedule lag, {:.3f} ms (max {:.3f} ms), is "
+        "{:.0f} % of the mean latency, {:.3f} ms, which counts from the scheduled start. The "
+        "clients could not send as fast as scheduled; tps {:.1f} is what was served.",
+        *r.lag_mean_ms, r.lag_max_ms.value_or(0), 100.0 * *r.lag_mean_ms / *r.latency_mean_ms,
+        *r.latency_mean_ms, r.tps.value_or(0)));
+  }
+}
+
+// The analysed span: first query sent → last answered; without queries the
+// samples' span (its last tick included), else the run's.
+Span analysed_span(const schema::TickRange& samples, const RunSummary& run, bool has_queries) {
+  Span span;
+  if (has_queries) {
+    span = {*run.query_start_ns, *run.query_end_ns};
+  } else if (samples.first_ns) {
+    span = {*samples.first_ns, *samples.last_ns + 1};  // include the last tick
+  } else {
+    span = {run.start_ns, run.end_ns.value_or(run.start_ns)};
+  }
+  span.end_ns = std::max(span.end_ns, span.start_ns + 1);
+  return span;
+}
+
+}  // namespace
+
+RunRow read_run(schema::Store& store) {
+  auto row = schema::read_run(store);
+  if (!row) throw_usage(fmt::format("cannot explain {}: it holds no run", store.path()));
+  RunRow r;
+  auto& s = r.summary;
+  s.host = std::move(row->host);
+  s.kernel = std::move(row->kernel);
+  s.cores = row->cores;
+  s.mode = std::move(row->mode);
+  s.status = std::move(row->status);
+  s.start_ns = row->start_ns;
+  s.end_ns = row->end_ns;
+  if (s.end_ns) s.duration_ns = *s.end_ns - s.start_ns;
+  s.clients = row->clients;
+  s.threads = row->threads;
+  s.protocol = std::move(row->protocol);
+  s.sql = std::move(row->sql);
+  s.server_version = std::move(row->server_version);
+  s.end_reason = std::move(row->end_reason);
+  s.hz = row->hz;
+  r.stallscope_pid = row->stallscope_pid;
+  r.stallscope_start_ticks = row->stallscope_start_ticks;
+  r.clock_ticks_per_s = row->clock_ticks_per_s;
+  r.imported = row->command_line_names_import_pgbench;
+  return r;
+}
+
+Facts read_run_facts(schema::Store& store, const ExplainOptions& options, Report& report) {
+  Facts f;
+  f.has_queries = report.run.queries > 0;
+  add_query_notes(report);
+  report.pgbench_aggregate = read_pgbench_aggregate(store);
+  if (report.pgbench_aggregate && !f.has_queries) {
+    report.notes.push_back(
+        "Throughput and latency come from imported pgbench aggregate intervals: no "
+        "percentiles, windows of queries or per-query attribution (they need a "
+        "per-transaction log, pgbench -l without --aggregate-interval).");
+  }
+  f.cores = report.run.cores;
+  f.threads = report.run.threads.value_or(1);
+  const auto samples = schema::sample_ticks(store);
+  f.ash_period_ns = tick_period_ns(schema::ash_ticks(store), report.run.hz);
+  f.sample_period_ns = tick_period_ns(samples, report.run.hz);
+  f.ash_available = schema::has_ash_rows(store);
+  if (f.ash_available) report.ash_period_ns = f.ash_period_ns;
+  const auto span = analysed_span(samples, report.run, f.has_queries);
+  f.span_start_ns = span.start_ns;
+  f.span_end_ns = span.end_ns;
+
+  report.query_windows = options.every_queries.has_value() && f.has_queries;
+  if (report.query_windows) {
+    report.every_queries = options.every_queries;
+  } else {
+    report.window_ns = options.window_ns;
+  }
+  if (options.every_queries && !f.has_queries) {
+    report.notes.push_back(
+        "--every needs queries and this file has none: windows are by time instead.");
+  }
+  return f;
+}
+
+}  // namespace stallscope::correlate::detail

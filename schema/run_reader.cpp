@@ -1,0 +1,306 @@
+// The SQL behind run_reader.h.
+#include "schema/run_reader.h"
+
+#include <SQLiteCpp/Database.h>
+
+namespace stallscope::schema {
+namespace {
+
+std::optional<int> opt_int(const Cursor& c, int column) {
+  if (c.is_null(column)) return std::nullopt;
+  return static_cast<int>(c.int64(column));
+}
+std::optional<std::string> opt_string(const Cursor& c, int column) {
+  if (c.is_null(column)) return std::nullopt;
+  return std::string(c.text(column));
+}
+
+TickRange tick_range(Store& store, const char* sql) {
+  Cursor st(store.db(), sql);
+  TickRange r;
+  if (st.step()) {
+    r.rows = st.int64(0);
+    r.first_ns = st.opt_int64(1);
+    r.last_ns = st.opt_int64(2);
+  }
+  return r;
+}
+
+std::int64_t count(Store& store, const char* sql, std::int64_t param) {
+  Cursor st(store.db(), sql);
+  st.bind(1, param);
+  return st.step() ? st.int64(0) : 0;
+}
+
+}  // namespace
+
+std::optional<RunRow> read_run(Store& store) {
+  Cursor st(
+      store.db(),
+      "SELECT host, kernel, cores, mode, status, start_ns, end_ns, clients, threads, "
+      "protocol, sql, server_version, end_reason, hz, stallscope_pid, "
+      "stallscope_start_ticks, clock_ticks_per_s, command_line LIKE '%import-pgbench%' FROM run "
+      "WHERE run_id = 1");
+  if (!st.step()) return std::nullopt;
+  RunRow r;
+  r.host = st.text(0);
+  r.kernel = st.text(1);
+  r.cores = static_cast<int>(st.int64(2));
+  r.mode = st.text(3);
+  r.status = st.text(4);
+  r.start_ns = st.int64(5);
+  r.end_ns = st.opt_int64(6);
+  r.clients = opt_int(st, 7);
+  r.threads = opt_int(st, 8);
+  r.protocol = opt_string(st, 9);
+  r.sql = opt_string(st, 10);
+  r.server_version = opt_string(st, 11);
+  r.end_reason = opt_string(st, 12);
+  r.hz = st.real(13);
+  r.stallscope_pid = static_cast<int>(st.int64(14));
+  r.stallscope_start_ticks = st.opt_int64(15);
+  r.clock_ticks_per_s = st.int64(16);
+  r.command_line_names_import_pgbench = st.int64(17) != 0;
+  return r;
+}
+
+TickRange sample_ticks(Store& store) {
+  return tick_range(store, "SELECT count(*), min(time_ns), max(time_ns) FROM sample");
+}
+
+TickRange ash_ticks(Store& store) {
+  return tick_range(store, "SELECT count(*), min(time_ns), max(time_ns) FROM ash_tick");
+}
+
+bool has_ash_rows(Store& store) {
+  auto& db = store.db();
+  return db.execAndGet("SELECT count(*) FROM ash_tick").getInt64() > 0 ||
+         db.execAndGet("SELECT count(*) FROM pg_activity_sample").getInt64() > 0;
+}
+
+std::optional<AggregateTotals> pgbench_aggregate_totals(Store& store) {
+  const auto span = pgbench_aggregate_span(store.db());
+  if (!span) return std::nullopt;
+  Cursor st(store.db(),
+            "SELECT count(*), sum(transactions), sum(coalesce(serialization_failures, 0) + "
+            "coalesce(deadlock_failures, 0)), sum(coalesce(skipped, 0)), sum(latency_sum_ns), "
+            "min(latency_min_ns), max(latency_max_ns), sum(lag_sum_ns) FROM pgbench_aggregate");
+  AggregateTotals a;
+  a.span = *span;
+  if (!st.step()) return a;
+  a.intervals = st.int64(0);
+  a.transactions = st.int64(1);
+  a.failures = st.int64(2);
+  a.skipped = st.int64(3);
+  a.latency_sum_ns = st.int64(4);
+  a.latency_min_ns = st.opt_int64(5);
+  a.latency_max_ns = st.opt_int64(6);
+  a.lag_sum_ns = st.opt_int64(7);
+  return a;
+}
+
+std::vector<AggregateInterval> pgbench_aggregate_intervals(Store& store) {
+  Cursor st(store.db(),
+            "SELECT interval_start_ns, transactions, latency_sum_ns, "
+            "coalesce(serialization_failures, 0) + coalesce(deadlock_failures, 0) FROM "
+            "pgbench_aggregate ORDER BY interval_start_ns");
+  std::vector<AggregateInterval> out;
+  while (st.step()) out.push_back({st.int64(0), st.int64(1), st.int64(2), st.int64(3)});
+  return out;
+}
+
+LatestQueries latest_query_per_client(Store& store) {
+  Cursor st(store.db(),
+            "SELECT min(m), max(m), count(*) FROM (SELECT max(start_ns) AS m FROM query GROUP BY "
+            "client_id)");
+  LatestQueries l;
+  if (st.step()) {
+    l.earliest_ns = st.int64(0);
+    l.latest_ns = st.int64(1);
+    l.clients = st.int64(2);
+  }
+  return l;
+}
+
+std::int64_t skipped_queries(Store& store, std::int64_t until_ns) {
+  return count(store, "SELECT count(*) FROM query_skipped WHERE start_ns <= ?1", until_ns);
+}
+
+std::int64_t queries_after(Store& store, std::int64_t after_ns) {
+  return count(store, "SELECT count(*) FROM query WHERE start_ns > ?1", after_ns);
+}
+
+bool first_query_has_lag(Store& store) {
+  return store.db()
+             .execAndGet(
+                 "SELECT coalesce((SELECT lag_ns IS NOT NULL FROM query ORDER BY start_ns "
+                 "LIMIT 1), 0)")
+             .getInt() != 0;
+}
+
+ConnectionErrors::ConnectionErrors(Store& store)
+    : st_(store.db(),
+          "SELECT sqlstate, count(*) FROM query_error WHERE start_ns >= ?1 AND start_ns < ?2 AND "
+          "(sqlstate LIKE '08%' OR sqlstate IN ('57P01', '57P02', '57P03')) GROUP BY sqlstate "
+          "ORDER BY 2 DESC") {}
+
+std::vector<SqlstateCount> ConnectionErrors::between(std::int64_t from_ns, std::int64_t to_ns) {
+  st_.reset();
+  st_.bind(1, from_ns);
+  st_.bind(2, to_ns);
+  std::vector<SqlstateCount> out;
+  while (st_.step()) out.push_back({std::string(st_.text(0)), st_.int64(1)});
+  return out;
+}
+
+ProcessLookup::ProcessLookup(Store& store)
+    : name_(store.db(), "SELECT pid, comm FROM process WHERE process_id = ?1"),
+      pid_(store.db(), "SELECT pid FROM process WHERE process_id = ?1"),
+      by_pid_(store.db(),
+              "SELECT process_id FROM process WHERE pid = ?1 AND (start_ns IS NULL OR ?2 IS NULL "
+              "OR start_ns <= ?2) ORDER BY start_ticks DESC LIMIT 1") {}
+
+std::optional<ProcessName> ProcessLookup::name_of(std::int64_t process_id) {
+  name_.reset();
+  name_.bind(1, process_id);
+  if (!name_.step()) return std::nullopt;
+  return ProcessName{static_cast<int>(name_.int64(0)), std::string(name_.text(1))};
+}
+
+std::optional<int> ProcessLookup::pid_of(std::int64_t process_id) {
+  pid_.reset();
+  pid_.bind(1, process_id);
+  if (!pid_.step()) return std::nullopt;
+  return static_cast<int>(pid_.int64(0));
+}
+
+std::optional<std::int64_t> ProcessLookup::latest_with_pid(
+    int pid, std::optional<std::int64_t> started_by_ns) {
+  by_pid_.reset();
+  by_pid_.bind(1, pid);
+  if (started_by_ns) {
+    by_pid_.bind(2, *started_by_ns);
+  } else {
+    by_pid_.bind_null(2);
+  }
+  if (!by_pid_.step()) return std::nullopt;
+  return by_pid_.int64(0);
+}
+
+std::optional<std::int64_t> find_driver_process(Store& store, int pid,
+                                                std::optional<std::int64_t> start_ticks,
+                                                std::int64_t started_by_ns) {
+  Cursor st(store.db(),
+            "SELECT process_id FROM process WHERE pid = ?1 AND (?2 IS NULL OR start_ticks = ?2) "
+            "AND (start_ns IS NULL OR start_ns <= ?3) ORDER BY start_ticks DESC LIMIT 1");
+  st.bind(1, pid);
+  if (start_ticks) {
+    st.bind(2, *start_ticks);
+  } else {
+    st.bind_null(2);
+  }
+  st.bind(3, started_by_ns);
+  if (!st.step()) return std::nullopt;
+  return st.int64(0);
+}
+
+std::int64_t max_process_id(Store& store) {
+  return store.db().execAndGet("SELECT coalesce(max(process_id), 0) FROM process").getInt64();
+}
+
+std::vector<ProcessComm> sampled_processes_named(Store& store, const std::string& comm,
+                                                 std::int64_t from_ns, std::int64_t to_ns) {
+  SQLite::Statement st(store.db(),
+                       "SELECT DISTINCT p.process_id, p.comm FROM process p JOIN process_sample ps "
+                       "ON ps.process_id = p.process_id JOIN sample s ON s.sample_id = "
+                       "ps.sample_id WHERE p.comm = ?1 AND s.time_ns > ?2 AND s.time_ns <= ?3");
+  st.bind(1, comm);
+  st.bind(2, from_ns);
+  st.bind(3, to_ns);
+  std::vector<ProcessComm> out;
+  while (st.executeStep()) out.push_back({st.getColumn(0).getInt64(), st.getColumn(1).getString()});
+  return out;
+}
+
+std::vector<ProcessPid> pooled_client_backends(Store& store, std::int64_t from_ns,
+                                               std::int64_t to_ns) {
+  Cursor st(store.db(),
+            "SELECT DISTINCT p.process_id, p.pid FROM process p JOIN process_sample ps "
+            "ON ps.process_id = p.process_id JOIN sample s ON s.sample_id = ps.sample_id "
+            "WHERE s.time_ns > ?1 AND s.time_ns <= ?2 "
+            "AND (p.cmdline LIKE 'postgres: % % [local]%' OR p.cmdline LIKE 'postgres: % % %(%)%') "
+            "AND p.ppid IN (SELECT q.ppid FROM process q WHERE q.pid IN "
+            "(SELECT DISTINCT pid FROM pg_activity_sample WHERE time_ns >= ?1 AND time_ns < ?2))");
+  st.bind(1, from_ns);
+  st.bind(2, to_ns);
+  std::vector<ProcessPid> out;
+  while (st.step()) out.push_back({st.int64(0), static_cast<int>(st.int64(1))});
+  return out;
+}
+
+std::vector<std::int64_t> checkpointer_processes(Store& store) {
+  Cursor st(store.db(),
+            "SELECT process_id FROM process WHERE cmdline LIKE 'postgres: checkpointer%'");
+  std::vector<std::int64_t> out;
+  while (st.step()) out.push_back(st.int64(0));
+  return out;
+}
+
+bool has_driver_thread_cpu(Store& store, std::int64_t process_id) {
+  Cursor st(store.db(),
+            "SELECT 1 FROM thread_sample WHERE process_id = ?1 AND comm LIKE 'ss-driver/%' AND "
+            "cpu_ns IS NOT NULL LIMIT 1");
+  st.bind(1, process_id);
+  return st.step();
+}
+
+std::vector<DriverBackend> driver_backends(Store& store) {
+  Cursor st(store.db(), "SELECT backend_pid, connect_ns FROM client WHERE backend_pid IS NOT NULL");
+  std::vector<DriverBackend> out;
+  while (st.step()) out.push_back({static_cast<int>(st.int64(0)), st.opt_int64(1)});
+  return out;
+}
+
+std::vector<ProcessCgroup> process_cgroups(Store& store) {
+  Cursor st(store.db(), "SELECT process_id, cgroup FROM process WHERE cgroup IS NOT NULL");
+  std::vector<ProcessCgroup> out;
+  while (st.step()) out.push_back({st.int64(0), std::string(st.text(1))});
+  return out;
+}
+
+CgroupSums::CgroupSums(Store& store)
+    : st_(store.db(),
+          "SELECT count(*), sum(cs.nr_periods), sum(cs.nr_throttled), sum(cs.throttled_ns) FROM "
+          "cgroup_sample cs JOIN sample s ON s.sample_id = cs.sample_id WHERE cs.cgroup = ?1 AND "
+          "s.time_ns > ?2 AND s.time_ns <= ?3") {}
+
+CgroupTotals CgroupSums::of(const std::string& cgroup, std::int64_t from_ns, std::int64_t to_ns) {
+  st_.reset();
+  st_.bind(1, cgroup);
+  st_.bind(2, from_ns);
+  st_.bind(3, to_ns);
+  CgroupTotals t;
+  if (!st_.executeStep()) return t;
+  auto or0 = [&](int c) { return st_.getColumn(c).isNull() ? 0 : st_.getColumn(c).getInt64(); };
+  t.rows = st_.getColumn(0).getInt64();
+  t.nr_periods = or0(1);
+  t.nr_throttled = or0(2);
+  t.throttled_ns = or0(3);
+  return t;
+}
+
+ActivityLookup::ActivityLookup(Store& store)
+    : st_(store.db(),
+          "SELECT coalesce(t.query, ''), coalesce(a.state, '') FROM pg_activity_sample a LEFT "
+          "JOIN pg_query_text t ON t.query_text_id = a.query_text_id WHERE a.pid = ?1 AND "
+          "a.time_ns <= ?2 ORDER BY a.time_ns DESC LIMIT 1") {}
+
+std::optional<LatestActivity> ActivityLookup::latest(int pid, std::int64_t at_ns) {
+  st_.reset();
+  st_.bind(1, pid);
+  st_.bind(2, at_ns);
+  if (!st_.step()) return std::nullopt;
+  return LatestActivity{std::string(st_.text(0)), std::string(st_.text(1))};
+}
+
+}  // namespace stallscope::schema

@@ -1,0 +1,227 @@
+// Typed reads of a run file's small tables and aggregates for explain
+// (correlate/): the run row, tick periods, pgbench aggregates, processes,
+// clients, cgroups, query errors and ASH lookups — each a value type, so
+// that the correlator never holds SQL. The big tables are streamed by the
+// cursors of schema/sample_readers.h.
+//
+//   auto run = schema::read_run(store);  // nullopt: the file holds no run
+//   schema::ProcessLookup processes(store);
+//   if (auto p = processes.name_of(id)) use(p->pid, p->comm);
+//
+// Every reader reads through store.db(), so temporary views that shadow a
+// table (explain_pair's server file, correlate/pair.cpp) are read in its
+// place. Errors throw SQLite::Exception.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <SQLiteCpp/Statement.h>
+
+#include "schema/row.h"
+#include "schema/store.h"
+
+namespace stallscope::schema {
+
+// ---- run ----
+
+// The `run` row (schema/v1.sql), as explain reads it.
+struct RunRow {
+  std::string host;
+  std::string kernel;
+  int cores = 0;
+  std::string mode;  // "run", "record" or "import-pgbench"
+  std::string status;
+  std::int64_t start_ns = 0;
+  std::optional<std::int64_t> end_ns;
+  std::optional<int> clients;
+  std::optional<int> threads;
+  std::optional<std::string> protocol;
+  std::optional<std::string> sql;
+  std::optional<std::string> server_version;
+  std::optional<std::string> end_reason;
+  double hz = 0;
+  int stallscope_pid = 0;
+  std::optional<std::int64_t> stallscope_start_ticks;
+  std::int64_t clock_ticks_per_s = 0;
+  // The command line names import-pgbench (SQL LIKE, so case-insensitive).
+  // Every file import-pgbench writes has mode "import-pgbench" and this set;
+  // explain reads this rather than the mode because files written by other
+  // means (tests/correlate/attribution_test.cpp's imported-log fixture) set
+  // only the command line, and their output must not change.
+  bool command_line_names_import_pgbench = false;
+};
+// The run row; nullopt when the file holds none.
+std::optional<RunRow> read_run(Store& store);
+
+// Rows of a tick table and the first and last tick's time.
+struct TickRange {
+  std::int64_t rows = 0;
+  std::optional<std::int64_t> first_ns;  // absent without rows
+  std::optional<std::int64_t> last_ns;
+};
+TickRange sample_ticks(Store& store);  // `sample`
+TickRange ash_ticks(Store& store);     // `ash_tick`
+// Whether the ASH sampler left anything: ash_tick or pg_activity_sample rows.
+bool has_ash_rows(Store& store);
+
+// ---- pgbench aggregates (import-pgbench --aggregate-interval logs) ----
+
+// Totals over every pgbench_aggregate row.
+struct AggregateTotals {
+  AggregateSpan span;             // pgbench_aggregate_span (store.h)
+  std::int64_t intervals = 0;     // rows
+  std::int64_t transactions = 0;  // Σ transactions
+  std::int64_t failures = 0;      // Σ serialization_failures + deadlock_failures
+  std::int64_t skipped = 0;       // Σ skipped
+  std::int64_t latency_sum_ns = 0;
+  std::optional<std::int64_t> latency_min_ns;
+  std::optional<std::int64_t> latency_max_ns;
+  std::optional<std::int64_t> lag_sum_ns;
+};
+// nullopt when the table is empty.
+std::optional<AggregateTotals> pgbench_aggregate_totals(Store& store);
+
+// One pgbench_aggregate row, as explain's windows use it.
+struct AggregateInterval {
+  std::int64_t start_ns = 0;
+  std::int64_t transactions = 0;
+  std::int64_t latency_sum_ns = 0;
+  std::int64_t failures = 0;  // serialization_failures + deadlock_failures
+};
+// Every row, by interval start (all files together).
+std::vector<AggregateInterval> pgbench_aggregate_intervals(Store& store);
+
+// ---- queries ----
+
+// Per client id, its latest stored query's start: the earliest and latest
+// of those, and how many clients (a full scan of `query`).
+struct LatestQueries {
+  std::int64_t clients = 0;
+  std::int64_t earliest_ns = 0;  // min over clients of max(start_ns)
+  std::int64_t latest_ns = 0;    // max(start_ns)
+};
+LatestQueries latest_query_per_client(Store& store);
+// query_skipped rows with start_ns ≤ until_ns.
+std::int64_t skipped_queries(Store& store, std::int64_t until_ns);
+// query rows with start_ns > after_ns.
+std::int64_t queries_after(Store& store, std::int64_t after_ns);
+// Whether the first query (by start_ns) has a lag_ns (-R runs); false without queries.
+bool first_query_has_lag(Store& store);
+
+// Per SQLSTATE of a connection loss (class 08, 57P01–57P03), the failed
+// queries sent in [from_ns, to_ns), most frequent first.
+struct SqlstateCount {
+  std::string sqlstate;
+  std::int64_t queries = 0;
+};
+class ConnectionErrors {
+ public:
+  explicit ConnectionErrors(Store& store);
+  std::vector<SqlstateCount> between(std::int64_t from_ns, std::int64_t to_ns);
+
+ private:
+  Cursor st_;
+};
+
+// ---- processes ----
+
+struct ProcessName {
+  int pid = 0;
+  std::string comm;
+};
+struct ProcessPid {
+  std::int64_t process_id = 0;
+  int pid = 0;
+};
+struct ProcessComm {
+  std::int64_t process_id = 0;
+  std::string comm;
+};
+
+// Lookups in `process` by id and by pid.
+class ProcessLookup {
+ public:
+  explicit ProcessLookup(Store& store);
+  std::optional<ProcessName> name_of(std::int64_t process_id);
+  std::optional<int> pid_of(std::int64_t process_id);
+  // The latest process (by start_ticks) with this pid that started no later
+  // than started_by_ns (when given; a process without start_ns always
+  // matches).
+  std::optional<std::int64_t> latest_with_pid(int pid, std::optional<std::int64_t> started_by_ns);
+
+ private:
+  Cursor name_, pid_, by_pid_;
+};
+
+// The stallscope process: pid, start_ticks when known, started by started_by_ns.
+std::optional<std::int64_t> find_driver_process(Store& store, int pid,
+                                                std::optional<std::int64_t> start_ticks,
+                                                std::int64_t started_by_ns);
+// The largest process_id (0 without processes).
+std::int64_t max_process_id(Store& store);
+// Processes named `comm` with a process_sample row at a tick in (from_ns, to_ns].
+std::vector<ProcessComm> sampled_processes_named(Store& store, const std::string& comm,
+                                                 std::int64_t from_ns, std::int64_t to_ns);
+// Behind a pooler: the client backends (cmdline "postgres: USER DB HOST…")
+// sampled at a tick in (from_ns, to_ns] whose parent is the parent of a
+// process ASH saw in [from_ns, to_ns).
+std::vector<ProcessPid> pooled_client_backends(Store& store, std::int64_t from_ns,
+                                               std::int64_t to_ns);
+// Processes whose command line is "postgres: checkpointer…".
+std::vector<std::int64_t> checkpointer_processes(Store& store);
+// Whether the process has ss-driver/N thread_sample rows with a CPU delta.
+bool has_driver_thread_cpu(Store& store, std::int64_t process_id);
+
+// The driver's connections that recorded their backend pid (client rows).
+struct DriverBackend {
+  int backend_pid = 0;
+  std::optional<std::int64_t> connect_ns;
+};
+std::vector<DriverBackend> driver_backends(Store& store);
+
+// ---- cgroups ----
+
+struct ProcessCgroup {
+  std::int64_t process_id = 0;
+  std::string cgroup;
+};
+// Processes with a cgroup (process.cgroup).
+std::vector<ProcessCgroup> process_cgroups(Store& store);
+
+// A cgroup's cpu.stat sums over the ticks in (from_ns, to_ns].
+struct CgroupTotals {
+  std::int64_t rows = 0;
+  std::int64_t nr_periods = 0;  // NULL sums read as 0
+  std::int64_t nr_throttled = 0;
+  std::int64_t throttled_ns = 0;
+};
+class CgroupSums {
+ public:
+  explicit CgroupSums(Store& store);
+  CgroupTotals of(const std::string& cgroup, std::int64_t from_ns, std::int64_t to_ns);
+
+ private:
+  SQLite::Statement st_;
+};
+
+// ---- ASH ----
+
+// A pid's latest ASH row at or before a time: its query text (pg_query_text,
+// "" when unknown) and state ("" when NULL).
+struct LatestActivity {
+  std::string query;
+  std::string state;
+};
+class ActivityLookup {
+ public:
+  explicit ActivityLookup(Store& store);
+  std::optional<LatestActivity> latest(int pid, std::int64_t at_ns);
+
+ private:
+  Cursor st_;
+};
+
+}  // namespace stallscope::schema

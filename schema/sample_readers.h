@@ -1,0 +1,168 @@
+// Streaming reads of a run file's big tables for explain (correlate/): one
+// forward cursor per table, rows as small value types (or typed accessors
+// where a row's text must not be copied), in the order explain's passes
+// need them. The small tables are read by schema/run_reader.h.
+//
+//   schema::QueryRows queries(store, until_ns, /*with_lag=*/false);
+//   schema::QueryTiming q;
+//   while (queries.next(q)) total_ns += q.latency_ns;
+//
+// Every cursor reads through store.db() (so explain_pair's temporary views
+// shadow the server file's tables) and throws SQLite::Exception on errors.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "schema/process_scan.h"
+#include "schema/row.h"
+#include "schema/store.h"
+
+namespace stallscope::schema {
+
+// ---- query, query_error ----
+
+// One query row (schema/v1.sql `query`), as explain reads it.
+struct QueryTiming {
+  std::int64_t start_ns = 0;
+  std::int64_t latency_ns = 0;
+  std::int64_t client_id = 0;
+  std::int64_t seq = 0;
+  std::optional<std::int64_t> lag_ns;  // always absent when read without lags
+};
+// The query rows sent at or before until_ns, in primary-key order
+// (start_ns, client_id, seq). with_lag = false leaves lag_ns out (a column
+// read costs about 20 % of the scan; see first_query_has_lag).
+class QueryRows {
+ public:
+  QueryRows(Store& store, std::int64_t until_ns, bool with_lag);
+  bool next(QueryTiming& row);
+
+ private:
+  Cursor st_;
+  bool with_lag_;
+};
+
+// The keys (start_ns, client_id, seq) of query_error rows sent at or before
+// until_ns, in the same order as QueryRows.
+struct QueryKey {
+  std::int64_t start_ns = 0;
+  std::int64_t client_id = 0;
+  std::int64_t seq = 0;
+  auto operator<=>(const QueryKey&) const = default;
+};
+class QueryErrorKeys {
+ public:
+  QueryErrorKeys(Store& store, std::int64_t until_ns);
+  bool next(QueryKey& key);
+
+ private:
+  Cursor st_;
+};
+
+// ---- sample, host_sample ----
+
+// A tick in (from_ns, to_ns], with its host_sample row if any.
+struct HostTick {
+  std::int64_t time_ns = 0;
+  std::int64_t sampler_cpu_ns = 0;
+  bool has_host = false;  // a host_sample row
+  int procs_running = 0;
+  int processes_d_state = 0;
+  bool has_cpu = false;      // CPU deltas (not the first tick)
+  std::int64_t busy_ns = 0;  // user + nice + system + irq + softirq
+  std::int64_t idle_ns = 0;
+  std::int64_t iowait_ns = 0;
+  std::int64_t steal_ns = 0;
+};
+class HostTicks {
+ public:
+  HostTicks(Store& store, std::int64_t from_ns, std::int64_t to_ns);
+  bool next(HostTick& tick);
+
+ private:
+  Cursor st_;
+};
+
+// Every tick's (sample_id, time_ns), by sample_id.
+class SampleTimeRows {
+ public:
+  explicit SampleTimeRows(Store& store);
+  bool next(std::int64_t& sample_id, std::int64_t& time_ns);
+
+ private:
+  Cursor st_;
+};
+
+// ---- pg_activity_sample ----
+
+// pg_activity_sample rows polled in [from_ns, to_ns), by poll time. Text
+// columns are valid until the next step; empty and *_null for NULL.
+class AshRows {
+ public:
+  // with_poll_duration: also read each row's ash_tick.duration_ns.
+  AshRows(Store& store, std::int64_t from_ns, std::int64_t to_ns, bool with_poll_duration);
+  bool next();
+  std::int64_t time_ns() const { return st_.int64(0); }
+  int pid() const { return static_cast<int>(st_.int64(1)); }
+  std::optional<std::string_view> backend_type() const { return opt_text(2); }
+  std::optional<std::string_view> state() const { return opt_text(3); }
+  std::optional<std::string_view> wait_event_type() const { return opt_text(4); }
+  std::optional<std::string_view> wait_event() const { return opt_text(5); }
+  std::optional<std::string_view> blocking_pids() const { return opt_text(6); }
+  // The poll's round trip; 0 when unknown or not read.
+  std::int64_t poll_duration_ns() const { return st_.int64(7); }
+
+ private:
+  std::optional<std::string_view> opt_text(int column) const {
+    if (st_.is_null(column)) return std::nullopt;
+    return st_.text(column);
+  }
+  Cursor st_;
+};
+
+// ---- process_sample, thread_sample ----
+
+// process_sample rows from a sample_id on, in primary-key order (sample_id,
+// process_id), through ProcessSampleScan (process_scan.h).
+class ProcessRows {
+ public:
+  ProcessRows(Store& store, std::int64_t from_sample_id);
+  bool next() { return st_.step(); }
+  std::int64_t sample_id() const { return st_.int64(0); }
+  std::int64_t process_id() const { return st_.int64(1); }
+  std::string_view state() const { return st_.text(2); }  // "" for NULL
+  std::optional<std::int64_t> cpu_ns() const { return st_.opt_int64(3); }
+  std::optional<std::int64_t> run_delay_ns() const { return st_.opt_int64(4); }
+  std::optional<std::int64_t> span_ns() const { return st_.opt_int64(5); }
+  std::optional<std::string_view> wchan() const {
+    if (st_.is_null(6)) return std::nullopt;
+    return st_.text(6);
+  }
+  std::optional<std::int64_t> utime_ticks() const { return st_.opt_int64(7); }
+  std::optional<std::int64_t> stime_ticks() const { return st_.opt_int64(8); }
+  std::optional<std::int64_t> write_bytes() const { return st_.opt_int64(9); }
+  std::optional<std::int64_t> majflt() const { return st_.opt_int64(10); }
+
+ private:
+  ProcessSampleScan st_;
+};
+
+// A process's ss-driver/N thread_sample rows from a sample_id on, by sample_id.
+struct DriverThreadRow {
+  std::int64_t sample_id = 0;
+  std::optional<std::int64_t> cpu_ns;
+  std::optional<std::int64_t> run_delay_ns;
+  std::optional<std::int64_t> span_ns;
+};
+class DriverThreadRows {
+ public:
+  DriverThreadRows(Store& store, std::int64_t process_id, std::int64_t from_sample_id);
+  bool next(DriverThreadRow& row);
+
+ private:
+  Cursor st_;
+};
+
+}  // namespace stallscope::schema
