@@ -85,8 +85,8 @@ struct Driver::Impl {
   // run(): starts the threads and waits until their clients are connected;
   // rethrows a thread's connect failure.
   void connect_clients();
-  void make_workers();    // one per thread, with -T's deadline from now
-  void sum_statements();  // -r: the workers' per-statement totals
+  void make_workers(StopToken stop);  // one per thread, with -T's deadline from now
+  void sum_statements();              // -r: the workers' per-statement totals
   std::vector<StatementStats> statement_stats() const;  // -r: summary().statements
   void release(Gate to) {
     {
@@ -238,7 +238,7 @@ void Driver::Impl::thread_main(int t, schema::Batch& batch, std::mutex& batch_mu
   }
 }
 
-void Driver::run() {
+void Driver::run(StopToken stop) {
   if (!impl_->connected) {
     throw Error(ErrorKind::runtime, "cannot run the driver: connect() was not called");
   }
@@ -248,7 +248,7 @@ void Driver::run() {
   Impl* impl = impl_.get();
   try {
     impl->connect_clients();
-    impl->make_workers();
+    impl->make_workers(stop);
   } catch (...) {
     impl->release(Impl::Gate::cancelled);
     impl->running.clear();  // joins; the connections close with the Driver
@@ -283,7 +283,7 @@ void Driver::Impl::connect_clients() {
   if (!rows.empty()) sink(std::move(connect_batch));
 }
 
-void Driver::Impl::make_workers() {
+void Driver::Impl::make_workers(StopToken stop) {
   std::int64_t start_ns = mono_now_ns();
   {
     std::lock_guard lock(interval_mu);
@@ -298,7 +298,7 @@ void Driver::Impl::make_workers() {
   for (int t = 0; t < threads; ++t) {
     const auto ti = static_cast<std::size_t>(t);
     workers.push_back(std::make_unique<detail::Worker>(
-        options, sink, *stats[ti], std::move(assigned[ti]), deadline_ns, abort, threads));
+        options, sink, *stats[ti], std::move(assigned[ti]), deadline_ns, stop, abort, threads));
   }
 }
 

@@ -61,7 +61,7 @@ std::vector<std::vector<int>> number_statements(const std::vector<Script>& scrip
 class Worker {
  public:
   Worker(const DriverOptions& options, const Sink& sink, ThreadStats& stats,
-         std::vector<Client*> clients, std::optional<std::int64_t> deadline_mono_ns,
+         std::vector<Client*> clients, std::optional<std::int64_t> deadline_mono_ns, StopToken stop,
          const std::atomic<bool>& abort, int threads)
       : threads_(threads),
         options_(options),
@@ -69,6 +69,7 @@ class Worker {
         stats_(stats),
         clients_(std::move(clients)),
         deadline_mono_ns_(deadline_mono_ns),
+        stop_(stop),
         abort_(abort) {}
 
   // Runs until every client is done (see Driver::run()).
@@ -80,7 +81,7 @@ class Worker {
 
  private:
   bool should_stop(std::int64_t now_ns) const {
-    return stop_requested() || abort_.load(std::memory_order_relaxed) ||
+    return stop_.stop_requested() || abort_.load(std::memory_order_relaxed) ||
            (deadline_mono_ns_ && now_ns >= *deadline_mono_ns_);
   }
 
@@ -153,7 +154,8 @@ class Worker {
   ThreadStats& stats_;
   std::vector<Client*> clients_;
   std::optional<std::int64_t> deadline_mono_ns_;
-  const std::atomic<bool>& abort_;
+  StopToken stop_;                  // Driver::run()'s: the run ends when it is requested
+  const std::atomic<bool>& abort_;  // another thread failed: end the run
 
   int active_ = 0;
   bool stopping_ = false;

@@ -152,6 +152,10 @@ int run_command(const RunOptions& o) {
   }
 
   install_stop_handlers();
+  // The driver polls this token; its state is the global flag the handlers
+  // set (common/stop.h: a signal handler may only store to a lock-free
+  // atomic, which is all that a StopToken reads).
+  const StopToken stop = global_stop_token();
   // Server clock offset: a dedicated connection, at the start, every
   // --clock-offset-period and at the end. A failure costs only these rows.
   // The start and end probes run before the periodic thread starts and after
@@ -205,9 +209,9 @@ int run_command(const RunOptions& o) {
         return out + fmt::format(", {} failed", s.errors);
       };
       ProgressPrinter progress(o.progress_s, driver_part, host_sampler, &ash_sampler);
-      driver.run();
+      driver.run(stop);
     }
-    if (stop_requested()) {
+    if (stop.stop_requested()) {
       status = "interrupted";
       reason = stop_signal() == SIGTERM ? "SIGTERM" : "SIGINT";
     } else {
