@@ -3,7 +3,6 @@
 #include <libpq-fe.h>
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "common/conninfo.h"
 #include "common/error.h"
@@ -97,7 +96,8 @@ std::int64_t script_scale(PGconn* conn, const DriverOptions& o) {
                     "'pgbench -i' first)",
                     result_message(res.get(), conn)));
   }
-  std::int64_t n = std::strtoll(PQgetvalue(res.get(), 0, 0), nullptr, 10);
+  // count(*) is a bigint, never NULL.
+  const std::int64_t n = pg::int64_or_null(res.get(), 0, 0).value_or(0);
   if (n < 1) throw_usage("cannot run a built-in script: pgbench_branches is empty");
   return n;
 }

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "common/stop.h"
+#include "common/units.h"
 #include "driver/script.h"
 #include "schema/records.h"
 
@@ -77,7 +78,7 @@ struct DriverOptions {
   bool per_statement = false;
   // TCP_INFO of every TCP connection (schema::TcpSampleRow) at most this
   // often, read by the driver thread that owns the socket; 0 = never.
-  std::int64_t tcp_info_period_ns = 1'000'000'000;
+  std::int64_t tcp_info_period_ns = common::kNsPerS;
 };
 
 // -r: mean latency of one SQL command of the scripts.

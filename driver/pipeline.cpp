@@ -3,8 +3,6 @@
 // in order as their Sync results arrive.
 #include <libpq-fe.h>
 
-#include <cstdlib>
-
 #include <fmt/format.h>
 
 #include "common/clock.h"
@@ -135,8 +133,7 @@ void Worker::pipeline_drain(Client& c) {
         f.rows += PQntuples(res.get());
         break;
       case PGRES_COMMAND_OK: {
-        const char* affected = PQcmdTuples(res.get());
-        if (affected && *affected) f.rows += std::strtoll(affected, nullptr, 10);
+        if (const auto affected = pg::affected_rows(res.get())) f.rows += *affected;
         break;
       }
       case PGRES_EMPTY_QUERY:

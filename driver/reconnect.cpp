@@ -2,6 +2,13 @@
 // asynchronously (PQresetStart / PQresetPoll over the epoll instance) with
 // backoff between attempts; with -C each transaction opens its own
 // connection (blocking, as pgbench -C does).
+//
+// The delays come from common/backoff.h's BackoffDelays, the schedule
+// RetryBackoff uses too; RetryBackoff itself does not fit here: it runs a
+// synchronous attempt and learns its outcome from an exception, while a
+// reset is started here and finishes (or fails) later in continue_reset(),
+// and the driver gives up after kMaxResetAttempts, which RetryBackoff never
+// does.
 #include <libpq-fe.h>
 #include <poll.h>
 
@@ -38,7 +45,7 @@ bool Worker::connect_for_transaction(Client& c) {
       finish(c);
     } else {
       c.state = ClientState::backoff;
-      c.retry_at_mono_ns = now + (kFirstBackoffNs << (c.connect_failures - 1));
+      c.retry_at_mono_ns = now + kReconnectBackoff.after_failures(c.connect_failures);
     }
     return false;
   }
@@ -132,7 +139,7 @@ void Worker::reset_attempt_failed(Client& c, std::int64_t now_ns) {
     return;
   }
   c.state = ClientState::backoff;
-  c.retry_at_mono_ns = now_ns + (kFirstBackoffNs << (c.reset_attempts - 1));
+  c.retry_at_mono_ns = now_ns + kReconnectBackoff.after_failures(c.reset_attempts);
 }
 
 }  // namespace stallscope::driver::detail

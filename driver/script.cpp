@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "common/units.h"
 
 namespace stallscope::driver {
 
@@ -397,7 +398,9 @@ Script parse_script(std::string_view text, const std::string& file, Variables& v
         std::size_t sp = a.find_last_of(" \t");
         std::string unit = sp == std::string::npos ? "" : a.substr(sp + 1);
         if (unit == "us" || unit == "ms" || unit == "s") {
-          c.unit_ns = unit == "us" ? 1'000 : unit == "ms" ? 1'000'000 : 1'000'000'000;
+          c.unit_ns = unit == "us"   ? common::kNsPerUs
+                      : unit == "ms" ? common::kNsPerMs
+                                     : common::kNsPerS;
           a.resize(sp);
         }
         c.expr = ExprParser(a, file, line_no, variables).parse();

@@ -18,6 +18,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/units.h"
+
 namespace stallscope::driver {
 
 // Names of the variables of a script set; a variable is its index here.
@@ -42,7 +44,7 @@ struct ScriptCommand {
   // set: variable `target` = `expr`; sleep: `expr` × `unit_ns`.
   int target = -1;
   std::shared_ptr<const Expr> expr;
-  std::int64_t unit_ns = 1'000'000'000;
+  std::int64_t unit_ns = common::kNsPerS;
 };
 
 struct Script {

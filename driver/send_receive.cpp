@@ -6,7 +6,6 @@
 #include <libpq-fe.h>
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "common/clock.h"
 #include "common/pg.h"
@@ -188,8 +187,7 @@ void Worker::take_result(Client& c, const PGresult* res) {
       c.rows += PQntuples(res);
       break;
     case PGRES_COMMAND_OK: {
-      const char* affected = PQcmdTuples(const_cast<PGresult*>(res));
-      if (affected && *affected) c.rows += std::strtoll(affected, nullptr, 10);
+      if (const auto affected = pg::affected_rows(res)) c.rows += *affected;
       break;
     }
     case PGRES_COPY_IN:

@@ -25,7 +25,9 @@
 #include <string>
 #include <vector>
 
+#include "common/backoff.h"
 #include "common/stop.h"
+#include "common/units.h"
 #include "driver/client.h"
 #include "driver/driver.h"
 #include "driver/epoll.h"
@@ -37,21 +39,23 @@ struct pg_result;
 namespace stallscope::driver::detail {
 
 // Rows go to the sink at least this often, and whenever this many are pending.
-inline constexpr std::int64_t kFlushIntervalNs = 100'000'000;
+inline constexpr std::int64_t kFlushIntervalNs = 100 * common::kNsPerMs;
 inline constexpr std::size_t kFlushRows = 4096;
 // epoll_wait() never sleeps longer than this, so a stop is seen within it.
-inline constexpr std::int64_t kPollSliceNs = 50'000'000;
+inline constexpr std::int64_t kPollSliceNs = 50 * common::kNsPerMs;
 // At the end of the run, in-flight queries may finish on their own for this
 // long; then they are cancelled (PQcancel) and given kCancelWaitNs more; a
 // query still without reply is dropped and its connection closed.
-inline constexpr std::int64_t kStopGraceNs = 200'000'000;
-inline constexpr std::int64_t kCancelWaitNs = 500'000'000;
+inline constexpr std::int64_t kStopGraceNs = 200 * common::kNsPerMs;
+inline constexpr std::int64_t kCancelWaitNs = 500 * common::kNsPerMs;
 // A broken connection is reset at once, then after 0.1, 0.2, 0.4, 0.8, 1.6 s;
-// after kMaxResetAttempts failures its client stops.
+// after kMaxResetAttempts failures its client stops (-C: the same for its
+// connects). driver/reconnect.cpp says why this is not a RetryBackoff.
 inline constexpr int kMaxResetAttempts = 6;
-inline constexpr std::int64_t kFirstBackoffNs = 100'000'000;
+inline constexpr BackoffDelays kReconnectBackoff{.first_delay_ns = 100 * common::kNsPerMs,
+                                                 .max_delay_ns = 1'600 * common::kNsPerMs};
 // Asynchronous connects ignore connect_timeout: bound each attempt ourselves.
-inline constexpr std::int64_t kResetAttemptTimeoutNs = 10'000'000'000;
+inline constexpr std::int64_t kResetAttemptTimeoutNs = 10 * common::kNsPerS;
 
 // Statement ids of the scripts' SQL commands, numbered in script order
 // (-1 for the other commands).
