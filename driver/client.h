@@ -22,7 +22,7 @@ enum class ClientState {
   busy,          // a transaction is in flight
   rolling_back,  // a ROLLBACK after a failed transaction left the session aborted
   resetting,     // PQresetStart/PQresetPoll in progress
-  backoff,       // waiting before the next reset attempt
+  backoff,       // waiting before the next reset attempt (-C: the next connect)
   sleeping,      // script \sleep until sleep_until_mono_ns
   done,
 };

@@ -1,4 +1,6 @@
-// `stallscope run`: driver + host sampler + ASH sampler → one writer.
+// `stallscope run`: the driver, the host and ASH samplers, the pooler sampler
+// (--pooler-admin) and the server clock-offset probes, all feeding one
+// writer of the run file.
 #include <unistd.h>
 
 #include <algorithm>
