@@ -40,6 +40,28 @@ void Worker::pipeline_fill(Client& c, std::int64_t now_ns) {
   c.state = ClientState::busy;
 }
 
+// Runs the \set commands of c's script and binds its one SQL command (its
+// index into `sql_command`); returns the message of a transaction that
+// cannot go on, else nullopt.
+std::optional<std::string> Worker::pipeline_bind_script(Client& c, std::size_t& sql_command) {
+  const Script& script = options_.scripts[c.script];
+  std::optional<std::string> error;
+  for (std::size_t k = 0; k < script.commands.size() && !error; ++k) {
+    const ScriptCommand& cmd = script.commands[k];
+    if (cmd.kind == ScriptCommand::Kind::set) {
+      try {
+        c.values[static_cast<std::size_t>(cmd.target)] = evaluate(*cmd.expr, c.values, rng_);
+      } catch (const Error& e) {
+        error = fmt::format("{}:{}: {}", script.name, cmd.line, e.what());
+      }
+    } else if (cmd.kind == ScriptCommand::Kind::sql) {
+      sql_command = k;
+      error = bind_command(c, script, cmd);
+    }
+  }
+  return error;
+}
+
 // Sends one transaction and its Sync; false when the connection failed. A
 // transaction whose script cannot be bound is recorded as failed, unsent.
 bool Worker::pipeline_send_one(Client& c) {
@@ -65,22 +87,8 @@ bool Worker::pipeline_send_one(Client& c) {
   } else {
     pick_script(c);
     const Script& script = options_.scripts[c.script];
-    std::optional<std::string> error;
     std::size_t sql_command = 0;
-    for (std::size_t k = 0; k < script.commands.size() && !error; ++k) {
-      const ScriptCommand& cmd = script.commands[k];
-      if (cmd.kind == ScriptCommand::Kind::set) {
-        try {
-          c.values[static_cast<std::size_t>(cmd.target)] = evaluate(*cmd.expr, c.values, rng_);
-        } catch (const Error& e) {
-          error = fmt::format("{}:{}: {}", script.name, cmd.line, e.what());
-        }
-      } else if (cmd.kind == ScriptCommand::Kind::sql) {
-        sql_command = k;
-        error = bind_command(c, script, cmd);
-      }
-    }
-    if (error) {
+    if (auto error = pipeline_bind_script(c, sql_command)) {
       f.failed = true;
       f.sqlstate = kInternalError;
       f.error = std::move(error);

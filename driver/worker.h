@@ -137,6 +137,7 @@ class Worker {
   // pipeline.cpp
   void pipeline_fill(Client& c, std::int64_t now_ns);
   bool pipeline_send_one(Client& c);
+  std::optional<std::string> pipeline_bind_script(Client& c, std::size_t& sql_command);
   void pipeline_drain(Client& c);
   void pipeline_complete(Client& c, std::int64_t now_ns);
   void pipeline_lost(Client& c, std::int64_t now_ns);
