@@ -35,7 +35,7 @@ struct Driver::Impl {
   Sink sink;
   int threads = 1;
   std::vector<detail::Client> clients;
-  std::vector<std::unique_ptr<detail::ThreadStats>> stats;
+  detail::ThreadStatsList stats;
   std::string server_version;
   bool connected = false;
   bool ran = false;
@@ -45,14 +45,14 @@ struct Driver::Impl {
   common::LatencyHistogram interval_previous;
   std::int64_t interval_previous_errors = 0;
   std::int64_t interval_start_mono_ns = 0;
-  struct Counters {
-    std::int64_t lag_sum_ns = 0, lag_count = 0, lag_max_ns = 0, skipped = 0, late = 0,
-                 connections = 0;
-  };
-  Counters interval_previous_counters;
+  detail::Counters interval_previous_counters;
   std::int64_t initial_connections = 0;  // opened by connect()
   // -r: per statement id, over all threads, after run().
   std::vector<std::int64_t> statement_sum_ns, statement_count;
+
+  // run()'s client rows, filled by the threads as they connect.
+  schema::Batch connect_batch;
+  std::mutex connect_batch_mu;
 
   // The driver threads start in run(): each opens its own clients'
   // connections and then drives them, as pgbench's threads do, so every
@@ -65,9 +65,6 @@ struct Driver::Impl {
   // the gate: open once all are connected, cancelled on a failure. run()
   // joins them on every path.
   enum class Gate { closed, open, cancelled };
-  // run()'s client rows, filled by the threads as they connect.
-  schema::Batch connect_batch;
-  std::mutex connect_batch_mu;
   std::mutex gate_mu;
   std::condition_variable gate_cv;
   Gate gate = Gate::closed;
@@ -95,30 +92,11 @@ struct Driver::Impl {
     }
     gate_cv.notify_all();
   }
-
-  Counters counters() const {
-    Counters c;
-    for (const auto& s : stats) {
-      c.lag_sum_ns += s->lag_sum_ns.load(std::memory_order_relaxed);
-      c.lag_count += s->lag_count.load(std::memory_order_relaxed);
-      c.lag_max_ns = std::max(c.lag_max_ns, s->lag_max_ns.load(std::memory_order_relaxed));
-      c.skipped += s->skipped.load(std::memory_order_relaxed);
-      c.late += s->late.load(std::memory_order_relaxed);
-      c.connections += s->connections.load(std::memory_order_relaxed);
-    }
+  // The threads' counters so far (connections include connect()'s).
+  detail::Counters counters() const {
+    detail::Counters c = detail::sum_counters(stats);
     c.connections += initial_connections;
     return c;
-  }
-
-  // Totals over all threads so far.
-  common::LatencyHistogram totals(std::int64_t& errors) const {
-    common::LatencyHistogram all;
-    errors = 0;
-    for (const auto& s : stats) {
-      s->latency.add_to(all);
-      errors += s->errors.load(std::memory_order_relaxed);
-    }
-    return all;
   }
 };
 
@@ -343,7 +321,7 @@ IntervalStats Driver::take_interval_stats() {
   std::lock_guard lock(impl_->interval_mu);
   std::int64_t now_ns = mono_now_ns();
   std::int64_t errors = 0;
-  common::LatencyHistogram total = impl_->totals(errors);
+  common::LatencyHistogram total = detail::sum_latency(impl_->stats, errors);
   common::LatencyHistogram delta = total.minus(impl_->interval_previous);
   IntervalStats out{
       .queries = delta.count() + (errors - impl_->interval_previous_errors),
@@ -371,18 +349,11 @@ IntervalStats Driver::take_interval_stats() {
 
 Summary Driver::summary() const {
   std::int64_t errors = 0;
-  common::LatencyHistogram total = impl_->totals(errors);
-  std::int64_t first_ns = 0;
-  std::int64_t last_ns = 0;
-  for (const auto& s : impl_->stats) {
-    std::int64_t first = s->first_send_mono_ns.load(std::memory_order_relaxed);
-    if (first != 0 && (first_ns == 0 || first < first_ns)) first_ns = first;
-    last_ns = std::max(last_ns, s->last_done_mono_ns.load(std::memory_order_relaxed));
-  }
+  common::LatencyHistogram total = detail::sum_latency(impl_->stats, errors);
   Summary out{
       .queries = total.count() + errors,
       .errors = errors,
-      .elapsed_ns = first_ns != 0 && last_ns > first_ns ? last_ns - first_ns : 0,
+      .elapsed_ns = detail::elapsed_ns(impl_->stats),
       .mean_latency_ms = total.mean_ns() / common::kNsPerMsDouble,
       .p99_latency_ms = static_cast<double>(total.percentile_ns(0.99)) / common::kNsPerMsDouble,
   };

@@ -1,10 +1,12 @@
 // The driver's per-thread figures, shared between a driver thread (the only
 // writer) and Driver::take_interval_stats() / summary() (readers on any
-// thread). Internal to driver/.
+// thread), and their sums over the threads (stats.cpp). Internal to driver/.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 #include "common/latency_histogram.h"
 
@@ -30,5 +32,21 @@ struct alignas(64) ThreadStats {
 inline void bump(std::atomic<std::int64_t>& a, std::int64_t by) noexcept {
   a.store(a.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
 }
+
+using ThreadStatsList = std::vector<std::unique_ptr<ThreadStats>>;
+
+// Sums over the threads of the counters other than latency and errors.
+struct Counters {
+  std::int64_t lag_sum_ns = 0, lag_count = 0, lag_max_ns = 0, skipped = 0, late = 0,
+               connections = 0;
+};
+Counters sum_counters(const ThreadStatsList& stats);
+
+// The latency histogram of the successful transactions over all threads so
+// far; `errors` gets the failed ones.
+common::LatencyHistogram sum_latency(const ThreadStatsList& stats, std::int64_t& errors);
+
+// First send → last completion over all threads; 0 before both exist.
+std::int64_t elapsed_ns(const ThreadStatsList& stats);
 
 }  // namespace stallscope::driver::detail
