@@ -1,8 +1,9 @@
 // Worker's per-query path (driver/worker.h): send a client's next
 // transaction (after a ROLLBACK, -R's schedule, --skip-late), take its
 // results as they arrive, and record it as a row. These functions call each
-// other once per query and stay in this one translation unit so the compiler
-// can inline them as it did when the driver was one file.
+// other once per query; they stay together in this one translation unit, as
+// when the driver was one file, so the compiler can still inline among them
+// (send_next() into transaction_done(), for one).
 #include <libpq-fe.h>
 
 #include <algorithm>
