@@ -145,6 +145,18 @@ void Worker::send_failed(Client& c) {
   begin_reset(c, now);
 }
 
+// A ready socket (or one that cannot be watched) goes to its state's
+// handler. Here, next to on_readable(), so that the per-query call inlines.
+void Worker::dispatch(Client& c) {
+  if (c.state == ClientState::resetting) {
+    continue_reset(c);
+  } else if (options_.pipeline > 0 && c.state == ClientState::busy) {
+    pipeline_drain(c);
+  } else if (c.state == ClientState::busy || c.state == ClientState::rolling_back) {
+    on_readable(c);
+  }
+}
+
 void Worker::on_readable(Client& c) {
   bool lost = PQconsumeInput(c.conn.get()) == 0 && PQstatus(c.conn.get()) == CONNECTION_BAD;
   drain(c, lost);

@@ -40,6 +40,61 @@ std::vector<std::vector<int>> number_statements(const std::vector<Script>& scrip
   return ids;
 }
 
+inline void Worker::tick(std::int64_t now) {
+  if (!stopping_ && should_stop(now)) {
+    stopping_ = true;
+    stop_mono_ns_ = now;
+    if (options_.tcp_info_period_ns > 0) sample_tcp(now);  // the last second's too
+  }
+  if (stopping_) advance_stop(now);
+  advance_timers(now);
+  if (options_.tcp_info_period_ns > 0 && now >= next_tcp_mono_ns_) {
+    sample_tcp(now);
+    next_tcp_mono_ns_ = now + options_.tcp_info_period_ns;
+  }
+  if (now - last_flush_mono_ns_ >= kFlushIntervalNs) flush(now);
+}
+
+[[gnu::always_inline]] inline int Worker::plan_wait(std::int64_t now,
+                                                    std::vector<Client*>& unwatchable) {
+  std::int64_t wake_ns = std::min(now + kPollSliceNs, last_flush_mono_ns_ + kFlushIntervalNs);
+  if (options_.tcp_info_period_ns > 0) wake_ns = std::min(wake_ns, next_tcp_mono_ns_);
+  if (deadline_mono_ns_ && !stopping_) wake_ns = std::min(wake_ns, *deadline_mono_ns_);
+  unwatchable.clear();
+  for (std::size_t i = 0; i < clients_.size(); ++i) {
+    Client* c = clients_[i];
+    const int fd = c->conn ? PQsocket(c->conn.get()) : -1;
+    std::uint32_t want = 0;
+    switch (c->state) {
+      case ClientState::busy:
+      case ClientState::rolling_back:
+        want = EPOLLIN;
+        break;
+      case ClientState::resetting:
+        want = c->reset_events == POLLIN ? EPOLLIN : EPOLLOUT;
+        wake_ns = std::min(wake_ns, c->reset_started_mono_ns + kResetAttemptTimeoutNs);
+        break;
+      case ClientState::backoff:
+        wake_ns = std::min(wake_ns, c->retry_at_mono_ns);
+        break;
+      case ClientState::throttling:
+        wake_ns = std::min(wake_ns, *c->scheduled_mono_ns);
+        break;
+      case ClientState::sleeping:
+        wake_ns = std::min(wake_ns, c->sleep_until_mono_ns);
+        break;
+      case ClientState::idle:
+      case ClientState::done:
+        break;
+    }
+    if (!watch(*c, i, fd, want)) unwatchable.push_back(c);
+  }
+  // Winding down: look at the clients every 10 ms.
+  if (stopping_) wake_ns = std::min(wake_ns, now + 10 * common::kNsPerMs);
+  if (!unwatchable.empty() || wake_ns <= now) return 0;
+  return static_cast<int>((wake_ns - now + common::kNsPerMs - 1) / common::kNsPerMs);
+}
+
 void Worker::run() {
   start(mono_now_ns());
   std::vector<epoll_event> events(std::max<std::size_t>(clients_.size(), 1));
@@ -85,70 +140,6 @@ void Worker::start(std::int64_t now) {
                                                       static_cast<double>(threads));
   }
   for (Client* c : clients_) send_next(*c, now);
-}
-
-void Worker::tick(std::int64_t now) {
-  if (!stopping_ && should_stop(now)) {
-    stopping_ = true;
-    stop_mono_ns_ = now;
-    if (options_.tcp_info_period_ns > 0) sample_tcp(now);  // the last second's too
-  }
-  if (stopping_) advance_stop(now);
-  advance_timers(now);
-  if (options_.tcp_info_period_ns > 0 && now >= next_tcp_mono_ns_) {
-    sample_tcp(now);
-    next_tcp_mono_ns_ = now + options_.tcp_info_period_ns;
-  }
-  if (now - last_flush_mono_ns_ >= kFlushIntervalNs) flush(now);
-}
-
-int Worker::plan_wait(std::int64_t now, std::vector<Client*>& unwatchable) {
-  std::int64_t wake_ns = std::min(now + kPollSliceNs, last_flush_mono_ns_ + kFlushIntervalNs);
-  if (options_.tcp_info_period_ns > 0) wake_ns = std::min(wake_ns, next_tcp_mono_ns_);
-  if (deadline_mono_ns_ && !stopping_) wake_ns = std::min(wake_ns, *deadline_mono_ns_);
-  unwatchable.clear();
-  for (std::size_t i = 0; i < clients_.size(); ++i) {
-    Client* c = clients_[i];
-    const int fd = c->conn ? PQsocket(c->conn.get()) : -1;
-    std::uint32_t want = 0;
-    switch (c->state) {
-      case ClientState::busy:
-      case ClientState::rolling_back:
-        want = EPOLLIN;
-        break;
-      case ClientState::resetting:
-        want = c->reset_events == POLLIN ? EPOLLIN : EPOLLOUT;
-        wake_ns = std::min(wake_ns, c->reset_started_mono_ns + kResetAttemptTimeoutNs);
-        break;
-      case ClientState::backoff:
-        wake_ns = std::min(wake_ns, c->retry_at_mono_ns);
-        break;
-      case ClientState::throttling:
-        wake_ns = std::min(wake_ns, *c->scheduled_mono_ns);
-        break;
-      case ClientState::sleeping:
-        wake_ns = std::min(wake_ns, c->sleep_until_mono_ns);
-        break;
-      case ClientState::idle:
-      case ClientState::done:
-        break;
-    }
-    if (!watch(*c, i, fd, want)) unwatchable.push_back(c);
-  }
-  // Winding down: look at the clients every 10 ms.
-  if (stopping_) wake_ns = std::min(wake_ns, now + 10 * common::kNsPerMs);
-  if (!unwatchable.empty() || wake_ns <= now) return 0;
-  return static_cast<int>((wake_ns - now + common::kNsPerMs - 1) / common::kNsPerMs);
-}
-
-void Worker::dispatch(Client& c) {
-  if (c.state == ClientState::resetting) {
-    continue_reset(c);
-  } else if (options_.pipeline > 0 && c.state == ClientState::busy) {
-    pipeline_drain(c);
-  } else if (c.state == ClientState::busy || c.state == ClientState::rolling_back) {
-    on_readable(c);
-  }
 }
 
 void Worker::advance_timers(std::int64_t now_ns) {

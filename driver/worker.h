@@ -8,9 +8,9 @@
 // The class's methods live in the file named after their concern:
 //   worker.cpp        the loop, timers, the end of the run, flushing
 //   epoll.cpp         registering the clients' sockets with the epoll instance
-//   send_receive.cpp  sending a transaction, taking its results, recording it
-//                     (the per-query path: the hot functions are together in
-//                     this one translation unit, so they inline as before)
+//   send_receive.cpp  sending a transaction, taking its results (dispatch() of a
+//                     ready socket), recording it: the per-query path, kept
+//                     in one translation unit so it inlines as before
 //   script_run.cpp    running scripts: \set, \sleep, binding variables, -r
 //   pipeline.cpp      --pipeline
 //   reconnect.cpp     resetting a broken connection; -C's connect per transaction
@@ -89,14 +89,17 @@ class Worker {
            (deadline_mono_ns_ && now_ns >= *deadline_mono_ns_);
   }
 
-  // worker.cpp
-  void start(std::int64_t now_ns);  // before the loop: schedule, -r tables, first sends
-  void tick(std::int64_t now_ns);   // each turn of the loop: stop, timers, TCP_INFO, flush
+  // worker.cpp. tick() and plan_wait() run once per turn of the loop (per
+  // query at -c 1): `inline`, defined and used in worker.cpp only, so they
+  // inline into run() as when run() was one function (plan_wait() with
+  // [[gnu::always_inline]]: GCC 12 keeps it out of line otherwise, which
+  // callgrind counts as 2 % more instructions of the driver's own per query).
+  void start(std::int64_t now_ns);        // before the loop: schedule, -r tables, first sends
+  inline void tick(std::int64_t now_ns);  // each turn: stop, timers, TCP_INFO, flush
   // Registers each client's socket for what it waits for; returns how long
   // epoll_wait may sleep (ms). `unwatchable`: clients whose socket cannot be
   // registered, to be handled at once.
-  int plan_wait(std::int64_t now_ns, std::vector<Client*>& unwatchable);
-  void dispatch(Client& c);  // its socket is ready (or cannot be watched)
+  inline int plan_wait(std::int64_t now_ns, std::vector<Client*>& unwatchable);
   void advance_timers(std::int64_t now_ns);
   void advance_stop(std::int64_t now_ns);
   void finish(Client& c);
@@ -111,6 +114,7 @@ class Worker {
   void close_connection(Client& c);  // unwatch, then close the socket
 
   // send_receive.cpp
+  void dispatch(Client& c);  // its socket is ready (or cannot be watched)
   void send_next(Client& c, std::int64_t now_ns);
   void send_transaction(Client& c);
   void send_failed(Client& c);  // a PQsend* call failed: record, reconnect
