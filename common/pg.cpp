@@ -8,6 +8,7 @@
 
 #include "common/conninfo.h"
 #include "common/error.h"
+#include "common/parse.h"
 
 namespace stallscope::pg {
 
@@ -24,6 +25,22 @@ std::string error_message(const pg_conn* conn) {
 
 int backend_pid(const pg_conn* conn) {
   return PQbackendPID(conn);
+}
+
+std::optional<std::string> text_or_null(const pg_result* res, int row, int col) {
+  if (col < 0 || PQgetisnull(res, row, col)) return std::nullopt;
+  return std::string(PQgetvalue(res, row, col),
+                     static_cast<std::size_t>(PQgetlength(res, row, col)));
+}
+
+std::optional<std::int64_t> int64_or_null(const pg_result* res, int row, int col) {
+  if (col < 0 || PQgetisnull(res, row, col)) return std::nullopt;
+  return common::parse_int64(PQgetvalue(res, row, col));
+}
+
+std::optional<std::int64_t> affected_rows(const pg_result* res) {
+  // PQcmdTuples takes a non-const PGresult* but does not modify it.
+  return common::parse_int64(PQcmdTuples(const_cast<pg_result*>(res)));
 }
 
 Conn connect(const std::string& conninfo, const std::string& application_name) {

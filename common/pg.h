@@ -1,10 +1,12 @@
-// Move-only RAII owners of libpq handles, shared by the ASH sampler and the
-// driver. libpq's own types stay out of this header: `pg_conn` / `pg_result`
-// are the struct tags libpq's PGconn / PGresult typedefs name, so .cpp files
-// that include <libpq-fe.h> get the real types from .get().
+// Move-only RAII owners of libpq handles and the one way to read a result's
+// values, shared by the ASH and pooler samplers and the driver. libpq's own types stay out of this
+// header: `pg_conn` / `pg_result` are the struct tags libpq's PGconn / PGresult typedefs name, so
+// .cpp files that include <libpq-fe.h> get the real types from .get().
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 struct pg_conn;
@@ -41,5 +43,20 @@ std::string error_message(const pg_conn* conn);
 
 // Server-side pid of the backend serving `conn` (PQbackendPID).
 int backend_pid(const pg_conn* conn);
+
+// The one way to read a result value that may be NULL. `col` < 0 (e.g. a
+// PQfnumber miss: a column this server version lacks) reads as NULL too.
+//
+//   auto pid = pg::int64_or_null(res.get(), row, 0);   // nullopt: NULL or not an integer
+//   auto name = pg::text_or_null(res.get(), row, 1);
+//
+// The text of the value, or nullopt when it is NULL.
+std::optional<std::string> text_or_null(const pg_result* res, int row, int col);
+// The integer the whole value spells (common/parse.h), or nullopt when it is
+// NULL or not an integer — never 0 for garbage.
+std::optional<std::int64_t> int64_or_null(const pg_result* res, int row, int col);
+// Rows a command affected (PQcmdTuples), or nullopt for a command that
+// reports none (e.g. CREATE TABLE, whose PQcmdTuples is "").
+std::optional<std::int64_t> affected_rows(const pg_result* res);
 
 }  // namespace stallscope::pg

@@ -19,6 +19,10 @@ void on_signal(int sig) {
 }
 }  // namespace
 
+StopToken global_stop_token() noexcept {
+  return StopToken(&g_stop);
+}
+
 bool stop_requested() noexcept {
   return g_stop.load(std::memory_order_relaxed);
 }

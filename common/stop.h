@@ -1,9 +1,59 @@
-// The one piece of global mutable state: a stop flag set by SIGINT/SIGTERM.
+// Stopping a run: one global stop flag set by SIGINT/SIGTERM (the one piece
+// of global mutable state), and StopToken, the read-only view of a stop flag
+// that long-running loops (the driver) poll, so a caller — a test, or
+// tools/run_command.cpp with global_stop_token() — decides what stops them.
+//
+//   StopSource stop;                      // e.g. in a test
+//   driver.run(stop.token());             // returns soon after …
+//   stop.request_stop();                  // … this, from any thread
+//
+// Why not std::stop_token: std::stop_source::request_stop() is not
+// async-signal-safe (libstdc++ takes a lock to run the stop callbacks), so a
+// signal handler cannot call it. A StopToken only points to a lock-free
+// std::atomic<bool>: the signal handler stores to the global one, pollers
+// load it; nothing else happens on either side.
 #pragma once
 
 #include <atomic>
 
 namespace stallscope {
+
+// Whether a stop was requested, read from one std::atomic<bool> (relaxed).
+// Default-constructed: never stops. Copyable; the flag it views (a
+// StopSource, or the global flag) must outlive it.
+class StopToken {
+ public:
+  StopToken() = default;
+  bool stop_requested() const noexcept {
+    return flag_ != nullptr && flag_->load(std::memory_order_relaxed);
+  }
+
+ private:
+  friend class StopSource;
+  friend StopToken global_stop_token() noexcept;
+  explicit StopToken(const std::atomic<bool>* flag) noexcept : flag_(flag) {}
+  const std::atomic<bool>* flag_ = nullptr;
+};
+
+// Owns a stop flag of its own (not the global one). Neither copyable nor
+// movable: its tokens point to it.
+class StopSource {
+ public:
+  StopSource() = default;
+  StopSource(const StopSource&) = delete;
+  StopSource& operator=(const StopSource&) = delete;
+  StopToken token() const noexcept { return StopToken(&flag_); }
+  // Async-signal-safe (one store to a lock-free atomic).
+  void request_stop() noexcept { flag_.store(true); }
+  bool stop_requested() const noexcept { return flag_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<bool> flag_{false};
+  static_assert(std::atomic<bool>::is_always_lock_free);
+};
+
+// A token whose state is the global flag below.
+StopToken global_stop_token() noexcept;
 
 // True once SIGINT or SIGTERM arrived (after install_stop_handlers) or
 // request_stop() was called. Lock-free; safe to poll from any thread.

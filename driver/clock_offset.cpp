@@ -2,7 +2,6 @@
 
 #include <libpq-fe.h>
 
-#include <cstdlib>
 #include <limits>
 
 #include <fmt/format.h>
@@ -10,6 +9,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/pg.h"
+#include "common/units.h"
 
 namespace stallscope::driver {
 
@@ -45,7 +45,12 @@ schema::ClockOffsetRow ClockOffsetEstimator::estimate(const std::string& phase, 
       throw Error(ErrorKind::postgres,
                   fmt::format("cannot read the server clock: {}", pg::error_message(conn)));
     }
-    const std::int64_t server_ns = std::strtoll(PQgetvalue(res.get(), 0, 0), nullptr, 10) * 1000;
+    const auto server_us = pg::int64_or_null(res.get(), 0, 0);
+    if (!server_us) {
+      throw Error(ErrorKind::postgres,
+                  "cannot read the server clock: clock_timestamp() gave no integer");
+    }
+    const std::int64_t server_ns = *server_us * common::kNsPerUs;
     const std::int64_t rtt_ns = mono1 - mono0;
     if (rtt_ns < best.rtt_ns) {
       const std::int64_t middle_ns = wall0 + (wall1 - wall0) / 2;

@@ -7,7 +7,7 @@
 //
 //   driver::Driver d(options, [&](schema::Batch b) { writer.submit(std::move(b)); });
 //   d.connect();   // client 0 + checks; throws Error(postgres) naming the masked conninfo
-//   d.run();       // blocks until -T / -t is reached or stop_requested()
+//   d.run(stop);   // blocks until -T / -t is reached or `stop` (a StopToken) is requested
 //   auto s = d.summary();
 #pragma once
 
@@ -17,6 +17,8 @@
 #include <optional>
 #include <string>
 
+#include "common/stop.h"
+#include "common/units.h"
 #include "driver/script.h"
 #include "schema/records.h"
 
@@ -76,7 +78,7 @@ struct DriverOptions {
   bool per_statement = false;
   // TCP_INFO of every TCP connection (schema::TcpSampleRow) at most this
   // often, read by the driver thread that owns the socket; 0 = never.
-  std::int64_t tcp_info_period_ns = 1'000'000'000;
+  std::int64_t tcp_info_period_ns = common::kNsPerS;
 };
 
 // -r: mean latency of one SQL command of the scripts.
@@ -140,7 +142,9 @@ class Driver {
   // `client` rows; once all are connected, -T starts and the threads run
   // the closed loop. A connection that fails here fails run() with
   // Error(postgres) before any query is sent. Returns when every client is
-  // done or stop_requested().
+  // done or once `stop` is requested (polled at least every 50 ms; the
+  // default token never is; tools/run_command.cpp passes
+  // global_stop_token(), which SIGINT/SIGTERM set).
   // A failing query is recorded with its SQLSTATE and the run goes on; after
   // a failure that leaves an explicit transaction aborted the driver sends a
   // ROLLBACK (not recorded) before the next transaction. A broken connection
@@ -149,14 +153,14 @@ class Driver {
   // every query row carries the backend pid that served it; with -C a failed
   // connect is recorded as a failed transaction); after six failed attempts
   // that client stops and the others go on. At the end (-T reached or
-  // stop_requested()) nothing new is sent; in-flight transactions get 200 ms
+  // `stop` requested) nothing new is sent; in-flight transactions get 200 ms
   // to finish, then a cancel request and 500 ms more, else their connection
   // is closed. A transaction cut short by that cancel request (57014 after
   // it) or still without reply is dropped — neither stored nor counted, as
   // pgbench does not count unfinished transactions. Rows reach the sink in
   // batches from each thread: every 100 ms, every 4,096 rows and at the end.
   // Server notices are discarded. Connections are closed when run() returns.
-  void run();
+  void run(StopToken stop = {});
   // Stats since the previous call (thread-safe; for the progress line).
   IntervalStats take_interval_stats();
   Summary summary() const;

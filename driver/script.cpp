@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "common/units.h"
 
 namespace stallscope::driver {
 
@@ -333,82 +334,79 @@ std::string source_text(const ScriptCommand& cmd, const Variables& variables) {
   return sql;
 }
 
-Script parse_script(std::string_view text, const std::string& file, Variables& variables) {
-  Script script;
-  script.name = file;
-  // First pass: the variables the script sets (so SQL before a \set in a
-  // later line still substitutes them, as pgbench does at run time).
-  {
-    std::size_t pos = 0;
-    while (pos <= text.size()) {
-      std::size_t end = text.find('\n', pos);
-      if (end == std::string_view::npos) end = text.size();
-      std::string_view line = text.substr(pos, end - pos);
-      std::size_t b = line.find_first_not_of(" \t");
-      if (b != std::string_view::npos && line.substr(b).starts_with("\\set")) {
-        std::string_view rest = line.substr(b + 4);
-        std::size_t n0 = rest.find_first_not_of(" \t");
-        if (n0 != std::string_view::npos) {
-          std::size_t n1 = n0;
-          while (n1 < rest.size() && ident_char(rest[n1])) ++n1;
-          if (n1 > n0) variables.slot(rest.substr(n0, n1 - n0));
-        }
-      }
-      pos = end + 1;
-    }
-  }
-  std::string pending;  // SQL text of the command being collected
-  int pending_line = 0;
-  char quote = 0;
-  int line_no = 0;
+namespace {
+
+// First pass: the variables the script sets (so SQL before a \set in a
+// later line still substitutes them, as pgbench does at run time).
+void register_set_targets(std::string_view text, Variables& variables) {
   std::size_t pos = 0;
-  while (pos < text.size()) {
+  while (pos <= text.size()) {
     std::size_t end = text.find('\n', pos);
     if (end == std::string_view::npos) end = text.size();
     std::string_view line = text.substr(pos, end - pos);
-    pos = end + 1;
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     std::size_t b = line.find_first_not_of(" \t");
-    if (!quote && b != std::string_view::npos && line[b] == '\\') {
-      if (pending.find_first_not_of(" \t\r\n") != std::string::npos) {
-        fail(file, line_no, "meta-command inside an unfinished SQL command (missing ';'?)");
+    if (b != std::string_view::npos && line.substr(b).starts_with("\\set")) {
+      std::string_view rest = line.substr(b + 4);
+      std::size_t n0 = rest.find_first_not_of(" \t");
+      if (n0 != std::string_view::npos) {
+        std::size_t n1 = n0;
+        while (n1 < rest.size() && ident_char(rest[n1])) ++n1;
+        if (n1 > n0) variables.slot(rest.substr(n0, n1 - n0));
       }
-      pending.clear();
-      std::string_view rest = line.substr(b + 1);
-      std::size_t w = 0;
-      while (w < rest.size() && ident_char(rest[w])) ++w;
-      std::string cmd(rest.substr(0, w));
-      std::string_view args = rest.substr(w);
-      ScriptCommand c;
-      c.line = line_no;
-      if (cmd == "set") {
-        std::size_t n0 = args.find_first_not_of(" \t");
-        std::size_t n1 = n0 == std::string_view::npos ? n0 : n0;
-        while (n1 != std::string_view::npos && n1 < args.size() && ident_char(args[n1])) ++n1;
-        if (n0 == std::string_view::npos || n1 == n0) fail(file, line_no, "\\set needs a name");
-        c.kind = ScriptCommand::Kind::set;
-        c.target = variables.slot(args.substr(n0, n1 - n0));
-        c.expr = ExprParser(args.substr(n1), file, line_no, variables).parse();
-      } else if (cmd == "sleep") {
-        c.kind = ScriptCommand::Kind::sleep;
-        std::string a(args);
-        while (!a.empty() && std::isspace(static_cast<unsigned char>(a.back()))) a.pop_back();
-        std::size_t sp = a.find_last_of(" \t");
-        std::string unit = sp == std::string::npos ? "" : a.substr(sp + 1);
-        if (unit == "us" || unit == "ms" || unit == "s") {
-          c.unit_ns = unit == "us" ? 1'000 : unit == "ms" ? 1'000'000 : 1'000'000'000;
-          a.resize(sp);
-        }
-        c.expr = ExprParser(a, file, line_no, variables).parse();
-      } else {
-        fail(file, line_no,
-             fmt::format("unsupported meta-command \\{} (supported: \\set, \\sleep)", cmd));
-      }
-      script.commands.push_back(std::move(c));
-      continue;
     }
-    // SQL: collect up to an unquoted ';'. "--" comments outside quotes end the line.
+    pos = end + 1;
+  }
+}
+
+// A meta-command line; `rest` is the text after its backslash.
+ScriptCommand parse_meta_command(std::string_view rest, const std::string& file, int line_no,
+                                 Variables& variables) {
+  std::size_t w = 0;
+  while (w < rest.size() && ident_char(rest[w])) ++w;
+  std::string cmd(rest.substr(0, w));
+  std::string_view args = rest.substr(w);
+  ScriptCommand c;
+  c.line = line_no;
+  if (cmd == "set") {
+    std::size_t n0 = args.find_first_not_of(" \t");
+    std::size_t n1 = n0 == std::string_view::npos ? n0 : n0;
+    while (n1 != std::string_view::npos && n1 < args.size() && ident_char(args[n1])) ++n1;
+    if (n0 == std::string_view::npos || n1 == n0) fail(file, line_no, "\\set needs a name");
+    c.kind = ScriptCommand::Kind::set;
+    c.target = variables.slot(args.substr(n0, n1 - n0));
+    c.expr = ExprParser(args.substr(n1), file, line_no, variables).parse();
+  } else if (cmd == "sleep") {
+    c.kind = ScriptCommand::Kind::sleep;
+    std::string a(args);
+    while (!a.empty() && std::isspace(static_cast<unsigned char>(a.back()))) a.pop_back();
+    std::size_t sp = a.find_last_of(" \t");
+    std::string unit = sp == std::string::npos ? "" : a.substr(sp + 1);
+    if (unit == "us" || unit == "ms" || unit == "s") {
+      c.unit_ns = unit == "us"   ? common::kNsPerUs
+                  : unit == "ms" ? common::kNsPerMs
+                                 : common::kNsPerS;
+      a.resize(sp);
+    }
+    c.expr = ExprParser(a, file, line_no, variables).parse();
+  } else {
+    fail(file, line_no,
+         fmt::format("unsupported meta-command \\{} (supported: \\set, \\sleep)", cmd));
+  }
+  return c;
+}
+
+bool blank(const std::string& s) {
+  return s.find_first_not_of(" \t\r\n") == std::string::npos;
+}
+
+// SQL commands, collected line by line up to an unquoted ';'.
+struct SqlCollector {
+  std::string pending;  // SQL text of the command being collected
+  int pending_line = 0;
+  char quote = 0;
+
+  // "--" comments outside quotes end the line.
+  void add_line(std::string_view line, int line_no, Script& script, Variables& variables) {
     for (std::size_t i = 0; i < line.size(); ++i) {
       char ch = line[i];
       if (quote) {
@@ -419,7 +417,7 @@ Script parse_script(std::string_view text, const std::string& file, Variables& v
       if (ch == '-' && i + 1 < line.size() && line[i + 1] == '-') break;
       if (ch == '\'' || ch == '"') quote = ch;
       if (ch == ';') {
-        if (pending.find_first_not_of(" \t\r\n") != std::string::npos) {
+        if (!blank(pending)) {
           std::string sql = pending;
           sql.erase(0, sql.find_first_not_of(" \t\r\n"));
           add_sql(script, sql, pending_line, variables);
@@ -427,21 +425,51 @@ Script parse_script(std::string_view text, const std::string& file, Variables& v
         pending.clear();
         continue;
       }
-      if (pending.find_first_not_of(" \t\r\n") == std::string::npos &&
-          !std::isspace(static_cast<unsigned char>(ch))) {
-        pending_line = line_no;
-      }
+      if (blank(pending) && !std::isspace(static_cast<unsigned char>(ch))) pending_line = line_no;
       pending += ch;
     }
     pending += '\n';
   }
-  if (quote) fail(file, line_no, "unterminated quoted string");
-  if (pending.find_first_not_of(" \t\r\n") != std::string::npos) {
+
+  // The end of the file: a last command may lack its ';'.
+  void finish(const std::string& file, int line_no, Script& script, Variables& variables) {
+    if (quote) fail(file, line_no, "unterminated quoted string");
+    if (blank(pending)) return;
     std::string sql = pending;
     sql.erase(0, sql.find_first_not_of(" \t\r\n"));
     while (!sql.empty() && std::isspace(static_cast<unsigned char>(sql.back()))) sql.pop_back();
     add_sql(script, sql, pending_line, variables);
   }
+};
+
+}  // namespace
+
+Script parse_script(std::string_view text, const std::string& file, Variables& variables) {
+  Script script;
+  script.name = file;
+  register_set_targets(text, variables);
+  SqlCollector sql;
+  int line_no = 0;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(pos, end - pos);
+    pos = end + 1;
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    std::size_t b = line.find_first_not_of(" \t");
+    if (!sql.quote && b != std::string_view::npos && line[b] == '\\') {
+      if (!blank(sql.pending)) {
+        fail(file, line_no, "meta-command inside an unfinished SQL command (missing ';'?)");
+      }
+      sql.pending.clear();
+      script.commands.push_back(parse_meta_command(line.substr(b + 1), file, line_no, variables));
+      continue;
+    }
+    sql.add_line(line, line_no, script, variables);
+  }
+  sql.finish(file, line_no, script, variables);
   if (script.sql_commands() == 0) fail(file, line_no, "the script has no SQL command");
   return script;
 }

@@ -6,8 +6,11 @@
 // SQL for variables the scripts \set (plus `scale`). One script run is one
 // transaction. Any other meta-command is Error(usage) "FILE:LINE: …".
 //
-//   driver::ScriptSet set;
-//   set.add(driver::parse_script(text, "bench.sql", set.variables), 1);
+//   driver::Variables variables;  // shared by every script of a run
+//   driver::Script script = driver::parse_script(text, "bench.sql", variables);
+//   script.weight = 2;            // -f bench.sql@2
+//   options.scripts.push_back(std::move(script));  // DriverOptions (driver/driver.h)
+//   options.variables = variables;
 #pragma once
 
 #include <cstdint>
@@ -17,6 +20,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "common/units.h"
 
 namespace stallscope::driver {
 
@@ -42,7 +47,7 @@ struct ScriptCommand {
   // set: variable `target` = `expr`; sleep: `expr` × `unit_ns`.
   int target = -1;
   std::shared_ptr<const Expr> expr;
-  std::int64_t unit_ns = 1'000'000'000;
+  std::int64_t unit_ns = common::kNsPerS;
 };
 
 struct Script {

@@ -3,7 +3,6 @@
 #include <libpq-fe.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -17,6 +16,7 @@
 #include "common/periodic.h"
 #include "common/pg.h"
 #include "common/thread_name.h"
+#include "common/units.h"
 #include "sampler/sampler.h"
 
 namespace stallscope::sampler {
@@ -56,22 +56,13 @@ enum AshColumn : int {
 // bounded) and a text seen again is stored again under a new id.
 constexpr std::size_t kMaxQueryTexts = 10'000;
 
-std::optional<std::int64_t> int_or_null(const PGresult* res, int row, int col) {
-  if (PQgetisnull(res, row, col)) return std::nullopt;
-  return std::strtoll(PQgetvalue(res, row, col), nullptr, 10);
-}
 std::optional<std::int64_t> us_to_ns(std::optional<std::int64_t> us) {
   if (!us) return std::nullopt;
-  return *us * 1000;
+  return *us * common::kNsPerUs;
 }
 
-constexpr std::int64_t kTopWindowNs = 1'000'000'000;  // latest().top_wait_event looks this far back
-
-std::optional<std::string> text_or_null(const PGresult* res, int row, int col) {
-  if (PQgetisnull(res, row, col)) return std::nullopt;
-  return std::string(PQgetvalue(res, row, col),
-                     static_cast<std::size_t>(PQgetlength(res, row, col)));
-}
+// latest().top_wait_event looks this far back.
+constexpr std::int64_t kTopWindowNs = common::kNsPerS;
 
 // The poll's text for `conn`'s server (query_id from PostgreSQL 14 on). It is
 // sent each poll as an unnamed statement, not prepared once: behind a
@@ -142,27 +133,31 @@ schema::Batch AshSampler::Impl::poll() {
   const int rows = PQntuples(res.get());
   batch.pg_activity.reserve(static_cast<std::size_t>(rows));
   for (int r = 0; r < rows; ++r) {
+    // pg_stat_activity.pid is never NULL; a row without an integer pid
+    // (none so far) would name no backend, so it is not stored.
+    const auto pid = pg::int64_or_null(res.get(), r, kPid);
+    if (!pid) continue;
     schema::PgActivityRow row{
         .time_ns = wall_ns,
         .ash_tick = ash_tick,
-        .pid = std::atoi(PQgetvalue(res.get(), r, kPid)),
-        .backend_type = text_or_null(res.get(), r, kBackendType),
-        .state = text_or_null(res.get(), r, kState),
-        .wait_event_type = text_or_null(res.get(), r, kWaitEventType),
-        .wait_event = text_or_null(res.get(), r, kWaitEvent),
-        .application_name = text_or_null(res.get(), r, kApplicationName),
-        .query_id = int_or_null(res.get(), r, kQueryId),
-        .client_addr = text_or_null(res.get(), r, kClientAddr),
-        .backend_start_ns = us_to_ns(int_or_null(res.get(), r, kBackendStart)),
-        .xact_start_ns = us_to_ns(int_or_null(res.get(), r, kXactStart)),
-        .query_start_ns = us_to_ns(int_or_null(res.get(), r, kQueryStart)),
-        .state_change_ns = us_to_ns(int_or_null(res.get(), r, kStateChange)),
-        .blocking_pids = text_or_null(res.get(), r, kBlockingPids),
+        .pid = static_cast<int>(*pid),
+        .backend_type = pg::text_or_null(res.get(), r, kBackendType),
+        .state = pg::text_or_null(res.get(), r, kState),
+        .wait_event_type = pg::text_or_null(res.get(), r, kWaitEventType),
+        .wait_event = pg::text_or_null(res.get(), r, kWaitEvent),
+        .application_name = pg::text_or_null(res.get(), r, kApplicationName),
+        .query_id = pg::int64_or_null(res.get(), r, kQueryId),
+        .client_addr = pg::text_or_null(res.get(), r, kClientAddr),
+        .backend_start_ns = us_to_ns(pg::int64_or_null(res.get(), r, kBackendStart)),
+        .xact_start_ns = us_to_ns(pg::int64_or_null(res.get(), r, kXactStart)),
+        .query_start_ns = us_to_ns(pg::int64_or_null(res.get(), r, kQueryStart)),
+        .state_change_ns = us_to_ns(pg::int64_or_null(res.get(), r, kStateChange)),
+        .blocking_pids = pg::text_or_null(res.get(), r, kBlockingPids),
     };
-    if (auto port = int_or_null(res.get(), r, kClientPort))
+    if (auto port = pg::int64_or_null(res.get(), r, kClientPort))
       row.client_port = static_cast<int>(*port);
     if (row.query_id == 0) row.query_id.reset();  // 0: not computed for this statement
-    if (auto text = text_or_null(res.get(), r, kQueryText); text && !text->empty()) {
+    if (auto text = pg::text_or_null(res.get(), r, kQueryText); text && !text->empty()) {
       std::string key = row.query_id ? fmt::format("#{}", *row.query_id) : "=" + *text;
       auto [it, is_new] = query_texts.try_emplace(std::move(key), 0);
       if (is_new) {
@@ -253,7 +248,8 @@ void AshSampler::start() {
     throw Error(ErrorKind::usage, fmt::format("cannot poll at {} Hz: must be > 0", s.options.hz));
   }
   s.connect();  // throws Error(postgres) naming the masked conninfo
-  s.thread.start(kAshSamplerThreadName, static_cast<std::int64_t>(1e9 / s.options.hz),
+  s.thread.start(kAshSamplerThreadName,
+                 static_cast<std::int64_t>(common::kNsPerSDouble / s.options.hz),
                  [&s] { s.run_tick(); });
 }
 

@@ -5,7 +5,6 @@
 #include <libpq-fe.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -19,6 +18,7 @@
 #include "common/periodic.h"
 #include "common/pg.h"
 #include "common/thread_name.h"
+#include "common/units.h"
 
 namespace stallscope::sampler {
 namespace {
@@ -29,20 +29,14 @@ constexpr const char* kAdminDatabase = "pgbouncer";  // the console's own pseudo
 class Columns {
  public:
   explicit Columns(const PGresult* res) : res_(res) {}
-  // The integer in `name` at `row`; nullopt when the column is missing or NULL.
+  // The integer in `name` at `row`; nullopt when the column is missing,
+  // NULL or not an integer.
   std::optional<std::int64_t> integer(int row, const char* name) const {
-    const int col = PQfnumber(res_, name);
-    if (col < 0 || PQgetisnull(res_, row, col)) return std::nullopt;
-    const char* text = PQgetvalue(res_, row, col);
-    char* end = nullptr;
-    const long long v = std::strtoll(text, &end, 10);
-    if (end == text) return std::nullopt;
-    return static_cast<std::int64_t>(v);
+    return pg::int64_or_null(res_, row, PQfnumber(res_, name));
   }
+  // The text in `name` at `row`; nullopt when the column is missing or NULL.
   std::optional<std::string> text(int row, const char* name) const {
-    const int col = PQfnumber(res_, name);
-    if (col < 0 || PQgetisnull(res_, row, col)) return std::nullopt;
-    return std::string(PQgetvalue(res_, row, col));
+    return pg::text_or_null(res_, row, PQfnumber(res_, name));
   }
   int rows() const { return PQntuples(res_); }
 
@@ -144,9 +138,9 @@ schema::Batch PoolerSampler::Impl::poll() {
     const Totals& before = it == prev.end() ? kZero : it->second;
     row.xacts = delta(t.xacts, before.xacts, 1);
     row.queries = delta(t.queries, before.queries, 1);
-    row.wait_ns = delta(t.wait_us, before.wait_us, 1000);
-    row.xact_ns = delta(t.xact_us, before.xact_us, 1000);
-    row.query_ns = delta(t.query_us, before.query_us, 1000);
+    row.wait_ns = delta(t.wait_us, before.wait_us, common::kNsPerUs);
+    row.xact_ns = delta(t.xact_us, before.xact_us, common::kNsPerUs);
+    row.query_ns = delta(t.query_us, before.query_us, common::kNsPerUs);
   }
   for (int r = 0; r < pools.rows(); ++r) {
     auto db = pools.text(r, "database");
@@ -159,7 +153,7 @@ schema::Batch PoolerSampler::Impl::poll() {
     add_gauge(row.sv_used, pools.integer(r, "sv_used"));
     if (auto s = pools.integer(r, "maxwait")) {
       const std::int64_t ns =
-          *s * 1'000'000'000 + pools.integer(r, "maxwait_us").value_or(0) * 1000;
+          *s * common::kNsPerS + pools.integer(r, "maxwait_us").value_or(0) * common::kNsPerUs;
       row.maxwait_ns = std::max(row.maxwait_ns.value_or(0), ns);
     }
   }
@@ -218,7 +212,7 @@ void PoolerSampler::start() {
   s.connect();            // throws Error(postgres) naming the masked conninfo
   auto first = s.poll();  // throws when this is not pgbouncer's admin console
   if (s.sink) s.sink(std::move(first));
-  const auto period_ns = static_cast<std::int64_t>(s.options.period_s * 1e9);
+  const auto period_ns = static_cast<std::int64_t>(s.options.period_s * common::kNsPerSDouble);
   s.thread.start(
       kPoolerSamplerThreadName, period_ns, [&s] { s.run_tick(); }, period_ns);
 }

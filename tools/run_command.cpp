@@ -1,4 +1,6 @@
-// `stallscope run`: driver + host sampler + ASH sampler → one writer.
+// `stallscope run`: the driver, the host and ASH samplers, the pooler sampler
+// (--pooler-admin) and the server clock-offset probes, all feeding one
+// writer of the run file.
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +20,7 @@
 #include "common/periodic.h"
 #include "common/stop.h"
 #include "common/thread_name.h"
+#include "common/units.h"
 #include "driver/clock_offset.h"
 #include "driver/driver.h"
 #include "sampler/sampler.h"
@@ -152,6 +155,10 @@ int run_command(const RunOptions& o) {
   }
 
   install_stop_handlers();
+  // The driver polls this token; its state is the global flag the handlers
+  // set (common/stop.h: a signal handler may only store to a lock-free
+  // atomic, which is all that a StopToken reads).
+  const StopToken stop = global_stop_token();
   // Server clock offset: a dedicated connection, at the start, every
   // --clock-offset-period and at the end. A failure costs only these rows.
   // The start and end probes run before the periodic thread starts and after
@@ -181,7 +188,8 @@ int run_command(const RunOptions& o) {
   };
   clock_probe("start", true);
   PeriodicThread clock_thread;
-  const auto clock_period_ns = static_cast<std::int64_t>(o.clock_offset_period_s * 1e9);
+  const auto clock_period_ns =
+      static_cast<std::int64_t>(o.clock_offset_period_s * common::kNsPerSDouble);
   clock_thread.start(
       kClockThreadName, clock_period_ns, [&] { clock_probe("periodic", true); }, clock_period_ns);
   sampler::HostSampler host_sampler({.hz = o.hz}, writer_sink);
@@ -195,8 +203,9 @@ int run_command(const RunOptions& o) {
       auto driver_part = [&driver, &o] {
         const auto s = driver.take_interval_stats();
         // tps and latency over successful transactions, as pgbench's progress.
-        const double tps =
-            s.interval_ns > 0 ? static_cast<double>(s.queries - s.errors) * 1e9 / s.interval_ns : 0;
+        const double tps = s.interval_ns > 0 ? static_cast<double>(s.queries - s.errors) *
+                                                   common::kNsPerSDouble / s.interval_ns
+                                             : 0;
         std::string out = fmt::format("{:.1f} tps, lat {:.3f} ms mean, {:.3f} ms p99", tps,
                                       s.mean_latency_ms, s.p99_latency_ms);
         if (s.mean_lag_ms) out += fmt::format(", lag {:.3f} ms", *s.mean_lag_ms);
@@ -205,9 +214,9 @@ int run_command(const RunOptions& o) {
         return out + fmt::format(", {} failed", s.errors);
       };
       ProgressPrinter progress(o.progress_s, driver_part, host_sampler, &ash_sampler);
-      driver.run();
+      driver.run(stop);
     }
-    if (stop_requested()) {
+    if (stop.stop_requested()) {
       status = "interrupted";
       reason = stop_signal() == SIGTERM ? "SIGTERM" : "SIGINT";
     } else {
@@ -227,8 +236,9 @@ int run_command(const RunOptions& o) {
   clock_thread.stop();
   if (pooler) pooler->stop();  // its last poll covers the end of the queries
   clock_probe("end", false);
-  warn_if_sampler_lagged(host_sampler, o.hz,
-                         static_cast<double>(wall_now_ns() - info.start_ns) / 1e9);
+  warn_if_sampler_lagged(
+      host_sampler, o.hz,
+      static_cast<double>(wall_now_ns() - info.start_ns) / common::kNsPerSDouble);
   host_sampler.stop();
   ash_sampler.stop();
   writer.close(wall_now_ns(), status, reason);
@@ -238,7 +248,7 @@ int run_command(const RunOptions& o) {
   fmt::print("protocol: {}, clients: {}, threads: {}\n", driver::protocol_name(protocol), o.clients,
              dopt.threads);
   fmt::print("transactions: {} ({} failed) in {:.3f} s{}\n", s.queries, s.errors,
-             static_cast<double>(s.elapsed_ns) / 1e9,
+             static_cast<double>(s.elapsed_ns) / common::kNsPerSDouble,
              status == "interrupted" ? fmt::format(" — interrupted by {}", reason) : "");
   fmt::print("latency average = {:.3f} ms, p99 = {:.3f} ms\n", s.mean_latency_ms, s.p99_latency_ms);
   if (s.mean_lag_ms) {

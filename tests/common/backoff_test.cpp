@@ -34,5 +34,14 @@ TEST(RetryBackoff, DelaysDoubleWhileAttemptsFailAndASuccessStartsOver) {
   EXPECT_EQ(attempts, 7);
 }
 
+TEST(BackoffDelays, DoubleFromTheFirstDelayUpToTheMaximum) {
+  constexpr BackoffDelays delays{.first_delay_ns = 100 * kMs, .max_delay_ns = 1'600 * kMs};
+  EXPECT_EQ(delays.after_failures(1), 100 * kMs);
+  EXPECT_EQ(delays.after_failures(2), 200 * kMs);
+  EXPECT_EQ(delays.after_failures(5), 1'600 * kMs);
+  EXPECT_EQ(delays.after_failures(6), 1'600 * kMs);
+  EXPECT_EQ(delays.after_failures(1'000), 1'600 * kMs);  // no overflow
+}
+
 }  // namespace
 }  // namespace stallscope

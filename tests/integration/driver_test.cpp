@@ -382,15 +382,14 @@ TEST(Driver, StopRequestEndsALongRunQuickly) {
   Collected got;
   Driver d(o, got.sink());
   d.connect();
-  reset_stop();
-  std::jthread stopper([] {
+  StopSource stop;
+  std::jthread stopper([&stop] {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    request_stop();
+    stop.request_stop();
   });
   auto t0 = std::chrono::steady_clock::now();
-  d.run();
+  d.run(stop.token());
   auto took = std::chrono::steady_clock::now() - t0;
-  reset_stop();
   EXPECT_GE(took, std::chrono::milliseconds(250));
   EXPECT_LT(took, std::chrono::milliseconds(1500));
   EXPECT_GT(got.queries().size(), 10u);
@@ -405,15 +404,14 @@ TEST(Driver, StopCancelsQueriesThatWouldRunOnAndDropsThem) {
   Collected got;
   Driver d(o, got.sink());
   d.connect();
-  reset_stop();
-  std::jthread stopper([] {
+  StopSource stop;
+  std::jthread stopper([&stop] {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    request_stop();
+    stop.request_stop();
   });
   auto t0 = std::chrono::steady_clock::now();
-  d.run();
+  d.run(stop.token());
   auto took = std::chrono::steady_clock::now() - t0;
-  reset_stop();
   EXPECT_LT(took, std::chrono::milliseconds(1500));
   EXPECT_GE(took, std::chrono::milliseconds(450));  // waited for the grace period
   EXPECT_TRUE(got.queries().empty());  // the one in flight per client: cancelled, dropped

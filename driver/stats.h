@@ -1,0 +1,52 @@
+// The driver's per-thread figures, shared between a driver thread (the only
+// writer) and Driver::take_interval_stats() / summary() (readers on any
+// thread), and their sums over the threads (stats.cpp). Internal to driver/.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "common/latency_histogram.h"
+
+namespace stallscope::driver::detail {
+
+// Per-thread figures: written by the driver thread only, read by
+// take_interval_stats() and summary() from any thread.
+struct alignas(64) ThreadStats {
+  common::SharedLatencyHistogram latency;
+  std::atomic<std::int64_t> errors{0};
+  std::atomic<std::int64_t> first_send_mono_ns{0};  // 0 = nothing sent yet
+  std::atomic<std::int64_t> last_done_mono_ns{0};
+  // -R: schedule lag of the transactions sent; --skip-late, -L, connections.
+  std::atomic<std::int64_t> lag_sum_ns{0};
+  std::atomic<std::int64_t> lag_count{0};
+  std::atomic<std::int64_t> lag_max_ns{0};
+  std::atomic<std::int64_t> skipped{0};
+  std::atomic<std::int64_t> late{0};
+  std::atomic<std::int64_t> connections{0};
+};
+
+// Single-writer counter bump (no atomic read-modify-write needed).
+inline void bump(std::atomic<std::int64_t>& a, std::int64_t by) noexcept {
+  a.store(a.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+}
+
+using ThreadStatsList = std::vector<std::unique_ptr<ThreadStats>>;
+
+// Sums over the threads of the counters other than latency and errors.
+struct Counters {
+  std::int64_t lag_sum_ns = 0, lag_count = 0, lag_max_ns = 0, skipped = 0, late = 0,
+               connections = 0;
+};
+Counters sum_counters(const ThreadStatsList& stats);
+
+// The latency histogram of the successful transactions over all threads so
+// far; `errors` gets the failed ones.
+common::LatencyHistogram sum_latency(const ThreadStatsList& stats, std::int64_t& errors);
+
+// First send → last completion over all threads; 0 before both exist.
+std::int64_t elapsed_ns(const ThreadStatsList& stats);
+
+}  // namespace stallscope::driver::detail

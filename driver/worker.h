@@ -1,0 +1,190 @@
+// Worker: one driver thread's closed loop over its clients. Each client's
+// transaction is sent as soon as the previous one finished; the thread waits
+// on its epoll instance for the replies and on timers (-R schedule, \sleep,
+// reconnect backoff, TCP_INFO, flushing), and hands finished rows to the
+// sink in batches. Internal to driver/; Driver (driver.cpp) makes one per
+// thread.
+//
+// The class's methods live in the file named after their concern:
+//   worker.cpp        the loop, timers, the end of the run, flushing
+//   epoll.cpp         registering the clients' sockets with the epoll instance
+//   send_receive.cpp  sending a transaction, taking its results (dispatch() of a
+//                     ready socket), recording it: the per-query path, kept
+//                     in one translation unit so it inlines as before
+//   script_run.cpp    running scripts: \set, \sleep, binding variables, -r
+//   pipeline.cpp      --pipeline
+//   reconnect.cpp     resetting a broken connection; -C's connect per transaction
+//   tcp_info.cpp      TCP_INFO samples
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/backoff.h"
+#include "common/stop.h"
+#include "common/units.h"
+#include "driver/client.h"
+#include "driver/driver.h"
+#include "driver/epoll.h"
+#include "driver/stats.h"
+#include "schema/records.h"
+
+struct pg_result;
+
+namespace stallscope::driver::detail {
+
+// Rows go to the sink at least this often, and whenever this many are pending.
+inline constexpr std::int64_t kFlushIntervalNs = 100 * common::kNsPerMs;
+inline constexpr std::size_t kFlushRows = 4096;
+// epoll_wait() never sleeps longer than this, so a stop is seen within it.
+inline constexpr std::int64_t kPollSliceNs = 50 * common::kNsPerMs;
+// At the end of the run, in-flight queries may finish on their own for this
+// long; then they are cancelled (PQcancel) and given kCancelWaitNs more; a
+// query still without reply is dropped and its connection closed.
+inline constexpr std::int64_t kStopGraceNs = 200 * common::kNsPerMs;
+inline constexpr std::int64_t kCancelWaitNs = 500 * common::kNsPerMs;
+// A broken connection is reset at once, then after 0.1, 0.2, 0.4, 0.8, 1.6 s;
+// after kMaxResetAttempts failures its client stops (-C: the same for its
+// connects). driver/reconnect.cpp says why this is not a RetryBackoff.
+inline constexpr int kMaxResetAttempts = 6;
+inline constexpr BackoffDelays kReconnectBackoff{.first_delay_ns = 100 * common::kNsPerMs,
+                                                 .max_delay_ns = 1'600 * common::kNsPerMs};
+// Asynchronous connects ignore connect_timeout: bound each attempt ourselves.
+inline constexpr std::int64_t kResetAttemptTimeoutNs = 10 * common::kNsPerS;
+
+// Statement ids of the scripts' SQL commands, numbered in script order
+// (-1 for the other commands).
+std::vector<std::vector<int>> number_statements(const std::vector<Script>& scripts);
+
+// Serves a fixed set of clients on one thread, closed loop.
+class Worker {
+ public:
+  Worker(const DriverOptions& options, const Sink& sink, ThreadStats& stats,
+         std::vector<Client*> clients, std::optional<std::int64_t> deadline_mono_ns, StopToken stop,
+         const std::atomic<bool>& abort, int threads)
+      : threads_(threads),
+        options_(options),
+        sink_(sink),
+        stats_(stats),
+        clients_(std::move(clients)),
+        deadline_mono_ns_(deadline_mono_ns),
+        stop_(stop),
+        abort_(abort) {}
+
+  // Runs until every client is done (see Driver::run()).
+  void run();
+
+  // -r: per statement id, latency sum and executions (read after run()).
+  std::vector<std::int64_t> statement_sum_ns;
+  std::vector<std::int64_t> statement_count;
+
+ private:
+  bool should_stop(std::int64_t now_ns) const {
+    return stop_.stop_requested() || abort_.load(std::memory_order_relaxed) ||
+           (deadline_mono_ns_ && now_ns >= *deadline_mono_ns_);
+  }
+
+  // worker.cpp. tick() and plan_wait() run once per turn of the loop (per
+  // query at -c 1): `inline`, defined and used in worker.cpp only, so they
+  // inline into run() as when run() was one function (plan_wait() with
+  // [[gnu::always_inline]]: GCC 12 keeps it out of line otherwise, which
+  // callgrind counts as 2 % more instructions of the driver's own per query).
+  void start(std::int64_t now_ns);        // before the loop: schedule, -r tables, first sends
+  inline void tick(std::int64_t now_ns);  // each turn: stop, timers, TCP_INFO, flush
+  // Registers each client's socket for what it waits for; returns how long
+  // epoll_wait may sleep (ms). `unwatchable`: clients whose socket cannot be
+  // registered, to be handled at once.
+  inline int plan_wait(std::int64_t now_ns, std::vector<Client*>& unwatchable);
+  void advance_timers(std::int64_t now_ns);
+  void advance_stop(std::int64_t now_ns);
+  void finish(Client& c);
+  void flush(std::int64_t now_ns);
+
+  // epoll.cpp
+  // Registers client `index`'s socket `fd` for `events` (0: none) with the
+  // epoll instance, with a system call only when that changes; false when
+  // the socket cannot be registered (closed under libpq).
+  bool watch(Client& c, std::size_t index, int fd, std::uint32_t events);
+  void unwatch(Client& c);
+  void close_connection(Client& c);  // unwatch, then close the socket
+
+  // send_receive.cpp
+  void dispatch(Client& c);  // its socket is ready (or cannot be watched)
+  void send_next(Client& c, std::int64_t now_ns);
+  void send_transaction(Client& c);
+  void send_failed(Client& c);  // a PQsend* call failed: record, reconnect
+  void on_readable(Client& c);
+  void drain(Client& c, bool connection_lost);
+  void take_result(Client& c, const pg_result* res);
+  void transaction_done(Client& c, std::int64_t now_ns);
+  void record(Client& c, std::int64_t done_mono_ns);
+  void record_skipped(Client& c, std::int64_t scheduled_mono_ns, std::int64_t now_ns);
+
+  // script_run.cpp
+  void start_script(Client& c);
+  void pick_script(Client& c);
+  void step_script(Client& c);
+  // Fills c.query_text (simple) or c.param_text/param_ptrs for SQL command
+  // `cmd`; returns the message of a transaction that cannot go on (an unset
+  // variable), else nullopt.
+  std::optional<std::string> bind_command(Client& c, const Script& script,
+                                          const ScriptCommand& cmd);
+  int send_command(Client& c, const ScriptCommand& cmd, std::size_t script, std::size_t command);
+  void statement_done(Client& c, std::int64_t now_ns);
+  void script_failed(Client& c, const std::string& message);
+
+  // pipeline.cpp
+  void pipeline_fill(Client& c, std::int64_t now_ns);
+  bool pipeline_send_one(Client& c);
+  std::optional<std::string> pipeline_bind_script(Client& c, std::size_t& sql_command);
+  void pipeline_drain(Client& c);
+  void pipeline_complete(Client& c, std::int64_t now_ns);
+  void pipeline_lost(Client& c, std::int64_t now_ns);
+  void record_entry(Client& c, Client::InFlight&& f, std::int64_t now_ns);
+
+  // reconnect.cpp
+  void begin_reset(Client& c, std::int64_t now_ns);
+  void start_reset_attempt(Client& c, std::int64_t now_ns);
+  void continue_reset(Client& c);
+  void reset_attempt_failed(Client& c, std::int64_t now_ns);
+  bool connect_for_transaction(Client& c);
+
+  // tcp_info.cpp
+  void sample_tcp(std::int64_t now_ns);
+
+  int threads_;  // threads of the driver (-R shares the rate among them)
+  const DriverOptions& options_;
+  const Sink& sink_;
+  ThreadStats& stats_;
+  std::vector<Client*> clients_;
+  std::optional<std::int64_t> deadline_mono_ns_;
+  StopToken stop_;                  // Driver::run()'s: the run ends when it is requested
+  const std::atomic<bool>& abort_;  // another thread failed: end the run
+
+  int active_ = 0;
+  bool stopping_ = false;
+  std::int64_t stop_mono_ns_ = 0;
+  std::int64_t last_flush_mono_ns_ = 0;
+  std::size_t reserve_rows_ = 256;
+  schema::Batch pending_;
+  // -R: this thread's Poisson schedule (as pgbench's throttle_trigger).
+  std::int64_t trigger_mono_ns_ = 0;
+  std::mt19937_64 rng_{std::random_device{}()};
+  std::exponential_distribution<double> next_gap_{1.0};
+  // -r: statement id of command k of script s (SQL commands only, else -1).
+  std::vector<std::vector<int>> statement_ids_;
+  std::int64_t next_tcp_mono_ns_ = 0;
+  // The sockets of this thread's clients with a reply to wait for. epoll,
+  // not poll: the registrations stay from one wait to the next (a client
+  // that sends its next query stays registered), so a wait costs no per-socket
+  // wait-queue set-up and tear-down (≈ 0.2 µs instead of 0.6 µs a wait for
+  // 4 sockets).
+  Epoll epoll_;
+};
+
+}  // namespace stallscope::driver::detail
