@@ -94,6 +94,7 @@ RunRow read_run(schema::Store& store) {
   s.host = std::move(row->host);
   s.kernel = std::move(row->kernel);
   s.cores = row->cores;
+  r.imported = row->mode == "import-pgbench";
   s.mode = std::move(row->mode);
   s.status = std::move(row->status);
   s.start_ns = row->start_ns;
@@ -109,7 +110,6 @@ RunRow read_run(schema::Store& store) {
   r.stallscope_pid = row->stallscope_pid;
   r.stallscope_start_ticks = row->stallscope_start_ticks;
   r.clock_ticks_per_s = row->clock_ticks_per_s;
-  r.imported = row->command_line_names_import_pgbench;
   return r;
 }
 

@@ -35,12 +35,11 @@ std::int64_t count(Store& store, const char* sql, std::int64_t param) {
 }  // namespace
 
 std::optional<RunRow> read_run(Store& store) {
-  Cursor st(
-      store.db(),
-      "SELECT host, kernel, cores, mode, status, start_ns, end_ns, clients, threads, "
-      "protocol, sql, server_version, end_reason, hz, stallscope_pid, "
-      "stallscope_start_ticks, clock_ticks_per_s, command_line LIKE '%import-pgbench%' FROM run "
-      "WHERE run_id = 1");
+  Cursor st(store.db(),
+            "SELECT host, kernel, cores, mode, status, start_ns, end_ns, clients, threads, "
+            "protocol, sql, server_version, end_reason, hz, stallscope_pid, "
+            "stallscope_start_ticks, clock_ticks_per_s FROM run "
+            "WHERE run_id = 1");
   if (!st.step()) return std::nullopt;
   RunRow r;
   r.host = st.text(0);
@@ -60,7 +59,6 @@ std::optional<RunRow> read_run(Store& store) {
   r.stallscope_pid = static_cast<int>(st.int64(14));
   r.stallscope_start_ticks = st.opt_int64(15);
   r.clock_ticks_per_s = st.int64(16);
-  r.command_line_names_import_pgbench = st.int64(17) != 0;
   return r;
 }
 

@@ -46,12 +46,6 @@ struct RunRow {
   int stallscope_pid = 0;
   std::optional<std::int64_t> stallscope_start_ticks;
   std::int64_t clock_ticks_per_s = 0;
-  // The command line names import-pgbench (SQL LIKE, so case-insensitive).
-  // Every file import-pgbench writes has mode "import-pgbench" and this set;
-  // explain reads this rather than the mode because files written by other
-  // means (tests/correlate/attribution_test.cpp's imported-log fixture) set
-  // only the command line, and their output must not change.
-  bool command_line_names_import_pgbench = false;
 };
 // The run row; nullopt when the file holds none.
 std::optional<RunRow> read_run(Store& store);

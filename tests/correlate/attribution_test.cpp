@@ -32,7 +32,10 @@ class File {
   // connection on the queries).
   explicit File(bool identity = true) : store_(schema::Store::create(":memory:")) {
     auto r = test::run_info(kT0 - 2 * kS);
-    if (!identity) r.command_line = "stallscope import-pgbench -o x.db log";
+    if (!identity) {
+      r.mode = "import-pgbench";
+      r.command_line = "stallscope import-pgbench -o x.db log";
+    }
     r.hz = 1;
     r.protocol.reset();
     r.sql.reset();
