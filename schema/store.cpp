@@ -189,7 +189,7 @@ struct Store::Statements {
     const QueryRow* row;
   };
   std::vector<QueryKey> query_order;  // reused: its capacity stays
-  // Sampler depth tables (issue 3).
+  // The tables the deeper sampling fills: host memory, disks, cgroups, query texts.
   struct Depth {
     explicit Depth(SQLite::Database& db)
         : host_memory(db,

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/units.h"
+
 namespace stallscope::tools {
 
 struct RunOptions {
@@ -67,7 +69,7 @@ int record_command(const RecordOptions& options);
 struct ExplainCommandOptions {
   std::vector<std::string> paths;             // run files
   bool json = false;                          // --json
-  std::int64_t window_ns = 1'000'000'000;     // --window
+  std::int64_t window_ns = common::kNsPerS;   // --window
   std::optional<std::int64_t> every_queries;  // --every
   std::vector<std::string> path_processes;    // --path-process NAME (repeatable)
 };

@@ -1,4 +1,4 @@
-// `stallscope record` sampler depth (issue 3) on the real host and the
+// `stallscope record` sampler depth (threads, stacks, I/O, cgroups) on the real host and the
 // scratch server: per-thread rows, D-state tasks, cgroup v1 CPU throttling,
 // delay accounting, host memory/PSI/disk tables, ASH depth.
 #include <pthread.h>
