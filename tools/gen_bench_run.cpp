@@ -1,5 +1,5 @@
 // stallscope-gen-run: writes a synthetic run file for `tools/bench correlate`
-// through the real store (schema v1): QUERIES queries from 16 clients spread
+// through the real store (schema version 2): QUERIES queries from 16 clients spread
 // evenly over SECONDS, and host, process and ASH samples at 10 Hz for
 // PROCESSES processes (the driver, 16 backends, the rest background
 // processes using a little CPU), with a slow stretch (backends in D state on
@@ -8,12 +8,15 @@
 //
 //   stallscope-gen-run OUT.db [QUERIES=10000000] [SECONDS=3600] [PROCESSES=300]
 //
-// Exit status 0, or 1 with a one-line message (e.g. OUT.db exists).
+// Exit status 0; 1 with a one-line message (e.g. OUT.db exists); 2 for a
+// usage error (wrong argument count, an argument that is not an integer).
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "common/error.h"
+#include "common/parse.h"
 #include "common/units.h"
 #include "schema/store.h"
 
@@ -175,6 +178,20 @@ int generate(const std::string& path, std::int64_t queries, std::int64_t seconds
   return 0;
 }
 
+// The integer argument argv[i] (named `name` in the usage line), or
+// `fallback` when it is not given; nullopt, after a one-line message, when it
+// is not an integer of type T.
+template <typename T>
+std::optional<T> int_arg(int argc, char** argv, int i, const char* name, T fallback) {
+  if (argc <= i) return fallback;
+  const auto value = stallscope::common::parse_integer<T>(argv[i]);
+  if (!value) {
+    std::fprintf(stderr, "stallscope-gen-run: cannot use %s '%s': expected an integer\n", name,
+                 argv[i]);
+  }
+  return value;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -182,9 +199,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: stallscope-gen-run OUT.db [QUERIES] [SECONDS] [PROCESSES]\n");
     return 2;
   }
+  const auto queries = int_arg<std::int64_t>(argc, argv, 2, "QUERIES", 10'000'000);
+  const auto seconds = int_arg<std::int64_t>(argc, argv, 3, "SECONDS", 3600);
+  const auto processes = int_arg<int>(argc, argv, 4, "PROCESSES", 300);
+  if (!queries || !seconds || !processes) return 2;
   try {
-    return generate(argv[1], argc > 2 ? std::stoll(argv[2]) : 10'000'000,
-                    argc > 3 ? std::stoll(argv[3]) : 3600, argc > 4 ? std::stoi(argv[4]) : 300);
+    return generate(argv[1], *queries, *seconds, *processes);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "stallscope-gen-run: %s\n", e.what());
     return 1;

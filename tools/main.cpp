@@ -4,7 +4,6 @@
 // 0 success, 1 the run or analysis failed, 2 bad usage or bad input — always
 // with a one-line message naming the offending thing.
 #include <cerrno>
-#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -12,12 +11,14 @@
 #include <iostream>
 #include <optional>
 #include <sstream>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
 #include "common/conninfo.h"
 #include "common/error.h"
+#include "common/parse.h"
 #include "driver/script.h"
 #include "tools/commands.h"
 
@@ -45,15 +46,14 @@ std::string read_sql_file(const std::string& path) {
   return sql;
 }
 
-// A positive number; CLI11's own PositiveNumber prints DBL_MAX in full.
+// A positive number; CLI11's own PositiveNumber prints DBL_MAX in full. A
+// leading '+' is allowed (CLI11 converts the value itself, and reads "+5" as
+// 5), as it was when this check used std::stod.
 const CLI::Validator kPositive(
     [](std::string& value) -> std::string {
-      try {
-        std::size_t used = 0;
-        double v = std::stod(value, &used);
-        if (used == value.size() && v > 0) return {};
-      } catch (const std::exception&) {
-      }
+      std::string_view text(value);
+      if (text.starts_with('+')) text.remove_prefix(1);
+      if (const auto v = stallscope::common::parse_double(text); v && *v > 0) return {};
       return "'" + value + "' is not a positive number";
     },
     "POSITIVE");
@@ -264,16 +264,14 @@ int main(int argc, char** argv) {
       if (simple_update) run.builtin = "simple-update";
       for (const auto& d : defines) {
         const auto eq = d.find('=');
-        std::int64_t value = 0;
-        const char* end = d.data() + d.size();
-        const bool ok = eq != std::string::npos && eq > 0 &&
-                        std::from_chars(d.data() + eq + 1, end, value).ptr == end &&
-                        eq + 1 < d.size();
-        if (!ok) {
+        const auto value = eq != std::string::npos && eq > 0
+                               ? stallscope::common::parse_int64(std::string_view(d).substr(eq + 1))
+                               : std::nullopt;
+        if (!value) {
           throw Error(ErrorKind::usage,
                       fmt::format("cannot use -D '{}': expected NAME=INTEGER", d));
         }
-        run.defines.emplace_back(d.substr(0, eq), value);
+        run.defines.emplace_back(d.substr(0, eq), *value);
       }
       for (const auto& f : sql_files) {
         auto [path, weight] = stallscope::driver::split_weight(f);
