@@ -238,6 +238,66 @@ void print_summary(const RunOptions& o, const driver::DriverOptions& dopt,
   fmt::print("next: stallscope explain {}\n", o.output_path);
 }
 
+// Runs the driver with the host and ASH samplers, the clock-offset probes
+// and the progress lines until the run ends (-T, -t, SIGINT/SIGTERM), stops
+// them all (`pooler` too) and closes the run file; how the run ended. On a
+// failure the run file is closed as failed, and removed when no transaction
+// ran.
+RunEnd drive_and_sample(const RunOptions& o, driver::Driver& driver, schema::Writer& writer,
+                        std::optional<sampler::PoolerSampler>& pooler, std::int64_t start_ns) {
+  auto writer_sink = [&writer](schema::Batch b) { writer.submit(std::move(b)); };
+  install_stop_handlers();
+  // The driver polls this token; its state is the global flag the handlers
+  // set (common/stop.h: a signal handler may only store to a lock-free
+  // atomic, which is all that a StopToken reads).
+  const StopToken stop = global_stop_token();
+  ClockProbes clock(o, writer);
+  clock.probe("start", true);
+  PeriodicThread clock_thread;
+  const auto clock_period_ns =
+      static_cast<std::int64_t>(o.clock_offset_period_s * common::kNsPerSDouble);
+  clock_thread.start(
+      kClockThreadName, clock_period_ns, [&] { clock.probe("periodic", true); }, clock_period_ns);
+  sampler::HostSampler host_sampler({.hz = o.hz}, writer_sink);
+  sampler::AshSampler ash_sampler({.conninfo = o.conninfo, .hz = o.hz}, writer_sink);
+  RunEnd end;
+  try {
+    host_sampler.start();
+    ash_sampler.start();
+    {
+      ProgressPrinter progress(
+          o.progress_s, [&driver, &o] { return driver_progress(driver, o); }, host_sampler,
+          &ash_sampler);
+      driver.run(stop);
+    }
+    if (stop.stop_requested()) {
+      end.status = "interrupted";
+      end.reason = stop_signal() == SIGTERM ? "SIGTERM" : "SIGINT";
+    } else {
+      end.reason = o.duration_s ? "duration reached" : "transactions done";
+    }
+  } catch (const std::exception& e) {
+    clock_thread.stop();
+    if (pooler) pooler->stop();
+    host_sampler.stop();
+    ash_sampler.stop();
+    writer.close(wall_now_ns(), "failed", e.what());
+    // The driver failed before any transaction (a client's connection was
+    // refused in run()): nothing was measured, so no file blocks the next -o.
+    if (driver.summary().queries == 0) remove_run_file(o.output_path);
+    throw;
+  }
+  clock_thread.stop();
+  if (pooler) pooler->stop();  // its last poll covers the end of the queries
+  clock.probe("end", false);
+  warn_if_sampler_lagged(host_sampler, o.hz,
+                         static_cast<double>(wall_now_ns() - start_ns) / common::kNsPerSDouble);
+  host_sampler.stop();
+  ash_sampler.stop();
+  writer.close(wall_now_ns(), end.status, end.reason);
+  return end;
+}
+
 }  // namespace
 
 int run_command(const RunOptions& o) {
@@ -283,56 +343,7 @@ int run_command(const RunOptions& o) {
     }
   }
 
-  install_stop_handlers();
-  // The driver polls this token; its state is the global flag the handlers
-  // set (common/stop.h: a signal handler may only store to a lock-free
-  // atomic, which is all that a StopToken reads).
-  const StopToken stop = global_stop_token();
-  ClockProbes clock(o, writer);
-  clock.probe("start", true);
-  PeriodicThread clock_thread;
-  const auto clock_period_ns =
-      static_cast<std::int64_t>(o.clock_offset_period_s * common::kNsPerSDouble);
-  clock_thread.start(
-      kClockThreadName, clock_period_ns, [&] { clock.probe("periodic", true); }, clock_period_ns);
-  sampler::HostSampler host_sampler({.hz = o.hz}, writer_sink);
-  sampler::AshSampler ash_sampler({.conninfo = o.conninfo, .hz = o.hz}, writer_sink);
-  RunEnd end;
-  try {
-    host_sampler.start();
-    ash_sampler.start();
-    {
-      ProgressPrinter progress(
-          o.progress_s, [&driver, &o] { return driver_progress(driver, o); }, host_sampler,
-          &ash_sampler);
-      driver.run(stop);
-    }
-    if (stop.stop_requested()) {
-      end.status = "interrupted";
-      end.reason = stop_signal() == SIGTERM ? "SIGTERM" : "SIGINT";
-    } else {
-      end.reason = o.duration_s ? "duration reached" : "transactions done";
-    }
-  } catch (const std::exception& e) {
-    clock_thread.stop();
-    if (pooler) pooler->stop();
-    host_sampler.stop();
-    ash_sampler.stop();
-    writer.close(wall_now_ns(), "failed", e.what());
-    // The driver failed before any transaction (a client's connection was
-    // refused in run()): nothing was measured, so no file blocks the next -o.
-    if (driver.summary().queries == 0) remove_run_file(o.output_path);
-    throw;
-  }
-  clock_thread.stop();
-  if (pooler) pooler->stop();  // its last poll covers the end of the queries
-  clock.probe("end", false);
-  warn_if_sampler_lagged(
-      host_sampler, o.hz,
-      static_cast<double>(wall_now_ns() - info.start_ns) / common::kNsPerSDouble);
-  host_sampler.stop();
-  ash_sampler.stop();
-  writer.close(wall_now_ns(), end.status, end.reason);
+  const RunEnd end = drive_and_sample(o, driver, writer, pooler, info.start_ns);
   print_summary(o, dopt, driver, end);
   return 0;
 }
