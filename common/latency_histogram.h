@@ -100,6 +100,13 @@ class LatencyHistogram {
   std::int64_t sum_ns_ = 0;
 };
 
+// Adds `by` to a counter that exactly one thread writes (others only read
+// it): a relaxed load and store, no atomic read-modify-write. The driver's
+// per-thread counters (driver/stats.h) and SharedLatencyHistogram use it.
+inline void bump(std::atomic<std::int64_t>& a, std::int64_t by) noexcept {
+  a.store(a.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+}
+
 // A cumulative histogram at kDriverResolution written by exactly one thread
 // and read by any: record_ns() is plain relaxed loads and stores (no locks,
 // no atomic read-modify-write), add_to() copies a slightly racy but never
@@ -116,9 +123,6 @@ class SharedLatencyHistogram {
   void add_to(LatencyHistogram& out) const noexcept;
 
  private:
-  static void bump(std::atomic<std::int64_t>& a, std::int64_t by) noexcept {
-    a.store(a.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
-  }
   std::array<std::atomic<std::int64_t>, kLatencyBucketCount> counts_{};
   std::atomic<std::int64_t> sum_ns_{0};
   std::atomic<std::int64_t> count_{0};

@@ -1,10 +1,12 @@
 // Number parsing that cannot turn garbage into 0: the whole text must be one
-// integer in range, else the result is empty (std::from_chars underneath; no
-// locale, no leading '+' or whitespace).
+// number in range, else the result is empty (std::from_chars underneath; no
+// locale, no leading '+' or whitespace, no hexadecimal).
 //
-//   common::parse_int64("42")   // 42
-//   common::parse_int64("4x")   // nullopt
-//   common::parse_int64("")     // nullopt
+//   common::parse_int64("42")     // 42
+//   common::parse_int64("4x")     // nullopt
+//   common::parse_int64("")       // nullopt
+//   common::parse_double("1.5")   // 1.5
+//   common::parse_double("1.2.3") // nullopt
 #pragma once
 
 #include <charconv>
@@ -30,6 +32,17 @@ inline std::optional<std::int64_t> parse_int64(std::string_view text) noexcept {
 }
 inline std::optional<int> parse_int(std::string_view text) noexcept {
   return parse_integer<int>(text);
+}
+
+// The decimal number `text` spells (fixed or scientific: "2", "0.5", ".5",
+// "1.", "1e-3"; also "inf" and "nan", as std::from_chars reads them), when
+// all of it does and it is within double's range.
+inline std::optional<double> parse_double(std::string_view text) noexcept {
+  double value = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc{} || ptr != end || text.empty()) return std::nullopt;
+  return value;
 }
 
 }  // namespace stallscope::common

@@ -27,5 +27,6 @@ inline constexpr double kMsPerSDouble = 1e3;
 // Sizes: /proc gives memory in KiB (meminfo) or pages (stat; the page size
 // is sysconf(_SC_PAGESIZE)); stallscope stores bytes.
 inline constexpr std::int64_t kBytesPerKiB = 1'024;
+inline constexpr std::int64_t kBytesPerMiB = 1'024 * 1'024;
 
 }  // namespace stallscope::common

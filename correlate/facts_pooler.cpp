@@ -86,13 +86,15 @@ void read_pooler_facts(schema::Store& store, const std::vector<Window>& windows,
     }
   }
   if (!p.available) return;
+  // The poll interval the note shows: the upper median (the element at
+  // size/2, not a mean of the two middle ones as stalls.cpp's median takes).
   std::nth_element(intervals.begin(), intervals.begin() + intervals.size() / 2, intervals.end());
-  const std::int64_t median = intervals[intervals.size() / 2];
+  const std::int64_t upper_median_interval_ns = intervals[intervals.size() / 2];
   notes.push_back(fmt::format(
       "{} wait for a server connection (path_wait:{}) is its SHOW STATS total_wait_time for {} "
       "{}, polled every {:.1f} s (median) and prorated over the windows by time.",
       kPoolerName, kPoolerName, p.driver_database ? "the run's database" : "the databases",
-      fmt::join(p.databases, ", "), double(median) / kNsPerS));
+      fmt::join(p.databases, ", "), double(upper_median_interval_ns) / kNsPerS));
 }
 
 void pool_wait(const Report& r, const Facts& f, std::vector<Finding>& out) {

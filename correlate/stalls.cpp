@@ -7,12 +7,15 @@
 
 #include <fmt/format.h>
 
+#include "common/units.h"
 #include "correlate/detail.h"
 #include "correlate/format.h"
 
 namespace stallscope::correlate::detail {
 namespace {
 
+// The median: the middle value, or the mean of the two middle values when
+// there is an even number of them; 0 for none.
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   const auto mid = v.size() / 2;
@@ -79,7 +82,7 @@ bool is_stalled(const Window& w, const Typical& t) {
 }
 
 double checkpointer_write_mib(const WindowSignals& g) {
-  return double(g.checkpointer_write_bytes) / (1 << 20);
+  return double(g.checkpointer_write_bytes) / double(common::kBytesPerMiB);
 }
 
 // The typical shares and checkpointer writes: medians over the counted

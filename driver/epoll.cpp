@@ -5,7 +5,6 @@
 
 #include <libpq-fe.h>
 #include <sys/epoll.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -18,23 +17,10 @@
 namespace stallscope::driver::detail {
 
 Epoll::Epoll() : fd_(epoll_create1(EPOLL_CLOEXEC)) {
-  if (fd_ < 0) {
+  if (!fd_) {
     throw Error(ErrorKind::runtime,
                 fmt::format("cannot create the driver's epoll instance: {}", std::strerror(errno)));
   }
-}
-
-Epoll& Epoll::operator=(Epoll&& other) noexcept {
-  if (this != &other) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = other.fd_;
-    other.fd_ = -1;
-  }
-  return *this;
-}
-
-Epoll::~Epoll() {
-  if (fd_ >= 0) ::close(fd_);
 }
 
 bool Worker::watch(Client& c, std::size_t index, int fd, std::uint32_t events) {

@@ -1,7 +1,10 @@
-// The epoll instance of a driver thread: move-only, closed on destruction.
-// The worker's registrations with it are Worker::watch() / unwatch()
-// (driver/epoll.cpp). Internal to driver/.
+// The epoll instance of a driver thread: move-only (moving empties the
+// source), closed on destruction by the common::Fd it holds. The worker's
+// registrations with it are Worker::watch() / unwatch() (driver/epoll.cpp).
+// Internal to driver/.
 #pragma once
+
+#include "common/fd.h"
 
 namespace stallscope::driver::detail {
 
@@ -9,15 +12,10 @@ class Epoll {
  public:
   // Throws Error(runtime) "cannot create the driver's epoll instance: …".
   Epoll();
-  Epoll(Epoll&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
-  Epoll& operator=(Epoll&& other) noexcept;
-  Epoll(const Epoll&) = delete;
-  Epoll& operator=(const Epoll&) = delete;
-  ~Epoll();
-  int fd() const noexcept { return fd_; }
+  int fd() const noexcept { return fd_.get(); }
 
  private:
-  int fd_;
+  common::Fd fd_;
 };
 
 }  // namespace stallscope::driver::detail

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "common/parse.h"
 #include "common/units.h"
 
 namespace stallscope::driver {
@@ -141,15 +142,15 @@ class ExprParser {
         ++i_;
       std::string text(s_.substr(start, i_ - start));
       auto e = std::make_shared<Expr>();
-      try {
-        if (text.find('.') != std::string::npos) {
-          e->op = Expr::Op::real;
-          e->real = std::stod(text);
-        } else {
-          e->number = std::stoll(text);
-        }
-      } catch (const std::exception&) {
-        error(fmt::format("bad number '{}'", text));
+      if (text.find('.') != std::string::npos) {
+        e->op = Expr::Op::real;
+        const auto real = common::parse_double(text);
+        if (!real) error(fmt::format("bad number '{}'", text));
+        e->real = *real;
+      } else {
+        const auto number = common::parse_int64(text);
+        if (!number) error(fmt::format("bad number '{}'", text));
+        e->number = *number;
       }
       return e;
     }
@@ -537,7 +538,8 @@ std::pair<std::string, int> split_weight(const std::string& spec) {
     throw_usage(
         fmt::format("cannot use script weight '{}' in '{}': expected an integer ≥ 0", w, spec));
   }
-  return {spec.substr(0, at), std::stoi(w)};
+  // At most nine digits: always an int.
+  return {spec.substr(0, at), *common::parse_int(w)};
 }
 
 }  // namespace stallscope::driver

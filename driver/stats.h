@@ -28,10 +28,8 @@ struct alignas(64) ThreadStats {
   std::atomic<std::int64_t> connections{0};
 };
 
-// Single-writer counter bump (no atomic read-modify-write needed).
-inline void bump(std::atomic<std::int64_t>& a, std::int64_t by) noexcept {
-  a.store(a.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
-}
+// The counters above are bumped with common::bump (single writer).
+using common::bump;
 
 using ThreadStatsList = std::vector<std::unique_ptr<ThreadStats>>;
 

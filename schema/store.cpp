@@ -431,179 +431,193 @@ void Store::write_queries(std::span<const Batch> batches) {
   }
 }
 
+namespace {
+// Binds one row's values to its table's INSERT (Statements), in column order.
+void bind_row(SQLite::Statement& st, const SampleRow& r) {
+  st.bind(1, static_cast<int64_t>(r.sample_id));
+  st.bind(2, static_cast<int64_t>(r.time_ns));
+  st.bind(3, static_cast<int64_t>(r.mono_ns));
+  bind_opt(st, 4, r.interval_ns);
+  st.bind(5, static_cast<int64_t>(r.sampler_cpu_ns));
+  st.bind(6, static_cast<int64_t>(r.sampler_duration_ns));
+}
+
+void bind_row(SQLite::Statement& st, const HostSampleRow& r) {
+  st.bind(1, static_cast<int64_t>(r.sample_id));
+  bind_opt(st, 2, r.cpu_user_ns);
+  bind_opt(st, 3, r.cpu_nice_ns);
+  bind_opt(st, 4, r.cpu_system_ns);
+  bind_opt(st, 5, r.cpu_idle_ns);
+  bind_opt(st, 6, r.cpu_iowait_ns);
+  bind_opt(st, 7, r.cpu_irq_ns);
+  bind_opt(st, 8, r.cpu_softirq_ns);
+  bind_opt(st, 9, r.cpu_steal_ns);
+  st.bind(10, r.load1);
+  st.bind(11, r.load5);
+  st.bind(12, r.load15);
+  st.bind(13, r.procs_running);
+  st.bind(14, r.procs_blocked);
+  st.bind(15, r.processes_total);
+  st.bind(16, r.processes_d_state);
+}
+
+void bind_row(SQLite::Statement& st, const ProcessRow& r) {
+  st.bind(1, static_cast<int64_t>(r.process_id));
+  st.bind(2, r.pid);
+  st.bind(3, static_cast<int64_t>(r.start_ticks));
+  bind_opt(st, 4, r.start_ns);
+  bind_opt(st, 5, r.ppid);
+  st.bind(6, r.comm);
+  bind_opt(st, 7, r.cmdline);
+  st.bind(8, static_cast<int64_t>(r.first_sample_id));
+  bind_opt(st, 9, r.cgroup);
+}
+
+void bind_row(SQLite::Statement& st, const AshTickRow& r) {
+  st.bind(1, static_cast<int64_t>(r.ash_tick));
+  st.bind(2, static_cast<int64_t>(r.time_ns));
+  st.bind(3, static_cast<int64_t>(r.duration_ns));
+}
+
+void bind_row(SQLite::Statement& st, const PgActivityRow& r) {
+  st.bind(1, static_cast<int64_t>(r.time_ns));
+  st.bind(2, static_cast<int64_t>(r.ash_tick));
+  st.bind(3, r.pid);
+  bind_opt(st, 4, r.backend_type);
+  bind_opt(st, 5, r.state);
+  bind_opt(st, 6, r.wait_event_type);
+  bind_opt(st, 7, r.wait_event);
+  bind_opt(st, 8, r.application_name);
+  bind_opt(st, 9, r.query_id);
+  bind_opt(st, 10, r.query_text_id);
+  bind_opt(st, 11, r.client_addr);
+  bind_opt(st, 12, r.client_port);
+  bind_opt(st, 13, r.backend_start_ns);
+  bind_opt(st, 14, r.xact_start_ns);
+  bind_opt(st, 15, r.query_start_ns);
+  bind_opt(st, 16, r.state_change_ns);
+  bind_opt(st, 17, r.blocking_pids);
+}
+
+void bind_row(SQLite::Statement& st, const ClientRow& r) {
+  st.bind(1, r.client_id);
+  st.bind(2, r.connection);
+  st.bind(3, r.thread);
+  bind_opt(st, 4, r.backend_pid);
+  bind_opt(st, 5, r.connect_ns);
+  bind_opt(st, 6, r.connect_latency_ns);
+  bind_opt(st, 7, r.application_name);
+}
+
+void bind_row(SQLite::Statement& st, const QueryErrorRow& r) {
+  st.bind(1, static_cast<int64_t>(r.start_ns));
+  st.bind(2, r.client_id);
+  st.bind(3, static_cast<int64_t>(r.seq));
+  st.bind(4, r.sqlstate);
+  bind_opt(st, 5, r.error);
+}
+
+void bind_row(SQLite::Statement& st, const QuerySkippedRow& r) {
+  st.bind(1, static_cast<int64_t>(r.start_ns));
+  st.bind(2, r.client_id);
+  st.bind(3, static_cast<int64_t>(r.seq));
+  st.bind(4, static_cast<int64_t>(r.lag_ns));
+}
+
+void bind_row(SQLite::Statement& st, const PgbenchAggregateRow& r) {
+  st.bind(1, r.file);
+  st.bind(2, static_cast<int64_t>(r.line));
+  st.bind(3, static_cast<int64_t>(r.interval_start_ns));
+  st.bind(4, static_cast<int64_t>(r.transactions));
+  st.bind(5, static_cast<int64_t>(r.latency_sum_ns));
+  st.bind(6, r.latency_sum2_us2);
+  bind_opt(st, 7, r.latency_min_ns);
+  bind_opt(st, 8, r.latency_max_ns);
+  bind_opt(st, 9, r.lag_sum_ns);
+  bind_opt(st, 10, r.lag_sum2_us2);
+  bind_opt(st, 11, r.lag_min_ns);
+  bind_opt(st, 12, r.lag_max_ns);
+  bind_opt(st, 13, r.skipped);
+  bind_opt(st, 14, r.retried);
+  bind_opt(st, 15, r.retries);
+  bind_opt(st, 16, r.serialization_failures);
+  bind_opt(st, 17, r.deadlock_failures);
+}
+
+void bind_row(SQLite::Statement& st, const ClockOffsetRow& r) {
+  st.bind(1, static_cast<int64_t>(r.time_ns));
+  st.bind(2, static_cast<int64_t>(r.offset_ns));
+  st.bind(3, static_cast<int64_t>(r.uncertainty_ns));
+  st.bind(4, static_cast<int64_t>(r.rtt_ns));
+  st.bind(5, r.probes);
+  st.bind(6, r.phase);
+}
+
+void bind_row(SQLite::Statement& st, const StatementRow& r) {
+  st.bind(1, r.statement);
+  st.bind(2, r.script);
+  st.bind(3, r.line);
+  st.bind(4, r.sql);
+}
+
+void bind_row(SQLite::Statement& st, const StatementLatencyRow& r) {
+  st.bind(1, static_cast<int64_t>(r.start_ns));
+  st.bind(2, r.client_id);
+  st.bind(3, static_cast<int64_t>(r.seq));
+  st.bind(4, r.statement);
+  st.bind(5, static_cast<int64_t>(r.latency_ns));
+}
+
+void bind_row(SQLite::Statement& st, const TcpSampleRow& r) {
+  st.bind(1, static_cast<int64_t>(r.time_ns));
+  st.bind(2, r.client_id);
+  st.bind(3, r.connection);
+  st.bind(4, static_cast<int64_t>(r.rtt_ns));
+  st.bind(5, static_cast<int64_t>(r.rttvar_ns));
+  st.bind(6, static_cast<int64_t>(r.total_retrans));
+  st.bind(7, static_cast<int64_t>(r.unacked));
+}
+
+void bind_row(SQLite::Statement& st, const PoolerSampleRow& r) {
+  int i = 1;
+  st.bind(i++, static_cast<int64_t>(r.time_ns));
+  st.bind(i++, r.database);
+  for (const auto* v :
+       {&r.interval_ns, &r.xacts, &r.queries, &r.wait_ns, &r.xact_ns, &r.query_ns, &r.cl_active,
+        &r.cl_waiting, &r.sv_active, &r.sv_idle, &r.sv_used, &r.maxwait_ns}) {
+    bind_opt(st, i++, *v);
+  }
+}
+
+// Inserts `rows` with `st`, one statement step each: no allocation per row.
+template <typename Row>
+void write_each(SQLite::Statement& st, const std::vector<Row>& rows) {
+  for (const Row& r : rows) {
+    bind_row(st, r);
+    run_row(st);
+  }
+}
+}  // namespace
+
 void Store::write_rows(const Batch& b) {
   auto& s = *stmts_;
   try {
-    for (const auto& r : b.samples) {
-      s.sample.bind(1, static_cast<int64_t>(r.sample_id));
-      s.sample.bind(2, static_cast<int64_t>(r.time_ns));
-      s.sample.bind(3, static_cast<int64_t>(r.mono_ns));
-      bind_opt(s.sample, 4, r.interval_ns);
-      s.sample.bind(5, static_cast<int64_t>(r.sampler_cpu_ns));
-      s.sample.bind(6, static_cast<int64_t>(r.sampler_duration_ns));
-      run_row(s.sample);
-    }
-    for (const auto& r : b.host_samples) {
-      auto& st = s.host_sample;
-      st.bind(1, static_cast<int64_t>(r.sample_id));
-      bind_opt(st, 2, r.cpu_user_ns);
-      bind_opt(st, 3, r.cpu_nice_ns);
-      bind_opt(st, 4, r.cpu_system_ns);
-      bind_opt(st, 5, r.cpu_idle_ns);
-      bind_opt(st, 6, r.cpu_iowait_ns);
-      bind_opt(st, 7, r.cpu_irq_ns);
-      bind_opt(st, 8, r.cpu_softirq_ns);
-      bind_opt(st, 9, r.cpu_steal_ns);
-      st.bind(10, r.load1);
-      st.bind(11, r.load5);
-      st.bind(12, r.load15);
-      st.bind(13, r.procs_running);
-      st.bind(14, r.procs_blocked);
-      st.bind(15, r.processes_total);
-      st.bind(16, r.processes_d_state);
-      run_row(st);
-    }
-    for (const auto& r : b.processes) {
-      auto& st = s.process;
-      st.bind(1, static_cast<int64_t>(r.process_id));
-      st.bind(2, r.pid);
-      st.bind(3, static_cast<int64_t>(r.start_ticks));
-      bind_opt(st, 4, r.start_ns);
-      bind_opt(st, 5, r.ppid);
-      st.bind(6, r.comm);
-      bind_opt(st, 7, r.cmdline);
-      st.bind(8, static_cast<int64_t>(r.first_sample_id));
-      bind_opt(st, 9, r.cgroup);
-      run_row(st);
-    }
+    write_each(s.sample, b.samples);
+    write_each(s.host_sample, b.host_samples);
+    write_each(s.process, b.processes);
     s.ticks.write_process_samples(b.process_samples);
-    for (const auto& r : b.ash_ticks) {
-      s.ash_tick.bind(1, static_cast<int64_t>(r.ash_tick));
-      s.ash_tick.bind(2, static_cast<int64_t>(r.time_ns));
-      s.ash_tick.bind(3, static_cast<int64_t>(r.duration_ns));
-      run_row(s.ash_tick);
-    }
-    for (const auto& r : b.pg_activity) {
-      auto& st = s.pg_activity;
-      st.bind(1, static_cast<int64_t>(r.time_ns));
-      st.bind(2, static_cast<int64_t>(r.ash_tick));
-      st.bind(3, r.pid);
-      bind_opt(st, 4, r.backend_type);
-      bind_opt(st, 5, r.state);
-      bind_opt(st, 6, r.wait_event_type);
-      bind_opt(st, 7, r.wait_event);
-      bind_opt(st, 8, r.application_name);
-      bind_opt(st, 9, r.query_id);
-      bind_opt(st, 10, r.query_text_id);
-      bind_opt(st, 11, r.client_addr);
-      bind_opt(st, 12, r.client_port);
-      bind_opt(st, 13, r.backend_start_ns);
-      bind_opt(st, 14, r.xact_start_ns);
-      bind_opt(st, 15, r.query_start_ns);
-      bind_opt(st, 16, r.state_change_ns);
-      bind_opt(st, 17, r.blocking_pids);
-      run_row(st);
-    }
-    for (const auto& r : b.clients) {
-      auto& st = s.client;
-      st.bind(1, r.client_id);
-      st.bind(2, r.connection);
-      st.bind(3, r.thread);
-      bind_opt(st, 4, r.backend_pid);
-      bind_opt(st, 5, r.connect_ns);
-      bind_opt(st, 6, r.connect_latency_ns);
-      bind_opt(st, 7, r.application_name);
-      run_row(st);
-    }
+    write_each(s.ash_tick, b.ash_ticks);
+    write_each(s.pg_activity, b.pg_activity);
+    write_each(s.client, b.clients);
     // Query rows: write_queries(), in key order over all batches.
-    for (const auto& r : b.query_errors) {
-      auto& st = s.query_error;
-      st.bind(1, static_cast<int64_t>(r.start_ns));
-      st.bind(2, r.client_id);
-      st.bind(3, static_cast<int64_t>(r.seq));
-      st.bind(4, r.sqlstate);
-      bind_opt(st, 5, r.error);
-      run_row(st);
-    }
-    for (const auto& r : b.query_skips) {
-      auto& st = s.query_skipped;
-      st.bind(1, static_cast<int64_t>(r.start_ns));
-      st.bind(2, r.client_id);
-      st.bind(3, static_cast<int64_t>(r.seq));
-      st.bind(4, static_cast<int64_t>(r.lag_ns));
-      run_row(st);
-    }
-    for (const auto& r : b.pgbench_aggregates) {
-      auto& st = s.pgbench_aggregate;
-      st.bind(1, r.file);
-      st.bind(2, static_cast<int64_t>(r.line));
-      st.bind(3, static_cast<int64_t>(r.interval_start_ns));
-      st.bind(4, static_cast<int64_t>(r.transactions));
-      st.bind(5, static_cast<int64_t>(r.latency_sum_ns));
-      st.bind(6, r.latency_sum2_us2);
-      bind_opt(st, 7, r.latency_min_ns);
-      bind_opt(st, 8, r.latency_max_ns);
-      bind_opt(st, 9, r.lag_sum_ns);
-      bind_opt(st, 10, r.lag_sum2_us2);
-      bind_opt(st, 11, r.lag_min_ns);
-      bind_opt(st, 12, r.lag_max_ns);
-      bind_opt(st, 13, r.skipped);
-      bind_opt(st, 14, r.retried);
-      bind_opt(st, 15, r.retries);
-      bind_opt(st, 16, r.serialization_failures);
-      bind_opt(st, 17, r.deadlock_failures);
-      run_row(st);
-    }
-    for (const auto& r : b.clock_offsets) {
-      auto& st = s.clock_offset;
-      st.bind(1, static_cast<int64_t>(r.time_ns));
-      st.bind(2, static_cast<int64_t>(r.offset_ns));
-      st.bind(3, static_cast<int64_t>(r.uncertainty_ns));
-      st.bind(4, static_cast<int64_t>(r.rtt_ns));
-      st.bind(5, r.probes);
-      st.bind(6, r.phase);
-      run_row(st);
-    }
-    for (const auto& r : b.statements) {
-      auto& st = s.statement;
-      st.bind(1, r.statement);
-      st.bind(2, r.script);
-      st.bind(3, r.line);
-      st.bind(4, r.sql);
-      run_row(st);
-    }
-    for (const auto& r : b.statement_latencies) {
-      auto& st = s.statement_latency;
-      st.bind(1, static_cast<int64_t>(r.start_ns));
-      st.bind(2, r.client_id);
-      st.bind(3, static_cast<int64_t>(r.seq));
-      st.bind(4, r.statement);
-      st.bind(5, static_cast<int64_t>(r.latency_ns));
-      run_row(st);
-    }
-    for (const auto& r : b.tcp_samples) {
-      auto& st = s.tcp_sample;
-      st.bind(1, static_cast<int64_t>(r.time_ns));
-      st.bind(2, r.client_id);
-      st.bind(3, r.connection);
-      st.bind(4, static_cast<int64_t>(r.rtt_ns));
-      st.bind(5, static_cast<int64_t>(r.rttvar_ns));
-      st.bind(6, static_cast<int64_t>(r.total_retrans));
-      st.bind(7, static_cast<int64_t>(r.unacked));
-      run_row(st);
-    }
-    for (const auto& r : b.pooler_samples) {
-      auto& st = s.pooler_sample;
-      int i = 1;
-      st.bind(i++, static_cast<int64_t>(r.time_ns));
-      st.bind(i++, r.database);
-      for (const auto* v :
-           {&r.interval_ns, &r.xacts, &r.queries, &r.wait_ns, &r.xact_ns, &r.query_ns, &r.cl_active,
-            &r.cl_waiting, &r.sv_active, &r.sv_idle, &r.sv_used, &r.maxwait_ns}) {
-        bind_opt(st, i++, *v);
-      }
-      run_row(st);
-    }
+    write_each(s.query_error, b.query_errors);
+    write_each(s.query_skipped, b.query_skips);
+    write_each(s.pgbench_aggregate, b.pgbench_aggregates);
+    write_each(s.clock_offset, b.clock_offsets);
+    write_each(s.statement, b.statements);
+    write_each(s.statement_latency, b.statement_latencies);
+    write_each(s.tcp_sample, b.tcp_samples);
+    write_each(s.pooler_sample, b.pooler_samples);
     s.ticks.write_thread_samples(b.thread_samples);
     write_depth(b, s.depth);
   } catch (const SQLite::Exception& e) {

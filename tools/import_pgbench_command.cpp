@@ -13,7 +13,6 @@
 //   serialization_failures deadlock_failures
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -24,6 +23,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/parse.h"
 #include "common/units.h"
 #include "schema/fact_readers.h"
 #include "schema/store.h"
@@ -52,12 +52,9 @@ struct LineError {
     throw_usage(fmt::format("cannot import {}:{}: {}", file, line, what));
   }
   std::int64_t integer(std::string_view field, const char* name) const {
-    std::int64_t v = 0;
-    auto [p, ec] = std::from_chars(field.data(), field.data() + field.size(), v);
-    if (ec != std::errc() || p != field.data() + field.size()) {
-      fail(fmt::format("{} '{}' is not an integer", name, field));
-    }
-    return v;
+    const auto v = common::parse_int64(field);
+    if (!v) fail(fmt::format("{} '{}' is not an integer", name, field));
+    return *v;
   }
   // An integer in [lo, hi].
   std::int64_t integer_in(std::string_view field, const char* name, std::int64_t lo,
@@ -67,17 +64,9 @@ struct LineError {
     return v;
   }
   double real(std::string_view field, const char* name) const {
-    std::string text(field);
-    std::size_t used = 0;
-    double v = 0;
-    try {
-      v = std::stod(text, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != text.size() || text.empty())
-      fail(fmt::format("{} '{}' is not a number", name, field));
-    return v;
+    const auto v = common::parse_double(field);
+    if (!v) fail(fmt::format("{} '{}' is not a number", name, field));
+    return *v;
   }
 };
 
@@ -88,11 +77,9 @@ enum class LogKind { transaction, aggregate };
 // lines have 15.
 LogKind detect(const std::vector<std::string_view>& f, const LineError& at) {
   if (f.size() >= 6 && f.size() <= 8) {
-    std::int64_t us = 0;
-    auto [p, ec] = std::from_chars(f[5].data(), f[5].data() + f[5].size(), us);
+    const auto us = common::parse_int64(f[5]);
     bool epoch4 = f[4].size() >= 9 && f[4].find_first_not_of("0123456789") == std::string::npos;
-    if (ec == std::errc() && p == f[5].data() + f[5].size() && us >= 0 && us < common::kUsPerS &&
-        epoch4 && f[0].size() < 9) {
+    if (us && *us >= 0 && *us < common::kUsPerS && epoch4 && f[0].size() < 9) {
       return LogKind::transaction;
     }
   }

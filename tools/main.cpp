@@ -4,7 +4,6 @@
 // 0 success, 1 the run or analysis failed, 2 bad usage or bad input — always
 // with a one-line message naming the offending thing.
 #include <cerrno>
-#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -12,12 +11,14 @@
 #include <iostream>
 #include <optional>
 #include <sstream>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
 #include "common/conninfo.h"
 #include "common/error.h"
+#include "common/parse.h"
 #include "driver/script.h"
 #include "tools/commands.h"
 
@@ -45,200 +46,302 @@ std::string read_sql_file(const std::string& path) {
   return sql;
 }
 
-// A positive number; CLI11's own PositiveNumber prints DBL_MAX in full.
+// A positive number; CLI11's own PositiveNumber prints DBL_MAX in full. A
+// leading '+' is allowed (CLI11 converts the value itself, and reads "+5" as
+// 5), as it was when this check used std::stod.
 const CLI::Validator kPositive(
     [](std::string& value) -> std::string {
-      try {
-        std::size_t used = 0;
-        double v = std::stod(value, &used);
-        if (used == value.size() && v > 0) return {};
-      } catch (const std::exception&) {
-      }
+      std::string_view text(value);
+      if (text.starts_with('+')) text.remove_prefix(1);
+      if (const auto v = stallscope::common::parse_double(text); v && *v > 0) return {};
       return "'" + value + "' is not a positive number";
     },
     "POSITIVE");
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{
-      "stallscope: record host state and PostgreSQL wait events beside a benchmark, drive "
-      "queries, and explain where the time went.",
-      "stallscope"};
-  app.set_version_flag("--version", std::string("stallscope ") + STALLSCOPE_VERSION);
-  app.require_subcommand(1);
-  app.footer(
-      "Exit status: 0 success, 1 the run or analysis failed, 2 bad usage or bad input.\n"
-      "Run 'stallscope COMMAND --help' for a command's options.");
-
-  stallscope::tools::RunOptions run;
-  std::string sql_text, every_text;
+// `run`: the subcommand, the options CLI11 fills in, and the flags main
+// turns into RunOptions once the command line parsed (finish_run).
+struct RunCli {
+  CLI::App* cmd = nullptr;
+  stallscope::tools::RunOptions options;
+  std::string sql_text;
   std::vector<std::string> sql_files;
-  auto* run_cmd = app.add_subcommand(
-      "run",
-      "Drive PostgreSQL with a closed-loop libpq client while sampling the host and "
-      "pg_stat_activity; store both streams in one SQLite file.");
-  // -h is pgbench's --host here; help is --help only.
-  run_cmd->set_help_flag("--help", "Print this help message and exit");
-  run_cmd->add_option("-o,--output", run.output_path, "Run file to create (SQLite; must not exist)")
-      ->required();
-  run_cmd->add_option("conninfo", run.conninfo,
-                      "Where to connect: anything libpq accepts (key=value or URI), or a bare "
-                      "database name as pgbench takes it; PG* environment variables apply");
-  std::optional<std::string> run_host, run_port, run_user;
-  run_cmd->add_option("-h,--host", run_host, "Server host or socket directory (as pgbench -h)");
-  run_cmd->add_option("-p,--port", run_port, "Server port (as pgbench -p)");
-  run_cmd->add_option("-U,--username", run_user, "User name (as pgbench -U)");
+  std::optional<std::string> host, port, user;
   bool no_vacuum = false;
-  run_cmd->add_flag("-n,--no-vacuum", no_vacuum,
-                    "Accepted for pgbench command lines: stallscope never vacuums before a run");
-  run_cmd->add_option("-c,--client", run.clients, "Number of clients (connections)")
+  bool select_only = false;
+  bool simple_update = false;
+  std::vector<std::string> defines;
+};
+
+// run's -o, conninfo and pgbench's connection flags.
+void add_run_target_options(RunCli& r) {
+  auto* cmd = r.cmd;
+  // -h is pgbench's --host here; help is --help only.
+  cmd->set_help_flag("--help", "Print this help message and exit");
+  cmd->add_option("-o,--output", r.options.output_path,
+                  "Run file to create (SQLite; must not exist)")
+      ->required();
+  cmd->add_option("conninfo", r.options.conninfo,
+                  "Where to connect: anything libpq accepts (key=value or URI), or a bare "
+                  "database name as pgbench takes it; PG* environment variables apply");
+  cmd->add_option("-h,--host", r.host, "Server host or socket directory (as pgbench -h)");
+  cmd->add_option("-p,--port", r.port, "Server port (as pgbench -p)");
+  cmd->add_option("-U,--username", r.user, "User name (as pgbench -U)");
+  cmd->add_flag("-n,--no-vacuum", r.no_vacuum,
+                "Accepted for pgbench command lines: stallscope never vacuums before a run");
+}
+
+// run's clients, length and what each transaction runs.
+void add_run_workload_options(RunCli& r) {
+  auto* cmd = r.cmd;
+  auto& o = r.options;
+  cmd->add_option("-c,--client", o.clients, "Number of clients (connections)")
       ->capture_default_str()
       ->check(CLI::Range(1, 10000));
-  run_cmd->add_option("-j,--jobs", run.threads, "Number of driver threads")
+  cmd->add_option("-j,--jobs", o.threads, "Number of driver threads")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
-  auto* opt_T = run_cmd
-                    ->add_option("-T,--time", run.duration_s,
-                                 "Duration in seconds (default 10 when -t is not given)")
+  auto* opt_T = cmd->add_option("-T,--time", o.duration_s,
+                                "Duration in seconds (default 10 when -t is not given)")
                     ->check(kPositive);
   auto* opt_t =
-      run_cmd->add_option("-t,--transactions", run.queries_per_client, "Transactions per client")
+      cmd->add_option("-t,--transactions", o.queries_per_client, "Transactions per client")
           ->check(kPositive);
   opt_T->excludes(opt_t);
-  auto* opt_sql = run_cmd->add_option("--sql", sql_text, "SQL of one transaction");
-  auto* opt_f = run_cmd->add_option(
-      "-f,--file", sql_files, "Script file (SQL, pgbench \\set/\\sleep), FILE@WEIGHT; repeatable");
-  bool select_only = false;
+  auto* opt_sql = cmd->add_option("--sql", r.sql_text, "SQL of one transaction");
+  auto* opt_f =
+      cmd->add_option("-f,--file", r.sql_files,
+                      "Script file (SQL, pgbench \\set/\\sleep), FILE@WEIGHT; repeatable");
   auto* opt_S =
-      run_cmd->add_flag("-S,--select-only", select_only, "pgbench's built-in select-only script");
-  auto* opt_b = run_cmd->add_option("-b,--builtin", run.builtin,
-                                    "pgbench built-in script: tpcb-like, simple-update, "
-                                    "select-only (tables from 'pgbench -i')");
-  bool simple_update = false;
-  auto* opt_N = run_cmd->add_flag("-N,--skip-some-updates", simple_update,
-                                  "pgbench's built-in simple-update script");
+      cmd->add_flag("-S,--select-only", r.select_only, "pgbench's built-in select-only script");
+  auto* opt_b = cmd->add_option("-b,--builtin", o.builtin,
+                                "pgbench built-in script: tpcb-like, simple-update, "
+                                "select-only (tables from 'pgbench -i')");
+  auto* opt_N = cmd->add_flag("-N,--skip-some-updates", r.simple_update,
+                              "pgbench's built-in simple-update script");
   opt_S->excludes(opt_b);
   opt_N->excludes(opt_b);
   opt_N->excludes(opt_S);
-  std::vector<std::string> defines;
-  run_cmd->add_option("-D,--define", defines,
-                      "NAME=VALUE: set script variable :NAME (an integer) before the first "
-                      "transaction, as pgbench -D; repeatable");
-  run_cmd->add_option("-s,--scale", run.scale, "Value of :scale (default: from pgbench_branches)")
+  cmd->add_option("-D,--define", r.defines,
+                  "NAME=VALUE: set script variable :NAME (an integer) before the first "
+                  "transaction, as pgbench -D; repeatable");
+  cmd->add_option("-s,--scale", o.scale, "Value of :scale (default: from pgbench_branches)")
       ->check(CLI::PositiveNumber);
   opt_sql->excludes(opt_f);
-  run_cmd->add_option("-M,--protocol", run.protocol, "Query protocol: simple, extended or prepared")
+  cmd->add_option("-M,--protocol", o.protocol, "Query protocol: simple, extended or prepared")
       ->capture_default_str()
       ->check(CLI::IsMember({"simple", "extended", "prepared"}));
-  run_cmd->add_flag("-C,--connect", run.connect_per_transaction,
-                    "New connection for each transaction (its connect time counts in its latency)");
-  run_cmd
-      ->add_option("-R,--rate", run.rate_tps,
-                   "Fixed rate: transactions per second over all clients, Poisson schedule; "
-                   "latency counts from the scheduled start")
+  cmd->add_flag("-C,--connect", o.connect_per_transaction,
+                "New connection for each transaction (its connect time counts in its latency)");
+}
+
+// run's schedule (-R, -L), pipelining and per-statement latencies.
+void add_run_schedule_options(RunCli& r) {
+  auto* cmd = r.cmd;
+  auto& o = r.options;
+  cmd->add_option("-R,--rate", o.rate_tps,
+                  "Fixed rate: transactions per second over all clients, Poisson schedule; "
+                  "latency counts from the scheduled start")
       ->check(kPositive);
-  auto* opt_L = run_cmd
-                    ->add_option("-L,--latency-limit", run.latency_limit_ms,
-                                 "Count transactions slower than this many ms as late")
+  auto* opt_L = cmd->add_option("-L,--latency-limit", o.latency_limit_ms,
+                                "Count transactions slower than this many ms as late")
                     ->check(kPositive);
-  run_cmd
-      ->add_flag("--skip-late", run.skip_late,
-                 "With -R and -L: skip (record as skipped) transactions already later than -L")
+  cmd->add_flag("--skip-late", o.skip_late,
+                "With -R and -L: skip (record as skipped) transactions already later than -L")
       ->needs(opt_L);
-  run_cmd
-      ->add_option("--pipeline", run.pipeline,
-                   "libpq pipeline mode: N transactions in flight per connection (one SQL "
-                   "statement each, no \\sleep; not with -C, -R, -r)")
+  cmd->add_option("--pipeline", o.pipeline,
+                  "libpq pipeline mode: N transactions in flight per connection (one SQL "
+                  "statement each, no \\sleep; not with -C, -R, -r)")
       ->check(CLI::Range(1, 256));
-  run_cmd->add_flag("-r,--report-per-command", run.per_statement,
-                    "Store per-statement latencies and print their averages at the end");
-  run_cmd
-      ->add_option("--clock-offset-period", run.clock_offset_period_s,
-                   "Seconds between server clock-offset estimates (also at start and end)")
+  cmd->add_flag("-r,--report-per-command", o.per_statement,
+                "Store per-statement latencies and print their averages at the end");
+}
+
+// run's samplers: clock offset, pooler, host and ASH, progress.
+void add_run_sampling_options(RunCli& r) {
+  auto* cmd = r.cmd;
+  auto& o = r.options;
+  cmd->add_option("--clock-offset-period", o.clock_offset_period_s,
+                  "Seconds between server clock-offset estimates (also at start and end)")
       ->capture_default_str()
       ->check(CLI::Range(0.1, 3600.0));
-  run_cmd->add_option("--pooler-admin", run.pooler_admin,
-                      "Conninfo of pgbouncer's admin console (dbname=pgbouncer): poll SHOW "
-                      "STATS / SHOW POOLS into pooler_sample");
-  run_cmd->add_option("--pooler-period", run.pooler_period_s, "Seconds between pooler polls")
+  cmd->add_option("--pooler-admin", o.pooler_admin,
+                  "Conninfo of pgbouncer's admin console (dbname=pgbouncer): poll SHOW "
+                  "STATS / SHOW POOLS into pooler_sample");
+  cmd->add_option("--pooler-period", o.pooler_period_s, "Seconds between pooler polls")
       ->capture_default_str()
       ->check(CLI::Range(0.01, 3600.0));
-  run_cmd->add_option("--hz", run.hz, "Host and ASH samples per second")
+  cmd->add_option("--hz", o.hz, "Host and ASH samples per second")
       ->capture_default_str()
       ->check(CLI::Range(0.1, 100.0));
-  run_cmd->add_flag("--delayacct", run.delayacct,
-                    "Turn kernel.task_delayacct on while running (restored at exit)");
-  run_cmd->add_option("-P,--progress", run.progress_s, "Progress line every N seconds (0 = none)")
+  cmd->add_flag("--delayacct", o.delayacct,
+                "Turn kernel.task_delayacct on while running (restored at exit)");
+  cmd->add_option("-P,--progress", o.progress_s, "Progress line every N seconds (0 = none)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 3600.0));
+}
 
-  stallscope::tools::RecordOptions record;
-  std::string record_pg;
-  auto* record_cmd = app.add_subcommand(
+void add_run_command(CLI::App& app, RunCli& r) {
+  r.cmd = app.add_subcommand(
+      "run",
+      "Drive PostgreSQL with a closed-loop libpq client while sampling the host and "
+      "pg_stat_activity; store both streams in one SQLite file.");
+  add_run_target_options(r);
+  add_run_workload_options(r);
+  add_run_schedule_options(r);
+  add_run_sampling_options(r);
+}
+
+// -D NAME=VALUE, each VALUE a whole integer; Error(usage) naming the -D otherwise.
+std::vector<std::pair<std::string, std::int64_t>> parse_defines(
+    const std::vector<std::string>& defines) {
+  std::vector<std::pair<std::string, std::int64_t>> out;
+  for (const auto& d : defines) {
+    const auto eq = d.find('=');
+    const auto value = eq != std::string::npos && eq > 0
+                           ? stallscope::common::parse_int64(std::string_view(d).substr(eq + 1))
+                           : std::nullopt;
+    if (!value) {
+      throw Error(ErrorKind::usage, fmt::format("cannot use -D '{}': expected NAME=INTEGER", d));
+    }
+    out.emplace_back(d.substr(0, eq), *value);
+  }
+  return out;
+}
+
+// RunOptions from the parsed command line (the SQL, scripts, -D, the
+// connection flags), then the run.
+int finish_run(RunCli& r, int argc, char** argv) {
+  auto& run = r.options;
+  run.argv.assign(argv, argv + argc);
+  run.conninfo = stallscope::with_connection_flags(run.conninfo, r.host, r.port, r.user);
+  if (r.select_only) run.builtin = "select-only";
+  if (r.simple_update) run.builtin = "simple-update";
+  run.defines = parse_defines(r.defines);
+  for (const auto& f : r.sql_files) {
+    auto [path, weight] = stallscope::driver::split_weight(f);
+    run.script_files.push_back({read_sql_file(path), path, weight});
+  }
+  if (run.builtin) {
+    if (!r.sql_text.empty() || !r.sql_files.empty()) {
+      throw Error(ErrorKind::usage, "cannot combine -S/-N/-b with --sql or -f");
+    }
+  } else if (!r.sql_files.empty()) {
+    run.sql = run.script_files.front().text;
+  } else if (!r.sql_text.empty()) {
+    run.sql = r.sql_text;
+  } else {
+    throw Error(ErrorKind::usage, "no SQL to run: give --sql \"SELECT …\" or -f FILE");
+  }
+  if (!run.duration_s && !run.queries_per_client) run.duration_s = 10;
+  return stallscope::tools::run_command(run);
+}
+
+// `record`: the subcommand and its options; --pg's text is kept apart
+// (empty: no ASH sampling).
+struct RecordCli {
+  CLI::App* cmd = nullptr;
+  stallscope::tools::RecordOptions options;
+  std::string pg;
+};
+
+void add_record_command(CLI::App& app, RecordCli& r) {
+  auto& o = r.options;
+  auto* cmd = r.cmd = app.add_subcommand(
       "record",
       "Sample the host (and pg_stat_activity with --pg) beside any benchmark: for -T seconds, "
       "for the life of a command given after --, or until SIGINT/SIGTERM.");
-  record_cmd->add_option("-o,--output", record.output_path, "Run file to create (must not exist)")
-      ->required();
-  record_cmd->add_option("--pg", record_pg, "Conninfo of a PostgreSQL to sample (ASH)");
-  record_cmd->add_option("--hz", record.hz, "Samples per second")
+  cmd->add_option("-o,--output", o.output_path, "Run file to create (must not exist)")->required();
+  cmd->add_option("--pg", r.pg, "Conninfo of a PostgreSQL to sample (ASH)");
+  cmd->add_option("--hz", o.hz, "Samples per second")
       ->capture_default_str()
       ->check(CLI::Range(0.1, 100.0));
-  auto* rec_T = record_cmd->add_option("-T,--time", record.duration_s, "Duration in seconds")
-                    ->check(kPositive);
-  record_cmd
-      ->add_option("-P,--progress", record.progress_s, "Progress line every N seconds (0 = none)")
+  auto* opt_T = cmd->add_option("-T,--time", o.duration_s, "Duration in seconds")->check(kPositive);
+  cmd->add_option("-P,--progress", o.progress_s, "Progress line every N seconds (0 = none)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 3600.0));
-  record_cmd->add_option("--ash-hz", record.ash_hz, "ASH polls per second (default: --hz)")
+  cmd->add_option("--ash-hz", o.ash_hz, "ASH polls per second (default: --hz)")
       ->check(CLI::Range(0.1, 100.0));
-  record_cmd->add_option("--pooler-admin", record.pooler_admin,
-                         "Conninfo of pgbouncer's admin console (dbname=pgbouncer): poll SHOW "
-                         "STATS / SHOW POOLS into pooler_sample");
-  record_cmd->add_option("--pooler-period", record.pooler_period_s, "Seconds between pooler polls")
+  cmd->add_option("--pooler-admin", o.pooler_admin,
+                  "Conninfo of pgbouncer's admin console (dbname=pgbouncer): poll SHOW "
+                  "STATS / SHOW POOLS into pooler_sample");
+  cmd->add_option("--pooler-period", o.pooler_period_s, "Seconds between pooler polls")
       ->capture_default_str()
       ->check(CLI::Range(0.01, 3600.0));
-  record_cmd->add_flag("--threads", record.all_threads,
-                       "Sample every thread (default: only processes using >= half a core)");
-  record_cmd->add_flag("--stacks", record.kernel_stacks,
-                       "Record the kernel stack of D-state tasks (root only)");
-  record_cmd->add_flag("--delayacct", record.delayacct,
-                       "Turn kernel.task_delayacct on while recording (restored at exit)");
-  auto* rec_cmd = record_cmd->add_option("command", record.command,
-                                         "Command to start and sample until it exits (after --)");
-  rec_T->excludes(rec_cmd);
+  cmd->add_flag("--threads", o.all_threads,
+                "Sample every thread (default: only processes using >= half a core)");
+  cmd->add_flag("--stacks", o.kernel_stacks,
+                "Record the kernel stack of D-state tasks (root only)");
+  cmd->add_flag("--delayacct", o.delayacct,
+                "Turn kernel.task_delayacct on while recording (restored at exit)");
+  auto* opt_command = cmd->add_option("command", o.command,
+                                      "Command to start and sample until it exits (after --)");
+  opt_T->excludes(opt_command);
+}
 
-  stallscope::tools::ExplainCommandOptions explain;
-  std::string window_text;
-  stallscope::tools::ImportPgbenchOptions import_pgbench;
-  auto* import_cmd = app.add_subcommand(
+int finish_record(RecordCli& r, int argc, char** argv) {
+  r.options.argv.assign(argv, argv + argc);
+  if (!r.pg.empty()) r.options.conninfo = r.pg;
+  return stallscope::tools::record_command(r.options);
+}
+
+struct ImportCli {
+  CLI::App* cmd = nullptr;
+  stallscope::tools::ImportPgbenchOptions options;
+};
+
+void add_import_command(CLI::App& app, ImportCli& r) {
+  r.cmd = app.add_subcommand(
       "import-pgbench",
       "Import pgbench logs (-l per-transaction, or --aggregate-interval) into a new run file.");
-  import_cmd->add_option("-o,--output", import_pgbench.output_path, "Run file to create")
-      ->required();
-  import_cmd->add_option("logs", import_pgbench.files, "pgbench log files")->required();
+  r.cmd->add_option("-o,--output", r.options.output_path, "Run file to create")->required();
+  r.cmd->add_option("logs", r.options.files, "pgbench log files")->required();
+}
 
-  auto* explain_cmd = app.add_subcommand(
+int finish_import(ImportCli& r, int argc, char** argv) {
+  r.options.argv.assign(argv, argv + argc);
+  return stallscope::tools::import_pgbench_command(r.options);
+}
+
+// `explain`: the subcommand and its options; --window's text is parsed once
+// the command line parsed (finish_explain).
+struct ExplainCli {
+  CLI::App* cmd = nullptr;
+  stallscope::tools::ExplainCommandOptions options;
+  std::string window_text;
+};
+
+void add_explain_command(CLI::App& app, ExplainCli& r) {
+  auto& o = r.options;
+  auto* cmd = r.cmd = app.add_subcommand(
       "explain", "Explain a run file: windows, time accounting and findings ranked by score.");
-  explain_cmd
-      ->add_option("run.db", explain.paths,
-                   "Run file written by 'stallscope run', optionally followed by the "
-                   "server host's 'stallscope record' file")
+  cmd->add_option("run.db", o.paths,
+                  "Run file written by 'stallscope run', optionally followed by the "
+                  "server host's 'stallscope record' file")
       ->required();
-  explain_cmd->add_flag("--json", explain.json, "Print one JSON object instead of text");
-  auto* opt_window = explain_cmd->add_option("--window", window_text,
-                                             "Window length, e.g. 1s, 500ms (default 1s)");
+  cmd->add_flag("--json", o.json, "Print one JSON object instead of text");
+  auto* opt_window =
+      cmd->add_option("--window", r.window_text, "Window length, e.g. 1s, 500ms (default 1s)");
   auto* opt_every =
-      explain_cmd
-          ->add_option("--every", explain.every_queries,
-                       "Windows of N consecutive queries (min/max/mean/stddev latency per window)")
+      cmd->add_option("--every", o.every_queries,
+                      "Windows of N consecutive queries (min/max/mean/stddev latency per window)")
           ->check(kPositive);
   opt_window->excludes(opt_every);
-  explain_cmd->add_option("--path-process", explain.path_processes,
-                          "A pooler or proxy between driver and server, by process name (comm); "
-                          "its CPU gets its own line in the accounting (repeatable)");
+  cmd->add_option("--path-process", o.path_processes,
+                  "A pooler or proxy between driver and server, by process name (comm); "
+                  "its CPU gets its own line in the accounting (repeatable)");
+}
 
+int finish_explain(ExplainCli& r) {
+  if (!r.window_text.empty()) {
+    r.options.window_ns = stallscope::tools::parse_duration_ns(r.window_text, "--window");
+  }
+  return stallscope::tools::explain_command(r.options);
+}
+
+// Parses the command line into the subcommands' options; the exit status
+// when parsing ends the program (--help, --version, a usage error), else
+// nullopt.
+std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -255,59 +358,36 @@ int main(int argc, char** argv) {
                where);
     return 2;
   }
+  return std::nullopt;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "stallscope: record host state and PostgreSQL wait events beside a benchmark, drive "
+      "queries, and explain where the time went.",
+      "stallscope"};
+  app.set_version_flag("--version", std::string("stallscope ") + STALLSCOPE_VERSION);
+  app.require_subcommand(1);
+  app.footer(
+      "Exit status: 0 success, 1 the run or analysis failed, 2 bad usage or bad input.\n"
+      "Run 'stallscope COMMAND --help' for a command's options.");
+  RunCli run;
+  add_run_command(app, run);
+  RecordCli record;
+  add_record_command(app, record);
+  ImportCli import_pgbench;
+  add_import_command(app, import_pgbench);
+  ExplainCli explain;
+  add_explain_command(app, explain);
+  if (const auto status = parse_command_line(app, argc, argv)) return *status;
 
   try {
-    if (run_cmd->parsed()) {
-      run.argv.assign(argv, argv + argc);
-      run.conninfo = stallscope::with_connection_flags(run.conninfo, run_host, run_port, run_user);
-      if (select_only) run.builtin = "select-only";
-      if (simple_update) run.builtin = "simple-update";
-      for (const auto& d : defines) {
-        const auto eq = d.find('=');
-        std::int64_t value = 0;
-        const char* end = d.data() + d.size();
-        const bool ok = eq != std::string::npos && eq > 0 &&
-                        std::from_chars(d.data() + eq + 1, end, value).ptr == end &&
-                        eq + 1 < d.size();
-        if (!ok) {
-          throw Error(ErrorKind::usage,
-                      fmt::format("cannot use -D '{}': expected NAME=INTEGER", d));
-        }
-        run.defines.emplace_back(d.substr(0, eq), value);
-      }
-      for (const auto& f : sql_files) {
-        auto [path, weight] = stallscope::driver::split_weight(f);
-        run.script_files.push_back({read_sql_file(path), path, weight});
-      }
-      if (run.builtin) {
-        if (!sql_text.empty() || !sql_files.empty()) {
-          throw Error(ErrorKind::usage, "cannot combine -S/-N/-b with --sql or -f");
-        }
-      } else if (!sql_files.empty()) {
-        run.sql = run.script_files.front().text;
-      } else if (!sql_text.empty()) {
-        run.sql = sql_text;
-      } else {
-        throw Error(ErrorKind::usage, "no SQL to run: give --sql \"SELECT …\" or -f FILE");
-      }
-      if (!run.duration_s && !run.queries_per_client) run.duration_s = 10;
-      return stallscope::tools::run_command(run);
-    }
-    if (record_cmd->parsed()) {
-      record.argv.assign(argv, argv + argc);
-      if (!record_pg.empty()) record.conninfo = record_pg;
-      return stallscope::tools::record_command(record);
-    }
-    if (import_cmd->parsed()) {
-      import_pgbench.argv.assign(argv, argv + argc);
-      return stallscope::tools::import_pgbench_command(import_pgbench);
-    }
-    if (explain_cmd->parsed()) {
-      if (!window_text.empty()) {
-        explain.window_ns = stallscope::tools::parse_duration_ns(window_text, "--window");
-      }
-      return stallscope::tools::explain_command(explain);
-    }
+    if (run.cmd->parsed()) return finish_run(run, argc, argv);
+    if (record.cmd->parsed()) return finish_record(record, argc, argv);
+    if (import_pgbench.cmd->parsed()) return finish_import(import_pgbench, argc, argv);
+    if (explain.cmd->parsed()) return finish_explain(explain);
   } catch (const Error& e) {
     fmt::print(stderr, "stallscope {}: {}\n", app.get_subcommands().front()->get_name(),
                stallscope::fold_lines(e.what()));

@@ -31,26 +31,65 @@
 #include "tools/session.h"
 
 namespace stallscope::tools {
-int run_command(const RunOptions& o) {
-  check_conninfo(o.conninfo);
-  if (o.pooler_admin) check_conninfo(*o.pooler_admin);
-  const auto protocol = driver::parse_protocol(o.protocol);
+namespace {
 
-  // Rows produced before the writer exists (the client rows of connect()).
-  std::mutex early_mu;
-  schema::Batch early;
-  schema::Writer* writer_ptr = nullptr;
-  auto sink = [&](schema::Batch b) {
-    std::lock_guard lock(early_mu);
-    if (writer_ptr) {
-      writer_ptr->submit(std::move(b));
+// The rows produced before the writer exists (the client rows of
+// connect()), handed to it once it does (attach); after that every batch
+// goes straight to the writer.
+class EarlyRows {
+ public:
+  void submit(schema::Batch b) {
+    std::lock_guard lock(mu_);
+    if (writer_) {
+      writer_->submit(std::move(b));
     } else {
-      early.clients.insert(early.clients.end(), b.clients.begin(), b.clients.end());
-      early.queries.insert(early.queries.end(), b.queries.begin(), b.queries.end());
-      early.statements.insert(early.statements.end(), b.statements.begin(), b.statements.end());
+      early_.clients.insert(early_.clients.end(), b.clients.begin(), b.clients.end());
+      early_.queries.insert(early_.queries.end(), b.queries.begin(), b.queries.end());
+      early_.statements.insert(early_.statements.end(), b.statements.begin(), b.statements.end());
     }
-  };
+  }
+  void attach(schema::Writer& writer) {
+    std::lock_guard lock(mu_);
+    writer_ = &writer;
+    writer.submit(std::move(early_));
+  }
 
+ private:
+  std::mutex mu_;
+  schema::Batch early_;
+  schema::Writer* writer_ = nullptr;
+};
+
+// -f files as the driver's scripts, unless the file is plain SQL the fast
+// path runs as is: one file, no weight, no meta-command, and (outside simple
+// mode) a single SQL command. Error(usage) when the weights are all 0.
+void add_script_files(const RunOptions& o, driver::Protocol protocol, driver::DriverOptions& dopt) {
+  std::vector<driver::Script> scripts;
+  driver::Variables variables = dopt.variables;
+  bool needs_scripts = o.script_files.size() > 1 || o.script_files.front().weight != 1 ||
+                       o.scale.has_value() || o.per_statement;
+  for (const auto& f : o.script_files) {
+    scripts.push_back(driver::parse_script(f.text, f.path, variables));
+    scripts.back().weight = f.weight;
+    for (const auto& c : scripts.back().commands) {
+      if (c.kind != driver::ScriptCommand::Kind::sql || !c.vars.empty()) needs_scripts = true;
+    }
+    if (protocol != driver::Protocol::simple && scripts.back().sql_commands() > 1) {
+      needs_scripts = true;
+    }
+  }
+  std::int64_t total_weight = 0;
+  for (const auto& sc : scripts) total_weight += sc.weight;
+  if (total_weight == 0) throw_usage("cannot run the scripts: their weights are all 0");
+  if (needs_scripts) {
+    dopt.scripts = std::move(scripts);
+    dopt.variables = std::move(variables);
+  }
+}
+
+// The driver's options from run's: the workload, and the scripts (built-in,
+// -f, or --sql split for -r) that replace the single SQL string.
+driver::DriverOptions driver_options(const RunOptions& o, driver::Protocol protocol) {
   driver::DriverOptions dopt;
   dopt.conninfo = o.conninfo;
   dopt.clients = o.clients;
@@ -66,56 +105,27 @@ int run_command(const RunOptions& o) {
   dopt.scale = o.scale;
   dopt.pipeline = o.pipeline;
   dopt.per_statement = o.per_statement;
-  // Scripts replace the single SQL string unless the file is plain SQL the
-  // fast path runs as is: one file, no weight, no meta-command, and (outside
-  // simple mode) a single SQL command.
   dopt.defines = o.defines;
   for (const auto& d : o.defines) dopt.variables.slot(d.first);  // so :NAME substitutes
   if (o.builtin) {
     dopt.scripts.push_back(driver::builtin_script(*o.builtin, dopt.variables));
   } else if (!o.script_files.empty()) {
-    std::vector<driver::Script> scripts;
-    driver::Variables variables = dopt.variables;
-    bool needs_scripts = o.script_files.size() > 1 || o.script_files.front().weight != 1 ||
-                         o.scale.has_value() || o.per_statement;
-    for (const auto& f : o.script_files) {
-      scripts.push_back(driver::parse_script(f.text, f.path, variables));
-      scripts.back().weight = f.weight;
-      for (const auto& c : scripts.back().commands) {
-        if (c.kind != driver::ScriptCommand::Kind::sql || !c.vars.empty()) needs_scripts = true;
-      }
-      if (protocol != driver::Protocol::simple && scripts.back().sql_commands() > 1) {
-        needs_scripts = true;
-      }
-    }
-    std::int64_t total_weight = 0;
-    for (const auto& sc : scripts) total_weight += sc.weight;
-    if (total_weight == 0) throw_usage("cannot run the scripts: their weights are all 0");
-    if (needs_scripts) {
-      dopt.scripts = std::move(scripts);
-      dopt.variables = std::move(variables);
-    }
+    add_script_files(o, protocol, dopt);
   } else if (o.per_statement) {
     // -r needs statements: the --sql string is a one-script set (split at
     // its semicolons, as pgbench splits a script).
     dopt.scripts.push_back(driver::parse_script(o.sql, "--sql", dopt.variables));
   }
-  // The run file is created once the scripts parsed: bad input leaves none.
-  auto store = schema::Store::create(o.output_path);
-  driver::Driver driver(dopt, sink);
-  try {
-    driver.connect();
-  } catch (...) {
-    // Nothing was recorded yet: do not leave a file that blocks the next -o.
-    store = schema::Store::create(":memory:");
-    remove_run_file(o.output_path);
-    throw;
-  }
+  return dopt;
+}
 
+// The run row of a run (without --delayacct's field).
+schema::RunInfo run_info(const RunOptions& o, const driver::DriverOptions& dopt,
+                         const driver::Driver& driver) {
   schema::RunInfo info = make_run_info("run", o.argv, o.conninfo, o.hz);
   info.clients = o.clients;
   info.threads = dopt.threads;
-  info.protocol = driver::protocol_name(protocol);
+  info.protocol = driver::protocol_name(dopt.protocol);
   if (dopt.scripts.empty()) {
     info.sql = o.sql;
   } else {
@@ -126,130 +136,77 @@ int run_command(const RunOptions& o) {
     info.sql = "scripts: " + names;
   }
   info.server_version = driver.server_version();
-  DelayacctGuard delayacct;  // restores kernel.task_delayacct when run ends
-  if (o.delayacct) {
-    delayacct = DelayacctGuard::enable("run");
-    info.delayacct_set = delayacct.set_by_us() ? 1 : 0;
-  }
-  store.begin_run(info);
+  return info;
+}
 
-  schema::Writer writer(std::move(store));
-  {
-    std::lock_guard lock(early_mu);
-    writer_ptr = &writer;
-    writer.submit(std::move(early));
-  }
-  auto writer_sink = [&writer](schema::Batch b) { writer.submit(std::move(b)); };
-  // --pooler-admin: an admin console that cannot be polled fails the run
-  // before anything was measured, and leaves no file.
-  std::optional<sampler::PoolerSampler> pooler;
-  if (o.pooler_admin) {
-    pooler.emplace(pooler_options(*o.pooler_admin, o.pooler_period_s), writer_sink);
-    try {
-      pooler->start();
-    } catch (const Error& e) {
-      writer.close(wall_now_ns(), "failed", e.what());
-      remove_run_file(o.output_path);
-      throw;
-    }
-  }
+// Server clock offset: a dedicated connection, probed at the start, every
+// --clock-offset-period and at the end. A failure costs only these rows. The
+// start and end probes run before the periodic thread starts and after it
+// stopped, so the estimator is never used by two threads at once.
+class ClockProbes {
+ public:
+  ClockProbes(const RunOptions& o, schema::Writer& writer) : o_(o), writer_(writer) {}
 
-  install_stop_handlers();
-  // The driver polls this token; its state is the global flag the handlers
-  // set (common/stop.h: a signal handler may only store to a lock-free
-  // atomic, which is all that a StopToken reads).
-  const StopToken stop = global_stop_token();
-  // Server clock offset: a dedicated connection, at the start, every
-  // --clock-offset-period and at the end. A failure costs only these rows.
-  // The start and end probes run before the periodic thread starts and after
-  // it stopped, so the estimator is never used by two threads at once.
-  std::optional<driver::ClockOffsetEstimator> clock;
-  bool clock_failing = false;  // warned; cleared when an estimate works again
   // `reconnect`: a lost clock connection is opened again first (the
   // periodic probes, on their own thread: a server restart costs only the
   // estimates until it is back); the end probe only uses a live one.
-  auto clock_probe = [&](const char* phase, bool reconnect) {
-    if (!clock && !reconnect) return;
+  void probe(const char* phase, bool reconnect) {
+    if (!clock_ && !reconnect) return;
     try {
-      if (!clock) clock.emplace(o.conninfo);
+      if (!clock_) clock_.emplace(o_.conninfo);
       schema::Batch b;
-      b.clock_offsets.push_back(clock->estimate(phase));
-      writer.submit(std::move(b));
-      if (clock_failing) fmt::print(stderr, "clock-offset estimates resumed\n");
-      clock_failing = false;
+      b.clock_offsets.push_back(clock_->estimate(phase));
+      writer_.submit(std::move(b));
+      if (failing_) fmt::print(stderr, "clock-offset estimates resumed\n");
+      failing_ = false;
     } catch (const Error& e) {
-      clock.reset();
-      if (!clock_failing) {
+      clock_.reset();
+      if (!failing_) {
         fmt::print(stderr, "warning: no clock-offset estimate ({}); retrying every {:g} s\n",
-                   e.what(), o.clock_offset_period_s);
+                   e.what(), o_.clock_offset_period_s);
       }
-      clock_failing = true;
+      failing_ = true;
     }
-  };
-  clock_probe("start", true);
-  PeriodicThread clock_thread;
-  const auto clock_period_ns =
-      static_cast<std::int64_t>(o.clock_offset_period_s * common::kNsPerSDouble);
-  clock_thread.start(
-      kClockThreadName, clock_period_ns, [&] { clock_probe("periodic", true); }, clock_period_ns);
-  sampler::HostSampler host_sampler({.hz = o.hz}, writer_sink);
-  sampler::AshSampler ash_sampler({.conninfo = o.conninfo, .hz = o.hz}, writer_sink);
+  }
+
+ private:
+  const RunOptions& o_;
+  schema::Writer& writer_;
+  std::optional<driver::ClockOffsetEstimator> clock_;
+  bool failing_ = false;  // warned; cleared when an estimate works again
+};
+
+// The driver's part of a progress line: tps and latency over successful
+// transactions, as pgbench's progress.
+std::string driver_progress(driver::Driver& driver, const RunOptions& o) {
+  const auto s = driver.take_interval_stats();
+  const double tps = s.interval_ns > 0 ? static_cast<double>(s.queries - s.errors) *
+                                             common::kNsPerSDouble / s.interval_ns
+                                       : 0;
+  std::string out = fmt::format("{:.1f} tps, lat {:.3f} ms mean, {:.3f} ms p99", tps,
+                                s.mean_latency_ms, s.p99_latency_ms);
+  if (s.mean_lag_ms) out += fmt::format(", lag {:.3f} ms", *s.mean_lag_ms);
+  if (o.skip_late) out += fmt::format(", {} skipped", s.skipped);
+  if (o.latency_limit_ms) out += fmt::format(", {} late", s.late);
+  return out + fmt::format(", {} failed", s.errors);
+}
+
+// How the run ended: the run row's status and reason.
+struct RunEnd {
   std::string status = "complete";
   std::string reason;
-  try {
-    host_sampler.start();
-    ash_sampler.start();
-    {
-      auto driver_part = [&driver, &o] {
-        const auto s = driver.take_interval_stats();
-        // tps and latency over successful transactions, as pgbench's progress.
-        const double tps = s.interval_ns > 0 ? static_cast<double>(s.queries - s.errors) *
-                                                   common::kNsPerSDouble / s.interval_ns
-                                             : 0;
-        std::string out = fmt::format("{:.1f} tps, lat {:.3f} ms mean, {:.3f} ms p99", tps,
-                                      s.mean_latency_ms, s.p99_latency_ms);
-        if (s.mean_lag_ms) out += fmt::format(", lag {:.3f} ms", *s.mean_lag_ms);
-        if (o.skip_late) out += fmt::format(", {} skipped", s.skipped);
-        if (o.latency_limit_ms) out += fmt::format(", {} late", s.late);
-        return out + fmt::format(", {} failed", s.errors);
-      };
-      ProgressPrinter progress(o.progress_s, driver_part, host_sampler, &ash_sampler);
-      driver.run(stop);
-    }
-    if (stop.stop_requested()) {
-      status = "interrupted";
-      reason = stop_signal() == SIGTERM ? "SIGTERM" : "SIGINT";
-    } else {
-      reason = o.duration_s ? "duration reached" : "transactions done";
-    }
-  } catch (const std::exception& e) {
-    clock_thread.stop();
-    if (pooler) pooler->stop();
-    host_sampler.stop();
-    ash_sampler.stop();
-    writer.close(wall_now_ns(), "failed", e.what());
-    // The driver failed before any transaction (a client's connection was
-    // refused in run()): nothing was measured, so no file blocks the next -o.
-    if (driver.summary().queries == 0) remove_run_file(o.output_path);
-    throw;
-  }
-  clock_thread.stop();
-  if (pooler) pooler->stop();  // its last poll covers the end of the queries
-  clock_probe("end", false);
-  warn_if_sampler_lagged(
-      host_sampler, o.hz,
-      static_cast<double>(wall_now_ns() - info.start_ns) / common::kNsPerSDouble);
-  host_sampler.stop();
-  ash_sampler.stop();
-  writer.close(wall_now_ns(), status, reason);
+};
 
+// The end-of-run summary on stdout, pgbench's lines where it has them.
+void print_summary(const RunOptions& o, const driver::DriverOptions& dopt,
+                   const driver::Driver& driver, const RunEnd& end) {
   const auto s = driver.summary();
   fmt::print("run file: {}\n", o.output_path);
-  fmt::print("protocol: {}, clients: {}, threads: {}\n", driver::protocol_name(protocol), o.clients,
-             dopt.threads);
+  fmt::print("protocol: {}, clients: {}, threads: {}\n", driver::protocol_name(dopt.protocol),
+             o.clients, dopt.threads);
   fmt::print("transactions: {} ({} failed) in {:.3f} s{}\n", s.queries, s.errors,
              static_cast<double>(s.elapsed_ns) / common::kNsPerSDouble,
-             status == "interrupted" ? fmt::format(" — interrupted by {}", reason) : "");
+             end.status == "interrupted" ? fmt::format(" — interrupted by {}", end.reason) : "");
   fmt::print("latency average = {:.3f} ms, p99 = {:.3f} ms\n", s.mean_latency_ms, s.p99_latency_ms);
   if (s.mean_lag_ms) {
     fmt::print("rate limit schedule lag: avg {:.3f} (max {:.3f}) ms\n", *s.mean_lag_ms,
@@ -279,6 +236,115 @@ int run_command(const RunOptions& o) {
     }
   }
   fmt::print("next: stallscope explain {}\n", o.output_path);
+}
+
+// Runs the driver with the host and ASH samplers, the clock-offset probes
+// and the progress lines until the run ends (-T, -t, SIGINT/SIGTERM), stops
+// them all (`pooler` too) and closes the run file; how the run ended. On a
+// failure the run file is closed as failed, and removed when no transaction
+// ran.
+RunEnd drive_and_sample(const RunOptions& o, driver::Driver& driver, schema::Writer& writer,
+                        std::optional<sampler::PoolerSampler>& pooler, std::int64_t start_ns) {
+  auto writer_sink = [&writer](schema::Batch b) { writer.submit(std::move(b)); };
+  install_stop_handlers();
+  // The driver polls this token; its state is the global flag the handlers
+  // set (common/stop.h: a signal handler may only store to a lock-free
+  // atomic, which is all that a StopToken reads).
+  const StopToken stop = global_stop_token();
+  ClockProbes clock(o, writer);
+  clock.probe("start", true);
+  PeriodicThread clock_thread;
+  const auto clock_period_ns =
+      static_cast<std::int64_t>(o.clock_offset_period_s * common::kNsPerSDouble);
+  clock_thread.start(
+      kClockThreadName, clock_period_ns, [&] { clock.probe("periodic", true); }, clock_period_ns);
+  sampler::HostSampler host_sampler({.hz = o.hz}, writer_sink);
+  sampler::AshSampler ash_sampler({.conninfo = o.conninfo, .hz = o.hz}, writer_sink);
+  RunEnd end;
+  try {
+    host_sampler.start();
+    ash_sampler.start();
+    {
+      ProgressPrinter progress(
+          o.progress_s, [&driver, &o] { return driver_progress(driver, o); }, host_sampler,
+          &ash_sampler);
+      driver.run(stop);
+    }
+    if (stop.stop_requested()) {
+      end.status = "interrupted";
+      end.reason = stop_signal() == SIGTERM ? "SIGTERM" : "SIGINT";
+    } else {
+      end.reason = o.duration_s ? "duration reached" : "transactions done";
+    }
+  } catch (const std::exception& e) {
+    clock_thread.stop();
+    if (pooler) pooler->stop();
+    host_sampler.stop();
+    ash_sampler.stop();
+    writer.close(wall_now_ns(), "failed", e.what());
+    // The driver failed before any transaction (a client's connection was
+    // refused in run()): nothing was measured, so no file blocks the next -o.
+    if (driver.summary().queries == 0) remove_run_file(o.output_path);
+    throw;
+  }
+  clock_thread.stop();
+  if (pooler) pooler->stop();  // its last poll covers the end of the queries
+  clock.probe("end", false);
+  warn_if_sampler_lagged(host_sampler, o.hz,
+                         static_cast<double>(wall_now_ns() - start_ns) / common::kNsPerSDouble);
+  host_sampler.stop();
+  ash_sampler.stop();
+  writer.close(wall_now_ns(), end.status, end.reason);
+  return end;
+}
+
+}  // namespace
+
+int run_command(const RunOptions& o) {
+  check_conninfo(o.conninfo);
+  if (o.pooler_admin) check_conninfo(*o.pooler_admin);
+  const auto protocol = driver::parse_protocol(o.protocol);
+  EarlyRows early;
+  const driver::DriverOptions dopt = driver_options(o, protocol);
+  // The run file is created once the scripts parsed: bad input leaves none.
+  auto store = schema::Store::create(o.output_path);
+  driver::Driver driver(dopt, [&early](schema::Batch b) { early.submit(std::move(b)); });
+  try {
+    driver.connect();
+  } catch (...) {
+    // Nothing was recorded yet: do not leave a file that blocks the next -o.
+    store = schema::Store::create(":memory:");
+    remove_run_file(o.output_path);
+    throw;
+  }
+
+  schema::RunInfo info = run_info(o, dopt, driver);
+  DelayacctGuard delayacct;  // restores kernel.task_delayacct when run ends
+  if (o.delayacct) {
+    delayacct = DelayacctGuard::enable("run");
+    info.delayacct_set = delayacct.set_by_us() ? 1 : 0;
+  }
+  store.begin_run(info);
+
+  schema::Writer writer(std::move(store));
+  early.attach(writer);
+  auto writer_sink = [&writer](schema::Batch b) { writer.submit(std::move(b)); };
+  // --pooler-admin: an admin console that cannot be polled fails the run
+  // before anything was measured, and leaves no file.
+  std::optional<sampler::PoolerSampler> pooler;
+  if (o.pooler_admin) {
+    pooler.emplace(pooler_options(*o.pooler_admin, o.pooler_period_s), writer_sink);
+    try {
+      pooler->start();
+    } catch (const Error& e) {
+      writer.close(wall_now_ns(), "failed", e.what());
+      remove_run_file(o.output_path);
+      throw;
+    }
+  }
+
+  const RunEnd end = drive_and_sample(o, driver, writer, pooler, info.start_ns);
+  print_summary(o, dopt, driver, end);
   return 0;
 }
 

@@ -25,5 +25,28 @@ TEST(Parse, OutOfRangeIsEmpty) {
   EXPECT_EQ(parse_int("2147483648"), std::nullopt);
 }
 
+TEST(Parse, WholeDecimalsParse) {
+  EXPECT_EQ(parse_double("2"), 2.0);
+  EXPECT_EQ(parse_double("-0.25"), -0.25);
+  EXPECT_EQ(parse_double(".5"), 0.5);
+  EXPECT_EQ(parse_double("1."), 1.0);
+  EXPECT_EQ(parse_double("1.5e3"), 1500.0);
+}
+
+TEST(Parse, DecimalGarbageIsEmpty) {
+  EXPECT_EQ(parse_double(""), std::nullopt);
+  EXPECT_EQ(parse_double("."), std::nullopt);
+  EXPECT_EQ(parse_double("1.2.3"), std::nullopt);
+  EXPECT_EQ(parse_double("12x"), std::nullopt);
+  EXPECT_EQ(parse_double(" 1"), std::nullopt);
+  EXPECT_EQ(parse_double("+1"), std::nullopt);
+  EXPECT_EQ(parse_double("0x10"), std::nullopt);
+}
+
+TEST(Parse, DecimalOutOfRangeIsEmpty) {
+  EXPECT_EQ(parse_double("1e400"), std::nullopt);
+  EXPECT_EQ(parse_double("-1e400"), std::nullopt);
+}
+
 }  // namespace
 }  // namespace stallscope::common
