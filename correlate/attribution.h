@@ -74,7 +74,7 @@ class QuerySweep {
   // file (not ":memory:"), through a read-only connection of its own on a reader
   // thread that hands rows over in bounded batches, so that the scan runs
   // beside the process pass on another core. Throws what the scan throws
-  // (SQLite::Exception), from advance_to/finish. Queries sent after
+  // (schema::SqliteError), from advance_to/finish. Queries sent after
   // `until_ns` (wall clock; a run without an end, see RunSummary) are not read.
   QuerySweep(schema::Store& store, const BackendMap& map, const std::string& path = "",
              std::int64_t until_ns = std::numeric_limits<std::int64_t>::max());

@@ -167,9 +167,9 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
     report.stalls = find_stalls(report, sums.signals, blocker_queries(store));
     clock.lap("findings, stalls");
     return report;
-  } catch (const SQLite::Exception& e) {
+  } catch (const schema::SqliteError& e) {
     throw Error(ErrorKind::sqlite, fmt::format("cannot read {}: {}", store.path(), e.what()),
-                e.getExtendedErrorCode());
+                e.code());
   }
 }
 

@@ -3,7 +3,6 @@
 #include <cstdlib>
 #include <string_view>
 
-#include <SQLiteCpp/Exception.h>
 #include <fmt/format.h>
 
 #include "common/error.h"
@@ -172,7 +171,7 @@ Report explain_pair(schema::Store& client, const std::string& server_path,
   std::optional<schema::AttachedServerFile> attached;
   try {
     attached.emplace(client, server_path);
-  } catch (const SQLite::Exception& e) {
+  } catch (const schema::SqliteError& e) {
     throw_usage(fmt::format("cannot open {}: {}", server_path, e.what()));
   }
   auto& srv = *attached;
@@ -186,7 +185,7 @@ Report explain_pair(schema::Store& client, const std::string& server_path,
     }
     server = {to_client_ns(estimates, span->first), to_client_ns(estimates, span->second)};
     server_host = srv.host();
-  } catch (const SQLite::Exception& e) {
+  } catch (const schema::SqliteError& e) {
     throw_usage(
         fmt::format("cannot explain with {}: not a stallscope file ({})", server_path, e.what()));
   }

@@ -10,15 +10,13 @@
 //
 // Every reader reads through store.db(), so temporary views that shadow a
 // table (explain_pair's server file, correlate/pair.cpp) are read in its
-// place. Errors throw SQLite::Exception.
+// place. Errors throw schema::SqliteError (store.h).
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <SQLiteCpp/Statement.h>
 
 #include "schema/row.h"
 #include "schema/store.h"
@@ -49,6 +47,11 @@ struct RunRow {
 };
 // The run row; nullopt when the file holds none.
 std::optional<RunRow> read_run(Store& store);
+// run.mode alone: "run", "record" or "import-pgbench" (schema/records.h
+// RunInfo); "" for a file without a run row.
+std::string run_mode(Store& store);
+// run.conninfo (masked); nullopt when NULL or without a run row.
+std::optional<std::string> run_conninfo(Store& store);
 
 // Rows of a tick table and the first and last tick's time.
 struct TickRange {
@@ -63,9 +66,21 @@ bool has_ash_rows(Store& store);
 
 // ---- pgbench aggregates (import-pgbench --aggregate-interval logs) ----
 
+// The time covered by the pgbench_aggregate rows (an imported aggregate
+// log, one file per pgbench thread). interval_ns is --aggregate-interval:
+// the smallest step between consecutive rows of one file, 1 s when no file
+// has two rows.
+struct AggregateSpan {
+  std::int64_t start_ns = 0;  // first interval's start
+  std::int64_t end_ns = 0;    // last interval's start + interval_ns
+  std::int64_t interval_ns = 0;
+};
+// nullopt when the table is empty.
+std::optional<AggregateSpan> pgbench_aggregate_span(Store& store);
+
 // Totals over every pgbench_aggregate row.
 struct AggregateTotals {
-  AggregateSpan span;             // pgbench_aggregate_span (store.h)
+  AggregateSpan span;             // pgbench_aggregate_span
   std::int64_t intervals = 0;     // rows
   std::int64_t transactions = 0;  // Σ transactions
   std::int64_t failures = 0;      // Σ serialization_failures + deadlock_failures
@@ -198,7 +213,7 @@ class CgroupSums {
   CgroupTotals of(const std::string& cgroup, std::int64_t from_ns, std::int64_t to_ns);
 
  private:
-  SQLite::Statement st_;
+  Cursor st_;
 };
 
 // ---- ASH ----

@@ -8,7 +8,7 @@
 //   while (queries.next(q)) total_ns += q.latency_ns;
 //
 // Every cursor reads through store.db() (so explain_pair's temporary views
-// shadow the server file's tables) and throws SQLite::Exception on errors.
+// shadow the server file's tables) and throws schema::SqliteError on errors.
 #pragma once
 
 #include <cstdint>
