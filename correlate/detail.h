@@ -65,10 +65,8 @@ inline constexpr std::int64_t kShortLivedBackendNs = common::kNsPerS;
 // Upper bound on the number of windows a report may hold.
 inline constexpr std::int64_t kMaxWindows = 10'000'000;
 
-// The unit constants of common/units.h the correlator's files use; kNsPerMs
-// is the floating-point one, since every use turns a duration into ms.
+// The unit constant of common/units.h the correlator's files use unqualified.
 using common::kNsPerS;
-inline constexpr double kNsPerMs = common::kNsPerMsDouble;
 
 // Kernel wait channel families (matched by prefix or substring, never one
 // exact name, since names change between kernels).

@@ -133,7 +133,8 @@ void pool_wait(const Report& r, const Facts& f, std::vector<Finding>& out) {
   x.end_ns = last ? r.windows[*last].end_ns : f.span_end_ns;
   const double wait_s = double(*a.path_wait_ns) / kNsPerS;
   const double per_xact_ms =
-      f.pooler.xacts > 0 ? double(*a.path_wait_ns) / double(f.pooler.xacts) / kNsPerMs : 0;
+      f.pooler.xacts > 0 ? double(*a.path_wait_ns) / double(f.pooler.xacts) / common::kNsPerMsDouble
+                         : 0;
   x.summary = fmt::format(
       "Queries waited {:.3f} s for a server connection in {}, {:.0f}% of client time ({:.3f} ms "
       "per transaction; cl_waiting up to {}, {} server connections busy at most).",
@@ -149,7 +150,8 @@ void pool_wait(const Report& r, const Facts& f, std::vector<Finding>& out) {
   if (f.pooler.cl_waiting_max) x.evidence.emplace_back("cl_waiting_max", *f.pooler.cl_waiting_max);
   if (f.pooler.sv_active_max) x.evidence.emplace_back("sv_active_max", *f.pooler.sv_active_max);
   if (f.pooler.maxwait_max_ns)
-    x.evidence.emplace_back("maxwait_max_ms", round4(double(*f.pooler.maxwait_max_ns) / kNsPerMs));
+    x.evidence.emplace_back("maxwait_max_ms",
+                            round4(double(*f.pooler.maxwait_max_ns) / common::kNsPerMsDouble));
   if (a.clients > 0) x.evidence.emplace_back("clients", std::int64_t{a.clients});
   if (have_host) x.evidence.emplace_back("host_cpu_busy_pct", round4(100 * busy));
   x.evidence.emplace_back("server_cpu_of_held_share", round4(cpu_bound));

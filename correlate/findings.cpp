@@ -55,7 +55,8 @@ struct Context {
   std::int64_t wall_ns;
   double share(std::int64_t ns) const { return ratio(double(ns), client_ns); }
   double per_query_ms(std::int64_t ns) const {
-    return r.run.queries > 0 ? round4(double(ns) / double(r.run.queries) / kNsPerMs) : 0;
+    return r.run.queries > 0 ? round4(double(ns) / double(r.run.queries) / common::kNsPerMsDouble)
+                             : 0;
   }
   double cores_used(std::int64_t ns) const { return round4(ratio(double(ns), double(wall_ns))); }
 };
@@ -382,7 +383,7 @@ void ash_class(const Context& c, const std::vector<std::string>& classes, Findin
                 {"ash_samples", rows},
                 {"top_wait_event", top},
                 {"top_wait_event_samples", top_rows},
-                {"ash_period_ms", round4(double(c.f.ash_period_ns) / kNsPerMs)}};
+                {"ash_period_ms", round4(double(c.f.ash_period_ns) / common::kNsPerMsDouble)}};
   for (std::size_t i = 1; i < classes.size(); ++i) {
     std::string name = classes[i];
     std::transform(name.begin(), name.end(), name.begin(),
@@ -679,12 +680,14 @@ void connection_setup(const Context& c, std::vector<Finding>& out) {
                            : c.share(k.connect_latency_ns));
   if (x.score < kMinScore) return;
   const double span_s = double(c.wall_ns) / kNsPerS;
-  const double connect_ms = double(k.connect_latency_ns) / double(k.connections) / kNsPerMs;
+  const double connect_ms =
+      double(k.connect_latency_ns) / double(k.connections) / common::kNsPerMsDouble;
   // With -C a transaction's latency includes its connect; net of it:
   const double latency_ms = c.r.run.latency_mean_ms.value_or(0);
   const double net_ms =
       std::max(0.0, latency_ms - double(k.connect_latency_ns) /
-                                     double(std::max<std::int64_t>(1, c.r.run.queries)) / kNsPerMs);
+                                     double(std::max<std::int64_t>(1, c.r.run.queries)) /
+                                     common::kNsPerMsDouble);
   x.summary = fmt::format(
       "Connecting took {} of client time: {} connections ({:.0f}/s) at {:.3f} ms each, against "
       "{:.3f} ms per query once connected.",
@@ -701,7 +704,7 @@ void connection_setup(const Context& c, std::vector<Finding>& out) {
                 {"short_lived_backends", k.short_lived_backends}};
   if (k.first_query_gap_ns)
     x.evidence.emplace_back("first_query_gap_mean_ms",
-                            round4(double(*k.first_query_gap_ns) / kNsPerMs));
+                            round4(double(*k.first_query_gap_ns) / common::kNsPerMsDouble));
   x.suggestion =
       "Connecting costs more than querying: keep connections open (a pool in the application, or "
       "pgbouncer in transaction mode in front of the server), and check what each connect pays "

@@ -55,8 +55,8 @@ void add_query_notes(Report& report) {
   if (r.queries > 0 && 2 * r.errors >= r.queries) {
     report.notes.push_back(fmt::format(
         "{} of {} queries failed: throughput and latency count only the {} that succeeded "
-        "(SELECT sqlstate, count(*), min(error) FROM query_error GROUP BY 1).",
-        r.errors, r.queries, r.queries - r.errors));
+        "({}).",
+        r.errors, r.queries, r.queries - r.errors, schema::kFailedQueriesRecipeSql));
   }
   if (r.lag_mean_ms && r.latency_mean_ms && *r.latency_mean_ms > 0 &&
       *r.lag_mean_ms >= 0.5 * *r.latency_mean_ms) {

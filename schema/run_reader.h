@@ -105,6 +105,11 @@ std::vector<AggregateInterval> pgbench_aggregate_intervals(Store& store);
 
 // ---- queries ----
 
+// A query a user can run on the run file to see why queries failed; explain
+// quotes it in a note when most queries failed (correlate/run_info.cpp).
+inline constexpr const char* kFailedQueriesRecipeSql =
+    "SELECT sqlstate, count(*), min(error) FROM query_error GROUP BY 1";
+
 // Per client id, its latest stored query's start: the earliest and latest
 // of those, and how many clients (a full scan of `query`).
 struct LatestQueries {
