@@ -68,6 +68,13 @@ inline constexpr std::int64_t kMaxWindows = 10'000'000;
 // The unit constant of common/units.h the correlator's files use unqualified.
 using common::kNsPerS;
 
+// A span of wall-clock time [start_ns, end_ns).
+struct Span {
+  std::int64_t start_ns = 0;
+  std::int64_t end_ns = 0;
+  std::int64_t duration_ns() const { return end_ns - start_ns; }
+};
+
 // Kernel wait channel families (matched by prefix or substring, never one
 // exact name, since names change between kernels).
 enum class WchanFamily {
@@ -155,12 +162,12 @@ struct PoolerFacts {
   bool available = false;               // pooler_sample rows with deltas overlapping the span
   std::vector<std::string> databases;   // the pooler databases counted
   bool driver_database = false;         // they are the run's dbname (else: all seen)
-  std::int64_t wait_ns = 0;             // total_wait_time in [A, B)
-  std::int64_t xacts = 0;               // total_xact_count in [A, B)
-  std::optional<std::int64_t> xact_ns;  // total_xact_time in [A, B): includes the wait (counted
+  std::int64_t wait_ns = 0;             // total_wait_time in the span
+  std::int64_t xacts = 0;               // total_xact_count in the span
+  std::optional<std::int64_t> xact_ns;  // total_xact_time in the span: includes the wait (counted
                                         // from the client's first query)
   std::vector<std::int64_t> window_wait_ns;    // per Report::windows entry
-  std::optional<std::int64_t> cl_waiting_max;  // SHOW POOLS gauges over polls in [A, B]
+  std::optional<std::int64_t> cl_waiting_max;  // SHOW POOLS gauges over polls in [start, end]
   std::optional<std::int64_t> sv_active_max;
   std::optional<std::int64_t> maxwait_max_ns;
 };
@@ -173,8 +180,9 @@ struct PathRoles {
 };
 
 struct Facts {
-  std::int64_t span_start_ns = 0;  // A: first query sent (or first sample)
-  std::int64_t span_end_ns = 0;    // B: last query answered (or last sample)
+  // The analysed span: first query sent → last query answered (or the
+  // samples' span; run_info.cpp).
+  Span span;
   bool has_queries = false;
   bool ash_available = false;
   bool backends_on_host = false;  // backend processes found in `process`
@@ -220,13 +228,17 @@ struct Facts {
   PoolerFacts pooler;  // read_pooler_facts (facts_pooler.cpp)
 };
 
-// Reads the memory, kernel-wait and connection facts of the span [A, B)
+// What read_path_facts reads for.
+struct PathFactsInputs {
+  const PathRoles& path;
+  Span span;  // Facts::span
+};
+// Reads the memory, kernel-wait and connection facts of the span
 // (facts_path.cpp): host memory totals, the driver's thread rows and the
 // connections opened; the other query-path processes' rows come from
 // add_path_process_row.
-void read_path_facts(schema::Store& store, const PathRoles& path, Facts& f, std::int64_t A,
-                     std::int64_t B);
-// One process_sample row (tick in (A, B]) of a query-path process, from
+void read_path_facts(schema::Store& store, const PathFactsInputs& in, Facts& f);
+// One process_sample row (tick in (start, end] of the span) of a query-path process, from
 // read_processes' single scan of that table: role "backend" (futex_counts
 // false), "pooler:<comm>" (true) or "driver" (its major faults only; the
 // driver's states come from its threads, read by read_path_facts).
@@ -244,11 +256,16 @@ inline constexpr const char* kPoolerName = "pgbouncer";
 // when unknown): when the held connections were busy on saturated CPUs a
 // bigger pool only moves the queue into the run queue, when they mostly
 // waited (round trips through the pooler, sleeps, I/O) it raises throughput.
-// Reads pooler_sample over [A, B) and per window into f.pooler (nothing when
-// the table is missing or empty); counts only the run's dbname (run.conninfo)
-// when the pooler has it, else every database, and notes which.
-void read_pooler_facts(schema::Store& store, const std::vector<Window>& windows, Facts& f,
-                       std::int64_t A, std::int64_t B, std::vector<std::string>& notes);
+// What read_pooler_facts reads for.
+struct PoolerFactsInputs {
+  const std::vector<Window>& windows;  // Report::windows, in time order
+  Span span;                           // Facts::span
+};
+// Reads pooler_sample over the span and per window into f.pooler (nothing
+// without rows); counts only the run's dbname (run.conninfo) when the pooler
+// has it, else every database, and says which in `notes`.
+void read_pooler_facts(schema::Store& store, const PoolerFactsInputs& in, Facts& f,
+                       std::vector<std::string>& notes);
 // The pool_wait finding (facts_pooler.cpp): time queries waited in the
 // pooler for a server connection, as a share of client time.
 void pool_wait(const Report& r, const Facts& f, std::vector<Finding>& out);

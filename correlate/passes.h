@@ -35,13 +35,6 @@
 
 namespace stallscope::correlate::detail {
 
-// A span of wall-clock time [start_ns, end_ns).
-struct Span {
-  std::int64_t start_ns = 0;
-  std::int64_t end_ns = 0;
-  std::int64_t duration_ns() const { return end_ns - start_ns; }
-};
-
 // ---- run_info.cpp ----
 
 // The run row and what identifies the driver.

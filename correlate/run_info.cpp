@@ -131,9 +131,7 @@ Facts read_run_facts(schema::Store& store, const ExplainOptions& options, Report
   f.sample_period_ns = tick_period_ns(samples, report.run.hz);
   f.ash_available = schema::has_ash_rows(store);
   if (f.ash_available) report.ash_period_ns = f.ash_period_ns;
-  const auto span = analysed_span(samples, report.run, f.has_queries);
-  f.span_start_ns = span.start_ns;
-  f.span_end_ns = span.end_ns;
+  f.span = analysed_span(samples, report.run, f.has_queries);
 
   report.query_windows = options.every_queries.has_value() && f.has_queries;
   if (report.query_windows) {

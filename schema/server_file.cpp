@@ -83,10 +83,10 @@ AttachedServerFile::~AttachedServerFile() {
   }
 }
 
-std::optional<std::pair<std::int64_t, std::int64_t>> AttachedServerFile::sample_span() {
+std::optional<SampleSpan> AttachedServerFile::sample_span() {
   Cursor st(store_.db(), "SELECT min(time_ns), max(time_ns) FROM srv.sample");
   if (!st.step() || st.is_null(0)) return std::nullopt;
-  return std::pair{st.int64(0), st.int64(1)};
+  return SampleSpan{st.int64(0), st.int64(1)};
 }
 
 std::string AttachedServerFile::host() {

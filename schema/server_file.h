@@ -42,6 +42,12 @@ struct ClockShift {
   std::vector<std::int64_t> offsets_ns;
 };
 
+// The first and last sample tick's time_ns of a file.
+struct SampleSpan {
+  std::int64_t first_ns = 0;
+  std::int64_t last_ns = 0;
+};
+
 class AttachedServerFile {
  public:
   // Attaches `path` to the store's connection as `srv`. Throws
@@ -54,7 +60,7 @@ class AttachedServerFile {
 
   // First and last srv.sample time_ns (server clock); nullopt without
   // samples. Throws schema::SqliteError when srv has no such table.
-  std::optional<std::pair<std::int64_t, std::int64_t>> sample_span();
+  std::optional<SampleSpan> sample_span();
   // srv.run's host and cores. Throw schema::SqliteError when srv has no run
   // table.
   std::string host();
