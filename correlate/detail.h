@@ -238,11 +238,19 @@ struct PathFactsInputs {
 // connections opened; the other query-path processes' rows come from
 // add_path_process_row.
 void read_path_facts(schema::Store& store, const PathFactsInputs& in, Facts& f);
-// One process_sample row (tick in (start, end] of the span) of a query-path process, from
-// read_processes' single scan of that table: role "backend" (futex_counts
-// false), "pooler:<comm>" (true) or "driver" (its major faults only; the
-// driver's states come from its threads, read by read_path_facts).
-void add_path_process_row(Facts& f, const std::string& role, bool futex_counts, char state,
+// A query-path process's part in the memory and kernel-wait facts. A futex
+// wait counts as a kernel wait for the driver and poolers (a futex outside
+// PostgreSQL), not for backends (an LWLock, which ASH sees).
+enum class PathRole : std::uint8_t { backend, pooler, driver };
+struct PathProcess {
+  PathRole role = PathRole::backend;
+  std::string comm;  // a pooler's; its rows are named "pooler:<comm>" in evidence
+};
+// One process_sample row (tick in (start, end] of the span) of a query-path
+// process, from the process pass's single scan of that table; of the driver
+// only its major faults count (its states come from its threads, read by
+// read_path_facts).
+void add_path_process_row(Facts& f, const PathProcess& process, char state,
                           const std::optional<std::string>& wchan,
                           std::optional<std::int64_t> majflt);
 

@@ -33,9 +33,23 @@ void read_memory(schema::Store& store, Facts& f, Span span) {
   m.swap_out_pages = t.swap_out_pages;
 }
 
+// The process's name in KernelWaitFacts::rows_by_wait: backend, driver or
+// pooler:<comm>.
+std::string role_name(const PathProcess& p) {
+  switch (p.role) {
+    case PathRole::backend:
+      return "backend";
+    case PathRole::pooler:
+      return "pooler:" + p.comm;
+    case PathRole::driver:
+      return "driver";
+  }
+  return "";
+}
+
 // One row of a query-path task: its state and wchan at the tick.
-void classify(Facts& f, const std::string& role, bool futex_counts, char state,
-              const std::optional<std::string>& wchan) {
+void classify(Facts& f, const PathProcess& p, char state, const std::optional<std::string>& wchan) {
+  const bool futex_counts = p.role != PathRole::backend;
   if (state != 'S' && state != 'D') return;
   const std::string w = wchan.value_or("");
   const auto family = wchan_family(w);
@@ -46,7 +60,7 @@ void classify(Facts& f, const std::string& role, bool futex_counts, char state,
   }
   if (family == WchanFamily::other || (futex_counts && family == WchanFamily::futex)) {
     ++f.kernel.rows;
-    ++f.kernel.rows_by_wait[fmt::format("{} {}", role, w)];
+    ++f.kernel.rows_by_wait[fmt::format("{} {}", role_name(p), w)];
   }
 }
 
@@ -58,8 +72,9 @@ void read_path_rows(schema::Store& store, const PathRoles& path, Facts& f, std::
   // The driver's own threads (ss-driver/N); its process row is the main
   // thread's, which only waits for the run to end.
   schema::DriverThreadStateScan threads(store, *path.driver_process_id, first_id, last_id);
+  const PathProcess driver{PathRole::driver, {}};
   for (schema::ThreadState row; threads.next(row);) {
-    classify(f, "driver", true, row.state.empty() ? '?' : row.state[0], row.wchan);
+    classify(f, driver, row.state.empty() ? '?' : row.state[0], row.wchan);
   }
 }
 
@@ -132,11 +147,11 @@ WchanFamily wchan_family(std::string_view w) {
   return WchanFamily::other;
 }
 
-void add_path_process_row(Facts& f, const std::string& role, bool futex_counts, char state,
+void add_path_process_row(Facts& f, const PathProcess& process, char state,
                           const std::optional<std::string>& wchan,
                           std::optional<std::int64_t> majflt) {
   if (majflt) f.memory.path_majflt += *majflt;
-  if (role != "driver") classify(f, role, futex_counts, state, wchan);
+  if (process.role != PathRole::driver) classify(f, process, state, wchan);
 }
 
 void read_path_facts(schema::Store& store, const PathFactsInputs& in, Facts& f) {
