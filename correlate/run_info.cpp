@@ -94,7 +94,7 @@ RunRow read_run(schema::Store& store) {
   s.host = std::move(row->host);
   s.kernel = std::move(row->kernel);
   s.cores = row->cores;
-  r.imported = row->mode == "import-pgbench";
+  r.imported = schema::parse_run_mode(row->mode) == schema::RunMode::import_pgbench;
   s.mode = std::move(row->mode);
   s.status = std::move(row->status);
   s.start_ns = row->start_ns;

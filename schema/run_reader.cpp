@@ -68,9 +68,10 @@ std::optional<RunRow> read_run(Store& store) {
   return r;
 }
 
-std::string run_mode(Store& store) {
-  Cursor st(store.db(), "SELECT coalesce(max(mode), '') FROM run");
-  return st.step() ? std::string(st.text(0)) : std::string();
+std::optional<RunMode> run_mode(Store& store) {
+  Cursor st(store.db(), "SELECT max(mode) FROM run");
+  if (!st.step() || st.is_null(0)) return std::nullopt;
+  return parse_run_mode(st.text(0));
 }
 
 std::optional<std::string> run_conninfo(Store& store) {

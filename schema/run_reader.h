@@ -30,7 +30,7 @@ struct RunRow {
   std::string host;
   std::string kernel;
   int cores = 0;
-  std::string mode;  // "run", "record" or "import-pgbench"
+  std::string mode;  // to_string(RunMode): "run", "record" or "import-pgbench"
   std::string status;
   std::int64_t start_ns = 0;
   std::optional<std::int64_t> end_ns;
@@ -47,9 +47,9 @@ struct RunRow {
 };
 // The run row; nullopt when the file holds none.
 std::optional<RunRow> read_run(Store& store);
-// run.mode alone: "run", "record" or "import-pgbench" (schema/records.h
-// RunInfo); "" for a file without a run row.
-std::string run_mode(Store& store);
+// run.mode alone (schema/records.h RunMode); nullopt for a file without a
+// run row or with a mode this build does not know.
+std::optional<RunMode> run_mode(Store& store);
 // run.conninfo (masked); nullopt when NULL or without a run row.
 std::optional<std::string> run_conninfo(Store& store);
 

@@ -56,7 +56,8 @@ int explain_command(const ExplainCommandOptions& o) {
   bool two_runs = false;
   if (o.paths.size() == 2) {
     auto second = schema::Store::open_readonly(o.paths[1]);
-    two_runs = schema::run_mode(store) == "run" && schema::run_mode(second) == "run";
+    two_runs = schema::run_mode(store) == schema::RunMode::run &&
+               schema::run_mode(second) == schema::RunMode::run;
   }
   correlate::Report report;
   if (two_runs) {
