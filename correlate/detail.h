@@ -1,6 +1,7 @@
-// Internals of the correlator shared by its files (correlate.cpp, findings.cpp,
-// stalls.cpp, facts_path.cpp, facts_pooler.cpp, render.cpp, pair.cpp,
-// save.cpp). Not part of the public API.
+// Internals of the correlator shared by its files: the thresholds, the facts
+// the finding rules read (Facts), and the functions of facts_path.cpp,
+// facts_pooler.cpp, findings.cpp, stalls.cpp and render.cpp that other files
+// call. The passes' own types are in passes.h. Not part of the public API.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +19,7 @@
 
 namespace stallscope::correlate::detail {
 
-// ---- Thresholds (README.md, "Findings", lists them) ----
+// ---- Thresholds (docs/findings.md, "Findings", lists them) ----
 
 // A finding is reported only when it explains at least this share of client
 // time (or, without queries, of the host-side quantity its rule measures).
@@ -172,7 +173,8 @@ struct PoolerFacts {
   std::optional<std::int64_t> maxwait_max_ns;
 };
 
-// The query path's processes, for the facts gathered outside correlate.cpp.
+// The query path's processes, for the facts gathered outside the passes
+// (facts_path.cpp).
 struct PathRoles {
   const std::optional<std::int64_t>& driver_process_id;
   const std::unordered_set<std::int64_t>& backend_process_ids;

@@ -36,7 +36,9 @@ std::optional<SampleIdRange> sample_ids_in(Store& store, std::int64_t after_ns,
                                            std::int64_t until_ns);
 
 // Sums of the host_memory_sample rows whose tick has time_ns in
-// (after_ns, until_ns]; NULL sums (no rows, or no PSI) read as 0.
+// (after_ns, until_ns]; NULL sums (no rows, or no PSI) read as 0, not
+// nullopt: the memory_pressure rule reads a missing sum as no pressure, and
+// `rows` (and psi_span_ns for PSI) tells an empty span apart.
 struct HostMemoryTotals {
   std::int64_t rows = 0;
   std::int64_t psi_span_ns = 0;  // Σ sample.interval_ns of the rows with PSI memory
@@ -71,7 +73,8 @@ class DriverThreadStateScan {
 // ---- client: connections opened in a span ----
 
 // The driver connections with connect_ns in [from_ns, to_ns): how many and
-// their summed connect_latency_ns (0 when NULL).
+// their summed connect_latency_ns (a NULL latency adds 0 rather than making
+// the sum unknown: connection_setup scores the latency it knows).
 struct ConnectTotals {
   std::int64_t connections = 0;
   std::int64_t connect_latency_ns = 0;

@@ -30,8 +30,8 @@ struct RunRow {
   std::string host;
   std::string kernel;
   int cores = 0;
-  std::string mode;  // to_string(RunMode): "run", "record" or "import-pgbench"
-  std::string status;
+  std::string mode;    // to_string(RunMode): "run", "record" or "import-pgbench"
+  std::string status;  // "running", "complete", "interrupted" or "failed"
   std::int64_t start_ns = 0;
   std::optional<std::int64_t> end_ns;
   std::optional<int> clients;
@@ -208,7 +208,7 @@ std::vector<ProcessCgroup> process_cgroups(Store& store);
 // A cgroup's cpu.stat sums over the ticks in (from_ns, to_ns].
 struct CgroupTotals {
   std::int64_t rows = 0;
-  std::int64_t nr_periods = 0;  // NULL sums read as 0
+  std::int64_t nr_periods = 0;  // NULL sums read as 0: no throttling seen (`rows` tells no rows)
   std::int64_t nr_throttled = 0;
   std::int64_t throttled_ns = 0;
 };
