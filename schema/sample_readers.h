@@ -71,9 +71,10 @@ struct HostTick {
   bool has_host = false;            // a host_sample row
   int procs_running = 0;            // host_sample.procs_running
   int processes_d_state = 0;        // host_sample.processes_d_state
-  bool has_cpu = false;  // CPU deltas (host_sample.cpu_user_ns not NULL; not the first tick)
-  std::int64_t busy_ns =
-      0;  // host_sample cpu_user + cpu_nice + cpu_system + cpu_irq + cpu_softirq _ns
+  // CPU deltas: host_sample.cpu_user_ns is not NULL (not the first tick).
+  bool has_cpu = false;
+  // host_sample.cpu_user_ns + cpu_nice_ns + cpu_system_ns + cpu_irq_ns + cpu_softirq_ns.
+  std::int64_t busy_ns = 0;
   std::int64_t idle_ns = 0;    // host_sample.cpu_idle_ns
   std::int64_t iowait_ns = 0;  // host_sample.cpu_iowait_ns
   std::int64_t steal_ns = 0;   // host_sample.cpu_steal_ns
