@@ -40,7 +40,7 @@ AshScan::AshScan(schema::Store& store, const AshInputs& in, std::vector<WindowAc
       // when the backend was seen.
       rows_(store, in.span.start_ns, in.span.end_ns, in.per_query != nullptr) {}
 
-void AshScan::run_until(std::int64_t t) {
+void AshScan::run_until(std::int64_t until_ns) {
   while (!done_) {
     if (!pending_) {
       if (!rows_.next()) {
@@ -50,7 +50,7 @@ void AshScan::run_until(std::int64_t t) {
       pending_ = true;
       pending_time_ns_ = rows_.time_ns();
     }
-    if (pending_time_ns_ >= t) return;
+    if (pending_time_ns_ >= until_ns) return;
     pending_ = false;
     handle();
   }

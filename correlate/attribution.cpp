@@ -177,9 +177,9 @@ std::int64_t QuerySweep::busy_until(int slot, std::int64_t t) const {
   return it->busy_before_ns + std::min(t, it->end_ns) - it->start_ns;
 }
 
-std::int64_t QuerySweep::busy_ns(int slot, std::int64_t from, std::int64_t to) const {
-  if (slot < 0 || static_cast<std::size_t>(slot) >= busy_.size() || to <= from) return 0;
-  return std::max<std::int64_t>(0, busy_until(slot, to) - busy_until(slot, from));
+std::int64_t QuerySweep::busy_ns(int slot, std::int64_t from_ns, std::int64_t to_ns) const {
+  if (slot < 0 || static_cast<std::size_t>(slot) >= busy_.size() || to_ns <= from_ns) return 0;
+  return std::max<std::int64_t>(0, busy_until(slot, to_ns) - busy_until(slot, from_ns));
 }
 
 }  // namespace stallscope::correlate::detail

@@ -74,7 +74,7 @@ class QuerySweep {
   // file (not ":memory:"), through a read-only connection of its own on a reader
   // thread that hands rows over in bounded batches, so that the scan runs
   // beside the process pass on another core. Throws what the scan throws
-  // (SQLite::Exception), from advance_to/finish. Queries sent after
+  // (schema::SqliteError), from advance_to/finish. Queries sent after
   // `until_ns` (wall clock; a run without an end, see RunSummary) are not read.
   QuerySweep(schema::Store& store, const BackendMap& map, const std::string& path = "",
              std::int64_t until_ns = std::numeric_limits<std::int64_t>::max());
@@ -84,10 +84,10 @@ class QuerySweep {
   // Feeds every sent query with start_ns < t; t never decreases (a smaller t
   // is a no-op).
   void advance_to(std::int64_t t);
-  // Time in [from, to) the backend in `slot` spent serving queries; exact
-  // when every query sent before `to` was fed and `from` is within
+  // Time in [from_ns, to_ns) the backend in `slot` spent serving queries; exact
+  // when every query sent before to_ns was fed and from_ns is within
   // kAttributionKeepNs of the sweep point. 0 for slot −1.
-  std::int64_t busy_ns(int slot, std::int64_t from, std::int64_t to) const;
+  std::int64_t busy_ns(int slot, std::int64_t from_ns, std::int64_t to_ns) const;
   // Feeds the remaining queries (for the counts below).
   void finish();
   std::int64_t queries() const { return queries_; }  // sent queries fed

@@ -6,7 +6,7 @@
 //   correlate::render_text(r, std::cout);
 //   std::cout << correlate::to_json(r).dump(2);
 //
-// Time accounting (README.md, "Time accounting"): a closed loop of N clients over the query
+// Time accounting (docs/findings.md, "Time accounting"): a closed loop of N clients over the query
 // span W (first query sent → last query answered) spent N·W of client time.
 // explain splits it into driver CPU, server backend CPU, server waits by wait
 // class (ASH), run-queue delay of the query path, and the remainder (on an
@@ -93,8 +93,9 @@ struct RunSummary {
 
 // One part of the client time.
 struct AccountingPart {
-  std::string name;  // "driver_cpu", "path_cpu:pgbouncer", "path_wait:pgbouncer", "server_cpu",
-                     // "server_wait:Lock", "run_queue", "remainder"
+  std::string name;  // "driver_cpu", "path_cpu:<comm>", "path_wait:pgbouncer", "server_cpu",
+                     // "server_wait:<class>", "server_d_state:<wchan>", "run_queue",
+                     // "client_run_queue" (client + server), "remainder"
   std::int64_t time_ns = 0;
   double share = 0;  // time_ns ÷ client_ns (0 when client_ns is 0)
   // explain_pair: the host whose samples measured it, "client" (driver CPU,
@@ -170,7 +171,7 @@ struct Window {
   std::optional<std::string> top_wait_event;
   std::int64_t top_wait_event_samples = 0;
   // The sampler's own CPU in this window as a share of one core, and whether
-  // it exceeded kPerturbationMaxCoreShare (detail.h; README): its figures may
+  // it exceeded kPerturbationMaxCoreShare (detail.h; docs/findings.md): its figures may
   // then be perturbed by the measurement itself.
   std::optional<double> sampler_core_share;
   bool perturbed = false;
@@ -235,8 +236,8 @@ std::string_view to_string(StallCause cause);
 // typical window: robust z = (x − median) ÷ (1.4826 · MAD) over the windows
 // with queries; a stall has tps_z ≤ −kStallZ and tps ≤ (1 − kStallMinDrop) ×
 // median, or latency_z ≥ kStallZ and mean latency ≥ (1 + kStallMinDrop) ×
-// median (constants in detail.h, documented in README). Needs at least
-// kStallMinWindows windows with queries.
+// median (constants in detail.h, documented in docs/findings.md, "Stalls").
+// Needs at least kStallMinWindows windows with queries.
 struct Stall {
   std::size_t window_index = 0;  // into Report::windows
   std::int64_t start_ns = 0;

@@ -1,6 +1,7 @@
-// Internals of the correlator shared by its files (correlate.cpp, findings.cpp,
-// stalls.cpp, facts_path.cpp, facts_pooler.cpp, render.cpp, pair.cpp,
-// save.cpp). Not part of the public API.
+// Internals of the correlator shared by its files: the thresholds, the facts
+// the finding rules read (Facts), and the functions of facts_path.cpp,
+// facts_pooler.cpp, findings.cpp, stalls.cpp and render.cpp that other files
+// call. The passes' own types are in passes.h. Not part of the public API.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +19,7 @@
 
 namespace stallscope::correlate::detail {
 
-// ---- Thresholds (README.md, "Findings", lists them) ----
+// ---- Thresholds (docs/findings.md, "Findings", lists them) ----
 
 // A finding is reported only when it explains at least this share of client
 // time (or, without queries, of the host-side quantity its rule measures).
@@ -65,10 +66,15 @@ inline constexpr std::int64_t kShortLivedBackendNs = common::kNsPerS;
 // Upper bound on the number of windows a report may hold.
 inline constexpr std::int64_t kMaxWindows = 10'000'000;
 
-// The unit constants of common/units.h the correlator's files use; kNsPerMs
-// is the floating-point one, since every use turns a duration into ms.
+// The unit constant of common/units.h the correlator's files use unqualified.
 using common::kNsPerS;
-inline constexpr double kNsPerMs = common::kNsPerMsDouble;
+
+// A span of wall-clock time [start_ns, end_ns).
+struct Span {
+  std::int64_t start_ns = 0;
+  std::int64_t end_ns = 0;
+  std::int64_t duration_ns() const { return end_ns - start_ns; }
+};
 
 // Kernel wait channel families (matched by prefix or substring, never one
 // exact name, since names change between kernels).
@@ -157,17 +163,18 @@ struct PoolerFacts {
   bool available = false;               // pooler_sample rows with deltas overlapping the span
   std::vector<std::string> databases;   // the pooler databases counted
   bool driver_database = false;         // they are the run's dbname (else: all seen)
-  std::int64_t wait_ns = 0;             // total_wait_time in [A, B)
-  std::int64_t xacts = 0;               // total_xact_count in [A, B)
-  std::optional<std::int64_t> xact_ns;  // total_xact_time in [A, B): includes the wait (counted
+  std::int64_t wait_ns = 0;             // total_wait_time in the span
+  std::int64_t xacts = 0;               // total_xact_count in the span
+  std::optional<std::int64_t> xact_ns;  // total_xact_time in the span: includes the wait (counted
                                         // from the client's first query)
   std::vector<std::int64_t> window_wait_ns;    // per Report::windows entry
-  std::optional<std::int64_t> cl_waiting_max;  // SHOW POOLS gauges over polls in [A, B]
+  std::optional<std::int64_t> cl_waiting_max;  // SHOW POOLS gauges over polls in [start, end]
   std::optional<std::int64_t> sv_active_max;
   std::optional<std::int64_t> maxwait_max_ns;
 };
 
-// The query path's processes, for the facts gathered outside correlate.cpp.
+// The query path's processes, for the facts gathered outside the passes
+// (facts_path.cpp).
 struct PathRoles {
   const std::optional<std::int64_t>& driver_process_id;
   const std::unordered_set<std::int64_t>& backend_process_ids;
@@ -175,8 +182,9 @@ struct PathRoles {
 };
 
 struct Facts {
-  std::int64_t span_start_ns = 0;  // A: first query sent (or first sample)
-  std::int64_t span_end_ns = 0;    // B: last query answered (or last sample)
+  // The analysed span: first query sent → last query answered (or the
+  // samples' span; run_info.cpp).
+  Span span;
   bool has_queries = false;
   bool ash_available = false;
   bool backends_on_host = false;  // backend processes found in `process`
@@ -222,17 +230,29 @@ struct Facts {
   PoolerFacts pooler;  // read_pooler_facts (facts_pooler.cpp)
 };
 
-// Reads the memory, kernel-wait and connection facts of the span [A, B)
+// What read_path_facts reads for.
+struct PathFactsInputs {
+  const PathRoles& path;
+  Span span;  // Facts::span
+};
+// Reads the memory, kernel-wait and connection facts of the span
 // (facts_path.cpp): host memory totals, the driver's thread rows and the
 // connections opened; the other query-path processes' rows come from
 // add_path_process_row.
-void read_path_facts(schema::Store& store, const PathRoles& path, Facts& f, std::int64_t A,
-                     std::int64_t B);
-// One process_sample row (tick in (A, B]) of a query-path process, from
-// read_processes' single scan of that table: role "backend" (futex_counts
-// false), "pooler:<comm>" (true) or "driver" (its major faults only; the
-// driver's states come from its threads, read by read_path_facts).
-void add_path_process_row(Facts& f, const std::string& role, bool futex_counts, char state,
+void read_path_facts(schema::Store& store, const PathFactsInputs& in, Facts& f);
+// A query-path process's part in the memory and kernel-wait facts. A futex
+// wait counts as a kernel wait for the driver and poolers (a futex outside
+// PostgreSQL), not for backends (an LWLock, which ASH sees).
+enum class PathRole : std::uint8_t { backend, pooler, driver };
+struct PathProcess {
+  PathRole role = PathRole::backend;
+  std::string comm;  // a pooler's; its rows are named "pooler:<comm>" in evidence
+};
+// One process_sample row (tick in (start, end] of the span) of a query-path
+// process, from the process pass's single scan of that table; of the driver
+// only its major faults count (its states come from its threads, read by
+// read_path_facts).
+void add_path_process_row(Facts& f, const PathProcess& process, char state,
                           const std::optional<std::string>& wchan,
                           std::optional<std::int64_t> majflt);
 
@@ -246,11 +266,16 @@ inline constexpr const char* kPoolerName = "pgbouncer";
 // when unknown): when the held connections were busy on saturated CPUs a
 // bigger pool only moves the queue into the run queue, when they mostly
 // waited (round trips through the pooler, sleeps, I/O) it raises throughput.
-// Reads pooler_sample over [A, B) and per window into f.pooler (nothing when
-// the table is missing or empty); counts only the run's dbname (run.conninfo)
-// when the pooler has it, else every database, and notes which.
-void read_pooler_facts(schema::Store& store, const std::vector<Window>& windows, Facts& f,
-                       std::int64_t A, std::int64_t B, std::vector<std::string>& notes);
+// What read_pooler_facts reads for.
+struct PoolerFactsInputs {
+  const std::vector<Window>& windows;  // Report::windows, in time order
+  Span span;                           // Facts::span
+};
+// Reads pooler_sample over the span and per window into f.pooler (nothing
+// without rows); counts only the run's dbname (run.conninfo) when the pooler
+// has it, else every database, and says which in `notes`.
+void read_pooler_facts(schema::Store& store, const PoolerFactsInputs& in, Facts& f,
+                       std::vector<std::string>& notes);
 // The pool_wait finding (facts_pooler.cpp): time queries waited in the
 // pooler for a server connection, as a share of client time.
 void pool_wait(const Report& r, const Facts& f, std::vector<Finding>& out);

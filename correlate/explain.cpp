@@ -64,7 +64,7 @@ struct SamplePassInputs {
 void sample_passes(const SamplePassInputs& in, Report& report, std::vector<WindowAcc>& acc,
                    Facts& f, Attribution& att, PassClock& clock) {
   const auto& qp = in.path_processes;
-  const Span span{f.span_start_ns, f.span_end_ns};
+  const Span span = f.span;
   const bool per_query = att.method == AttributionMethod::per_query;
   std::optional<QuerySweep> sweep;
   std::optional<PerQuery> pq;
@@ -103,10 +103,9 @@ void sample_passes(const SamplePassInputs& in, Report& report, std::vector<Windo
 // and the pooler's wait per window.
 void path_facts(schema::Store& store, const QueryPath& qp, Report& report,
                 std::vector<WindowAcc>& acc, Facts& f) {
-  const Span span{f.span_start_ns, f.span_end_ns};
-  read_path_facts(store, {qp.driver_process_id, qp.backend_process_ids, qp.middle_processes}, f,
-                  span.start_ns, span.end_ns);
-  read_pooler_facts(store, report.windows, f, span.start_ns, span.end_ns, report.notes);
+  const PathRoles roles{qp.driver_process_id, qp.backend_process_ids, qp.middle_processes};
+  read_path_facts(store, {roles, f.span}, f);
+  read_pooler_facts(store, {report.windows, f.span}, f, report.notes);
   for (std::size_t i = 0; i < acc.size(); ++i) acc[i].path_wait_ns = f.pooler.window_wait_ns[i];
 }
 
@@ -125,7 +124,7 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
     clock.lap("queries");
     // The run's facts and the analysed span.
     Facts f = read_run_facts(store, options, report);
-    const Span span{f.span_start_ns, f.span_end_ns};
+    const Span span = f.span;
     clock.lap("periods, span");
     // The query path, and how queries are tied to its backends.
     const bool pair = options.client_driver_cpu_ns.has_value();
@@ -167,9 +166,9 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
     report.stalls = find_stalls(report, sums.signals, blocker_queries(store));
     clock.lap("findings, stalls");
     return report;
-  } catch (const SQLite::Exception& e) {
+  } catch (const schema::SqliteError& e) {
     throw Error(ErrorKind::sqlite, fmt::format("cannot read {}: {}", store.path(), e.what()),
-                e.getExtendedErrorCode());
+                e.code());
   }
 }
 

@@ -21,8 +21,8 @@ bool has_any(std::string_view w, std::initializer_list<std::string_view> parts) 
                      [&](std::string_view p) { return w.find(p) != std::string_view::npos; });
 }
 
-void read_memory(schema::Store& store, Facts& f, std::int64_t A, std::int64_t B) {
-  const auto t = schema::host_memory_totals(store, A, B);
+void read_memory(schema::Store& store, Facts& f, Span span) {
+  const auto t = schema::host_memory_totals(store, span.start_ns, span.end_ns);
   auto& m = f.memory;
   m.rows = t.rows;
   m.psi_span_ns = t.psi_span_ns;
@@ -33,9 +33,23 @@ void read_memory(schema::Store& store, Facts& f, std::int64_t A, std::int64_t B)
   m.swap_out_pages = t.swap_out_pages;
 }
 
+// The process's name in KernelWaitFacts::rows_by_wait: backend, driver or
+// pooler:<comm>.
+std::string role_name(const PathProcess& p) {
+  switch (p.role) {
+    case PathRole::backend:
+      return "backend";
+    case PathRole::pooler:
+      return "pooler:" + p.comm;
+    case PathRole::driver:
+      return "driver";
+  }
+  return "";
+}
+
 // One row of a query-path task: its state and wchan at the tick.
-void classify(Facts& f, const std::string& role, bool futex_counts, char state,
-              const std::optional<std::string>& wchan) {
+void classify(Facts& f, const PathProcess& p, char state, const std::optional<std::string>& wchan) {
+  const bool futex_counts = p.role != PathRole::backend;
   if (state != 'S' && state != 'D') return;
   const std::string w = wchan.value_or("");
   const auto family = wchan_family(w);
@@ -46,7 +60,7 @@ void classify(Facts& f, const std::string& role, bool futex_counts, char state,
   }
   if (family == WchanFamily::other || (futex_counts && family == WchanFamily::futex)) {
     ++f.kernel.rows;
-    ++f.kernel.rows_by_wait[fmt::format("{} {}", role, w)];
+    ++f.kernel.rows_by_wait[fmt::format("{} {}", role_name(p), w)];
   }
 }
 
@@ -58,22 +72,26 @@ void read_path_rows(schema::Store& store, const PathRoles& path, Facts& f, std::
   // The driver's own threads (ss-driver/N); its process row is the main
   // thread's, which only waits for the run to end.
   schema::DriverThreadStateScan threads(store, *path.driver_process_id, first_id, last_id);
+  const PathProcess driver{PathRole::driver, {}};
   for (schema::ThreadState row; threads.next(row);) {
-    classify(f, "driver", true, row.state.empty() ? '?' : row.state[0], row.wchan);
+    classify(f, driver, row.state.empty() ? '?' : row.state[0], row.wchan);
   }
 }
 
-void read_connections(schema::Store& store, Facts& f, std::int64_t A, std::int64_t B) {
+void read_connections(schema::Store& store, Facts& f, Span span) {
   auto& c = f.connections;
-  const auto opened = schema::connects_in(store, A, B);
+  const auto opened = schema::connects_in(store, span.start_ns, span.end_ns);
   c.connections = opened.connections;
   c.connect_latency_ns = opened.connect_latency_ns;
   if (c.connections == 0) return;
   // Connected → its first query sent (query rows name their connection).
-  if (auto gap = schema::mean_first_query_gap_ns(store, A, B)) c.first_query_gap_ns = *gap;
+  if (auto gap = schema::mean_first_query_gap_ns(store, span.start_ns, span.end_ns)) {
+    c.first_query_gap_ns = *gap;
+  }
   // Sampled backends of those connections and how long each lived: from its
   // start to its last sampled tick.
-  for (const auto& b : schema::connection_backends(store, A, B, kBackendStartSlackNs)) {
+  for (const auto& b :
+       schema::connection_backends(store, span.start_ns, span.end_ns, kBackendStartSlackNs)) {
     ++c.sampled_backends;
     if (!b.last_sample_time_ns) continue;
     const auto lived = *b.last_sample_time_ns - b.start_ns;
@@ -129,19 +147,18 @@ WchanFamily wchan_family(std::string_view w) {
   return WchanFamily::other;
 }
 
-void add_path_process_row(Facts& f, const std::string& role, bool futex_counts, char state,
+void add_path_process_row(Facts& f, const PathProcess& process, char state,
                           const std::optional<std::string>& wchan,
                           std::optional<std::int64_t> majflt) {
   if (majflt) f.memory.path_majflt += *majflt;
-  if (role != "driver") classify(f, role, futex_counts, state, wchan);
+  if (process.role != PathRole::driver) classify(f, process, state, wchan);
 }
 
-void read_path_facts(schema::Store& store, const PathRoles& path, Facts& f, std::int64_t A,
-                     std::int64_t B) {
-  read_memory(store, f, A, B);
-  if (auto range = schema::sample_ids_in(store, A, B))
-    read_path_rows(store, path, f, range->first, range->last);
-  if (f.has_queries) read_connections(store, f, A, B);
+void read_path_facts(schema::Store& store, const PathFactsInputs& in, Facts& f) {
+  read_memory(store, f, in.span);
+  if (auto range = schema::sample_ids_in(store, in.span.start_ns, in.span.end_ns))
+    read_path_rows(store, in.path, f, range->first, range->last);
+  if (f.has_queries) read_connections(store, f, in.span);
 }
 
 }  // namespace stallscope::correlate::detail

@@ -33,15 +33,18 @@ void keep_max(std::optional<std::int64_t>& into, std::optional<std::int64_t> v) 
 
 }  // namespace
 
-void read_pooler_facts(schema::Store& store, const std::vector<Window>& windows, Facts& f,
-                       std::int64_t A, std::int64_t B, std::vector<std::string>& notes) {
+void read_pooler_facts(schema::Store& store, const PoolerFactsInputs& in, Facts& f,
+                       std::vector<std::string>& notes) {
+  const auto& windows = in.windows;
+  const Span span = in.span;
   auto& p = f.pooler;
   p.window_wait_ns.assign(windows.size(), 0);
   // Rows whose poll interval (time_ns − interval_ns, time_ns] reaches into
-  // [A, B), and gauges of polls within [A, B]. Intervals are about a
+  // the span [start, end), and gauges of polls within [start, end]. Intervals are about a
   // --pooler-period long; an hour of slack bounds the index range.
   constexpr std::int64_t kSlackNs = 3600 * kNsPerS;
-  const std::set<std::string> seen = schema::pooler_databases(store, A, B + kSlackNs);
+  const std::set<std::string> seen =
+      schema::pooler_databases(store, span.start_ns, span.end_ns + kSlackNs);
   if (seen.empty()) return;
   // The driver's database, as the pooler names it: the run's dbname.
   std::optional<std::string> dbname;
@@ -54,11 +57,11 @@ void read_pooler_facts(schema::Store& store, const std::vector<Window>& windows,
   }
   const std::set<std::string> counted(p.databases.begin(), p.databases.end());
   std::vector<std::int64_t> intervals;  // for the note: the median poll period
-  schema::PoolerSampleScan scan(store, A, B + kSlackNs);
+  schema::PoolerSampleScan scan(store, span.start_ns, span.end_ns + kSlackNs);
   for (schema::PoolerSample row; scan.next(row);) {
     if (!counted.contains(row.database)) continue;
     const std::int64_t t = row.time_ns;
-    if (t <= B) {
+    if (t <= span.end_ns) {
       keep_max(p.cl_waiting_max, row.cl_waiting);
       keep_max(p.sv_active_max, row.sv_active);
       keep_max(p.maxwait_max_ns, row.maxwait_ns);
@@ -66,7 +69,7 @@ void read_pooler_facts(schema::Store& store, const std::vector<Window>& windows,
     if (!row.interval_ns) continue;  // first poll: no deltas
     const std::int64_t interval = *row.interval_ns;
     const std::int64_t from = t - interval;
-    const std::int64_t in_span = overlap_ns(from, t, A, B);
+    const std::int64_t in_span = overlap_ns(from, t, span.start_ns, span.end_ns);
     if (in_span <= 0) continue;
     p.available = true;
     intervals.push_back(interval);
@@ -76,8 +79,8 @@ void read_pooler_facts(schema::Store& store, const std::vector<Window>& windows,
     p.xacts += prorate(xacts, in_span, interval);
     if (row.xact_ns) p.xact_ns = p.xact_ns.value_or(0) + prorate(*row.xact_ns, in_span, interval);
     if (wait == 0) continue;
-    // Windows are in time order and partition [A, B): those the interval overlaps.
-    auto it = std::upper_bound(windows.begin(), windows.end(), std::max(from, A),
+    // Windows are in time order and partition the span [start, end): those the interval overlaps.
+    auto it = std::upper_bound(windows.begin(), windows.end(), std::max(from, span.start_ns),
                                [](std::int64_t v, const Window& w) { return v < w.start_ns; });
     for (auto k = static_cast<std::size_t>(std::max<std::ptrdiff_t>(0, it - windows.begin() - 1));
          k < windows.size() && windows[k].start_ns < t; ++k) {
@@ -131,11 +134,12 @@ void pool_wait(const Report& r, const Facts& f, std::vector<Finding>& out) {
       last = i;
     }
   }
-  x.start_ns = first ? r.windows[*first].start_ns : f.span_start_ns;
-  x.end_ns = last ? r.windows[*last].end_ns : f.span_end_ns;
+  x.start_ns = first ? r.windows[*first].start_ns : f.span.start_ns;
+  x.end_ns = last ? r.windows[*last].end_ns : f.span.end_ns;
   const double wait_s = double(*a.path_wait_ns) / kNsPerS;
   const double per_xact_ms =
-      f.pooler.xacts > 0 ? double(*a.path_wait_ns) / double(f.pooler.xacts) / kNsPerMs : 0;
+      f.pooler.xacts > 0 ? double(*a.path_wait_ns) / double(f.pooler.xacts) / common::kNsPerMsDouble
+                         : 0;
   x.summary = fmt::format(
       "Queries waited {:.3f} s for a server connection in {}, {:.0f}% of client time ({:.3f} ms "
       "per transaction; cl_waiting up to {}, {} server connections busy at most).",
@@ -151,7 +155,8 @@ void pool_wait(const Report& r, const Facts& f, std::vector<Finding>& out) {
   if (f.pooler.cl_waiting_max) x.evidence.emplace_back("cl_waiting_max", *f.pooler.cl_waiting_max);
   if (f.pooler.sv_active_max) x.evidence.emplace_back("sv_active_max", *f.pooler.sv_active_max);
   if (f.pooler.maxwait_max_ns)
-    x.evidence.emplace_back("maxwait_max_ms", round4(double(*f.pooler.maxwait_max_ns) / kNsPerMs));
+    x.evidence.emplace_back("maxwait_max_ms",
+                            round4(double(*f.pooler.maxwait_max_ns) / common::kNsPerMsDouble));
   if (a.clients > 0) x.evidence.emplace_back("clients", std::int64_t{a.clients});
   if (have_host) x.evidence.emplace_back("host_cpu_busy_pct", round4(100 * busy));
   x.evidence.emplace_back("server_cpu_of_held_share", round4(cpu_bound));

@@ -20,8 +20,7 @@ double s(std::int64_t ns) {
 
 // The span of the windows where share_of(window) ≥ kMinScore, or the run span.
 template <typename ShareOf>
-std::pair<std::int64_t, std::int64_t> signal_span(const Report& r, const Facts& f,
-                                                  ShareOf&& share_of) {
+Span signal_span(const Report& r, const Facts& f, ShareOf&& share_of) {
   std::optional<std::size_t> first, last;
   for (std::size_t i = 0; i < r.windows.size(); ++i) {
     if (share_of(i) >= kMinScore) {
@@ -29,8 +28,14 @@ std::pair<std::int64_t, std::int64_t> signal_span(const Report& r, const Facts& 
       last = i;
     }
   }
-  if (!first) return {f.span_start_ns, f.span_end_ns};
+  if (!first) return f.span;
   return {r.windows[*first].start_ns, r.windows[*last].end_ns};
+}
+
+// A finding's time span.
+void set_span(Finding& x, Span span) {
+  x.start_ns = span.start_ns;
+  x.end_ns = span.end_ns;
 }
 
 // Most frequent "Class:*" event among the ASH rows.
@@ -55,7 +60,8 @@ struct Context {
   std::int64_t wall_ns;
   double share(std::int64_t ns) const { return ratio(double(ns), client_ns); }
   double per_query_ms(std::int64_t ns) const {
-    return r.run.queries > 0 ? round4(double(ns) / double(r.run.queries) / kNsPerMs) : 0;
+    return r.run.queries > 0 ? round4(double(ns) / double(r.run.queries) / common::kNsPerMsDouble)
+                             : 0;
   }
   double cores_used(std::int64_t ns) const { return round4(ratio(double(ns), double(wall_ns))); }
 };
@@ -121,8 +127,8 @@ Finding make(const Context& c, FindingKind kind, double score) {
   Finding x;
   x.kind = kind;
   x.score = round4(std::clamp(score, 0.0, 1.0));
-  x.start_ns = c.f.span_start_ns;
-  x.end_ns = c.f.span_end_ns;
+  x.start_ns = c.f.span.start_ns;
+  x.end_ns = c.f.span.end_ns;
   return x;
 }
 
@@ -265,8 +271,7 @@ void steal(const Context& c, std::vector<Finding>& out) {
   if (c.acc) cpu_parts = c.share(c.acc->driver_cpu_ns + c.acc->server_cpu_ns + c.acc->run_delay_ns);
   auto x = make(c, FindingKind::steal, steal_share * std::min(1.0, cpu_parts));
   if (x.score < kMinScore) return;
-  std::tie(x.start_ns, x.end_ns) =
-      signal_span(c.r, c.f, [&](std::size_t i) { return c.f.window_steal_share[i]; });
+  set_span(x, signal_span(c.r, c.f, [&](std::size_t i) { return c.f.window_steal_share[i]; }));
   x.summary = fmt::format(
       "The hypervisor took {} of the CPU time this guest wanted ({:.1f}% of all CPU time).",
       share_pct_text(steal_share), 100 * ratio(double(h.steal_ns), double(h.total_ns)));
@@ -289,8 +294,7 @@ void cpu_throttle(const Context& c, std::vector<Finding>& out) {
   if (!c.acc) return;
   auto x = make(c, FindingKind::cpu_throttle, c.share(c.f.throttled_run_delay_ns));
   if (x.score < kMinScore) return;
-  std::tie(x.start_ns, x.end_ns) =
-      signal_span(c.r, c.f, [&](std::size_t i) { return c.f.window_throttle_share[i]; });
+  set_span(x, signal_span(c.r, c.f, [&](std::size_t i) { return c.f.window_throttle_share[i]; }));
   const double busy = c.f.host.busy_share();
   if (c.f.cgroup_data) {
     x.summary = fmt::format(
@@ -346,14 +350,14 @@ void ash_class(const Context& c, const std::vector<std::string>& classes, Findin
   const auto ns = rows * c.f.ash_period_ns;
   auto x = make(c, kind, c.acc ? c.share(ns) : ratio(double(rows), double(c.f.ash_rows)));
   if (x.score < kMinScore) return;
-  std::tie(x.start_ns, x.end_ns) = signal_span(c.r, c.f, [&](std::size_t i) {
-    double share = 0;
-    for (const auto& cls : classes) {
-      auto it = c.f.window_wait_share[i].find(cls);
-      if (it != c.f.window_wait_share[i].end()) share += it->second;
-    }
-    return c.acc ? share : (share > 0 ? 1.0 : 0.0);
-  });
+  set_span(x, signal_span(c.r, c.f, [&](std::size_t i) {
+             double share = 0;
+             for (const auto& cls : classes) {
+               auto it = c.f.window_wait_share[i].find(cls);
+               if (it != c.f.window_wait_share[i].end()) share += it->second;
+             }
+             return c.acc ? share : (share > 0 ? 1.0 : 0.0);
+           }));
   std::pair<std::string, std::int64_t> best{"", 0};
   for (const auto& cls : classes) {
     auto cand = top_event_of_class(c.f, cls);
@@ -382,7 +386,7 @@ void ash_class(const Context& c, const std::vector<std::string>& classes, Findin
                 {"ash_samples", rows},
                 {"top_wait_event", top},
                 {"top_wait_event_samples", top_rows},
-                {"ash_period_ms", round4(double(c.f.ash_period_ns) / kNsPerMs)}};
+                {"ash_period_ms", round4(double(c.f.ash_period_ns) / common::kNsPerMsDouble)}};
   for (std::size_t i = 1; i < classes.size(); ++i) {
     std::string name = classes[i];
     std::transform(name.begin(), name.end(), name.begin(),
@@ -418,11 +422,11 @@ void io_wait(const Context& c, std::vector<Finding>& out) {
                            : std::max(ratio(double(ash_rows), double(c.f.ash_rows)), iowait_share);
   auto x = make(c, FindingKind::io_wait, score);
   if (x.score < kMinScore) return;
-  std::tie(x.start_ns, x.end_ns) = signal_span(c.r, c.f, [&](std::size_t i) {
-    auto it = c.f.window_wait_share[i].find("IO");
-    if (it == c.f.window_wait_share[i].end()) return 0.0;
-    return c.acc ? it->second : (it->second > 0 ? 1.0 : 0.0);
-  });
+  set_span(x, signal_span(c.r, c.f, [&](std::size_t i) {
+             auto it = c.f.window_wait_share[i].find("IO");
+             if (it == c.f.window_wait_share[i].end()) return 0.0;
+             return c.acc ? it->second : (it->second > 0 ? 1.0 : 0.0);
+           }));
   auto [top, top_rows] = top_event_of_class(c.f, "IO");
   std::string wchan = "-";
   std::int64_t wchan_rows = 0;
@@ -470,8 +474,7 @@ void single_thread(const Context& c, std::vector<Finding>& out) {
   for (const auto& cand : c.f.single_thread) {
     const double hot_ns = double(cand.hot_buckets) * double(cand.bucket_ns);
     const double core_share = ratio(double(cand.hot_cpu_ns), hot_ns);
-    const double hot_fraction =
-        std::min(1.0, ratio(hot_ns, double(c.f.span_end_ns - c.f.span_start_ns)));
+    const double hot_fraction = std::min(1.0, ratio(hot_ns, double(c.f.span.duration_ns())));
     // Idle share of the CPU time not taken by this process.
     const double otherwise_idle = std::clamp(
         ratio(double(h.idle_ns + h.iowait_ns), double(h.total_ns - cand.process.cpu_ns)), 0.0, 1.0);
@@ -679,12 +682,14 @@ void connection_setup(const Context& c, std::vector<Finding>& out) {
                            : c.share(k.connect_latency_ns));
   if (x.score < kMinScore) return;
   const double span_s = double(c.wall_ns) / kNsPerS;
-  const double connect_ms = double(k.connect_latency_ns) / double(k.connections) / kNsPerMs;
+  const double connect_ms =
+      double(k.connect_latency_ns) / double(k.connections) / common::kNsPerMsDouble;
   // With -C a transaction's latency includes its connect; net of it:
   const double latency_ms = c.r.run.latency_mean_ms.value_or(0);
   const double net_ms =
       std::max(0.0, latency_ms - double(k.connect_latency_ns) /
-                                     double(std::max<std::int64_t>(1, c.r.run.queries)) / kNsPerMs);
+                                     double(std::max<std::int64_t>(1, c.r.run.queries)) /
+                                     common::kNsPerMsDouble);
   x.summary = fmt::format(
       "Connecting took {} of client time: {} connections ({:.0f}/s) at {:.3f} ms each, against "
       "{:.3f} ms per query once connected.",
@@ -701,7 +706,7 @@ void connection_setup(const Context& c, std::vector<Finding>& out) {
                 {"short_lived_backends", k.short_lived_backends}};
   if (k.first_query_gap_ns)
     x.evidence.emplace_back("first_query_gap_mean_ms",
-                            round4(double(*k.first_query_gap_ns) / kNsPerMs));
+                            round4(double(*k.first_query_gap_ns) / common::kNsPerMsDouble));
   x.suggestion =
       "Connecting costs more than querying: keep connections open (a pool in the application, or "
       "pgbouncer in transaction mode in front of the server), and check what each connect pays "
@@ -713,7 +718,7 @@ void connection_setup(const Context& c, std::vector<Finding>& out) {
 
 std::vector<Finding> find(const Report& r, const Facts& f) {
   const Accounting* acc = r.accounting ? &*r.accounting : nullptr;
-  Context c{r, f, acc, acc ? double(acc->client_ns) : 0.0, f.span_end_ns - f.span_start_ns};
+  Context c{r, f, acc, acc ? double(acc->client_ns) : 0.0, f.span.duration_ns()};
   RunDelayCharge rd;
   if (acc) rd = charge_run_delay(*acc, f, r.run.queries);
   std::vector<Finding> out;

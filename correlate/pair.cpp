@@ -3,7 +3,6 @@
 #include <cstdlib>
 #include <string_view>
 
-#include <SQLiteCpp/Exception.h>
 #include <fmt/format.h>
 
 #include "common/error.h"
@@ -15,9 +14,7 @@
 namespace stallscope::correlate {
 namespace {
 
-struct Span {
-  std::int64_t from_ns = 0, to_ns = 0;
-};
+using detail::Span;
 
 using Estimate = schema::ClockOffset;
 
@@ -104,7 +101,7 @@ ClockAlignment align_clock(const std::vector<Estimate>& estimates, const Span& q
   ClockAlignment clock;
   clock.estimates = static_cast<std::int64_t>(estimates.size());
   if (!estimates.empty()) {
-    const auto middle = queries.from_ns / 2 + queries.to_ns / 2;
+    const auto middle = queries.start_ns / 2 + queries.end_ns / 2;
     const auto nearest = std::min_element(
         estimates.begin(), estimates.end(), [&](const Estimate& x, const Estimate& y) {
           return std::abs(x.time_ns - middle) < std::abs(y.time_ns - middle);
@@ -172,7 +169,7 @@ Report explain_pair(schema::Store& client, const std::string& server_path,
   std::optional<schema::AttachedServerFile> attached;
   try {
     attached.emplace(client, server_path);
-  } catch (const SQLite::Exception& e) {
+  } catch (const schema::SqliteError& e) {
     throw_usage(fmt::format("cannot open {}: {}", server_path, e.what()));
   }
   auto& srv = *attached;
@@ -184,19 +181,19 @@ Report explain_pair(schema::Store& client, const std::string& server_path,
     if (!span) {
       throw_usage(fmt::format("cannot explain with {}: it holds no samples", server_path));
     }
-    server = {to_client_ns(estimates, span->first), to_client_ns(estimates, span->second)};
+    server = {to_client_ns(estimates, span->first_ns), to_client_ns(estimates, span->last_ns)};
     server_host = srv.host();
-  } catch (const SQLite::Exception& e) {
+  } catch (const schema::SqliteError& e) {
     throw_usage(
         fmt::format("cannot explain with {}: not a stallscope file ({})", server_path, e.what()));
   }
-  if (server.to_ns < queries.from_ns || server.from_ns > queries.to_ns) {
+  if (server.end_ns < queries.start_ns || server.start_ns > queries.end_ns) {
     throw_usage(fmt::format(
         "cannot explain {} with {}: their time ranges do not overlap (queries {} .. {} s, server "
         "samples {} .. {} s since the epoch)",
-        client.path(), server_path, detail::epoch_seconds_text(queries.from_ns),
-        detail::epoch_seconds_text(queries.to_ns), detail::epoch_seconds_text(server.from_ns),
-        detail::epoch_seconds_text(server.to_ns)));
+        client.path(), server_path, detail::epoch_seconds_text(queries.start_ns),
+        detail::epoch_seconds_text(queries.end_ns), detail::epoch_seconds_text(server.start_ns),
+        detail::epoch_seconds_text(server.end_ns)));
   }
   srv.shadow_tables(clock_shift(estimates));
   // Pass 2: the same windows, with the server's host, processes and ASH and
@@ -224,11 +221,11 @@ Report explain_pair(schema::Store& client, const std::string& server_path,
                         client.path(), client_side.run.host, server_path, server_host,
                         estimates.size(), detail::ms(*clock.offset_ns),
                         detail::ms(*clock.uncertainty_ns)));
-  if (server.from_ns > queries.from_ns || server.to_ns < queries.to_ns) {
+  if (server.start_ns > queries.start_ns || server.end_ns < queries.end_ns) {
     r.notes.push_back(fmt::format(
         "The server file covers only part of the queries ({} .. {} s of {} .. {} s).",
-        detail::epoch_seconds_text(server.from_ns), detail::epoch_seconds_text(server.to_ns),
-        detail::epoch_seconds_text(queries.from_ns), detail::epoch_seconds_text(queries.to_ns)));
+        detail::epoch_seconds_text(server.start_ns), detail::epoch_seconds_text(server.end_ns),
+        detail::epoch_seconds_text(queries.start_ns), detail::epoch_seconds_text(queries.end_ns)));
   }
   return r;
 }

@@ -35,13 +35,6 @@
 
 namespace stallscope::correlate::detail {
 
-// A span of wall-clock time [start_ns, end_ns).
-struct Span {
-  std::int64_t start_ns = 0;
-  std::int64_t end_ns = 0;
-  std::int64_t duration_ns() const { return end_ns - start_ns; }
-};
-
 // ---- run_info.cpp ----
 
 // The run row and what identifies the driver.
@@ -150,20 +143,20 @@ struct WindowAcc {
   std::map<std::string, std::int64_t> ash_class_rows;
 };
 
-// Window boundaries: window i covers [starts[i], ends[i]); the windows
+// Window boundaries: window i covers [starts_ns[i], ends_ns[i]); the windows
 // partition the analysed span.
 struct WindowIndex {
-  std::vector<std::int64_t> starts;
-  std::vector<std::int64_t> ends;
+  std::vector<std::int64_t> starts_ns;
+  std::vector<std::int64_t> ends_ns;
   // Time windows: their common length (the last may be shorter), so that
   // find() is a division; 0 for query windows (binary search).
   std::int64_t uniform_ns = 0;
-  // Index of the window holding t, or -1 outside the span.
-  std::ptrdiff_t find(std::int64_t t) const {
-    if (starts.empty() || t < starts.front() || t >= ends.back()) return -1;
-    if (uniform_ns > 0) return static_cast<std::ptrdiff_t>((t - starts.front()) / uniform_ns);
-    auto it = std::upper_bound(starts.begin(), starts.end(), t);
-    return (it - starts.begin()) - 1;
+  // Index of the window holding t_ns, or -1 outside the span.
+  std::ptrdiff_t find(std::int64_t t_ns) const {
+    if (starts_ns.empty() || t_ns < starts_ns.front() || t_ns >= ends_ns.back()) return -1;
+    if (uniform_ns > 0) return static_cast<std::ptrdiff_t>((t_ns - starts_ns.front()) / uniform_ns);
+    auto it = std::upper_bound(starts_ns.begin(), starts_ns.end(), t_ns);
+    return (it - starts_ns.begin()) - 1;
   }
 };
 
@@ -177,14 +170,14 @@ void spread(const WindowIndex& wi, std::int64_t t, std::optional<std::int64_t> s
     return;
   }
   const std::int64_t from = t - *span_ns;
-  auto i = wi.find(std::max(from, wi.starts.front()));
+  auto i = wi.find(std::max(from, wi.starts_ns.front()));
   if (i < 0) return;
-  if (const auto k = static_cast<std::size_t>(i); from >= wi.starts[k] && t <= wi.ends[k]) {
+  if (const auto k = static_cast<std::size_t>(i); from >= wi.starts_ns[k] && t <= wi.ends_ns[k]) {
     add(k, value);  // the whole span in one window (value × span ÷ span)
     return;
   }
-  for (auto k = static_cast<std::size_t>(i); k < wi.starts.size() && wi.starts[k] < t; ++k) {
-    auto overlap = std::min(t, wi.ends[k]) - std::max(from, wi.starts[k]);
+  for (auto k = static_cast<std::size_t>(i); k < wi.starts_ns.size() && wi.starts_ns[k] < t; ++k) {
+    auto overlap = std::min(t, wi.ends_ns[k]) - std::max(from, wi.starts_ns[k]);
     if (overlap <= 0) continue;
     add(k, static_cast<std::int64_t>(static_cast<__int128>(value) * overlap / *span_ns));
   }
@@ -232,8 +225,8 @@ class AshScan {
  public:
   AshScan(schema::Store& store, const AshInputs& in, std::vector<WindowAcc>& acc, Facts& f,
           Attribution& att);
-  // Handles the rows polled before t (INT64_MAX: all that are left).
-  void run_until(std::int64_t t);
+  // Handles the rows polled before until_ns (INT64_MAX: all that are left).
+  void run_until(std::int64_t until_ns);
 
  private:
   void handle();

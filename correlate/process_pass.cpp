@@ -80,8 +80,8 @@ struct ProcessTable {
   std::vector<std::int64_t> cpu_by_process;     // CPU in the span
   std::vector<SingleThreadScan> scans;
   // Query-path rows also feed the memory and kernel-wait facts
-  // (add_path_process_row): role name and whether a futex wait counts.
-  std::unordered_map<std::int64_t, std::pair<std::string, bool>> path_role;
+  // (add_path_process_row).
+  std::unordered_map<std::int64_t, PathProcess> path_role;
 
   // A row of a process without a process row: no role.
   void grow(std::size_t id) {
@@ -126,9 +126,9 @@ ProcessTable make_process_table(schema::Store& store, const ProcessInputs& in) {
       }
     }
   }
-  for (auto id : qp.backend_process_ids) t.path_role[id] = {"backend", false};
-  for (const auto& [id, comm] : qp.middle_processes) t.path_role[id] = {"pooler:" + comm, true};
-  if (qp.driver_process_id) t.path_role[*qp.driver_process_id] = {"driver", true};
+  for (auto id : qp.backend_process_ids) t.path_role[id] = {PathRole::backend, {}};
+  for (const auto& [id, comm] : qp.middle_processes) t.path_role[id] = {PathRole::pooler, comm};
+  if (qp.driver_process_id) t.path_role[*qp.driver_process_id] = {PathRole::driver, {}};
   return t;
 }
 
@@ -217,7 +217,7 @@ class ProcessScan {
     if (it == t_.path_role.end()) return;
     const auto state = st.state();
     const auto wchan = st.wchan();
-    add_path_process_row(f_, it->second.first, it->second.second, state.empty() ? '?' : state[0],
+    add_path_process_row(f_, it->second, state.empty() ? '?' : state[0],
                          wchan ? std::optional<std::string>(*wchan) : std::nullopt, st.majflt());
   }
 

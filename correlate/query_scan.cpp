@@ -121,9 +121,9 @@ class QueryScan {
 
   void add(std::int64_t start, std::int64_t latency, bool error, std::optional<std::int64_t> lag) {
     auto& s = report_.run;
-    if (s.queries == 0) A_ = B_ = start;
+    if (s.queries == 0) queries_ = {start, start};
     ++s.queries;
-    B_ = std::max(B_, start + latency);
+    queries_.end_ns = std::max(queries_.end_ns, start + latency);
     // As pgbench: throughput and latency count successful queries; a failed
     // one is counted apart (its latency may be unknown: 0 in a pgbench log).
     if (error) {
@@ -166,9 +166,12 @@ class QueryScan {
       s.lag_mean_ms = double(lag_sum_) / double(lag_count_) / common::kNsPerMsDouble;
       s.lag_max_ms = ms(lag_max_);
     }
-    s.query_start_ns = A_;
-    s.query_end_ns = B_;
-    if (B_ > A_) s.tps = double(s.queries - s.errors) / (double(B_ - A_) / common::kNsPerSDouble);
+    s.query_start_ns = queries_.start_ns;
+    s.query_end_ns = queries_.end_ns;
+    if (queries_.duration_ns() > 0) {
+      s.tps =
+          double(s.queries - s.errors) / (double(queries_.duration_ns()) / common::kNsPerSDouble);
+    }
   }
 
  private:
@@ -195,17 +198,18 @@ class QueryScan {
     cur_ = Window{};
   }
 
-  // Time windows: window i holds the queries sent in [A + i·w, A + (i+1)·w).
+  // Time windows: window i holds the queries sent in [start + i·w, start + (i+1)·w),
+  // start the first query's.
   void add_to_time_window(std::int64_t start, std::int64_t latency, bool error) {
     auto& windows = report_.windows;
     const auto w = opt_.window_ns;
-    const auto i = (start - A_) / w;
+    const auto i = (start - queries_.start_ns) / w;
     if (i != open_) {
       close_time_window();
       open_ = i;
       if (i >= kMaxWindows) too_many_ = true;
       for (auto k = static_cast<std::int64_t>(windows.size()); !too_many_ && k <= i; ++k) {
-        windows.emplace_back().start_ns = A_ + k * w;
+        windows.emplace_back().start_ns = queries_.start_ns + k * w;
       }
     }
     if (too_many_) return;
@@ -225,17 +229,17 @@ class QueryScan {
   void close_last_time_window() {
     auto& windows = report_.windows;
     const auto w = opt_.window_ns;
-    B_ = std::max(B_, A_ + 1);
-    const auto count = std::max<std::int64_t>(1, (B_ - A_ + w - 1) / w);
+    queries_.end_ns = std::max(queries_.end_ns, queries_.start_ns + 1);
+    const auto count = std::max<std::int64_t>(1, (queries_.duration_ns() + w - 1) / w);
     if (too_many_ || count > kMaxWindows) throw_too_many_windows(w, count);
     if (open_ >= count) {
-      // Queries sent exactly at B (latency 0) belong to the last window.
+      // Queries sent exactly at the end (latency 0) belong to the last window.
       auto& last = windows[static_cast<std::size_t>(count - 1)];
       const auto errors = last.errors + windows[static_cast<std::size_t>(open_)].errors;
       if (prev_open_ == count - 1) lat_.insert(lat_.end(), prev_lat_.begin(), prev_lat_.end());
       windows.resize(static_cast<std::size_t>(count));
       last = Window{};
-      last.start_ns = A_ + (count - 1) * w;
+      last.start_ns = queries_.start_ns + (count - 1) * w;
       last.errors = errors;
       open_ = count - 1;
     }
@@ -247,7 +251,9 @@ class QueryScan {
   // The whole run's percentiles in one pass and bounded memory: within 0.2 %
   // above the exact nearest rank, exact when its bucket holds one value.
   common::LatencyHistogram hist_{common::kExplainResolution};
-  std::int64_t A_ = 0, B_ = 0, latency_sum_ = 0, latency_max_ = 0;
+  // First query sent → last answered (so far); finish() makes it at least 1 ns.
+  Span queries_;
+  std::int64_t latency_sum_ = 0, latency_max_ = 0;
   std::int64_t lag_sum_ = 0, lag_max_ = 0, lag_count_ = 0;  // -R
   std::vector<std::int64_t> lat_, prev_lat_;  // latencies of the open window (and the one before)
   // Query windows: the one being filled and its last answer.

@@ -563,9 +563,10 @@ void render_text(const Report& report, std::ostream& out) {
       fmt::print(out,
                  "clock     server - client {:+.3f} ms +/- {:.3f} ms (nearest of {} estimates, "
                  "applied per time; offsets {:+.3f} .. {:+.3f} ms)\n",
-                 double(*c->offset_ns) / kNsPerMs, double(c->uncertainty_ns.value_or(0)) / kNsPerMs,
-                 c->estimates, double(c->offset_min_ns.value_or(0)) / kNsPerMs,
-                 double(c->offset_max_ns.value_or(0)) / kNsPerMs);
+                 double(*c->offset_ns) / common::kNsPerMsDouble,
+                 double(c->uncertainty_ns.value_or(0)) / common::kNsPerMsDouble, c->estimates,
+                 double(c->offset_min_ns.value_or(0)) / common::kNsPerMsDouble,
+                 double(c->offset_max_ns.value_or(0)) / common::kNsPerMsDouble);
     } else {
       fmt::print(out,
                  "clock     no clock-offset estimate in the run file: server times used "

@@ -55,8 +55,8 @@ void add_query_notes(Report& report) {
   if (r.queries > 0 && 2 * r.errors >= r.queries) {
     report.notes.push_back(fmt::format(
         "{} of {} queries failed: throughput and latency count only the {} that succeeded "
-        "(SELECT sqlstate, count(*), min(error) FROM query_error GROUP BY 1).",
-        r.errors, r.queries, r.queries - r.errors));
+        "({}).",
+        r.errors, r.queries, r.queries - r.errors, schema::kFailedQueriesRecipeSql));
   }
   if (r.lag_mean_ms && r.latency_mean_ms && *r.latency_mean_ms > 0 &&
       *r.lag_mean_ms >= 0.5 * *r.latency_mean_ms) {
@@ -94,7 +94,7 @@ RunRow read_run(schema::Store& store) {
   s.host = std::move(row->host);
   s.kernel = std::move(row->kernel);
   s.cores = row->cores;
-  r.imported = row->mode == "import-pgbench";
+  r.imported = schema::parse_run_mode(row->mode) == schema::RunMode::import_pgbench;
   s.mode = std::move(row->mode);
   s.status = std::move(row->status);
   s.start_ns = row->start_ns;
@@ -131,9 +131,7 @@ Facts read_run_facts(schema::Store& store, const ExplainOptions& options, Report
   f.sample_period_ns = tick_period_ns(samples, report.run.hz);
   f.ash_available = schema::has_ash_rows(store);
   if (f.ash_available) report.ash_period_ns = f.ash_period_ns;
-  const auto span = analysed_span(samples, report.run, f.has_queries);
-  f.span_start_ns = span.start_ns;
-  f.span_end_ns = span.end_ns;
+  f.span = analysed_span(samples, report.run, f.has_queries);
 
   report.query_windows = options.every_queries.has_value() && f.has_queries;
   if (report.query_windows) {

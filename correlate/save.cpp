@@ -2,7 +2,6 @@
 // written by schema/report_store.h).
 #include <vector>
 
-#include <SQLiteCpp/Exception.h>
 #include <fmt/format.h>
 
 #include "common/error.h"
@@ -30,10 +29,10 @@ void save_report(schema::Store& store, const Report& report) {
   }
   try {
     schema::replace_findings_and_stalls(store, findings, stalls);
-  } catch (const SQLite::Exception& e) {
+  } catch (const schema::SqliteError& e) {
     throw Error(ErrorKind::sqlite,
                 fmt::format("cannot save explain's results into {}: {}", store.path(), e.what()),
-                e.getExtendedErrorCode());
+                e.code());
   }
 }
 

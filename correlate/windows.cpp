@@ -41,8 +41,8 @@ WindowIndex finish_windows(const ExplainOptions& opt, Report& report, Span span)
   }
   for (auto& win : windows) {
     win.start_offset_s = double(win.start_ns - windows.front().start_ns) / common::kNsPerSDouble;
-    wi.starts.push_back(win.start_ns);
-    wi.ends.push_back(win.end_ns);
+    wi.starts_ns.push_back(win.start_ns);
+    wi.ends_ns.push_back(win.end_ns);
   }
   return wi;
 }

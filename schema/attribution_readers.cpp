@@ -29,9 +29,8 @@ bool ClientBackendScan::next(ClientBackend& row) {
 }
 
 bool queries_name_connections(Store& store) {
-  return store.db()
-             .execAndGet("SELECT EXISTS (SELECT 1 FROM query WHERE connection IS NOT NULL)")
-             .getInt() != 0;
+  Cursor st(store.db(), "SELECT EXISTS (SELECT 1 FROM query WHERE connection IS NOT NULL)");
+  return st.step() && st.int64(0) != 0;
 }
 
 QuerySendScan::QuerySendScan(std::unique_ptr<SQLite::Database> own, SQLite::Database& db,
@@ -44,8 +43,10 @@ QuerySendScan::QuerySendScan(Store& store, std::int64_t until_ns)
     : QuerySendScan(nullptr, store.db(), until_ns) {}
 
 QuerySendScan QuerySendScan::open(const std::string& path, std::int64_t until_ns) {
-  auto db =
-      std::make_unique<SQLite::Database>(path, SQLite::OPEN_READONLY | SQLite::OPEN_NOMUTEX, 5000);
+  auto db = detail::sqlite_call([&] {
+    return std::make_unique<SQLite::Database>(path, SQLite::OPEN_READONLY | SQLite::OPEN_NOMUTEX,
+                                              5000);
+  });
   auto& ref = *db;
   return QuerySendScan(std::move(db), ref, until_ns);
 }

@@ -7,7 +7,7 @@
 //   schema::QuerySendScan sends(store, until_ns);
 //   for (schema::QuerySend q; sends.next(q);) feed(q);
 //
-// Errors (a failed step) throw SQLite::Exception, like schema::Cursor.
+// Errors (a failed step) throw schema::SqliteError (store.h), like schema::Cursor.
 #pragma once
 
 #include <cstdint>
@@ -61,7 +61,7 @@ class QuerySendScan {
   // On the store's connection (the scan's thread must be the store's).
   QuerySendScan(Store& store, std::int64_t until_ns);
   // On a read-only connection of its own to the run file at `path`, for a
-  // reader thread beside the store's. Throws SQLite::Exception when the file
+  // reader thread beside the store's. Throws schema::SqliteError when the file
   // cannot be opened.
   static QuerySendScan open(const std::string& path, std::int64_t until_ns);
 

@@ -1,24 +1,7 @@
-// The reads behind explain's path and pooler facts, and the run row figures
-// tools/ needs.
+// The reads behind explain's path and pooler facts.
 #include "schema/fact_readers.h"
 
-#include <SQLiteCpp/Statement.h>
-
 namespace stallscope::schema {
-
-std::string run_mode(Store& store) {
-  return store.db().execAndGet("SELECT coalesce(max(mode), '') FROM run").getString();
-}
-
-std::optional<std::string> run_conninfo(Store& store) {
-  SQLite::Statement st(store.db(), "SELECT conninfo FROM run");
-  if (!st.executeStep() || st.getColumn(0).isNull()) return std::nullopt;
-  return st.getColumn(0).getString();
-}
-
-std::optional<AggregateSpan> pgbench_aggregate_span(Store& store) {
-  return pgbench_aggregate_span(store.db());
-}
 
 std::optional<SampleIdRange> sample_ids_in(Store& store, std::int64_t after_ns,
                                            std::int64_t until_ns) {

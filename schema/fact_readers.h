@@ -1,6 +1,6 @@
 // Typed reads of the run file behind explain's path and pooler facts
-// (correlate/facts_path.cpp, correlate/facts_pooler.cpp) and the run row
-// figures tools/ needs: the SQL lives here, callers get values. Small
+// (correlate/facts_path.cpp, correlate/facts_pooler.cpp): the SQL lives
+// here, callers get values. The run row's readers are in run_reader.h. Small
 // results are value types; tables that grow with the run (thread_sample,
 // pooler_sample) are read through a scan, one row at a time.
 //
@@ -9,7 +9,7 @@
 //   for (schema::PoolerSample row; scan.next(row);) use(row.wait_ns);
 //
 // Times are wall clock, ns since the epoch. Errors (a failed step) throw
-// SQLite::Exception, like schema::Cursor.
+// schema::SqliteError (store.h), like schema::Cursor.
 #pragma once
 
 #include <cstdint>
@@ -19,19 +19,10 @@
 #include <vector>
 
 #include "schema/row.h"
+#include "schema/run_reader.h"  // tools/import_pgbench_command.cpp reads pgbench_aggregate_span through this header
 #include "schema/store.h"
 
 namespace stallscope::schema {
-
-// ---- run ----
-
-// run.mode: "run", "record" or "import-pgbench" (schema/records.h RunInfo);
-// "" for a file without a run row.
-std::string run_mode(Store& store);
-// run.conninfo (masked); nullopt when NULL.
-std::optional<std::string> run_conninfo(Store& store);
-// pgbench_aggregate_span (schema/store.h) of the store's file.
-std::optional<AggregateSpan> pgbench_aggregate_span(Store& store);
 
 // ---- sample, host_memory_sample ----
 
@@ -45,7 +36,9 @@ std::optional<SampleIdRange> sample_ids_in(Store& store, std::int64_t after_ns,
                                            std::int64_t until_ns);
 
 // Sums of the host_memory_sample rows whose tick has time_ns in
-// (after_ns, until_ns]; NULL sums (no rows, or no PSI) read as 0.
+// (after_ns, until_ns]; NULL sums (no rows, or no PSI) read as 0, not
+// nullopt: the memory_pressure rule reads a missing sum as no pressure, and
+// `rows` (and psi_span_ns for PSI) tells an empty span apart.
 struct HostMemoryTotals {
   std::int64_t rows = 0;
   std::int64_t psi_span_ns = 0;  // Σ sample.interval_ns of the rows with PSI memory
@@ -80,7 +73,8 @@ class DriverThreadStateScan {
 // ---- client: connections opened in a span ----
 
 // The driver connections with connect_ns in [from_ns, to_ns): how many and
-// their summed connect_latency_ns (0 when NULL).
+// their summed connect_latency_ns (a NULL latency adds 0 rather than making
+// the sum unknown: connection_setup scores the latency it knows).
 struct ConnectTotals {
   std::int64_t connections = 0;
   std::int64_t connect_latency_ns = 0;

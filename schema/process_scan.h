@@ -14,7 +14,7 @@
 //   schema::ProcessSampleScan st(db, first_sample_id);
 //   while (st.step()) use(st.int64(0), st.text(2), st.opt_int64(5));
 //
-// Errors (a file without these tables, a failed step) throw SQLite::Exception,
+// Errors (a file without these tables, a failed step) throw schema::SqliteError,
 // like Cursor.
 #pragma once
 

@@ -8,13 +8,38 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace stallscope::schema {
 
+// The command that wrote a run file (run.mode): `run` drives and samples,
+// `record` samples only, `import-pgbench` imported a pgbench log.
+enum class RunMode { run, record, import_pgbench };
+
+// run.mode's text: "run", "record", "import-pgbench".
+constexpr std::string_view to_string(RunMode mode) {
+  switch (mode) {
+    case RunMode::run:
+      return "run";
+    case RunMode::record:
+      return "record";
+    case RunMode::import_pgbench:
+      return "import-pgbench";
+  }
+  return "";
+}
+
+// The mode whose to_string is `text`; nullopt for any other text.
+constexpr std::optional<RunMode> parse_run_mode(std::string_view text) {
+  for (auto mode : {RunMode::run, RunMode::record, RunMode::import_pgbench}) {
+    if (to_string(mode) == text) return mode;
+  }
+  return std::nullopt;
+}
+
 struct RunInfo {
-  // "run" (drive + sample), "record" (sample only) or "import-pgbench" (a
-  // pgbench log imported): the command that wrote the file.
+  // to_string(RunMode) of the command that wrote the file.
   std::string mode;
   std::string host;
   std::string kernel;

@@ -7,6 +7,7 @@
 #include <SQLiteCpp/Statement.h>
 #include <SQLiteCpp/Transaction.h>
 
+#include "schema/row.h"
 #include "schema/schema_sql.h"
 
 namespace stallscope::schema {
@@ -32,11 +33,8 @@ void bind_opt(SQLite::Statement& st, int index, const std::optional<double>& v) 
   }
 }
 
-}  // namespace
-
-void replace_findings_and_stalls(Store& store, std::span<const FindingRow> findings,
-                                 std::span<const StallRow> stalls) {
-  auto& db = store.db();
+void replace_rows(SQLite::Database& db, std::span<const FindingRow> findings,
+                  std::span<const StallRow> stalls) {
   SQLite::Transaction tx(db);
   db.exec(std::string(report_tables_sql()));
   db.exec("DELETE FROM finding");
@@ -79,8 +77,15 @@ void replace_findings_and_stalls(Store& store, std::span<const FindingRow> findi
   tx.commit();
 }
 
+}  // namespace
+
+void replace_findings_and_stalls(Store& store, std::span<const FindingRow> findings,
+                                 std::span<const StallRow> stalls) {
+  detail::sqlite_call([&] { replace_rows(store.db(), findings, stalls); });
+}
+
 void set_busy_timeout(Store& store, int timeout_ms) {
-  store.db().setBusyTimeout(timeout_ms);
+  detail::sqlite_call([&] { store.db().setBusyTimeout(timeout_ms); });
 }
 
 }  // namespace stallscope::schema

@@ -47,7 +47,7 @@ struct StallRow {
 
 // Replaces every row of finding and stall by these, in one transaction.
 // Files written before those tables existed get them first, as
-// schema/v1.sql defines them. Throws SQLite::Exception (e.g. SQLITE_BUSY
+// schema/v1.sql defines them. Throws schema::SqliteError (e.g. SQLITE_BUSY
 // while a run's writer holds the lock beyond the busy timeout).
 void replace_findings_and_stalls(Store& store, std::span<const FindingRow> findings,
                                  std::span<const StallRow> stalls);

@@ -3,16 +3,21 @@
 
 #include <sqlite3.h>
 
-#include <SQLiteCpp/Exception.h>
-
 namespace stallscope::schema {
+namespace {
+
+[[noreturn]] void throw_error(sqlite3* db) {
+  throw SqliteError(sqlite3_errmsg(db), sqlite3_extended_errcode(db));
+}
+
+}  // namespace
 
 Cursor::Cursor(SQLite::Database& db, const char* sql) : db_(db.getHandle()) {
   const int rc = sqlite3_prepare_v2(db_, sql, -1, &stmt_, nullptr);
   if (rc != SQLITE_OK) {
     sqlite3_finalize(stmt_);
     stmt_ = nullptr;
-    throw SQLite::Exception(db_, rc);
+    throw_error(db_);
   }
 }
 
@@ -21,20 +26,25 @@ Cursor::~Cursor() {
 }
 
 void Cursor::bind(int parameter, std::int64_t value) {
-  if (const int rc = sqlite3_bind_int64(stmt_, parameter, value); rc != SQLITE_OK)
-    throw SQLite::Exception(db_, rc);
+  if (const int rc = sqlite3_bind_int64(stmt_, parameter, value); rc != SQLITE_OK) throw_error(db_);
+}
+
+void Cursor::bind(int parameter, std::string_view value) {
+  if (const int rc = sqlite3_bind_text(stmt_, parameter, value.data(),
+                                       static_cast<int>(value.size()), SQLITE_TRANSIENT);
+      rc != SQLITE_OK)
+    throw_error(db_);
 }
 
 void Cursor::bind_null(int parameter) {
-  if (const int rc = sqlite3_bind_null(stmt_, parameter); rc != SQLITE_OK)
-    throw SQLite::Exception(db_, rc);
+  if (const int rc = sqlite3_bind_null(stmt_, parameter); rc != SQLITE_OK) throw_error(db_);
 }
 
 bool Cursor::step() {
   const int rc = sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;
   if (rc == SQLITE_DONE) return false;
-  throw SQLite::Exception(db_, rc);
+  throw_error(db_);
 }
 
 void Cursor::reset() {

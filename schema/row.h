@@ -9,15 +9,19 @@
 //
 // Column indexes are 0-based and not checked (an index past the last column
 // reads as NULL); parameters are 1-based as in SQL. Errors (bad SQL, a failed
-// step) throw SQLite::Exception, like SQLiteCpp. Move-only; the destructor
+// step) throw schema::SqliteError (store.h). Move-only; the destructor
 // finalises the statement (before its connection closes).
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <utility>
 
 #include <SQLiteCpp/Database.h>
+#include <SQLiteCpp/Exception.h>
+
+#include "schema/store.h"
 
 struct sqlite3_stmt;
 
@@ -33,6 +37,8 @@ class Cursor {
   ~Cursor();
 
   void bind(int parameter, std::int64_t value);
+  // The text is copied (SQLITE_TRANSIENT).
+  void bind(int parameter, std::string_view value);
   void bind_null(int parameter);
   // Next row; false when done.
   bool step();
@@ -51,5 +57,21 @@ class Cursor {
   sqlite3* db_;
   sqlite3_stmt* stmt_ = nullptr;
 };
+
+namespace detail {
+
+// Runs `f` (SQLiteCpp calls) and turns a SQLite::Exception into the
+// SqliteError schema's readers throw, so that no caller outside schema/
+// needs SQLiteCpp's types.
+template <class F>
+decltype(auto) sqlite_call(F&& f) {
+  try {
+    return std::forward<F>(f)();
+  } catch (const SQLite::Exception& e) {
+    throw SqliteError(e.what(), e.getExtendedErrorCode());
+  }
+}
+
+}  // namespace detail
 
 }  // namespace stallscope::schema

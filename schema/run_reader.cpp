@@ -1,7 +1,7 @@
 // The SQL behind run_reader.h.
 #include "schema/run_reader.h"
 
-#include <SQLiteCpp/Database.h>
+#include "common/units.h"
 
 namespace stallscope::schema {
 namespace {
@@ -29,6 +29,12 @@ TickRange tick_range(Store& store, const char* sql) {
 std::int64_t count(Store& store, const char* sql, std::int64_t param) {
   Cursor st(store.db(), sql);
   st.bind(1, param);
+  return st.step() ? st.int64(0) : 0;
+}
+
+// The first column of the first row: 0 (or "") without rows or for NULL.
+std::int64_t single_int64(Store& store, const char* sql) {
+  Cursor st(store.db(), sql);
   return st.step() ? st.int64(0) : 0;
 }
 
@@ -62,6 +68,18 @@ std::optional<RunRow> read_run(Store& store) {
   return r;
 }
 
+std::optional<RunMode> run_mode(Store& store) {
+  Cursor st(store.db(), "SELECT max(mode) FROM run");
+  if (!st.step() || st.is_null(0)) return std::nullopt;
+  return parse_run_mode(st.text(0));
+}
+
+std::optional<std::string> run_conninfo(Store& store) {
+  Cursor st(store.db(), "SELECT conninfo FROM run");
+  if (!st.step()) return std::nullopt;
+  return opt_string(st, 0);
+}
+
 TickRange sample_ticks(Store& store) {
   return tick_range(store, "SELECT count(*), min(time_ns), max(time_ns) FROM sample");
 }
@@ -71,13 +89,26 @@ TickRange ash_ticks(Store& store) {
 }
 
 bool has_ash_rows(Store& store) {
-  auto& db = store.db();
-  return db.execAndGet("SELECT count(*) FROM ash_tick").getInt64() > 0 ||
-         db.execAndGet("SELECT count(*) FROM pg_activity_sample").getInt64() > 0;
+  return single_int64(store, "SELECT count(*) FROM ash_tick") > 0 ||
+         single_int64(store, "SELECT count(*) FROM pg_activity_sample") > 0;
+}
+
+std::optional<AggregateSpan> pgbench_aggregate_span(Store& store) {
+  Cursor st(store.db(),
+            "SELECT min(interval_start_ns), max(interval_start_ns), (SELECT min(d) FROM "
+            "(SELECT interval_start_ns - lag(interval_start_ns) OVER (PARTITION BY file "
+            "ORDER BY interval_start_ns) AS d FROM pgbench_aggregate) WHERE d > 0) FROM "
+            "pgbench_aggregate");
+  if (!st.step() || st.is_null(0)) return std::nullopt;
+  AggregateSpan span;
+  span.start_ns = st.int64(0);
+  span.interval_ns = st.is_null(2) ? common::kNsPerS : st.int64(2);
+  span.end_ns = st.int64(1) + span.interval_ns;
+  return span;
 }
 
 std::optional<AggregateTotals> pgbench_aggregate_totals(Store& store) {
-  const auto span = pgbench_aggregate_span(store.db());
+  const auto span = pgbench_aggregate_span(store);
   if (!span) return std::nullopt;
   Cursor st(store.db(),
             "SELECT count(*), sum(transactions), sum(coalesce(serialization_failures, 0) + "
@@ -129,11 +160,9 @@ std::int64_t queries_after(Store& store, std::int64_t after_ns) {
 }
 
 bool first_query_has_lag(Store& store) {
-  return store.db()
-             .execAndGet(
-                 "SELECT coalesce((SELECT lag_ns IS NOT NULL FROM query ORDER BY start_ns "
-                 "LIMIT 1), 0)")
-             .getInt() != 0;
+  return single_int64(store,
+                      "SELECT coalesce((SELECT lag_ns IS NOT NULL FROM query ORDER BY start_ns "
+                      "LIMIT 1), 0)") != 0;
 }
 
 ConnectionErrors::ConnectionErrors(Store& store)
@@ -203,20 +232,20 @@ std::optional<std::int64_t> find_driver_process(Store& store, int pid,
 }
 
 std::int64_t max_process_id(Store& store) {
-  return store.db().execAndGet("SELECT coalesce(max(process_id), 0) FROM process").getInt64();
+  return single_int64(store, "SELECT coalesce(max(process_id), 0) FROM process");
 }
 
 std::vector<ProcessComm> sampled_processes_named(Store& store, const std::string& comm,
                                                  std::int64_t from_ns, std::int64_t to_ns) {
-  SQLite::Statement st(store.db(),
-                       "SELECT DISTINCT p.process_id, p.comm FROM process p JOIN process_sample ps "
-                       "ON ps.process_id = p.process_id JOIN sample s ON s.sample_id = "
-                       "ps.sample_id WHERE p.comm = ?1 AND s.time_ns > ?2 AND s.time_ns <= ?3");
+  Cursor st(store.db(),
+            "SELECT DISTINCT p.process_id, p.comm FROM process p JOIN process_sample ps "
+            "ON ps.process_id = p.process_id JOIN sample s ON s.sample_id = "
+            "ps.sample_id WHERE p.comm = ?1 AND s.time_ns > ?2 AND s.time_ns <= ?3");
   st.bind(1, comm);
   st.bind(2, from_ns);
   st.bind(3, to_ns);
   std::vector<ProcessComm> out;
-  while (st.executeStep()) out.push_back({st.getColumn(0).getInt64(), st.getColumn(1).getString()});
+  while (st.step()) out.push_back({st.int64(0), std::string(st.text(1))});
   return out;
 }
 
@@ -278,12 +307,12 @@ CgroupTotals CgroupSums::of(const std::string& cgroup, std::int64_t from_ns, std
   st_.bind(2, from_ns);
   st_.bind(3, to_ns);
   CgroupTotals t;
-  if (!st_.executeStep()) return t;
-  auto or0 = [&](int c) { return st_.getColumn(c).isNull() ? 0 : st_.getColumn(c).getInt64(); };
-  t.rows = st_.getColumn(0).getInt64();
-  t.nr_periods = or0(1);
-  t.nr_throttled = or0(2);
-  t.throttled_ns = or0(3);
+  if (!st_.step()) return t;
+  // Cursor::int64 reads NULL as 0.
+  t.rows = st_.int64(0);
+  t.nr_periods = st_.int64(1);
+  t.nr_throttled = st_.int64(2);
+  t.throttled_ns = st_.int64(3);
   return t;
 }
 

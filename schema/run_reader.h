@@ -10,15 +10,13 @@
 //
 // Every reader reads through store.db(), so temporary views that shadow a
 // table (explain_pair's server file, correlate/pair.cpp) are read in its
-// place. Errors throw SQLite::Exception.
+// place. Errors throw schema::SqliteError (store.h).
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <SQLiteCpp/Statement.h>
 
 #include "schema/row.h"
 #include "schema/store.h"
@@ -32,8 +30,8 @@ struct RunRow {
   std::string host;
   std::string kernel;
   int cores = 0;
-  std::string mode;  // "run", "record" or "import-pgbench"
-  std::string status;
+  std::string mode;    // to_string(RunMode): "run", "record" or "import-pgbench"
+  std::string status;  // "running", "complete", "interrupted" or "failed"
   std::int64_t start_ns = 0;
   std::optional<std::int64_t> end_ns;
   std::optional<int> clients;
@@ -49,6 +47,11 @@ struct RunRow {
 };
 // The run row; nullopt when the file holds none.
 std::optional<RunRow> read_run(Store& store);
+// run.mode alone (schema/records.h RunMode); nullopt for a file without a
+// run row or with a mode this build does not know.
+std::optional<RunMode> run_mode(Store& store);
+// run.conninfo (masked); nullopt when NULL or without a run row.
+std::optional<std::string> run_conninfo(Store& store);
 
 // Rows of a tick table and the first and last tick's time.
 struct TickRange {
@@ -63,9 +66,21 @@ bool has_ash_rows(Store& store);
 
 // ---- pgbench aggregates (import-pgbench --aggregate-interval logs) ----
 
+// The time covered by the pgbench_aggregate rows (an imported aggregate
+// log, one file per pgbench thread). interval_ns is --aggregate-interval:
+// the smallest step between consecutive rows of one file, 1 s when no file
+// has two rows.
+struct AggregateSpan {
+  std::int64_t start_ns = 0;  // first interval's start
+  std::int64_t end_ns = 0;    // last interval's start + interval_ns
+  std::int64_t interval_ns = 0;
+};
+// nullopt when the table is empty.
+std::optional<AggregateSpan> pgbench_aggregate_span(Store& store);
+
 // Totals over every pgbench_aggregate row.
 struct AggregateTotals {
-  AggregateSpan span;             // pgbench_aggregate_span (store.h)
+  AggregateSpan span;             // pgbench_aggregate_span
   std::int64_t intervals = 0;     // rows
   std::int64_t transactions = 0;  // Σ transactions
   std::int64_t failures = 0;      // Σ serialization_failures + deadlock_failures
@@ -89,6 +104,11 @@ struct AggregateInterval {
 std::vector<AggregateInterval> pgbench_aggregate_intervals(Store& store);
 
 // ---- queries ----
+
+// A query a user can run on the run file to see why queries failed; explain
+// quotes it in a note when most queries failed (correlate/run_info.cpp).
+inline constexpr const char* kFailedQueriesRecipeSql =
+    "SELECT sqlstate, count(*), min(error) FROM query_error GROUP BY 1";
 
 // Per client id, its latest stored query's start: the earliest and latest
 // of those, and how many clients (a full scan of `query`).
@@ -188,7 +208,7 @@ std::vector<ProcessCgroup> process_cgroups(Store& store);
 // A cgroup's cpu.stat sums over the ticks in (from_ns, to_ns].
 struct CgroupTotals {
   std::int64_t rows = 0;
-  std::int64_t nr_periods = 0;  // NULL sums read as 0
+  std::int64_t nr_periods = 0;  // NULL sums read as 0: no throttling seen (`rows` tells no rows)
   std::int64_t nr_throttled = 0;
   std::int64_t throttled_ns = 0;
 };
@@ -198,7 +218,7 @@ class CgroupSums {
   CgroupTotals of(const std::string& cgroup, std::int64_t from_ns, std::int64_t to_ns);
 
  private:
-  SQLite::Statement st_;
+  Cursor st_;
 };
 
 // ---- ASH ----

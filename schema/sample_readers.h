@@ -8,7 +8,7 @@
 //   while (queries.next(q)) total_ns += q.latency_ns;
 //
 // Every cursor reads through store.db() (so explain_pair's temporary views
-// shadow the server file's tables) and throws SQLite::Exception on errors.
+// shadow the server file's tables) and throws schema::SqliteError on errors.
 #pragma once
 
 #include <cstdint>
@@ -63,18 +63,21 @@ class QueryErrorKeys {
 
 // ---- sample, host_sample ----
 
-// A tick in (from_ns, to_ns], with its host_sample row if any.
+// A tick in (from_ns, to_ns], with its host_sample row if any. Fields a
+// tick lacks (no host_sample row, or no CPU deltas) stay 0.
 struct HostTick {
-  std::int64_t time_ns = 0;
-  std::int64_t sampler_cpu_ns = 0;
-  bool has_host = false;  // a host_sample row
-  int procs_running = 0;
-  int processes_d_state = 0;
-  bool has_cpu = false;      // CPU deltas (not the first tick)
-  std::int64_t busy_ns = 0;  // user + nice + system + irq + softirq
-  std::int64_t idle_ns = 0;
-  std::int64_t iowait_ns = 0;
-  std::int64_t steal_ns = 0;
+  std::int64_t time_ns = 0;         // sample.time_ns
+  std::int64_t sampler_cpu_ns = 0;  // sample.sampler_cpu_ns (NULL reads as 0)
+  bool has_host = false;            // a host_sample row
+  int procs_running = 0;            // host_sample.procs_running
+  int processes_d_state = 0;        // host_sample.processes_d_state
+  // CPU deltas: host_sample.cpu_user_ns is not NULL (not the first tick).
+  bool has_cpu = false;
+  // host_sample.cpu_user_ns + cpu_nice_ns + cpu_system_ns + cpu_irq_ns + cpu_softirq_ns.
+  std::int64_t busy_ns = 0;
+  std::int64_t idle_ns = 0;    // host_sample.cpu_idle_ns
+  std::int64_t iowait_ns = 0;  // host_sample.cpu_iowait_ns
+  std::int64_t steal_ns = 0;   // host_sample.cpu_steal_ns
 };
 class HostTicks {
  public:
@@ -111,7 +114,9 @@ class AshRows {
   std::optional<std::string_view> wait_event_type() const { return opt_text(4); }
   std::optional<std::string_view> wait_event() const { return opt_text(5); }
   std::optional<std::string_view> blocking_pids() const { return opt_text(6); }
-  // The poll's round trip; 0 when unknown or not read.
+  // The poll's round trip; 0 when unknown or not read (0 rather than
+  // nullopt: explain widens the attribution interval by it, and an unknown
+  // round trip widens it by nothing).
   std::int64_t poll_duration_ns() const { return st_.int64(7); }
 
  private:

@@ -2,6 +2,11 @@
 // tables shadowed by clock-shifted temporary views.
 #include "schema/server_file.h"
 
+#include "schema/row.h"
+
+#include <functional>
+#include <set>
+#include <string>
 #include <string_view>
 
 #include <SQLiteCpp/Statement.h>
@@ -50,20 +55,18 @@ std::string shifted_sql(const ClockShift& shift, const std::string& column) {
 
 std::vector<ClockOffset> clock_offsets(Store& store) {
   std::vector<ClockOffset> out;
-  SQLite::Statement st(store.db(),
-                       "SELECT time_ns, offset_ns, uncertainty_ns FROM main.clock_offset "
-                       "ORDER BY time_ns");
-  while (st.executeStep()) {
-    out.push_back(
-        {st.getColumn(0).getInt64(), st.getColumn(1).getInt64(), st.getColumn(2).getInt64()});
-  }
+  Cursor st(store.db(),
+            "SELECT time_ns, offset_ns, uncertainty_ns FROM main.clock_offset ORDER BY time_ns");
+  while (st.step()) out.push_back({st.int64(0), st.int64(1), st.int64(2)});
   return out;
 }
 
 AttachedServerFile::AttachedServerFile(Store& store, const std::string& path) : store_(store) {
-  SQLite::Statement attach(store_.db(), "ATTACH DATABASE ?1 AS srv");
-  attach.bind(1, path);
-  attach.exec();
+  detail::sqlite_call([&] {
+    SQLite::Statement attach(store_.db(), "ATTACH DATABASE ?1 AS srv");
+    attach.bind(1, path);
+    attach.exec();
+  });
 }
 
 AttachedServerFile::~AttachedServerFile() {
@@ -80,29 +83,34 @@ AttachedServerFile::~AttachedServerFile() {
   }
 }
 
-std::optional<std::pair<std::int64_t, std::int64_t>> AttachedServerFile::sample_span() {
-  SQLite::Statement st(store_.db(), "SELECT min(time_ns), max(time_ns) FROM srv.sample");
-  st.executeStep();
-  if (st.getColumn(0).isNull()) return std::nullopt;
-  return std::pair{st.getColumn(0).getInt64(), st.getColumn(1).getInt64()};
+std::optional<SampleSpan> AttachedServerFile::sample_span() {
+  Cursor st(store_.db(), "SELECT min(time_ns), max(time_ns) FROM srv.sample");
+  if (!st.step() || st.is_null(0)) return std::nullopt;
+  return SampleSpan{st.int64(0), st.int64(1)};
 }
 
 std::string AttachedServerFile::host() {
-  return store_.db().execAndGet("SELECT host FROM srv.run").getString();
+  return detail::sqlite_call(
+      [&] { return store_.db().execAndGet("SELECT host FROM srv.run").getString(); });
 }
 
 int AttachedServerFile::cores() {
-  return static_cast<int>(store_.db().execAndGet("SELECT cores FROM srv.run").getInt64());
+  return detail::sqlite_call([&] {
+    return static_cast<int>(store_.db().execAndGet("SELECT cores FROM srv.run").getInt64());
+  });
 }
 
 void AttachedServerFile::shadow_tables(const ClockShift& shift) {
+  detail::sqlite_call([&] { shadow_tables_sqlite(shift); });
+}
+
+void AttachedServerFile::shadow_tables_sqlite(const ClockShift& shift) {
   auto& db = store_.db();
+  std::set<std::string, std::less<>> present;  // srv's tables and views
+  SQLite::Statement names(db, "SELECT name FROM srv.sqlite_master WHERE type IN ('table', 'view')");
+  while (names.executeStep()) present.insert(names.getColumn(0).getString());
   for (const char* t : kServerTables) {
-    SQLite::Statement has(
-        db, "SELECT count(*) FROM srv.sqlite_master WHERE type IN ('table', 'view') AND name = ?1");
-    has.bind(1, t);
-    has.executeStep();
-    if (has.getColumn(0).getInt64() == 0) continue;
+    if (!present.contains(std::string_view(t))) continue;
     std::string columns;
     SQLite::Statement info(db, "SELECT name FROM pragma_table_info(?1, 'srv') ORDER BY cid");
     info.bind(1, t);

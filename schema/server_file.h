@@ -42,10 +42,16 @@ struct ClockShift {
   std::vector<std::int64_t> offsets_ns;
 };
 
+// The first and last sample tick's time_ns of a file.
+struct SampleSpan {
+  std::int64_t first_ns = 0;
+  std::int64_t last_ns = 0;
+};
+
 class AttachedServerFile {
  public:
   // Attaches `path` to the store's connection as `srv`. Throws
-  // SQLite::Exception when it cannot be attached.
+  // schema::SqliteError (store.h) when it cannot be attached.
   AttachedServerFile(Store& store, const std::string& path);
   // Drops the views shadow_tables() made and detaches; never throws.
   ~AttachedServerFile();
@@ -53,9 +59,10 @@ class AttachedServerFile {
   AttachedServerFile& operator=(const AttachedServerFile&) = delete;
 
   // First and last srv.sample time_ns (server clock); nullopt without
-  // samples. Throws SQLite::Exception when srv has no such table.
-  std::optional<std::pair<std::int64_t, std::int64_t>> sample_span();
-  // srv.run's host and cores. Throw SQLite::Exception when srv has no run row.
+  // samples. Throws schema::SqliteError when srv has no such table.
+  std::optional<SampleSpan> sample_span();
+  // srv.run's host and cores. Throw schema::SqliteError when srv has no run
+  // table.
   std::string host();
   int cores();
   // Shadows each server table explain reads (those srv has) by a temporary
@@ -63,6 +70,7 @@ class AttachedServerFile {
   void shadow_tables(const ClockShift& shift);
 
  private:
+  void shadow_tables_sqlite(const ClockShift& shift);
   Store& store_;
 };
 

@@ -423,11 +423,11 @@ void Store::write_queries(std::span<const Batch> batches) {
       bind_query(s.query, 1, *order[i].row);
       run_cursor(s.query);
     }
-  } catch (const SQLite::Exception& e) {
+  } catch (const SqliteError& e) {
     s.query.reset();  // a failed step leaves the statement to be reset
     s.query_many.reset();
     throw Error(ErrorKind::sqlite, fmt::format("cannot write to {}: {}", path_, e.what()),
-                e.getExtendedErrorCode());
+                e.code());
   }
 }
 
@@ -626,18 +626,8 @@ void Store::write_rows(const Batch& b) {
   }
 }
 
-std::optional<AggregateSpan> pgbench_aggregate_span(SQLite::Database& db) {
-  SQLite::Statement st(db,
-                       "SELECT min(interval_start_ns), max(interval_start_ns), (SELECT min(d) FROM "
-                       "(SELECT interval_start_ns - lag(interval_start_ns) OVER (PARTITION BY file "
-                       "ORDER BY interval_start_ns) AS d FROM pgbench_aggregate) WHERE d > 0) FROM "
-                       "pgbench_aggregate");
-  if (!st.executeStep() || st.getColumn(0).isNull()) return std::nullopt;
-  AggregateSpan span;
-  span.start_ns = st.getColumn(0).getInt64();
-  span.interval_ns = st.getColumn(2).isNull() ? common::kNsPerS : st.getColumn(2).getInt64();
-  span.end_ns = st.getColumn(1).getInt64() + span.interval_ns;
-  return span;
+bool is_busy(const Error& e) {
+  return e.kind() == ErrorKind::sqlite && (e.code() & 0xff) == SQLITE_BUSY;
 }
 
 }  // namespace stallscope::schema

@@ -6,11 +6,12 @@
 //   store.end_run(wall_now_ns(), "complete", "duration reached");
 //
 //   auto db = schema::Store::open_readonly("run.db"); // for explain
-//   SQLite::Statement q(db.db(), "SELECT count(*) FROM query");
+//   auto run = schema::read_run(db);                  // schema/run_reader.h
 //
 // Errors: Error(usage) for a path that cannot be created or opened, a file
 // that is not a stallscope run file, or one from a newer schema version;
-// Error(sqlite) for failures while writing.
+// Error(sqlite) for failures while writing. schema's readers throw
+// SqliteError (below) for a failed read.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,7 @@
 
 #include <SQLiteCpp/Database.h>
 
+#include "common/error.h"
 #include "schema/records.h"
 
 namespace stallscope::schema {
@@ -29,6 +31,22 @@ namespace stallscope::schema {
 // failed query's sqlstate and error moved from `query` to query_error, and
 // skipped transactions to query_skipped. Files of version 1 are refused.
 inline constexpr int kSchemaVersion = 2;
+
+// What schema's readers throw when SQLite fails (a bad table, a locked file,
+// a failed step): kind sqlite, code() SQLite's extended result code, what()
+// SQLite's message alone — the caller says what it was doing, e.g.
+//   catch (const schema::SqliteError& e) {
+//     throw Error(ErrorKind::sqlite, "cannot read run.db: " + std::string(e.what()), e.code());
+//   }
+class SqliteError : public Error {
+ public:
+  SqliteError(std::string message, int extended_code)
+      : Error(ErrorKind::sqlite, std::move(message), extended_code) {}
+};
+
+// Whether `e` is SQLite's SQLITE_BUSY ("database is locked": another
+// connection holds the write lock), in any extended form.
+bool is_busy(const Error& e);
 
 class Store {
  public:
@@ -62,6 +80,9 @@ class Store {
   // them, so the table, clustered by that key, is appended to.
   void write(std::span<const Batch> batches);
 
+  // The connection, for schema's readers and writers and for tests that
+  // look at a file's tables directly; correlate/ and tools/ use the typed
+  // readers (run_reader.h, sample_readers.h, ...) instead.
   SQLite::Database& db() { return *db_; }
   const std::string& path() const { return path_; }
 
@@ -74,16 +95,5 @@ class Store {
   std::string path_;
   std::unique_ptr<Statements> stmts_;  // prepared once, reset per row
 };
-
-// The time covered by the pgbench_aggregate rows (an imported aggregate
-// log, one file per pgbench thread). interval_ns is --aggregate-interval:
-// the smallest step between consecutive rows of one file, 1 s when no file
-// has two rows. nullopt when the table is empty. Throws SQLite::Exception.
-struct AggregateSpan {
-  std::int64_t start_ns = 0;  // first interval's start
-  std::int64_t end_ns = 0;    // last interval's start + interval_ns
-  std::int64_t interval_ns = 0;
-};
-std::optional<AggregateSpan> pgbench_aggregate_span(SQLite::Database& db);
 
 }  // namespace stallscope::schema

@@ -98,7 +98,7 @@ CREATE TABLE thread_comm (
   comm                TEXT NOT NULL UNIQUE
 );
 
--- Per tick, per active process (see README: CPU time moved, state R or D,
+-- Per tick, per active process (see docs/run-file.md: CPU time moved, state R or D,
 -- context switches changed; every process also at least every 10 s). Query
 -- the view process_sample, which gives every column with its name and unit;
 -- this table is its compact stored form (wchan as an id; majflt, read_bytes,
@@ -449,7 +449,7 @@ CREATE TABLE pgbench_aggregate (
 -- the findings of the whole run, highest score first.
 CREATE TABLE IF NOT EXISTS finding (
   rank                INTEGER PRIMARY KEY,        -- 1 = highest score
-  kind                TEXT NOT NULL,              -- server_cpu, io_wait, ... (README: findings)
+  kind                TEXT NOT NULL,              -- server_cpu, io_wait, ... (docs/findings.md)
   score               REAL NOT NULL,              -- share of client time it explains, 0-1
   start_ns            INTEGER NOT NULL,           -- wall clock: span where the signal was seen
   end_ns              INTEGER NOT NULL,
@@ -461,7 +461,7 @@ CREATE TABLE IF NOT EXISTS finding (
 -- Written by `stallscope explain` (replaced on each run): windows whose
 -- throughput fell or whose latency rose well beyond the run's typical window
 -- (robust z = (x - median) / (1.4826 * MAD) over the windows with queries;
--- README gives the thresholds), each explained against the typical windows.
+-- docs/findings.md gives the thresholds), each explained against the typical windows.
 CREATE TABLE IF NOT EXISTS stall (
   stall_id            INTEGER PRIMARY KEY,        -- 1, 2, ... in time order
   window_index        INTEGER NOT NULL,           -- 0-based index of the window in explain's output

@@ -8,8 +8,8 @@
 #include "common/error.h"
 #include "common/units.h"
 #include "correlate/correlate.h"
-#include "schema/fact_readers.h"
 #include "schema/report_store.h"
+#include "schema/run_reader.h"
 #include "schema/store.h"
 #include "tools/commands.h"
 
@@ -38,10 +38,6 @@ std::int64_t parse_duration_ns(const std::string& text, const std::string& flag)
   return ns;
 }
 
-// SQLITE_BUSY, the primary code of "database is locked" (<sqlite3.h> is
-// schema's to include).
-constexpr int kSqliteBusy = 5;
-
 int explain_command(const ExplainCommandOptions& o) {
   if (o.paths.empty() || o.paths.size() > 2) {
     throw Error(ErrorKind::usage,
@@ -60,7 +56,8 @@ int explain_command(const ExplainCommandOptions& o) {
   bool two_runs = false;
   if (o.paths.size() == 2) {
     auto second = schema::Store::open_readonly(o.paths[1]);
-    two_runs = schema::run_mode(store) == "run" && schema::run_mode(second) == "run";
+    two_runs = schema::run_mode(store) == schema::RunMode::run &&
+               schema::run_mode(second) == schema::RunMode::run;
   }
   correlate::Report report;
   if (two_runs) {
@@ -82,7 +79,7 @@ int explain_command(const ExplainCommandOptions& o) {
   try {
     correlate::save_report(store, report);
   } catch (const Error& e) {
-    if (report.run.end_ns || (e.code() & 0xff) != kSqliteBusy) throw;
+    if (report.run.end_ns || !schema::is_busy(e)) throw;
     std::cerr << fmt::format(
         "stallscope explain: warning: the run is still being written; findings and stalls not "
         "saved into {} (explain again when it ends)\n",

@@ -78,6 +78,47 @@ TEST(LatencyHistogram, MinusGivesTheInterval) {
   EXPECT_NEAR(static_cast<double>(delta.percentile_ns(0.99)), 20'000.0, 20'000.0 * 0.01);
 }
 
+// kExplainResolution (explain's p50/p99): every value below 1024 ns has its
+// own bucket, so percentiles there are the exact nearest rank.
+TEST(LatencyHistogram, ExplainResolutionIsExactBelow1024Ns) {
+  LatencyHistogram h(kExplainResolution);
+  for (std::int64_t v = 1; v <= 1000; ++v) h.record_ns(v);
+  EXPECT_EQ(h.percentile_ns(0.50), 500);  // rank ceil(0.5 · 1000)
+  EXPECT_EQ(h.percentile_ns(0.99), 990);
+  EXPECT_EQ(h.percentile_ns(0.001), 1);
+  EXPECT_EQ(h.percentile_ns(1.0), 1000);
+  h.record_ns(1023);
+  EXPECT_EQ(h.percentile_ns(1.0), 1023);
+  for (std::int64_t v = 0; v < 1024; ++v) ASSERT_EQ(latency_bucket(v, 9), v);
+  EXPECT_EQ(latency_bucket_lower_ns(latency_bucket(1025, 9), 9), 1024);  // 2 ns wide above
+}
+
+// Above 1024 ns a percentile is the largest value recorded in the bucket
+// holding the nearest rank: 999'424 .. 1'000'447 is one bucket (1/512 of
+// 2^19 .. 2^20, 1024 ns wide).
+TEST(LatencyHistogram, ExplainResolutionReportsTheLargestValueInTheBucket) {
+  LatencyHistogram h(kExplainResolution);
+  EXPECT_EQ(latency_bucket(999'424, 9), latency_bucket(1'000'447, 9));
+  EXPECT_NE(latency_bucket(1'000'447, 9), latency_bucket(1'000'448, 9));
+  h.record_ns(999'500);
+  h.record_ns(1'000'400);
+  h.record_ns(1'000'000);
+  h.record_ns(2'000'000);
+  // Ranks 1–3 share the bucket: each reads its largest value, not its
+  // midpoint (999'936) nor the exact rank.
+  EXPECT_EQ(h.percentile_ns(0.25), 1'000'400);
+  EXPECT_EQ(h.percentile_ns(0.50), 1'000'400);
+  EXPECT_EQ(h.percentile_ns(0.75), 1'000'400);
+  // A bucket with one value is exact.
+  EXPECT_EQ(h.percentile_ns(0.99), 2'000'000);
+  EXPECT_EQ(h.percentile_ns(1.0), 2'000'000);
+  // The driver's resolution reports the midpoint instead.
+  LatencyHistogram d(kDriverResolution);
+  d.record_ns(1'000'400);
+  EXPECT_EQ(d.percentile_ns(1.0), latency_bucket_mid_ns(latency_bucket(1'000'400)));
+  EXPECT_NE(d.percentile_ns(1.0), 1'000'400);
+}
+
 TEST(SharedLatencyHistogram, SnapshotMatchesAPlainHistogram) {
   SharedLatencyHistogram shared;
   LatencyHistogram plain;
