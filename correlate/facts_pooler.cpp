@@ -12,6 +12,7 @@
 #include "correlate/detail.h"
 #include "correlate/format.h"
 #include "schema/fact_readers.h"
+#include "schema/run_reader.h"
 
 namespace stallscope::correlate::detail {
 namespace {

@@ -19,7 +19,6 @@
 #include <vector>
 
 #include "schema/row.h"
-#include "schema/run_reader.h"  // tools/import_pgbench_command.cpp reads pgbench_aggregate_span through this header
 #include "schema/store.h"
 
 namespace stallscope::schema {

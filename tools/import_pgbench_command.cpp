@@ -25,7 +25,7 @@
 #include "common/error.h"
 #include "common/parse.h"
 #include "common/units.h"
-#include "schema/fact_readers.h"
+#include "schema/run_reader.h"
 #include "schema/store.h"
 #include "tools/commands.h"
 #include "tools/session.h"
