@@ -51,6 +51,14 @@ bool Worker::connect_for_transaction(Client& c) {
   }
   std::int64_t now = mono_now_ns();
   c.connect_failures = 0;
+  record_connection(c, now - begin_ns, std::move(application_name));
+  return true;
+}
+
+// The client's connection is (again) up: a new connection number and its
+// `client` row; the old connection's row, and its backend pid, stay.
+void Worker::record_connection(Client& c, std::int64_t connect_latency_ns,
+                               std::string application_name) {
   c.backend_pid = PQbackendPID(c.conn.get());
   bump(stats_.connections, 1);
   pending_.clients.push_back(schema::ClientRow{
@@ -59,10 +67,9 @@ bool Worker::connect_for_transaction(Client& c) {
       .thread = c.thread,
       .backend_pid = c.backend_pid,
       .connect_ns = wall_now_ns(),
-      .connect_latency_ns = now - begin_ns,
+      .connect_latency_ns = connect_latency_ns,
       .application_name = std::move(application_name),
   });
-  return true;
 }
 
 void Worker::begin_reset(Client& c, std::int64_t now_ns) {
@@ -117,18 +124,7 @@ void Worker::continue_reset(Client& c) {
   std::int64_t now = mono_now_ns();
   c.reset_attempts = 0;
   c.needs_rollback = false;
-  // A new connection number: the old backend's row (and its pid) stays.
-  c.backend_pid = PQbackendPID(conn);
-  bump(stats_.connections, 1);
-  pending_.clients.push_back(schema::ClientRow{
-      .client_id = c.client_id,
-      .connection = ++c.connection,
-      .thread = c.thread,
-      .backend_pid = c.backend_pid,
-      .connect_ns = wall_now_ns(),
-      .connect_latency_ns = now - c.reset_started_mono_ns,
-      .application_name = fmt::format("stallscope/{}", c.client_id),
-  });
+  record_connection(c, now - c.reset_started_mono_ns, fmt::format("stallscope/{}", c.client_id));
   c.state = ClientState::idle;
   send_next(c, now);
 }

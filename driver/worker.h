@@ -153,6 +153,7 @@ class Worker {
   void continue_reset(Client& c);
   void reset_attempt_failed(Client& c, std::int64_t now_ns);
   bool connect_for_transaction(Client& c);
+  void record_connection(Client& c, std::int64_t connect_latency_ns, std::string application_name);
 
   // tcp_info.cpp
   void sample_tcp(std::int64_t now_ns);

@@ -1,11 +1,13 @@
 // `stallscope explain`: read a run file and print the report.
 #include <cmath>
 #include <iostream>
+#include <optional>
 #include <regex>
 
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "common/parse.h"
 #include "common/units.h"
 #include "correlate/correlate.h"
 #include "schema/report_store.h"
@@ -18,12 +20,14 @@ namespace stallscope::tools {
 std::int64_t parse_duration_ns(const std::string& text, const std::string& flag) {
   static const std::regex re(R"(^\s*([0-9]*\.?[0-9]+)\s*(ns|us|ms|s|m|h)?\s*$)");
   std::smatch m;
-  if (!std::regex_match(text, m, re)) {
+  std::optional<double> number;
+  if (std::regex_match(text, m, re)) number = common::parse_double(m[1].str());
+  if (!number) {
     throw Error(
         ErrorKind::usage,
         fmt::format("{}: cannot parse '{}' as a duration (e.g. 1s, 500ms, 2m)", flag, text));
   }
-  double value = std::stod(m[1].str());
+  const double value = *number;
   std::string unit = m[2].matched ? m[2].str() : "s";
   double scale = unit == "ns"   ? 1
                  : unit == "us" ? common::kNsPerUsDouble
