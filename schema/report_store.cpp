@@ -6,11 +6,13 @@
 
 #include <SQLiteCpp/Statement.h>
 #include <SQLiteCpp/Transaction.h>
+#include <SQLiteCpp/VariadicBind.h>
 
-#include "schema/row.h"
+#include "schema/bind.h"
 #include "schema/schema_sql.h"
 
 namespace stallscope::schema {
+using detail::bind_opt;
 namespace {
 
 // The tables explain writes are the last statements of schema/v1.sql, each
@@ -25,14 +27,6 @@ std::string_view report_tables_sql() {
   return schema.substr(at);
 }
 
-void bind_opt(SQLite::Statement& st, int index, const std::optional<double>& v) {
-  if (v) {
-    st.bind(index, *v);
-  } else {
-    st.bind(index);
-  }
-}
-
 void replace_rows(SQLite::Database& db, std::span<const FindingRow> findings,
                   std::span<const StallRow> stalls) {
   SQLite::Transaction tx(db);
@@ -42,14 +36,8 @@ void replace_rows(SQLite::Database& db, std::span<const FindingRow> findings,
   SQLite::Statement f(db, "INSERT INTO finding VALUES (?,?,?,?,?,?,?,?)");
   int rank = 1;
   for (const auto& x : findings) {
-    f.bind(1, rank++);
-    f.bind(2, x.kind);
-    f.bind(3, x.score);
-    f.bind(4, x.start_ns);
-    f.bind(5, x.end_ns);
-    f.bind(6, x.summary);
-    f.bind(7, x.evidence_json);
-    f.bind(8, x.suggestion);
+    SQLite::bind(f, rank++, x.kind, x.score, x.start_ns, x.end_ns, x.summary, x.evidence_json,
+                 x.suggestion);
     f.exec();
     f.reset();
   }

@@ -20,29 +20,14 @@
 #include "common/error.h"
 #include "common/fd.h"
 #include "common/units.h"
+#include "schema/bind.h"
 #include "schema/row.h"
 #include "schema/schema_sql.h"
 #include "schema/tick_rows.h"
 
 namespace stallscope::schema {
+using detail::bind_opt;
 namespace {
-
-template <typename T>
-void bind_opt(SQLite::Statement& st, int index, const std::optional<T>& v) {
-  if (v) {
-    if constexpr (std::is_same_v<T, int>) {
-      st.bind(index, *v);
-    } else if constexpr (std::is_same_v<T, std::string>) {
-      st.bind(index, *v);
-    } else if constexpr (std::is_floating_point_v<T>) {
-      st.bind(index, static_cast<double>(*v));
-    } else {
-      st.bind(index, static_cast<int64_t>(*v));
-    }
-  } else {
-    st.bind(index);
-  }
-}
 
 void run_row(SQLite::Statement& st) {
   st.exec();
@@ -114,15 +99,6 @@ std::string query_sql(int rows) {
   return sql;
 }
 
-template <class T>
-void bind_opt_cursor(Cursor& st, int i, const std::optional<T>& v) {
-  if (v) {
-    st.bind(i, static_cast<std::int64_t>(*v));
-  } else {
-    st.bind_null(i);
-  }
-}
-
 // Binds a query row to parameters first .. first + 6 of a query_sql()
 // statement.
 void bind_query(Cursor& st, int first, const QueryRow& r) {
@@ -130,9 +106,9 @@ void bind_query(Cursor& st, int first, const QueryRow& r) {
   st.bind(first + 1, r.client_id);
   st.bind(first + 2, r.seq);
   st.bind(first + 3, r.latency_ns);
-  bind_opt_cursor(st, first + 4, r.connection);
-  bind_opt_cursor(st, first + 5, r.rows);
-  bind_opt_cursor(st, first + 6, r.lag_ns);
+  bind_opt(st, first + 4, r.connection);
+  bind_opt(st, first + 5, r.rows);
+  bind_opt(st, first + 6, r.lag_ns);
 }
 
 void run_cursor(Cursor& st) {

@@ -3,20 +3,10 @@
 #include <fmt/format.h>
 
 #include "common/units.h"
+#include "schema/bind.h"
 
 namespace stallscope::schema::detail {
 namespace {
-
-template <typename T>
-void bind_opt(SQLite::Statement& st, int index, const std::optional<T>& v) {
-  if (!v) {
-    st.bind(index);
-  } else if constexpr (std::is_same_v<T, std::string>) {
-    st.bind(index, *v);
-  } else {
-    st.bind(index, static_cast<int64_t>(*v));
-  }
-}
 
 void run_row(SQLite::Statement& st) {
   st.exec();
