@@ -43,7 +43,9 @@ struct ExplainOptions {
   // pgbouncer / pgcat / odyssey / pgpool processes are taken, and a note says so.
   std::vector<std::string> path_process_names;
   // Internal to explain_pair: per window, the driver CPU measured on the
-  // client host (the windows of the client-only pass, same options).
+  // client host (the windows of the client-only pass, same options). Empty
+  // (but set) for an imported pgbench log, whose file holds no samples: the
+  // driver (pgbench) is then looked for among the server file's processes.
   std::optional<std::vector<std::int64_t>> client_driver_cpu_ns;
   // ... and the driver's run delay on the client host, per window.
   std::optional<std::vector<std::int64_t>> client_driver_run_delay_ns;
@@ -346,13 +348,48 @@ struct PgbenchAggregateSummary {
   std::optional<double> lag_mean_ms;      // -R: Σ sum_lag ÷ transactions
 };
 
+// explain_pair of an imported pgbench log (import-pgbench) with a record
+// file: pgbench as found among the record file's processes — the driver of
+// the imported transactions: its CPU is the driver_cpu part, its run delay
+// client_run_queue — and its backends, found by application_name in the
+// record file's ASH (and start time): their CPU, waits and run delay are the server parts
+// (host-wide, as the log does not say which backend served which
+// transaction). Source: the record file's process, process_sample and
+// pg_activity_sample rows during the queries.
+struct PgbenchDriver {
+  // The pgbench process taken as the driver (pid, and start time on the
+  // record file's clock); absent when none was sampled during the queries.
+  std::optional<int> pid;
+  std::optional<std::int64_t> start_ns;
+  // How it was chosen: "log file name" (its pid is in a log file's name,
+  // pgbench_log.PID[.N]), "only one" or "most CPU" (of several).
+  std::string found_by;
+  int processes = 0;                         // processes named pgbench sampled during the queries
+  std::string application_name = "pgbench";  // pgbench's default, what its backends are found by
+  // Its backends, by pid: those ASH saw with that application_name during
+  // the queries, and — as ASH samples only non-idle sessions — the client
+  // backends of the same server, user and database (or, without any ASH
+  // sighting, any client backend) that started as pgbench connected (from
+  // its start to kBackendStartSlackNs after), when they and the ASH-seen
+  // ones are no more than the log's clients.
+  std::vector<int> backend_pids;
+  std::int64_t backends_by_application_name = 0;
+  std::int64_t backends_by_start = 0;
+  std::int64_t backend_processes = 0;  // of backend_pids, found among the sampled processes
+  std::string note;  // how pgbench and its backends were found, or why not (also in notes)
+};
+
 struct Report {
   RunSummary run;
   std::optional<PgbenchAggregateSummary> pgbench_aggregate;  // files with aggregate rows
   std::optional<Attribution> attribution;                    // absent without queries
   std::optional<RunComparison> comparison;                   // explain with two run files
   std::optional<ClockAlignment> clock;                       // explain_pair only
-  std::vector<HostSummary> hosts;             // explain_pair only: client host, then server host
+  // explain_pair only: client host, then server host. An imported pgbench
+  // log: the client host only when pgbench was found in the record file
+  // (then the record file's host and figures).
+  std::vector<HostSummary> hosts;
+  std::optional<PgbenchDriver> pgbench;       // explain_pair of an imported pgbench log
   bool query_windows = false;                 // windows of N queries (--every) rather than time
   std::optional<std::int64_t> window_ns;      // time windows: their length
   std::optional<std::int64_t> every_queries;  // query windows: N

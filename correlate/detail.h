@@ -189,7 +189,9 @@ struct Facts {
   bool ash_available = false;
   bool backends_on_host = false;  // backend processes found in `process`
   // Driver CPU and run delay come from its own threads (thread_sample rows
-  // named ss-driver/N), so the writer's and samplers' threads don't count.
+  // named ss-driver/N), so the writer's and samplers' threads don't count;
+  // also set for an external driver (QueryPath::external_driver, pgbench),
+  // whose process rows hold no sampler CPU: nothing is subtracted.
   bool driver_cpu_from_threads = false;
   int threads = 0;
   int cores = 0;

@@ -129,6 +129,7 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
     // The query path, and how queries are tied to its backends.
     const bool pair = options.client_driver_cpu_ns.has_value();
     auto qp = find_query_path(store, {run, options, span, f.has_queries, pair}, report.notes);
+    report.pgbench = qp.pgbench;
     Attribution att;
     std::optional<BackendMap> backends;
     if (f.has_queries) {

@@ -9,6 +9,7 @@
 #include "correlate/correlate.h"
 #include "correlate/detail.h"
 #include "correlate/format.h"
+#include "schema/records.h"
 #include "schema/server_file.h"
 
 namespace stallscope::correlate {
@@ -131,6 +132,32 @@ ExplainOptions with_client_driver(const ExplainOptions& options, const Report& c
   return o;
 }
 
+// An imported pgbench log's pass 2: its file holds no samples, so no driver
+// figures come from it (set but empty); pgbench is looked for among the
+// server file's processes instead (find_pgbench).
+ExplainOptions with_driver_in_server_file(const ExplainOptions& options) {
+  ExplainOptions o = options;
+  o.client_driver_cpu_ns.emplace();
+  o.client_driver_run_delay_ns.emplace();
+  return o;
+}
+
+// The first note of an imported pgbench log explained with a record file:
+// which file gave what, and the clocks.
+std::string imported_note(const Report& r, const std::string& log_path,
+                          const std::string& server_path, const std::string& server_host) {
+  const bool found = r.pgbench && r.pgbench->pid;
+  return fmt::format(
+      "Imported pgbench log + record file: the transactions from {} (pgbench's log, no samples), "
+      "{}host, process and ASH figures from {} (host {}). {}",
+      log_path, found ? "pgbench's CPU and its backends', " : "the backends', ", server_path,
+      server_host,
+      found ? "pgbench ran on the host the record file sampled, so the log's times and the "
+              "samples are on one clock: no shift is needed, and none is applied."
+            : "The log holds no clock-offset estimate: its times are used unshifted (pgbench's "
+              "host and the record file's are assumed to share one clock).");
+}
+
 }  // namespace
 
 RunComparison compare_runs(const Report& run, const std::string& run_path, const Report& baseline,
@@ -197,18 +224,29 @@ Report explain_pair(schema::Store& client, const std::string& server_path,
   }
   srv.shadow_tables(clock_shift(estimates));
   // Pass 2: the same windows, with the server's host, processes and ASH and
-  // the client's driver CPU per window.
-  Report r = explain(client, with_client_driver(options, client_side));
-  r.hosts.push_back(summarise(client_side, "client"));
+  // the client's driver CPU per window (an imported pgbench log: pgbench's,
+  // from the server file).
+  const bool imported = client_side.run.mode == to_string(schema::RunMode::import_pgbench);
+  Report r = explain(client, imported ? with_driver_in_server_file(options)
+                                      : with_client_driver(options, client_side));
   auto s = summarise(r, "server");
   s.host = server_host;
   s.cores = srv.cores();
+  if (!imported) {
+    r.hosts.push_back(summarise(client_side, "client"));
+  } else if (r.pgbench && r.pgbench->pid) {
+    // pgbench ran on the record file's host.
+    auto c = s;
+    c.role = "client";
+    r.hosts.push_back(std::move(c));
+  }
   r.hosts.push_back(std::move(s));
   const auto clock = align_clock(estimates, queries);
   r.clock = clock;
   r.notes.insert(
       r.notes.begin(),
-      estimates.empty()
+      imported ? imported_note(r, client.path(), server_path, server_host)
+      : estimates.empty()
           ? fmt::format(
                 "Client + server: driver CPU from {} (host {}), host, process and ASH "
                 "figures from {} (host {}). {} holds no clock-offset estimate: the server's "

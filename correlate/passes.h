@@ -4,6 +4,7 @@
 //   run_info.cpp      the run row, the tick periods, the analysed span, windows' kind
 //   query_scan.cpp    the query table in one scan: run totals, percentiles, query windows
 //   query_path.cpp    the driver, this run's backends, poolers, cgroups, the checkpointer
+//   pgbench_driver.cpp  an imported pgbench log's driver and backends in a record file
 //   windows.cpp       closing the windows at the span's end; the window index
 //   host_pass.cpp     sample and host_sample rows into the windows
 //   ash_pass.cpp      pg_activity_sample rows of this run's backends into the windows
@@ -23,6 +24,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -81,6 +83,13 @@ struct QueryPath {
   std::unordered_set<std::int64_t> checkpointer_ids;
   // Poolers and proxies between driver and server: process_id → comm.
   std::unordered_map<std::int64_t, std::string> middle_processes;
+  // The driver is another program, not stallscope (pgbench, for an imported
+  // log explained with a record file): its process rows are all driver CPU
+  // and run delay, with no sampler thread of stallscope's in them.
+  bool external_driver = false;
+  // An imported pgbench log explained with a record file: how pgbench and
+  // its backends were found (find_pgbench).
+  std::optional<PgbenchDriver> pgbench;
   bool is_path(std::int64_t id) const {
     return id == driver_process_id || backend_process_ids.contains(id) ||
            middle_processes.contains(id);
@@ -106,6 +115,21 @@ QueryPath find_query_path(schema::Store& store, const QueryPathInputs& in,
 // known through `backends`, else host-wide and why. With queries only.
 Attribution choose_attribution(const RunRow& run, std::int64_t queries, const QueryPath& qp,
                                const BackendMap& backends);
+// An imported pgbench log explained with a record file (pgbench_driver.cpp):
+// pgbench's process — comm "pgbench", sampled during the span; the one whose
+// pid a log file name gives, else the one with the most CPU — becomes the
+// (external) driver, and the pids of ASH rows with application_name
+// "pgbench" in the span, and the client backends that started as pgbench
+// connected (PgbenchDriver in correlate.h), with their sampled processes,
+// this run's backends. `clients`: the log's client count (RunSummary).
+// Sets qp.pgbench and adds a note saying how pgbench was found, or why not.
+void find_pgbench(schema::Store& store, Span span, std::optional<int> clients, QueryPath& qp,
+                  std::vector<std::string>& notes);
+// The pids pgbench log file names carry (pgbench writes PREFIX.PID for its
+// first thread and PREFIX.PID.N for thread N), from the arguments of an
+// import's command line, ascending and without duplicates. A name with two
+// trailing numbers gives both (PREFIX may end in a number).
+std::vector<int> pids_in_log_names(std::string_view command_line);
 // cgroup cpu.stat of the query path's cgroups over the span: marks the path
 // processes whose cgroup was throttled (qp) and keeps the most throttled
 // cgroup's figures (f).

@@ -255,7 +255,8 @@ class ProcessScan {
       if (utime && stime) cpu = (*utime + *stime) * common::kNsPerS / in_.clock_ticks_per_s;
     }
     const bool driver = row.driver(), backend = row.backend(), middle = row.middle();
-    const bool driver_from_threads = driver && f_.driver_cpu_from_threads;
+    const bool driver_from_threads =
+        driver && f_.driver_cpu_from_threads && !in_.path.external_driver;
     if (cpu) {
       spread(in_.windows, row.t, span, *cpu, [&](std::size_t w, std::int64_t v) {
         cpu_in_span += v;
@@ -380,7 +381,9 @@ void read_processes(schema::Store& store, const ProcessInputs& in, std::vector<W
   const SampleTimes times(store, in.span);
   auto table = make_process_table(store, in);
   schema::ProcessRows st(store, times.from_id());
-  f.driver_cpu_from_threads = driver_cpu_from_threads(store, in.path);
+  // An external driver (pgbench) holds no sampler thread: its process rows
+  // are its CPU, with no sampler CPU to subtract (as with ss-driver rows).
+  f.driver_cpu_from_threads = in.path.external_driver || driver_cpu_from_threads(store, in.path);
   ProcessScan scan(in, table, acc, f, att);
   while (st.next()) {
     const auto t = times.time_of(st.sample_id());
@@ -389,7 +392,8 @@ void read_processes(schema::Store& store, const ProcessInputs& in, std::vector<W
     if (in.ash) in.ash->run_until(*t);
     scan.add(st, *t);
   }
-  if (f.driver_cpu_from_threads) add_driver_threads(store, in, times, acc);
+  if (f.driver_cpu_from_threads && !in.path.external_driver)
+    add_driver_threads(store, in, times, acc);
   scan.finish_buckets();
   schema::ProcessLookup processes(store);
   add_single_thread_candidates(processes, in, table, f);

@@ -84,21 +84,32 @@ QueryPath find_query_path(schema::Store& store, const QueryPathInputs& in,
                           std::vector<std::string>& notes) {
   auto qp = find_driver_and_backends(store, in.run);
   // Client + server: the driver ran on the client host; its figures come
-  // from the client pass, never from the server file's processes.
+  // from the client pass, never from the server file's processes — except
+  // for an imported pgbench log, whose file holds no samples: pgbench and its
+  // backends are looked for in the server (record) file.
   if (in.pair) qp.driver_process_id.reset();
+  if (in.pair && in.run.imported) find_pgbench(store, in.span, in.run.summary.clients, qp, notes);
   qp.driver_backends_unsampled = qp.backend_process_ids.empty();
   if (in.has_queries) find_middle_processes(store, in.options, qp, in.span, notes);
   return qp;
 }
 
 // Per-query attribution (attribution.h) where each query's backend is known;
+// for an imported pgbench log whose backends were found by application_name,
 // behind a pooler (its pids are the pooler's) or without backend pids (an
-// imported pgbench log), host-wide figures.
+// imported pgbench log alone), host-wide figures.
 Attribution choose_attribution(const RunRow& run, std::int64_t queries, const QueryPath& qp,
                                const BackendMap& backends) {
   Attribution att;
   att.queries = queries;
-  if (qp.driver_backends_unsampled && !qp.middle_processes.empty()) {
+  if (qp.pgbench && !qp.pgbench->backend_pids.empty() && qp.middle_processes.empty()) {
+    att.method = AttributionMethod::host_wide;
+    att.reason = fmt::format(
+        "an imported pgbench log does not say which backend served which transaction: every "
+        "sample of pgbench's {} backends (application_name '{}' in ASH, or started as pgbench "
+        "connected) counts over the whole query span",
+        qp.pgbench->backend_pids.size(), qp.pgbench->application_name);
+  } else if (qp.driver_backends_unsampled && !qp.middle_processes.empty()) {
     att.method = AttributionMethod::host_wide;
     att.reason =
         "behind a pooler a query's server backend is not known: every client backend of the "

@@ -529,6 +529,17 @@ nlohmann::json comparison_json(const RunComparison& c) {
           {"summary", valid_utf8(c.summary)}};
 }
 
+nlohmann::json pgbench_json(const PgbenchDriver& d) {
+  return {{"pid", opt(d.pid)},
+          {"start_ns", opt(d.start_ns)},
+          {"found_by", d.found_by.empty() ? nlohmann::json(nullptr) : nlohmann::json(d.found_by)},
+          {"processes", d.processes},
+          {"application_name", valid_utf8(d.application_name)},
+          {"backend_pids", d.backend_pids},
+          {"backend_processes", d.backend_processes},
+          {"note", valid_utf8(d.note)}};
+}
+
 nlohmann::json clock_json(const ClockAlignment& c) {
   return {{"estimates", c.estimates},
           {"applied", c.offset_ns.has_value()},
@@ -607,6 +618,7 @@ nlohmann::json to_json(const Report& r) {
   }
   if (r.comparison) j["comparison"] = comparison_json(*r.comparison);
   if (r.clock) j["clock"] = clock_json(*r.clock);
+  if (r.pgbench) j["pgbench"] = pgbench_json(*r.pgbench);
   j["notes"] = std::move(notes);
   return j;
 }

@@ -1,0 +1,93 @@
+// Reads for an imported pgbench log explained with a record file.
+#include "schema/pgbench_readers.h"
+
+#include "schema/row.h"
+
+namespace stallscope::schema {
+
+std::vector<SampledProcess> sampled_processes_with_cpu(Store& store, const std::string& comm,
+                                                       std::int64_t from_ns, std::int64_t to_ns) {
+  Cursor st(store.db(),
+            "SELECT p.process_id, p.pid, p.start_ns, count(*), coalesce(sum(t.cpu_ns), 0) "
+            "FROM process p JOIN process_tick t ON t.process_id = p.process_id "
+            "JOIN sample s ON s.sample_id = t.sample_id "
+            "WHERE p.comm = ?1 AND s.time_ns > ?2 AND s.time_ns <= ?3 "
+            "GROUP BY p.process_id ORDER BY p.process_id");
+  st.bind(1, comm);
+  st.bind(2, from_ns);
+  st.bind(3, to_ns);
+  std::vector<SampledProcess> out;
+  while (st.step()) {
+    out.push_back(
+        {st.int64(0), static_cast<int>(st.int64(1)), st.opt_int64(2), st.int64(3), st.int64(4)});
+  }
+  return out;
+}
+
+std::vector<AshBackend> ash_pids_with_application_name(Store& store, const std::string& name,
+                                                       std::int64_t from_ns, std::int64_t to_ns) {
+  Cursor st(store.db(),
+            "SELECT pid, count(*), max(backend_start_ns) FROM pg_activity_sample "
+            "WHERE application_name = ?1 AND time_ns >= ?2 AND time_ns <= ?3 "
+            "GROUP BY pid ORDER BY pid");
+  st.bind(1, name);
+  st.bind(2, from_ns);
+  st.bind(3, to_ns);
+  std::vector<AshBackend> out;
+  while (st.step()) {
+    out.push_back({static_cast<int>(st.int64(0)), st.int64(1), st.opt_int64(2)});
+  }
+  return out;
+}
+
+std::vector<int> ash_pids_without_application_name(Store& store, const std::string& name,
+                                                   std::int64_t from_ns, std::int64_t to_ns) {
+  Cursor st(store.db(),
+            "SELECT DISTINCT pid FROM pg_activity_sample WHERE time_ns >= ?2 AND time_ns <= ?3 "
+            "AND application_name IS NOT ?1 ORDER BY pid");
+  st.bind(1, name);
+  st.bind(2, from_ns);
+  st.bind(3, to_ns);
+  std::vector<int> out;
+  while (st.step()) out.push_back(static_cast<int>(st.int64(0)));
+  return out;
+}
+
+namespace {
+
+ProcessInfo process_info_of(const Cursor& st) {
+  std::optional<int> ppid;
+  if (const auto v = st.opt_int64(2)) ppid = static_cast<int>(*v);
+  return {st.int64(0), static_cast<int>(st.int64(1)), ppid, st.opt_int64(3),
+          std::string(st.text(4))};
+}
+
+}  // namespace
+
+std::optional<ProcessInfo> process_info(Store& store, std::int64_t process_id) {
+  Cursor st(store.db(),
+            "SELECT process_id, pid, ppid, start_ns, cmdline FROM process WHERE process_id = ?1");
+  st.bind(1, process_id);
+  if (!st.step()) return std::nullopt;
+  return process_info_of(st);
+}
+
+std::vector<ProcessInfo> postgres_processes_started_between(Store& store, std::int64_t from_ns,
+                                                            std::int64_t to_ns) {
+  Cursor st(store.db(),
+            "SELECT process_id, pid, ppid, start_ns, cmdline FROM process WHERE start_ns >= ?1 "
+            "AND start_ns <= ?2 AND cmdline LIKE 'postgres: %' ORDER BY start_ns, process_id");
+  st.bind(1, from_ns);
+  st.bind(2, to_ns);
+  std::vector<ProcessInfo> out;
+  while (st.step()) out.push_back(process_info_of(st));
+  return out;
+}
+
+std::optional<std::string> run_command_line(Store& store) {
+  Cursor st(store.db(), "SELECT command_line FROM main.run");
+  if (!st.step()) return std::nullopt;
+  return std::string(st.text(0));
+}
+
+}  // namespace stallscope::schema
