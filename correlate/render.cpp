@@ -536,6 +536,8 @@ nlohmann::json pgbench_json(const PgbenchDriver& d) {
           {"processes", d.processes},
           {"application_name", valid_utf8(d.application_name)},
           {"backend_pids", d.backend_pids},
+          {"backends_by_application_name", d.backends_by_application_name},
+          {"backends_by_start", d.backends_by_start},
           {"backend_processes", d.backend_processes},
           {"note", valid_utf8(d.note)}};
 }

@@ -1,15 +1,24 @@
-// `stallscope import-pgbench` on logs written by the real pgbench.
+// `stallscope import-pgbench` on logs written by the real pgbench, and such
+// a log explained with a record file taken beside pgbench.
+#include <spawn.h>
+#include <sys/wait.h>
+
 #include <SQLiteCpp/Database.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
+#include <thread>
 
 #include <fmt/format.h>
 
 #include "support/test_support.h"
+
+extern char** environ;
 
 namespace stallscope {
 namespace {
@@ -207,6 +216,198 @@ TEST_F(ImportPgbench, MalformedLineIsAOneLineErrorAndNoFileIsLeft) {
         << bad.err;
     EXPECT_FALSE(std::filesystem::exists(dir_.file("range.db")));
   }
+}
+
+// Starts argv (looked up in PATH) without waiting; its pid.
+pid_t spawn(std::vector<std::string> argv) {
+  std::vector<char*> args;
+  for (auto& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  if (posix_spawnp(&pid, args[0], nullptr, nullptr, args.data(), environ) != 0) return -1;
+  return pid;
+}
+
+// Waits for pid; whether it exited with status 0.
+bool exited_ok(pid_t pid) {
+  int status = 0;
+  return waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+// The accounting part named `name` (null when absent).
+nlohmann::json part(const nlohmann::json& accounting, const std::string& name) {
+  for (const auto& p : accounting["parts"])
+    if (p["part"] == name) return p;
+  return nullptr;
+}
+
+// The parts add up to the client time (what they exceed it by, excess_ns,
+// is overlap: parts measured on different processes at once).
+void expect_parts_add_up(const nlohmann::json& a) {
+  std::int64_t sum = 0;
+  for (const auto& p : a["parts"]) sum += p["time_ns"].get<std::int64_t>();
+  EXPECT_EQ(sum - a["excess_ns"].get<std::int64_t>(), a["client_ns"].get<std::int64_t>()) << a;
+}
+
+bool has_note_with(const nlohmann::json& j, const std::string& text) {
+  for (const auto& n : j["notes"])
+    if (n.get<std::string>().find(text) != std::string::npos) return true;
+  return false;
+}
+
+// A record --pg on this host beside a real pgbench (-c 4 -T 4), its log
+// imported; returns the pgbench pid (-1 when a step failed).
+class ImportWithRecord : public ImportPgbench {
+ protected:
+  pid_t record_beside_pgbench(const std::string& pgbench_bin, const std::string& stem) {
+    std::ofstream(dir_.file("pg_class.sql")) << "SELECT count(*) FROM pg_class;\n";
+    const pid_t rec = spawn({test::stallscope_bin(), "record", "-o", dir_.file(stem + "-rec.db"),
+                             "--pg", conninfo_, "-T", "8"});
+    EXPECT_GT(rec, 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    const pid_t pgbench =
+        spawn({pgbench_bin, "-n", "-f", dir_.file("pg_class.sql"), "-c", "4", "-j", "2", "-T", "4",
+               "-l", "--log-prefix=" + dir_.file(stem), conninfo_});
+    EXPECT_GT(pgbench, 0);
+    // pgbench's own backends, by the server's account, half way through.
+    std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+    backends_ = test::psql(conninfo_,
+                           "SELECT string_agg(pid::text, ',' ORDER BY pid) FROM pg_stat_activity "
+                           "WHERE application_name = 'pgbench'");
+    const bool pgbench_ok = exited_ok(pgbench);
+    const bool rec_ok = exited_ok(rec);
+    EXPECT_TRUE(pgbench_ok && rec_ok);
+    const auto files = logs_with_prefix(dir_.path(), stem);
+    std::vector<std::string> argv{test::stallscope_bin(), "import-pgbench", "-o",
+                                  dir_.file(stem + ".db")};
+    argv.insert(argv.end(), files.begin(), files.end());
+    const auto r = test::run_command(argv);
+    EXPECT_EQ(r.exit_status, 0) << r.err;
+    return pgbench_ok && rec_ok && r.exit_status == 0 ? pgbench : -1;
+  }
+  nlohmann::json explain_pair(const std::string& stem) {
+    const auto e = test::run_command({test::stallscope_bin(), "explain", dir_.file(stem + ".db"),
+                                      dir_.file(stem + "-rec.db"), "--json"});
+    EXPECT_EQ(e.exit_status, 0) << e.err;
+    return e.exit_status == 0 ? nlohmann::json::parse(e.out) : nlohmann::json();
+  }
+  std::string backends_;  // "pid,pid,…" of application_name 'pgbench', from pg_stat_activity
+};
+
+// The CPU of process `pid` (comm `comm`) in a record file over [from_ns,
+// to_ns): each process row's CPU delta spread evenly over the span it covers.
+std::int64_t process_cpu_ns(const std::string& db_path, int pid, const std::string& comm,
+                            std::int64_t from_ns, std::int64_t to_ns) {
+  SQLite::Database db(db_path);
+  SQLite::Statement q(db,
+                      "SELECT s.time_ns, ps.cpu_ns, ps.span_ns FROM process_sample ps JOIN sample "
+                      "s USING (sample_id) JOIN process p USING (process_id) WHERE p.pid = ?1 AND "
+                      "p.comm = ?2 AND ps.cpu_ns IS NOT NULL");
+  q.bind(1, pid);
+  q.bind(2, comm);
+  std::int64_t total = 0;
+  while (q.executeStep()) {
+    const auto t = q.getColumn(0).getInt64(), cpu = q.getColumn(1).getInt64();
+    if (q.getColumn(2).isNull() || q.getColumn(2).getInt64() <= 0) {
+      if (t >= from_ns && t < to_ns) total += cpu;
+      continue;
+    }
+    const auto span = q.getColumn(2).getInt64();
+    const auto overlap = std::min(t, to_ns) - std::max(t - span, from_ns);
+    if (overlap > 0)
+      total += static_cast<std::int64_t>(static_cast<__int128>(cpu) * overlap / span);
+  }
+  return total;
+}
+
+TEST_F(ImportWithRecord, PgbenchInTheRecordFileIsTheDriverAndItsBackendsTheServer) {
+  const pid_t pgbench = record_beside_pgbench("pgbench", "pb");
+  ASSERT_GT(pgbench, 0);
+  const auto j = explain_pair("pb");
+  ASSERT_TRUE(j.is_object());
+  // pgbench found by the pid in its log file names (pb.PID, pb.PID.1).
+  const auto& pg = j["pgbench"];
+  ASSERT_TRUE(pg.is_object()) << j.dump();
+  EXPECT_EQ(pg["pid"], pgbench);
+  EXPECT_EQ(pg["found_by"], "log file name");
+  // Its backends are exactly the four pg_stat_activity gave for
+  // application_name 'pgbench' while it ran, each a sampled process.
+  std::vector<int> pids = pg["backend_pids"].get<std::vector<int>>();
+  std::sort(pids.begin(), pids.end());
+  std::string listed;
+  for (int p : pids) listed += (listed.empty() ? "" : ",") + std::to_string(p);
+  EXPECT_EQ(listed, backends_);
+  EXPECT_EQ(pids.size(), 4u);
+  EXPECT_EQ(pg["backend_processes"], 4);
+  EXPECT_GE(pg["backends_by_application_name"].get<int>(), 1);
+  EXPECT_EQ(j["attribution"]["method"], "host_wide");
+  EXPECT_NE(j["attribution"]["reason"].get<std::string>().find("pgbench's 4 backends"),
+            std::string::npos)
+      << j["attribution"];
+  // driver_cpu is pgbench's process CPU over the analysed span, from the
+  // record file (within the rounding of spreading it over the windows).
+  const auto& a = j["accounting"];
+  const auto driver = part(a, "driver_cpu");
+  ASSERT_FALSE(driver.is_null()) << a;
+  EXPECT_EQ(driver["host"], "client");
+  const auto from = j["windows"].front()["start_ns"].get<std::int64_t>();
+  const auto to = j["windows"].back()["end_ns"].get<std::int64_t>();
+  const auto expected = process_cpu_ns(dir_.file("pb-rec.db"), pgbench, "pgbench", from, to);
+  EXPECT_GT(expected, 100'000'000) << "pgbench with 4 clients uses CPU";
+  EXPECT_NEAR(driver["time_ns"].get<double>(), double(expected), 1000.0);
+  EXPECT_FALSE(part(a, "client_run_queue").is_null()) << a;
+  EXPECT_GT(part(a, "server_cpu")["time_ns"].get<std::int64_t>(), 0);
+  expect_parts_add_up(a);
+  // Both roles are this host (pgbench ran where the record file sampled).
+  ASSERT_EQ(j["hosts"].size(), 2u);
+  EXPECT_EQ(j["hosts"][0]["role"], "client");
+  EXPECT_EQ(j["hosts"][0]["host"], j["hosts"][1]["host"]);
+  EXPECT_TRUE(has_note_with(j, fmt::format("pgbench found in the record file: pid {}", pgbench)))
+      << j["notes"];
+  EXPECT_TRUE(has_note_with(j, "no shift is needed")) << j["notes"];
+  // pgbench's backends are on the query path, not competing processes.
+  for (const auto& f : j["findings"]) {
+    for (const auto& [k, v] : f["evidence"].items()) {
+      if (k.starts_with("top_other") && v.is_string()) {
+        for (int p : pids)
+          EXPECT_EQ(v.get<std::string>().find(fmt::format("(pid {})", p)), std::string::npos) << v;
+      }
+    }
+  }
+}
+
+// The same with pgbench under another name: no process named pgbench in the
+// record file, and its backends carry that other application_name. A note
+// says so; the accounting still adds up, with no driver CPU.
+TEST_F(ImportWithRecord, WithoutPgbenchInTheRecordFileANoteSaysWhy) {
+  std::string real;
+  for (const char* v : {"15", "16", "17"}) {
+    const auto p = fmt::format("/usr/lib/postgresql/{}/bin/pgbench", v);
+    if (std::filesystem::exists(p)) real = p;
+  }
+  ASSERT_FALSE(real.empty()) << "the pgbench binary (tools/install-deps)";
+  std::filesystem::create_symlink(real, dir_.file("pgb-renamed"));
+  ASSERT_GT(record_beside_pgbench(dir_.file("pgb-renamed"), "rn"), 0);
+  EXPECT_EQ(backends_, "") << "its backends' application_name is pgb-renamed";
+  const auto j = explain_pair("rn");
+  ASSERT_TRUE(j.is_object());
+  const auto& pg = j["pgbench"];
+  ASSERT_TRUE(pg.is_object()) << j.dump();
+  EXPECT_TRUE(pg["pid"].is_null());
+  EXPECT_EQ(pg["processes"], 0);
+  EXPECT_TRUE(pg["backend_pids"].empty());
+  EXPECT_TRUE(has_note_with(j,
+                            "pgbench was not found in the record file: no process named "
+                            "pgbench was sampled during the queries"))
+      << j["notes"];
+  EXPECT_TRUE(has_note_with(j, "No ASH sample during the queries has application_name 'pgbench'"))
+      << j["notes"];
+  // Only the record file's host is known.
+  ASSERT_EQ(j["hosts"].size(), 1u);
+  EXPECT_EQ(j["hosts"][0]["role"], "server");
+  const auto& a = j["accounting"];
+  EXPECT_EQ(part(a, "driver_cpu")["time_ns"], 0);
+  expect_parts_add_up(a);
 }
 
 }  // namespace
