@@ -5,6 +5,7 @@
 #include "common/units.h"
 #include "correlate/format.h"
 #include "correlate/passes.h"
+#include "schema/records.h"
 
 namespace stallscope::correlate::detail {
 namespace {
@@ -60,6 +61,17 @@ void add_accounting_caveats(const NoteInputs& in, Report& report) {
 }  // namespace
 
 void add_sampling_notes(const NoteInputs& in, Report& report) {
+  // An imported pgbench log alone: no samples of any kind, so the notes on
+  // sampling rates and on processes not found would describe nothing.
+  if (report.run.mode == to_string(schema::RunMode::import_pgbench) && !in.client_driver &&
+      in.facts.host.cpu_rows == 0 && !in.facts.ash_available && in.facts.all_cpu_ns == 0) {
+    report.notes.push_back(
+        "An imported pgbench log holds no host, process or ASH samples: its query time cannot "
+        "be split into CPU, waits and round trips. Record beside pgbench (`stallscope record "
+        "--pg CONNINFO -T SECONDS` on pgbench's host, started before it) and explain the log "
+        "with that file: `stallscope explain imported.db record.db`.");
+    return;
+  }
   add_sampling_rates(in, report);
   if (!in.facts.has_queries) {
     report.notes.push_back(

@@ -96,9 +96,22 @@ TEST_F(ImportPgbench, PerTransactionLogGivesTheSameCountAndLatencySum) {
   EXPECT_EQ(db.execAndGet("SELECT count(DISTINCT client_id) FROM query").getInt64(), 2);
   EXPECT_EQ(db.execAndGet("SELECT mode FROM run").getString(), "import-pgbench");
   EXPECT_EQ(r.out.find("sampled"), std::string::npos) << r.out;
-  // explain works on it.
+  // explain works on it; with no samples of any kind one note says what
+  // to record beside pgbench instead of notes on sampling it never did.
   auto ex = test::run_command({test::stallscope_bin(), "explain", dir_.file("tx.db")});
   EXPECT_EQ(ex.exit_status, 0) << ex.err;
+  auto js = test::run_command({test::stallscope_bin(), "explain", "--json", dir_.file("tx.db")});
+  ASSERT_EQ(js.exit_status, 0) << js.err;
+  const auto j = nlohmann::json::parse(js.out);
+  int no_samples = 0;
+  for (const auto& n : j["notes"]) {
+    const auto text = n.get<std::string>();
+    no_samples += text.starts_with("An imported pgbench log holds no host, process or ASH samples");
+    EXPECT_EQ(text.find("Host state is sampled"), std::string::npos) << text;
+    EXPECT_EQ(text.find("The stallscope process was not found"), std::string::npos) << text;
+  }
+  EXPECT_EQ(no_samples, 1) << j["notes"];
+  EXPECT_FALSE(j["accounting"]["cannot_account"].is_null()) << j["accounting"];
 }
 
 // pgbench's own "skipped" (-R -L) and "failed" lines, appended to a real -R
