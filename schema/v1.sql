@@ -23,7 +23,7 @@ CREATE TABLE run (
   stallscope_pid      INTEGER NOT NULL,           -- pid of the stallscope process (the driver)
   stallscope_start_ticks INTEGER,                 -- its start time, clock ticks since boot
   clients             INTEGER,                    -- driver: -c
-  threads             INTEGER,                    -- driver: -j
+  threads             INTEGER,                    -- driver: -j; import-pgbench: the log files imported (pgbench writes one per thread)
   protocol            TEXT,                       -- driver: simple | extended | prepared
   sql                 TEXT,                       -- driver: the SQL each transaction runs
   server_version      TEXT,                       -- server_version of the database, if any

@@ -213,6 +213,8 @@ int import_pgbench_command(const ImportPgbenchOptions& o) {
     for (const auto& q : batch.query_skips)
       see(q.start_ns, q.start_ns + q.lag_ns, q.client_id, q.seq);
     if (!seq_span.empty()) info.clients = static_cast<int>(seq_span.size());
+    // pgbench writes one log per thread (-j): PREFIX.PID, PREFIX.PID.1, ...
+    info.threads = static_cast<int>(o.files.size());
     if (first_ns) {
       info.start_ns = *first_ns;
     } else if (!batch.pgbench_aggregates.empty()) {

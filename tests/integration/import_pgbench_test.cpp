@@ -378,6 +378,23 @@ TEST_F(ImportWithRecord, PgbenchInTheRecordFileIsTheDriverAndItsBackendsTheServe
   EXPECT_TRUE(has_note_with(j, fmt::format("pgbench found in the record file: pid {}", pgbench)))
       << j["notes"];
   EXPECT_TRUE(has_note_with(j, "no shift is needed")) << j["notes"];
+  // One host, one clock: the log's times line up with the record file's —
+  // pgbench started before its first transaction, and ASH saw its backends
+  // only while its transactions ran (± a poll).
+  const auto q0 = j["run"]["query_start_ns"].get<std::int64_t>();
+  const auto q1 = j["run"]["query_end_ns"].get<std::int64_t>();
+  EXPECT_LE(pg["start_ns"].get<std::int64_t>(), q0);
+  EXPECT_GT(pg["start_ns"].get<std::int64_t>(), q0 - 2'000'000'000);
+  {
+    SQLite::Database rec(dir_.file("pb-rec.db"));
+    SQLite::Statement ash(rec,
+                          "SELECT min(time_ns), max(time_ns) FROM pg_activity_sample WHERE "
+                          "application_name = 'pgbench'");
+    ASSERT_TRUE(ash.executeStep());
+    constexpr std::int64_t kPollNs = 200'000'000;
+    EXPECT_GE(ash.getColumn(0).getInt64(), q0 - kPollNs);
+    EXPECT_LE(ash.getColumn(1).getInt64(), q1 + kPollNs);
+  }
   // pgbench's backends are on the query path, not competing processes.
   for (const auto& f : j["findings"]) {
     for (const auto& [k, v] : f["evidence"].items()) {
