@@ -95,6 +95,7 @@ TEST_F(ImportPgbench, PerTransactionLogGivesTheSameCountAndLatencySum) {
   EXPECT_EQ(db.execAndGet("SELECT sum(lag_ns) FROM query").getInt64(), lag_us * 1000);
   EXPECT_EQ(db.execAndGet("SELECT count(DISTINCT client_id) FROM query").getInt64(), 2);
   EXPECT_EQ(db.execAndGet("SELECT mode FROM run").getString(), "import-pgbench");
+  EXPECT_EQ(db.execAndGet("SELECT threads FROM run").getInt(), 2) << "one log per thread";
   EXPECT_EQ(r.out.find("sampled"), std::string::npos) << r.out;
   // explain works on it; with no samples of any kind one note says what
   // to record beside pgbench instead of notes on sampling it never did.
