@@ -44,7 +44,7 @@ std::vector<int> ash_pids_without_application_name(Store& store, const std::stri
                                                    std::int64_t from_ns, std::int64_t to_ns) {
   Cursor st(store.db(),
             "SELECT DISTINCT pid FROM pg_activity_sample WHERE time_ns >= ?2 AND time_ns <= ?3 "
-            "AND application_name IS NOT ?1 ORDER BY pid");
+            "AND application_name <> '' AND application_name <> ?1 ORDER BY pid");
   st.bind(1, name);
   st.bind(2, from_ns);
   st.bind(3, to_ns);

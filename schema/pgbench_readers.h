@@ -49,7 +49,9 @@ std::vector<AshBackend> ash_pids_with_application_name(Store& store, const std::
                                                        std::int64_t from_ns, std::int64_t to_ns);
 
 // The pids of pg_activity_sample rows polled in [from_ns, to_ns] whose
-// application_name is not `name` (or NULL), ascending.
+// application_name is another one than `name`, ascending. NULL and '' do not
+// count: a backend still starting up shows '' before its startup packet's
+// application_name is set.
 std::vector<int> ash_pids_without_application_name(Store& store, const std::string& name,
                                                    std::int64_t from_ns, std::int64_t to_ns);
 

@@ -65,7 +65,8 @@ void write_imported(const std::string& path, int clients) {
 // and 301 started as pgbench 4242 connected, 302 too but ASH saw it as
 // application 'psql', 303 long before — each 100 ms CPU a second; ASH every
 // 100 ms: pid 300 as 'pgbench' waiting on a Lock at every 10th poll (when
-// `ash_pgbench`), 302 as 'psql' on every 10th.
+// `ash_pgbench`), 302 as 'psql' on every 10th, 301 once as it started (no
+// application_name yet, no state).
 void write_record(const std::string& path, bool ash_pgbench) {
   auto store = schema::Store::create(path);
   store.begin_run(run("record", "stallscope record --pg x -o rec.db", std::nullopt));
@@ -119,6 +120,14 @@ void write_record(const std::string& path, bool ash_pgbench) {
   for (int k = 0; k < 100; ++k) {
     const auto t = kT0 + k * 100 * kMs;
     b.ash_ticks.push_back({.ash_tick = k + 1, .time_ns = t, .duration_ns = kMs});
+    if (k == 0) {
+      // 301 as it started: no application_name yet.
+      b.pg_activity.push_back({.time_ns = t,
+                               .ash_tick = k + 1,
+                               .pid = 301,
+                               .backend_type = "client backend",
+                               .application_name = ""});
+    }
     if (k % 10 != 0) continue;
     if (ash_pgbench) {
       b.pg_activity.push_back({.time_ns = t,
