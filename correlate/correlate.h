@@ -412,7 +412,10 @@ Report explain(schema::Store& store, const ExplainOptions& options);
 // clock_offset estimate nearest in time: client_ns = server_ns − offset_ns);
 // the driver's CPU from the client file. Without estimates no shift is
 // applied and a note says so. Throws Error(usage) with one line when the
-// files' time ranges (after the shift) do not overlap.
+// files' time ranges (after the shift) do not overlap. An imported pgbench
+// log as `client` holds no samples: pgbench and its backends are found in
+// the server file instead (Report::pgbench), pgbench's CPU and run delay
+// being the driver's; the client host is listed only when pgbench was found.
 Report explain_pair(schema::Store& client, const std::string& server_path,
                     const ExplainOptions& options);
 // Compares `run` (explained from run_path) with `baseline`: both runs'
