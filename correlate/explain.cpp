@@ -155,13 +155,15 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
                             {options.client_driver_cpu_ns, options.client_driver_run_delay_ns});
     f.host = sums.total.host;
     if (f.has_queries) {
-      report.accounting = make_accounting(clients, span.duration_ns(), sums.total, f, pair);
+      report.accounting = make_accounting(
+          {clients, span.duration_ns(), sums.query_ns, sums.schedule_lag_ns}, sums.total, f, pair);
     }
     // Notes, findings, stalls.
     add_sampling_notes({f, qp, sums.perturbed_windows, options.client_driver_cpu_ns.has_value()},
                        report);
     clock.lap("path facts, windows");
     report.findings = find(report, f);
+    report.verdict = decide_verdict(report, f);
     count_connection_errors(store, report.windows, sums.signals);
     report.stalls = find_stalls(report, sums.signals, blocker_queries(store));
     clock.lap("findings, stalls");
