@@ -37,13 +37,106 @@ void add_d_state(const WindowAcc& a, const Facts& f, Accounting& acc) {
   for (const auto& [wchan, ns] : acc.server_d_state_by_wchan_ns) acc.server_d_state_ns += ns;
 }
 
-// acc.parts in display order (Accounting in correlate.h).
+// Trims the measured parts to the query time. The driver's CPU and run
+// delay go first, in proportion, up to their share that fell between queries
+// (taken as the clients' idle share): they are measured per thread over the
+// whole span, and some of them fall between queries (handling an answer,
+// timers, waking from \sleep or the -R schedule), outside query time. Then
+// all measured parts, in proportion; the schedule lag is exact and kept.
+void trim_to_query_time(Accounting& acc) {
+  std::int64_t sum_ns = 0;
+  for (const auto& p : acc.parts) sum_ns += p.time_ns;
+  acc.excess_ns = std::max<std::int64_t>(0, sum_ns - acc.query_ns);
+  auto over = acc.excess_ns;
+  if (over == 0) return;
+  // The driver's share of each part.
+  auto driver_ns = [&](const AccountingPart& p) -> std::int64_t {
+    if (p.name == "driver_cpu") return p.time_ns;
+    if (p.name == "run_queue" && p.host.empty())
+      return std::min(p.time_ns, acc.driver_run_delay_ns);
+    if (p.name == "client_run_queue") return p.time_ns;
+    return 0;
+  };
+  std::int64_t driver_total_ns = 0;
+  for (const auto& p : acc.parts) driver_total_ns += driver_ns(p);
+  // At most their share that fell between queries, taken as the clients'
+  // idle share (a closed loop has almost none; think time, most).
+  const auto between_ns =
+      static_cast<std::int64_t>(double(driver_total_ns) * (1 - acc.client_busy_share));
+  if (between_ns > 0) {
+    const auto cut_total = std::min(over, between_ns);
+    std::int64_t cut_sum = 0;
+    for (auto& p : acc.parts) {
+      const auto cut = static_cast<std::int64_t>(static_cast<__int128>(driver_ns(p)) * cut_total /
+                                                 driver_total_ns);
+      p.time_ns -= cut;
+      cut_sum += cut;
+    }
+    over -= cut_sum;
+  }
+  if (over <= 0) return;
+  std::int64_t scalable_ns = 0;
+  for (const auto& p : acc.parts)
+    if (p.name != "schedule_lag") scalable_ns += p.time_ns;
+  if (scalable_ns <= 0) return;
+  const auto keep_ns = std::max<std::int64_t>(0, scalable_ns - over);
+  std::int64_t kept_ns = 0;
+  AccountingPart* largest = nullptr;
+  for (auto& p : acc.parts) {
+    if (p.name == "schedule_lag") continue;
+    p.time_ns = static_cast<std::int64_t>(static_cast<__int128>(p.time_ns) * keep_ns / scalable_ns);
+    kept_ns += p.time_ns;
+    if (!largest || p.time_ns > largest->time_ns) largest = &p;
+  }
+  if (largest) largest->time_ns += keep_ns - kept_ns;  // rounding
+}
+
+// After trimming, the figures the finding rules read are the parts' (so a
+// finding never claims more than the accounting shows).
+void take_trimmed_parts(Accounting& acc) {
+  if (acc.excess_ns == 0) return;
+  auto trimmed = [&](const std::string& name, std::int64_t& field) {
+    for (const auto& p : acc.parts)
+      if (p.name == name) field = p.time_ns;
+  };
+  auto trimmed_list = [&](const std::string& prefix,
+                          std::vector<std::pair<std::string, std::int64_t>>& list,
+                          std::int64_t& total) {
+    total = 0;
+    for (auto& [key, ns] : list) {
+      trimmed(prefix + key, ns);
+      total += ns;
+    }
+  };
+  const auto driver_delay_before = acc.driver_run_delay_ns;
+  const auto run_delay_before = acc.run_delay_ns;
+  trimmed("driver_cpu", acc.driver_cpu_ns);
+  trimmed_list("path_cpu:", acc.path_cpu_by_comm_ns, acc.path_cpu_ns);
+  if (acc.path_wait_ns) trimmed(std::string("path_wait:") + kPoolerName, *acc.path_wait_ns);
+  trimmed("server_cpu", acc.server_cpu_ns);
+  trimmed_list("server_wait:", acc.server_wait_by_class_ns, acc.server_wait_ns);
+  trimmed_list("server_d_state:", acc.server_d_state_by_wchan_ns, acc.server_d_state_ns);
+  std::int64_t server_delay = run_delay_before - driver_delay_before;
+  trimmed("client_run_queue", acc.driver_run_delay_ns);
+  trimmed("run_queue", server_delay);
+  for (const auto& p : acc.parts) {
+    if (p.name == "run_queue" && p.host.empty()) {
+      // One part for both: the driver's share was cut first.
+      const auto cut = run_delay_before - p.time_ns;
+      acc.driver_run_delay_ns = std::max<std::int64_t>(0, driver_delay_before - cut);
+      acc.run_delay_ns = p.time_ns;
+      return;
+    }
+  }
+  acc.run_delay_ns = server_delay + acc.driver_run_delay_ns;
+}
+
+// acc.parts in display order (Accounting in correlate.h), trimmed to the
+// query time, with the remainder.
 void add_parts(const Facts& f, bool pair, Accounting& acc) {
   const bool cpu_known = !acc.cannot_account;
   auto part = [&](std::string name, std::int64_t ns, const char* host) {
-    acc.parts.push_back({std::move(name), ns,
-                         acc.client_ns > 0 ? double(ns) / double(acc.client_ns) : 0.0,
-                         pair ? host : ""});
+    acc.parts.push_back({std::move(name), ns, 0.0, pair ? host : ""});
   };
   // Client + server: the driver's figures come from the client pass.
   if (cpu_known || pair) part("driver_cpu", acc.driver_cpu_ns, "client");
@@ -65,7 +158,17 @@ void add_parts(const Facts& f, bool pair, Accounting& acc) {
   } else if (cpu_known) {
     part("run_queue", acc.run_delay_ns, "");
   }
-  if (cpu_known) part("remainder", acc.remainder_ns, "");
+  if (acc.schedule_lag_ns > 0) part("schedule_lag", acc.schedule_lag_ns, "client");
+  trim_to_query_time(acc);
+  take_trimmed_parts(acc);
+  if (cpu_known) {
+    std::int64_t sum_ns = 0;
+    for (const auto& p : acc.parts) sum_ns += p.time_ns;
+    acc.remainder_ns = std::max<std::int64_t>(0, acc.query_ns - sum_ns);
+    part("remainder", acc.remainder_ns, "");
+  }
+  for (auto& p : acc.parts)
+    p.share = acc.query_ns > 0 ? double(p.time_ns) / double(acc.query_ns) : 0.0;
 }
 
 // Adds a window's accumulators into the whole run's: the host totals and the
@@ -143,10 +246,10 @@ std::int64_t throttled_ns(const WindowAcc& a, const Facts& f) {
 }
 
 // What the stall rules compare for this window (WindowSignals, detail.h).
-WindowSignals window_signals(const WindowAcc& a, const Facts& f, int clients, std::int64_t wall_ns,
+WindowSignals window_signals(const WindowAcc& a, const Facts& f, const Window& w,
                              std::int64_t throttled, double steal_share) {
   WindowSignals g;
-  g.client_ns = static_cast<std::int64_t>(clients) * wall_ns;
+  g.service_ns = std::max<std::int64_t>(0, w.query_time_ns - w.schedule_lag_ns);
   g.backend_d_rows = a.backend_d_rows;
   for (const auto& [wchan, n] : a.backend_d_wchan_rows) {
     if (n > g.top_d_wchan_rows) std::tie(g.top_d_wchan, g.top_d_wchan_rows) = std::tie(wchan, n);
@@ -192,23 +295,28 @@ void account_window(const WindowAcc& a, Window& w, std::size_t i, Facts& f, int 
     for (const auto& [cls, rows] : a.ash_class_rows) f.window_wait_share[i][cls] = double(rows);
     return;
   }
-  w.accounting = make_accounting(clients, w.end_ns - w.start_ns, a, f, pair);
+  w.accounting = make_accounting(
+      {clients, w.end_ns - w.start_ns, w.query_time_ns, w.schedule_lag_ns}, a, f, pair);
   auto& counted = total.d_counted_by_wchan_ns;
   if (!counted) counted.emplace();
   for (const auto& [wchan, ns] : w.accounting->server_d_state_by_wchan_ns) (*counted)[wchan] += ns;
+  const auto service_ns = w.accounting->query_ns - w.accounting->schedule_lag_ns;
   for (const auto& [cls, ns] : w.accounting->server_wait_by_class_ns) {
-    f.window_wait_share[i][cls] =
-        w.accounting->client_ns > 0 ? double(ns) / double(w.accounting->client_ns) : 0;
+    f.window_wait_share[i][cls] = service_ns > 0 ? double(ns) / double(service_ns) : 0;
   }
 }
 }  // namespace
 
-Accounting make_accounting(int clients, std::int64_t wall_ns, const WindowAcc& a, const Facts& f,
-                           bool pair) {
+Accounting make_accounting(const QueryTime& time, const WindowAcc& a, const Facts& f, bool pair) {
   Accounting acc;
-  acc.clients = clients;
-  acc.wall_ns = wall_ns;
-  acc.client_ns = static_cast<std::int64_t>(clients) * wall_ns;
+  acc.clients = time.clients;
+  acc.wall_ns = time.wall_ns;
+  acc.client_ns = static_cast<std::int64_t>(time.clients) * time.wall_ns;
+  acc.query_ns = time.query_ns;
+  acc.schedule_lag_ns = std::min(time.schedule_lag_ns, time.query_ns);
+  acc.idle_ns = std::max<std::int64_t>(0, acc.client_ns - acc.query_ns);
+  acc.client_busy_share =
+      acc.client_ns > 0 ? std::min(1.0, double(acc.query_ns) / double(acc.client_ns)) : 0.0;
   acc.sampler_cpu_ns = a.sampler_cpu_ns;
   // Without per-thread rows the stallscope process's CPU includes the
   // sampler thread's, which the sampler measured itself.
@@ -240,12 +348,6 @@ Accounting make_accounting(int clients, std::int64_t wall_ns, const WindowAcc& a
         fmt::format("no process sample with a CPU delta covers this span (samples every {:.1f} s)",
                     double(f.sample_period_ns) / common::kNsPerSDouble);
   }
-  const bool cpu_known = !acc.cannot_account;
-  const auto parts_ns = acc.driver_cpu_ns + acc.path_cpu_ns + acc.path_wait_ns.value_or(0) +
-                        acc.server_cpu_ns + acc.server_wait_ns + acc.server_d_state_ns +
-                        acc.run_delay_ns;
-  acc.remainder_ns = cpu_known ? std::max<std::int64_t>(0, acc.client_ns - parts_ns) : 0;
-  acc.excess_ns = cpu_known ? std::max<std::int64_t>(0, parts_ns - acc.client_ns) : 0;
   add_parts(f, pair, acc);
   return acc;
 }
@@ -267,12 +369,14 @@ WindowSums sum_windows(Report& report, std::vector<WindowAcc>& acc, Facts& f, in
     fill_host_figures(a, w, f.window_steal_share[i]);
     fill_wait_and_perturbation(a, w);
     if (w.perturbed) ++sums.perturbed_windows;
-    const auto wall = w.end_ns - w.start_ns;
+
     const auto throttled = throttled_ns(a, f);
     f.throttled_run_delay_ns += throttled;
-    sums.signals[i] = window_signals(a, f, clients, wall, throttled, f.window_steal_share[i]);
-    if (f.has_queries && clients > 0 && wall > 0) {
-      f.window_throttle_share[i] = double(throttled) / (double(clients) * double(wall));
+    sums.signals[i] = window_signals(a, f, w, throttled, f.window_steal_share[i]);
+    sums.query_ns += w.query_time_ns;
+    sums.schedule_lag_ns += w.schedule_lag_ns;
+    if (const auto service_ns = sums.signals[i].service_ns; f.has_queries && service_ns > 0) {
+      f.window_throttle_share[i] = double(throttled) / double(service_ns);
     }
     account_window(a, w, i, f, clients, pair, sums.total);
   }

@@ -93,24 +93,36 @@ struct RunSummary {
   std::optional<double> lag_max_ms;
 };
 
-// One part of the client time.
+// One part of the query time.
 struct AccountingPart {
   std::string name;  // "driver_cpu", "path_cpu:<comm>", "path_wait:pgbouncer", "server_cpu",
                      // "server_wait:<class>", "server_d_state:<wchan>", "run_queue",
-                     // "client_run_queue" (client + server), "remainder"
+                     // "client_run_queue" (client + server), "schedule_lag" (-R), "remainder"
   std::int64_t time_ns = 0;
-  double share = 0;  // time_ns ÷ client_ns (0 when client_ns is 0)
+  double share = 0;  // time_ns ÷ query_ns (0 when query_ns is 0)
   // explain_pair: the host whose samples measured it, "client" (driver CPU,
-  // client_run_queue) or "server" (backends, waits, D state, their run
-  // queue, path processes); "" for the remainder and for a single file.
+  // client_run_queue, schedule_lag) or "server" (backends, waits, D state,
+  // their run queue, path processes); "" for the remainder and for a single file.
   std::string host;
 };
 
-// Client time split into parts, for the whole run or one window.
+// Query time split into parts, for the whole run or one window
+// (docs/findings.md, "Time accounting"). The total is the time queries were
+// outstanding — Σ latency, under -R from the scheduled start — clipped to the
+// span; the time clients spent between queries (waiting for their schedule,
+// in \sleep, or in the driver between one answer and the next send) is their
+// idle time, not a part. The parts add up to query_ns: measured parts that
+// together exceed it (overlapping estimates) are trimmed — the driver's CPU
+// and run delay first, up to the clients' idle share of them (some of them
+// fall between queries), then all in proportion — and
+// excess_ns says by how much; the _ns fields below are then the trimmed ones.
 struct Accounting {
   int clients = 0;                  // N
   std::int64_t wall_ns = 0;         // W
-  std::int64_t client_ns = 0;       // N·W
+  std::int64_t client_ns = 0;       // N·W: the clients' time
+  std::int64_t query_ns = 0;        // Σ time queries were outstanding: the total
+  std::int64_t idle_ns = 0;         // client_ns − query_ns, ≥ 0: clients between queries
+  double client_busy_share = 0;     // query_ns ÷ client_ns: the clients' utilisation
   std::int64_t driver_cpu_ns = 0;   // stallscope process CPU minus the sampler's own
   std::int64_t sampler_cpu_ns = 0;  // subtracted from the driver's CPU
   std::int64_t server_cpu_ns = 0;   // CPU of this run's backends
@@ -124,6 +136,10 @@ struct Accounting {
   std::vector<std::pair<std::string, std::int64_t>> server_wait_by_class_ns;  // largest first
   std::int64_t run_delay_ns = 0;         // schedstat run delay of driver + backends
   std::int64_t driver_run_delay_ns = 0;  // of which the driver's (its ss-driver threads)
+  // -R: Σ schedule lag (query.lag_ns, scheduled start → sent) in the span:
+  // transactions queued in the client behind earlier, slow ones. The other
+  // parts are the service time (query_ns − schedule_lag_ns) that made them slow.
+  std::int64_t schedule_lag_ns = 0;
   // Backends in D state while serving the queries (per query attribution;
   // host-wide: over the whole span): D rows × sample period, by wchan.
   std::int64_t backend_d_state_ns = 0;
@@ -137,12 +153,15 @@ struct Accounting {
   // from process samples — and so the remainder — cannot be accounted. They
   // are then left out of `parts` (their _ns fields stay 0 and mean nothing).
   std::optional<std::string> cannot_account;
-  std::int64_t remainder_ns = 0;  // client_ns − the parts above, clamped ≥ 0
-  std::int64_t excess_ns = 0;     // by how much the parts exceed client_ns (overlap), else 0
+  std::int64_t remainder_ns = 0;  // query_ns − the parts above, clamped ≥ 0
+  // By how much the measured parts exceeded query_ns before they were
+  // trimmed to it (overlapping estimates, driver CPU between queries), else 0.
+  std::int64_t excess_ns = 0;
   // In display order: driver_cpu, path_cpu:<comm>…, path_wait:pgbouncer (with
   // path_wait_ns), server_cpu, server_wait:<class>…, server_d_state:<wchan>…,
   // run_queue, client_run_queue (explain_pair: the driver's run delay, apart
-  // from the server's), remainder.
+  // from the server's), schedule_lag (-R), remainder. Their time_ns add up to
+  // query_ns (when cannot_account is unset).
   std::vector<AccountingPart> parts;
 };
 
@@ -152,8 +171,16 @@ struct Window {
   std::int64_t end_ns = 0;
   double start_offset_s = 0;  // start_ns − the first window's start, s
   double duration_s = 0;  // time windows: end − start; query windows: first sent → last answered
-  std::int64_t queries = 0;  // successful queries sent in the window (failed: errors)
+  // Time windows: successful queries answered in the window (failed: errors),
+  // and the latency figures below are theirs (as pgbench -P); query windows:
+  // the N queries sent.
+  std::int64_t queries = 0;
   std::int64_t errors = 0;
+  // Σ time queries were outstanding in the window (each query's [start,
+  // start + latency) clipped to it; query windows: Σ latency), and of it the
+  // schedule lag (-R). A window with query time and no answer is a full stop.
+  std::int64_t query_time_ns = 0;
+  std::int64_t schedule_lag_ns = 0;
   std::optional<double> tps;  // queries ÷ duration_s
   std::optional<double> latency_min_ms;
   std::optional<double> latency_max_ms;
@@ -364,7 +391,12 @@ struct PgbenchDriver {
   // How it was chosen: "log file name" (its pid is in a log file's name,
   // pgbench_log.PID[.N]), "only one" or "most CPU" (of several).
   std::string found_by;
-  int processes = 0;                         // processes named pgbench sampled during the queries
+  int processes = 0;  // processes named pgbench sampled during the queries
+  // Its measured CPU (every thread) and run delay over the analysed span,
+  // spread over the windows as every process row is — before the accounting
+  // trims its driver_cpu and client_run_queue parts to the query time.
+  std::optional<std::int64_t> cpu_ns;
+  std::optional<std::int64_t> run_delay_ns;
   std::string application_name = "pgbench";  // pgbench's default, what its backends are found by
   // Its backends, by pid: those ASH saw with that application_name during
   // the queries, and — as ASH samples only non-idle sessions — the client
@@ -377,6 +409,20 @@ struct PgbenchDriver {
   std::int64_t backends_by_start = 0;
   std::int64_t backend_processes = 0;  // of backend_pids, found among the sampled processes
   std::string note;  // how pgbench and its backends were found, or why not (also in notes)
+};
+
+// explain's answer in one line (correlate/verdict.cpp; docs/findings.md,
+// "Verdict"): the kind that limited the run, or none and why.
+struct Verdict {
+  // The finding that limited the run (the first of `findings` that is a
+  // bottleneck, see docs/findings.md); absent for "no bottleneck".
+  std::optional<FindingKind> kind;
+  // Without a kind, why: "paced" (the clients kept their rate or their
+  // think time and nothing was saturated or waiting), "no_queries" (nothing
+  // to account: e.g. a record file with no finding), or "below_thresholds"
+  // (no finding reached kMinScore).
+  std::string reason;
+  std::string summary;  // one or two sentences
 };
 
 struct Report {
@@ -396,7 +442,8 @@ struct Report {
   std::optional<std::int64_t> ash_period_ns;  // ASH poll period used for estimates
   std::optional<Accounting> accounting;       // whole run; absent without queries
   std::vector<Window> windows;
-  std::vector<Finding> findings;   // highest score first
+  std::vector<Finding> findings;  // highest score first
+  Verdict verdict;
   std::vector<Stall> stalls;       // in time order
   std::vector<std::string> notes;  // sampling limits and caveats
 };

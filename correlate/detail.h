@@ -24,6 +24,12 @@ namespace stallscope::correlate::detail {
 // A finding is reported only when it explains at least this share of client
 // time (or, without queries, of the host-side quantity its rule measures).
 inline constexpr double kMinScore = 0.05;
+// A fixed rate (-R) is not kept when the mean schedule lag is at least this
+// share of the mean latency (which counts from the scheduled start).
+inline constexpr double kRateNotKeptMinLagShare = 0.5;
+// Clients idle between queries (think time, \sleep) for at least this share
+// of their time are paced by their script (verdict.cpp).
+inline constexpr double kPacedMinIdleShare = 0.5;
 // single_thread: a process counts as saturating one core in a window when it
 // used at least this many cores there ...
 inline constexpr double kSingleThreadMinCores = 0.9;
@@ -282,9 +288,19 @@ void read_pooler_facts(schema::Store& store, const PoolerFactsInputs& in, Facts&
 // pooler for a server connection, as a share of client time.
 void pool_wait(const Report& r, const Facts& f, std::vector<Finding>& out);
 
+// The time findings and stalls take shares of: the query time net of the
+// schedule lag (-R) — the lag is time queued behind earlier transactions,
+// so it is apportioned to whatever made those slow, i.e. in proportion to
+// the service time's parts. Without -R it is the query time.
+inline std::int64_t service_ns(const Accounting& a) {
+  return std::max<std::int64_t>(0, a.query_ns - a.schedule_lag_ns);
+}
+
 // Per window, what a stall explanation compares with the typical windows.
 struct WindowSignals {
-  std::int64_t client_ns = 0;       // N × window length
+  // The window's service time: query time minus schedule lag (Window); the
+  // shares a stall is explained by are of it.
+  std::int64_t service_ns = 0;
   std::int64_t backend_d_rows = 0;  // backend process rows in state D
   std::string top_d_wchan;          // most frequent wchan among them
   std::int64_t top_d_wchan_rows = 0;
@@ -311,6 +327,12 @@ struct WindowSignals {
 // the latest query text ASH saw for a pid before a time, or "".
 std::vector<Stall> find_stalls(const Report& r, const std::vector<WindowSignals>& sig,
                                const std::function<std::string(int, std::int64_t)>& blocker_query);
+
+// Whether a fixed rate (-R) was not kept: mean lag ≥ kRateNotKeptMinLagShare
+// of the mean latency (verdict.cpp).
+bool rate_not_kept(const RunSummary& r);
+// The verdict from the ranked findings (verdict.cpp).
+Verdict decide_verdict(const Report& r, const Facts& f);
 
 // Ranks the findings (rules in findings.cpp).
 std::vector<Finding> find(const Report& report, const Facts& facts);

@@ -155,14 +155,21 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
     auto sums = sum_windows(report, acc, f, clients,
                             {options.client_driver_cpu_ns, options.client_driver_run_delay_ns});
     f.host = sums.total.host;
+    if (report.pgbench && report.pgbench->pid) {
+      // pgbench's measured figures, before the accounting trims its parts.
+      report.pgbench->cpu_ns = sums.total.driver_cpu_ns;
+      report.pgbench->run_delay_ns = sums.total.driver_run_delay_ns;
+    }
     if (f.has_queries) {
-      report.accounting = make_accounting(clients, span.duration_ns(), sums.total, f, pair);
+      report.accounting = make_accounting(
+          {clients, span.duration_ns(), sums.query_ns, sums.schedule_lag_ns}, sums.total, f, pair);
     }
     // Notes, findings, stalls.
     add_sampling_notes({f, qp, sums.perturbed_windows, options.client_driver_cpu_ns.has_value()},
                        report);
     clock.lap("path facts, windows");
     report.findings = find(report, f);
+    report.verdict = decide_verdict(report, f);
     count_connection_errors(store, report.windows, sums.signals);
     report.stalls = find_stalls(report, sums.signals, blocker_queries(store));
     clock.lap("findings, stalls");

@@ -102,9 +102,9 @@ void read_pooler_facts(schema::Store& store, const PoolerFactsInputs& in, Facts&
 }
 
 void pool_wait(const Report& r, const Facts& f, std::vector<Finding>& out) {
-  if (!r.accounting || !r.accounting->path_wait_ns || r.accounting->client_ns <= 0) return;
+  if (!r.accounting || !r.accounting->path_wait_ns || service_ns(*r.accounting) <= 0) return;
   const auto& a = *r.accounting;
-  const double share = double(*a.path_wait_ns) / double(a.client_ns);
+  const double share = double(*a.path_wait_ns) / double(service_ns(a));
   const bool have_host = f.host.total_ns > 0;
   const double busy = have_host ? f.host.busy_share() : 0.0;
   // Saturated CPUs discount the wait only as far as the pool's server
@@ -125,12 +125,12 @@ void pool_wait(const Report& r, const Facts& f, std::vector<Finding>& out) {
   x.kind = FindingKind::pool_wait;
   x.score = round4(std::clamp(share * idle_weight, 0.0, 1.0));
   if (x.score < kMinScore) return;
-  // The windows where the wait was at least kMinScore of their client time.
+  // The windows where the wait was at least kMinScore of their query time.
   std::optional<std::size_t> first, last;
   for (std::size_t i = 0; i < r.windows.size(); ++i) {
     const auto& w = r.windows[i].accounting;
-    if (w && w->path_wait_ns && w->client_ns > 0 &&
-        double(*w->path_wait_ns) / double(w->client_ns) >= kMinScore) {
+    if (w && w->path_wait_ns && service_ns(*w) > 0 &&
+        double(*w->path_wait_ns) / double(service_ns(*w)) >= kMinScore) {
       if (!first) first = i;
       last = i;
     }
@@ -142,7 +142,7 @@ void pool_wait(const Report& r, const Facts& f, std::vector<Finding>& out) {
       f.pooler.xacts > 0 ? double(*a.path_wait_ns) / double(f.pooler.xacts) / common::kNsPerMsDouble
                          : 0;
   x.summary = fmt::format(
-      "Queries waited {:.3f} s for a server connection in {}, {:.0f}% of client time ({:.3f} ms "
+      "Queries waited {:.3f} s for a server connection in {}, {:.0f}% of query time ({:.3f} ms "
       "per transaction; cl_waiting up to {}, {} server connections busy at most).",
       wait_s, kPoolerName, 100 * share, per_xact_ms,
       f.pooler.cl_waiting_max ? fmt::format("{}", *f.pooler.cl_waiting_max) : std::string("?"),

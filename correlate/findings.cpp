@@ -1,4 +1,5 @@
-// The finding rules. Each scores the share of client time (N·W) it explains;
+// The finding rules. Each scores the share of query time it explains (of the
+// service time under -R: detail::service_ns);
 // without queries (a record file) each scores a host-side share instead and
 // says which. Rules and formulas are documented at each rule.
 #include <algorithm>
@@ -56,9 +57,9 @@ struct Context {
   const Report& r;
   const Facts& f;
   const Accounting* acc;  // null without queries
-  double client_ns;
+  double service_ns;      // detail::service_ns of the run's accounting: what scores are shares of
   std::int64_t wall_ns;
-  double share(std::int64_t ns) const { return ratio(double(ns), client_ns); }
+  double share(std::int64_t ns) const { return ratio(double(ns), service_ns); }
   double per_query_ms(std::int64_t ns) const {
     return r.run.queries > 0 ? round4(double(ns) / double(r.run.queries) / common::kNsPerMsDouble)
                              : 0;
@@ -156,7 +157,7 @@ void server_cpu(const Context& c, const RunDelayCharge& rd, std::vector<Finding>
   // names them and "add cores / cheaper queries" is not the first fix).
   const bool by_others = weight < kServerCpuMinPathWeight;
   x.summary = fmt::format(
-      "This run's backends were on CPU for {} of client time ({:.2f} cores) and queued for it for "
+      "This run's backends were on CPU for {} of query time ({:.2f} cores) and queued for it for "
       "another {}, with the host {:.0f}% busy on {} cores.",
       share_pct_text(c.share(a.server_cpu_ns)), c.cores_used(a.server_cpu_ns),
       share_pct_text(c.share(queued_ns)), 100 * busy, c.f.cores);
@@ -189,7 +190,7 @@ void client_cpu(const Context& c, const RunDelayCharge& rd, std::vector<Finding>
   const double cores = c.cores_used(a.driver_cpu_ns);
   const bool saturated = cores >= kSingleThreadMinCores * c.f.threads;
   x.summary = fmt::format(
-      "The driver (stallscope, {} thread{}) used {:.2f} cores, {} of client time, and queued for "
+      "The driver (stallscope, {} thread{}) used {:.2f} cores, {} of query time, and queued for "
       "CPU for another {}.",
       c.f.threads, c.f.threads == 1 ? "" : "s", cores, share_pct_text(c.share(a.driver_cpu_ns)),
       share_pct_text(c.share(queued_ns)));
@@ -231,7 +232,7 @@ void runqueue(const Context& c, const RunDelayCharge& rd, std::vector<Finding>& 
   x.summary =
       c.acc
           ? fmt::format(
-                "Query-path tasks waited for a CPU for {} of client time while processes off "
+                "Query-path tasks waited for a CPU for {} of query time while processes off "
                 "the query path used {:.2f} cores (most: {}).",
                 share_pct_text(x.score), c.cores_used(c.f.other_cpu_ns), top)
           : fmt::format(
@@ -299,12 +300,12 @@ void cpu_throttle(const Context& c, std::vector<Finding>& out) {
   if (c.f.cgroup_data) {
     x.summary = fmt::format(
         "Query-path tasks were runnable but throttled by the CPU quota of cgroup {} for {} of "
-        "client time ({} of {} periods throttled).",
+        "query time ({} of {} periods throttled).",
         c.f.throttled_cgroup, share_pct_text(x.score), c.f.cgroup_nr_throttled,
         c.f.cgroup_nr_periods);
   } else {
     x.summary = fmt::format(
-        "Query-path tasks waited to run for {} of client time while the host CPU was only {:.0f}% "
+        "Query-path tasks waited to run for {} of query time while the host CPU was only {:.0f}% "
         "busy: a CPU quota or cpuset holds them back (inferred; no cgroup cpu.stat in this file).",
         share_pct_text(x.score), 100 * busy);
   }
@@ -375,7 +376,7 @@ void ash_class(const Context& c, const std::vector<std::string>& classes, Findin
     }
   }
   x.summary =
-      c.acc ? fmt::format("This run's backends waited on {} for {} of client time (mostly {}).",
+      c.acc ? fmt::format("This run's backends waited on {} for {} of query time (mostly {}).",
                           what, share_pct_text(x.score), top)
             : fmt::format(
                   "Client backends waited on {} in {} of sampled non-idle moments (mostly {}).",
@@ -435,7 +436,7 @@ void io_wait(const Context& c, std::vector<Finding>& out) {
   }
   x.summary = c.acc
                   ? fmt::format(
-                        "This run's backends waited on storage for {} of client time ({}; host "
+                        "This run's backends waited on storage for {} of query time ({}; host "
                         "iowait {:.1f}%).",
                         share_pct_text(x.score), top.empty() ? "seen as D state" : "mostly " + top,
                         100 * ratio(double(h.iowait_ns), double(h.total_ns)))
@@ -539,7 +540,7 @@ void network_roundtrip(const Context& c, const std::vector<Finding>& so_far,
   auto x = make(c, FindingKind::network_roundtrip, rem - claimed);
   if (x.score < kMinScore) return;
   x.summary = fmt::format(
-      "{} of client time was neither driver CPU, backend CPU nor a server wait: about {:.3f} ms of "
+      "{} of query time was neither driver CPU, backend CPU nor a server wait: about {:.3f} ms of "
       "each query went to round trips (wire, protocol, wake-ups) against {:.3f} ms of backend CPU.",
       share_pct_text(rem), c.per_query_ms(a.remainder_ns), c.per_query_ms(a.server_cpu_ns));
   x.evidence = {{"remainder_share", round4(rem)},
@@ -663,8 +664,9 @@ void kernel_wait(const Context& c, std::vector<Finding>& out) {
 
 // connection_setup: the connect latency of the driver connections opened
 // during the queries (client rows with connect_ns in the span; with -C one per
-// transaction) ÷ N·W — connecting (fork, authentication, TLS, backend start)
-// is client time no query used. With a connection per transaction (-C) the
+// transaction) ÷ query time — connecting (fork, authentication, TLS, backend start)
+// is query time no statement used (with -C a transaction's latency includes
+// its connect). With a connection per transaction (-C) the
 // remainder is connection set-up too — the handshakes and the new backend's
 // start and cold first query, whose CPU the sampler cannot see (a process's
 // first row has no deltas) — so the score is the larger of the two shares.
@@ -691,7 +693,7 @@ void connection_setup(const Context& c, std::vector<Finding>& out) {
                                      double(std::max<std::int64_t>(1, c.r.run.queries)) /
                                      common::kNsPerMsDouble);
   x.summary = fmt::format(
-      "Connecting took {} of client time: {} connections ({:.0f}/s) at {:.3f} ms each, against "
+      "Connecting took {} of query time: {} connections ({:.0f}/s) at {:.3f} ms each, against "
       "{:.3f} ms per query once connected.",
       share_pct_text(x.score), k.connections, ratio(double(k.connections), span_s), connect_ms,
       net_ms);
@@ -718,7 +720,7 @@ void connection_setup(const Context& c, std::vector<Finding>& out) {
 
 std::vector<Finding> find(const Report& r, const Facts& f) {
   const Accounting* acc = r.accounting ? &*r.accounting : nullptr;
-  Context c{r, f, acc, acc ? double(acc->client_ns) : 0.0, f.span.duration_ns()};
+  Context c{r, f, acc, acc ? double(service_ns(*acc)) : 0.0, f.span.duration_ns()};
   RunDelayCharge rd;
   if (acc) rd = charge_run_delay(*acc, f, r.run.queries);
   std::vector<Finding> out;

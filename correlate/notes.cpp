@@ -48,10 +48,11 @@ void add_accounting_caveats(const NoteInputs& in, Report& report) {
   }
   if (report.accounting && report.accounting->excess_ns > 0) {
     report.notes.push_back(fmt::format(
-        "The measured parts exceed client time by {:.1f}%: they overlap (one driver thread "
-        "serves "
-        "several clients; a backend on CPU may be waiting in the run queue in between).",
-        pct(report.accounting->excess_ns, report.accounting->client_ns)));
+        "The measured parts exceed the query time by {:.1f}% and are trimmed to it, the "
+        "driver's CPU and run delay first: some of them fall between queries, and estimates "
+        "overlap (one driver thread serves several clients; a backend on CPU may be waiting in "
+        "the run queue in between).",
+        pct(report.accounting->excess_ns, report.accounting->query_ns)));
   }
   report.notes.push_back(
       "Run-queue delay of the query path is charged to server_cpu, client_cpu and runqueue in "

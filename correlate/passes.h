@@ -298,17 +298,26 @@ struct WindowSums {
   WindowAcc total;                     // the whole run's accumulators
   std::vector<WindowSignals> signals;  // per window, for the stall rules
   std::int64_t perturbed_windows = 0;
+  std::int64_t query_ns = 0;         // Σ the windows' query time
+  std::int64_t schedule_lag_ns = 0;  // Σ their schedule lag
 };
 
 // Turns each window's accumulators into its figures (host shares, top wait
 // event, perturbation, accounting) and f's per-window shares, and sums them.
 WindowSums sum_windows(Report& report, std::vector<WindowAcc>& acc, Facts& f, int clients,
                        const ClientDriver& client_driver);
-// Client time of `clients` over `wall_ns` split into parts (Accounting in
-// correlate.h). `pair`: explain_pair's server pass — parts are labelled by
-// the host that measured them, and the driver's run delay is a part of its own.
-Accounting make_accounting(int clients, std::int64_t wall_ns, const WindowAcc& a, const Facts& f,
-                           bool pair);
+
+// What an accounting splits: the query time of `clients` over `wall_ns`.
+struct QueryTime {
+  int clients = 0;
+  std::int64_t wall_ns = 0;
+  std::int64_t query_ns = 0;         // Σ time queries were outstanding
+  std::int64_t schedule_lag_ns = 0;  // of it, -R schedule lag
+};
+// Query time split into parts (Accounting in correlate.h). `pair`:
+// explain_pair's server pass — parts are labelled by the host that measured
+// them, and the driver's run delay is a part of its own.
+Accounting make_accounting(const QueryTime& time, const WindowAcc& a, const Facts& f, bool pair);
 
 // ---- notes.cpp ----
 

@@ -1,8 +1,11 @@
 // Pass 1: the query table in its own order (it is clustered by start_ns), in
 // one scan: the run's totals and percentiles (report.run) and the windows'
-// query figures. Holds one window's latencies (two at a window boundary).
-// Time windows start at the first query sent (A) and are grown as queries
-// arrive; finish_windows() (windows.cpp) closes them at B once it is known.
+// query figures. Time windows start at the first query sent (A) and are
+// grown as queries arrive; finish_windows() (windows.cpp) closes them at B
+// once it is known. A query counts in the time window where it was answered
+// (its latencies are held until no later query can be answered there: the
+// windows from its start to its answer), and its outstanding time in every
+// window it overlaps.
 // A query is an error when query_error has its key: that (small) table is
 // read alongside in the same key order and merged, which costs far less than
 // a join's lookup per query. Skipped transactions (query_skipped: -R -L
@@ -86,32 +89,53 @@ class ClientCounter {
   std::int64_t count_ = 0;
 };
 
-// query_error's keys in primary-key order, merged with the query rows.
-class FailedKeys {
+// The rows of a small side table of `query` (query_error's keys,
+// query_sleep) in primary-key order, merged with the query rows: far cheaper
+// than a join's lookup per query.
+inline const schema::QueryKey& key_of(const schema::QueryKey& k) {
+  return k;
+}
+inline const schema::QueryKey& key_of(const schema::QuerySleep& r) {
+  return r.key;
+}
+
+template <typename Reader, typename Row>
+class SideRows {
  public:
-  FailedKeys(schema::Store& store, std::int64_t cut_ns) : failed_(store, cut_ns) { advance(); }
-  // Whether the query with this key failed; keys come in increasing order.
-  bool failed(const schema::QueryKey& key) {
-    if (!next_) return false;
-    while (next_ && *next_ < key) advance();  // no query row: not counted
-    if (next_ && *next_ == key) {
-      advance();
-      return true;
-    }
-    return false;
+  SideRows(schema::Store& store, std::int64_t cut_ns) : rows_(store, cut_ns) { advance(); }
+  // The row of the query with this key, if any; keys come in increasing order.
+  const Row* find(const schema::QueryKey& key) {
+    while (next_ && key_of(*next_) < key) advance();  // no query row: not counted
+    if (!next_ || key_of(*next_) != key) return nullptr;
+    found_ = *next_;
+    advance();
+    return &found_;
   }
 
  private:
   void advance() {
-    schema::QueryKey key;
-    if (failed_.next(key)) {
-      next_ = key;
+    Row row;
+    if (rows_.next(row)) {
+      next_ = row;
     } else {
       next_.reset();
     }
   }
-  schema::QueryErrorKeys failed_;
-  std::optional<schema::QueryKey> next_;
+  Reader rows_;
+  std::optional<Row> next_;
+  Row found_;
+};
+
+// One query's outstanding time: [start, start + latency) less its \sleep
+// time; under -R its first lag_ns is schedule lag.
+struct Outstanding {
+  std::int64_t start_ns = 0;
+  std::int64_t latency_ns = 0;
+  std::int64_t lag_raw_ns = 0;
+  std::int64_t sleep_ns = 0;  // ≤ latency_ns
+  std::int64_t lag_ns() const {
+    return std::clamp<std::int64_t>(lag_raw_ns, 0, latency_ns - sleep_ns);
+  }
 };
 
 // The scan's state: the run's totals, and the window being filled.
@@ -119,7 +143,9 @@ class QueryScan {
  public:
   QueryScan(const ExplainOptions& opt, Report& report) : opt_(opt), report_(report) {}
 
-  void add(std::int64_t start, std::int64_t latency, bool error, std::optional<std::int64_t> lag) {
+  // sleep_ns: the query's time in \sleep (query_sleep), not query time.
+  void add(std::int64_t start, std::int64_t latency, bool error, std::optional<std::int64_t> lag,
+           std::int64_t sleep_ns) {
     auto& s = report_.run;
     if (s.queries == 0) queries_ = {start, start};
     ++s.queries;
@@ -138,10 +164,12 @@ class QueryScan {
         ++lag_count_;
       }
     }
+    const Outstanding o{start, latency, lag.value_or(0),
+                        std::clamp<std::int64_t>(sleep_ns, 0, latency)};
     if (opt_.every_queries) {
-      add_to_query_window(start, latency, error);
+      add_to_query_window(o, error);
     } else {
-      add_to_time_window(start, latency, error);
+      add_to_time_window(o, error);
     }
   }
 
@@ -176,17 +204,19 @@ class QueryScan {
 
  private:
   // Query windows (--every N): a window closes at its N-th successful query.
-  void add_to_query_window(std::int64_t start, std::int64_t latency, bool error) {
+  void add_to_query_window(const Outstanding& o, bool error) {
     if (lat_.empty() && cur_.errors == 0) {
-      cur_.start_ns = start;
-      cur_end_ = start;
+      cur_.start_ns = o.start_ns;
+      cur_end_ = o.start_ns;
     }
-    cur_end_ = std::max(cur_end_, start + latency);
+    cur_end_ = std::max(cur_end_, o.start_ns + o.latency_ns);
+    cur_.query_time_ns += o.latency_ns - o.sleep_ns;
+    cur_.schedule_lag_ns += o.lag_ns();
     if (error) {
       ++cur_.errors;
       return;
     }
-    lat_.push_back(latency);
+    lat_.push_back(o.latency_ns);
     if (static_cast<std::int64_t>(lat_.size()) == *opt_.every_queries) close_query_window();
   }
   void close_query_window() {
@@ -198,52 +228,74 @@ class QueryScan {
     cur_ = Window{};
   }
 
-  // Time windows: window i holds the queries sent in [start + i·w, start + (i+1)·w),
-  // start the first query's.
-  void add_to_time_window(std::int64_t start, std::int64_t latency, bool error) {
+  // Time windows: window i covers [A + i·w, A + (i+1)·w), A the first query's start.
+  std::int64_t window_of(std::int64_t t) const { return (t - queries_.start_ns) / opt_.window_ns; }
+  // Makes windows up to index i; false when there would be too many.
+  bool grow_to(std::int64_t i) {
     auto& windows = report_.windows;
+    if (i >= kMaxWindows) too_many_ = true;
+    if (too_many_) return false;
+    for (auto k = static_cast<std::int64_t>(windows.size()); k <= i; ++k) {
+      windows.emplace_back().start_ns = queries_.start_ns + k * opt_.window_ns;
+      pending_.emplace_back();
+    }
+    return true;
+  }
+  // Adds [from, to)'s overlap with each window to that window's field.
+  void spread(std::int64_t from, std::int64_t to, std::int64_t Window::*field) {
     const auto w = opt_.window_ns;
-    const auto i = (start - queries_.start_ns) / w;
-    if (i != open_) {
-      close_time_window();
-      open_ = i;
-      if (i >= kMaxWindows) too_many_ = true;
-      for (auto k = static_cast<std::int64_t>(windows.size()); !too_many_ && k <= i; ++k) {
-        windows.emplace_back().start_ns = queries_.start_ns + k * w;
-      }
+    for (auto k = window_of(from); from < to; ++k) {
+      const auto end = queries_.start_ns + (k + 1) * w;
+      report_.windows[static_cast<std::size_t>(k)].*field += std::min(to, end) - from;
+      from = end;
     }
-    if (too_many_) return;
+  }
+  void add_to_time_window(const Outstanding& o, bool error) {
+    const auto end = o.start_ns + o.latency_ns;
+    // The window holding its last outstanding instant: an answer exactly at
+    // a boundary closes the window before it.
+    const auto answered = window_of(std::max(o.start_ns, end - 1));
+    if (!grow_to(answered)) return;
+    // Queries come by start: no later one is answered before this start.
+    close_time_windows_before(window_of(o.start_ns));
+    // Where in the transaction it slept is not stored: taken as its end
+    // (a script's think time usually follows its statements).
+    spread(o.start_ns, end - o.sleep_ns, &Window::query_time_ns);
+    spread(o.start_ns, o.start_ns + o.lag_ns(), &Window::schedule_lag_ns);
     if (error) {
-      ++windows[static_cast<std::size_t>(i)].errors;
-      return;
+      ++report_.windows[static_cast<std::size_t>(answered)].errors;
+    } else {
+      pending_[static_cast<std::size_t>(answered)].push_back(o.latency_ns);
     }
-    lat_.push_back(latency);
   }
-  void close_time_window() {
-    if (open_ < 0 || too_many_) return;
-    fill_latency_stats(lat_, report_.windows[static_cast<std::size_t>(open_)]);
-    std::swap(lat_, prev_lat_);
-    lat_.clear();
-    prev_open_ = open_;
+  // Fills the latency figures of the windows before index i (all their
+  // answers are in) and frees their latencies.
+  void close_time_windows_before(std::int64_t i) {
+    for (; closed_ < i && closed_ < static_cast<std::int64_t>(pending_.size()); ++closed_) {
+      auto& lat = pending_[static_cast<std::size_t>(closed_)];
+      fill_latency_stats(lat, report_.windows[static_cast<std::size_t>(closed_)]);
+      std::vector<std::int64_t>().swap(lat);
+    }
   }
+  // The span ends at the last answer B: windows [A, B) in steps of w. An
+  // answer exactly at B (the window B would open) belongs to the last one.
   void close_last_time_window() {
     auto& windows = report_.windows;
     const auto w = opt_.window_ns;
     queries_.end_ns = std::max(queries_.end_ns, queries_.start_ns + 1);
     const auto count = std::max<std::int64_t>(1, (queries_.duration_ns() + w - 1) / w);
     if (too_many_ || count > kMaxWindows) throw_too_many_windows(w, count);
-    if (open_ >= count) {
-      // Queries sent exactly at the end (latency 0) belong to the last window.
-      auto& last = windows[static_cast<std::size_t>(count - 1)];
-      const auto errors = last.errors + windows[static_cast<std::size_t>(open_)].errors;
-      if (prev_open_ == count - 1) lat_.insert(lat_.end(), prev_lat_.begin(), prev_lat_.end());
-      windows.resize(static_cast<std::size_t>(count));
-      last = Window{};
-      last.start_ns = queries_.start_ns + (count - 1) * w;
-      last.errors = errors;
-      open_ = count - 1;
+    const auto n = static_cast<std::size_t>(count);
+    if (windows.size() > n) {
+      for (auto k = n; k < windows.size(); ++k) {
+        windows[n - 1].errors += windows[k].errors;
+        pending_[n - 1].insert(pending_[n - 1].end(), pending_[k].begin(), pending_[k].end());
+      }
+      windows.resize(n);
+      pending_.resize(n);
     }
-    close_time_window();
+    grow_to(count - 1);
+    close_time_windows_before(count);
   }
 
   const ExplainOptions& opt_;
@@ -255,13 +307,14 @@ class QueryScan {
   Span queries_;
   std::int64_t latency_sum_ = 0, latency_max_ = 0;
   std::int64_t lag_sum_ = 0, lag_max_ = 0, lag_count_ = 0;  // -R
-  std::vector<std::int64_t> lat_, prev_lat_;  // latencies of the open window (and the one before)
+  std::vector<std::int64_t> lat_;  // query windows: latencies of the open window
   // Query windows: the one being filled and its last answer.
   Window cur_;
   std::int64_t cur_end_ = 0;
-  // Time windows: the one being filled, the one before, and whether there
-  // are too many.
-  std::int64_t open_ = -1, prev_open_ = -1;
+  // Time windows: per window, the latencies answered there while it is open;
+  // windows before closed_ have their figures; whether there are too many.
+  std::vector<std::vector<std::int64_t>> pending_;
+  std::int64_t closed_ = 0;
   bool too_many_ = false;
 };
 
@@ -275,14 +328,17 @@ std::int64_t scan_queries(schema::Store& store, const ExplainOptions& opt, Repor
   // only when the first query has one (-R runs give every query a lag; a
   // column read costs about 20 % of this scan).
   schema::QueryRows rows(store, cut_ns, schema::first_query_has_lag(store));
-  FailedKeys failed(store, cut_ns);
+  SideRows<schema::QueryErrorKeys, schema::QueryKey> failed(store, cut_ns);
+  SideRows<schema::QuerySleeps, schema::QuerySleep> sleeps(store, cut_ns);
   ClientCounter clients;
   QueryScan scan(opt, report);
   schema::QueryTiming q;
   while (rows.next(q)) {
     clients.add(q.client_id);
-    const bool error = failed.failed({q.start_ns, q.client_id, q.seq});
-    scan.add(q.start_ns, q.latency_ns, error, q.lag_ns);
+    const schema::QueryKey key{q.start_ns, q.client_id, q.seq};
+    const bool error = failed.find(key) != nullptr;
+    const auto* sleep = sleeps.find(key);
+    scan.add(q.start_ns, q.latency_ns, error, q.lag_ns, sleep ? sleep->sleep_ns : 0);
   }
   scan.finish();
   if (s.queries > 0 && cut_ns != std::numeric_limits<std::int64_t>::max()) {

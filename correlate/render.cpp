@@ -129,6 +129,7 @@ std::string part_label(const std::string& name) {
   if (name == "client_run_queue") return "driver run-queue delay";
   if (name.starts_with("server_d_state:")) return "backend D state " + escape_text(name.substr(15));
   if (name == "remainder") return "remainder (round trips)";
+  if (name == "schedule_lag") return "schedule lag (queued)";
   if (name.starts_with("server_wait:")) return "server wait " + name.substr(12);
   if (name.starts_with("path_cpu:")) return "path CPU " + escape_text(name.substr(9));
   if (name.starts_with("path_wait:")) return "path wait " + escape_text(name.substr(10));
@@ -253,14 +254,30 @@ void render_attribution(const Report& r, std::ostream& out) {
   }
 }
 
+// A part's time per query sent, ms (the mean latency is the sum of the parts').
+double per_query_ms(const Report& r, std::int64_t ns) {
+  return r.run.queries > 0 ? double(ns) / double(r.run.queries) / common::kNsPerMsDouble : 0.0;
+}
+
+void render_verdict(const Report& r, std::ostream& out) {
+  const auto& v = r.verdict;
+  fmt::print(out, "\nverdict: {} — {}\n",
+             v.kind ? std::string(to_string(*v.kind)) : std::string("no bottleneck"),
+             escape_text(v.summary));
+}
+
 void render_accounting(const Report& r, std::ostream& out) {
   if (!r.accounting) {
     fmt::print(out, "\ntime accounting: none (this file holds no queries)\n");
     return;
   }
   const auto& a = *r.accounting;
-  fmt::print(out, "\ntime accounting: {} clients x {:.3f} s = {:.3f} s of client time\n", a.clients,
-             double(a.wall_ns) / kNsPerS, double(a.client_ns) / kNsPerS);
+  fmt::print(out,
+             "\ntime accounting: {:.3f} s of query time (Σ latency{}); {} clients x {:.3f} s = "
+             "{:.3f} s of client time, {:.1f}% of it in queries, {:.1f}% idle between them\n",
+             double(a.query_ns) / kNsPerS, a.schedule_lag_ns > 0 ? " from the scheduled start" : "",
+             a.clients, double(a.wall_ns) / kNsPerS, double(a.client_ns) / kNsPerS,
+             100 * a.client_busy_share, a.client_ns > 0 ? 100 * (1 - a.client_busy_share) : 0.0);
   render_attribution(r, out);
   if (a.cannot_account) {
     fmt::print(out,
@@ -285,25 +302,29 @@ void render_accounting(const Report& r, std::ostream& out) {
       }
       for (const auto& p : a.parts) {
         if (p.host != host) continue;
-        fmt::print(out, "    {:<26} {:>12.3f} {:>7.1f}%\n", escape_text(part_label(p.name)),
-                   double(p.time_ns) / kNsPerS, 100 * p.share);
+        fmt::print(out, "    {:<26} {:>12.3f} {:>7.1f}% {:>12.4f}\n",
+                   escape_text(part_label(p.name)), double(p.time_ns) / kNsPerS, 100 * p.share,
+                   per_query_ms(r, p.time_ns));
       }
     }
   } else if (!a.parts.empty()) {
-    fmt::print(out, "  {:<28} {:>12} {:>8}\n", "part", "seconds", "share");
+    fmt::print(out, "  {:<28} {:>12} {:>8} {:>12}\n", "part", "seconds", "share", "ms/query");
     for (const auto& p : a.parts) {
-      fmt::print(out, "  {:<28} {:>12.3f} {:>7.1f}%\n", escape_text(part_label(p.name)),
-                 double(p.time_ns) / kNsPerS, 100 * p.share);
+      fmt::print(out, "  {:<28} {:>12.3f} {:>7.1f}% {:>12.4f}\n", escape_text(part_label(p.name)),
+                 double(p.time_ns) / kNsPerS, 100 * p.share, per_query_ms(r, p.time_ns));
     }
   }
   if (a.excess_ns > 0) {
-    fmt::print(out, "  {:<28} {:>12.3f}\n", "(parts exceed client time)",
+    fmt::print(out, "  {:<28} {:>12.3f}\n", "(measured parts trimmed by)",
                double(a.excess_ns) / kNsPerS);
   }
 }
 
 void render_findings(const Report& r, std::ostream& out) {
-  fmt::print(out, "\nfindings\n");
+  fmt::print(out, "\nfindings{}\n",
+             r.verdict.reason == "paced" && !r.findings.empty()
+                 ? " (what the latency is made of; none limited the paced clients)"
+                 : "");
   if (r.findings.empty()) fmt::print(out, "  none above the thresholds\n");
   int rank = 1;
   for (const auto& f : r.findings) {
@@ -353,6 +374,10 @@ nlohmann::json accounting_json(const Accounting& a) {
   j["clients"] = a.clients;
   j["wall_ns"] = a.wall_ns;
   j["client_ns"] = a.client_ns;
+  j["query_ns"] = a.query_ns;
+  j["idle_ns"] = a.idle_ns;
+  j["client_busy_share"] = a.client_busy_share;
+  j["schedule_lag_ns"] = a.schedule_lag_ns;
   j["driver_cpu_ns"] = a.driver_cpu_ns;
   j["sampler_cpu_ns"] = a.sampler_cpu_ns;
   j["server_cpu_ns"] = a.server_cpu_ns;
@@ -393,7 +418,7 @@ nlohmann::json accounting_json(const Accounting& a) {
     j["parts"].push_back(
         {{"part", valid_utf8(p.name)},
          {"time_ns", p.time_ns},
-         {"client_time_share", p.share},
+         {"query_time_share", p.share},
          {"host", p.host.empty() ? nlohmann::json(nullptr) : nlohmann::json(p.host)}});
   }
   return j;
@@ -461,6 +486,8 @@ nlohmann::json window_json(const Window& w) {
   j["duration_s"] = w.duration_s;
   j["queries"] = w.queries;
   j["errors"] = w.errors;
+  j["query_time_ns"] = w.query_time_ns;
+  j["schedule_lag_ns"] = w.schedule_lag_ns;
   j["tps"] = opt(w.tps);
   j["latency_min_ms"] = opt(w.latency_min_ms);
   j["latency_max_ms"] = opt(w.latency_max_ms);
@@ -534,6 +561,8 @@ nlohmann::json pgbench_json(const PgbenchDriver& d) {
           {"start_ns", opt(d.start_ns)},
           {"found_by", d.found_by.empty() ? nlohmann::json(nullptr) : nlohmann::json(d.found_by)},
           {"processes", d.processes},
+          {"cpu_ns", opt(d.cpu_ns)},
+          {"run_delay_ns", opt(d.run_delay_ns)},
           {"application_name", valid_utf8(d.application_name)},
           {"backend_pids", d.backend_pids},
           {"backends_by_application_name", d.backends_by_application_name},
@@ -588,6 +617,7 @@ void render_text(const Report& report, std::ostream& out) {
   }
   render_windows(report, out);
   render_accounting(report, out);
+  render_verdict(report, out);
   render_findings(report, out);
   render_stalls(report, out);
   if (!report.notes.empty()) {
@@ -612,6 +642,11 @@ nlohmann::json to_json(const Report& r) {
   j["accounting"] = r.accounting ? accounting_json(*r.accounting) : nlohmann::json(nullptr);
   j["attribution"] = attribution_json(r.attribution);
   j["windows"] = std::move(windows);
+  j["verdict"] = {{"kind", r.verdict.kind ? nlohmann::json(std::string(to_string(*r.verdict.kind)))
+                                          : nlohmann::json(nullptr)},
+                  {"reason", r.verdict.reason.empty() ? nlohmann::json(nullptr)
+                                                      : nlohmann::json(r.verdict.reason)},
+                  {"summary", valid_utf8(r.verdict.summary)}};
   j["findings"] = std::move(findings);
   j["stalls"] = std::move(stalls);
   if (!r.hosts.empty()) {

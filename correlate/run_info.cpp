@@ -58,8 +58,7 @@ void add_query_notes(Report& report) {
         "({}).",
         r.errors, r.queries, r.queries - r.errors, schema::kFailedQueriesRecipeSql));
   }
-  if (r.lag_mean_ms && r.latency_mean_ms && *r.latency_mean_ms > 0 &&
-      *r.lag_mean_ms >= 0.5 * *r.latency_mean_ms) {
+  if (rate_not_kept(r)) {
     report.notes.push_back(fmt::format(
         "The fixed rate (-R) was not kept: the mean schedule lag, {:.3f} ms (max {:.3f} ms), is "
         "{:.0f} % of the mean latency, {:.3f} ms, which counts from the scheduled start. The "

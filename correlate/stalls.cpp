@@ -36,15 +36,15 @@ std::pair<double, double> centre_scale(const std::vector<double>& v) {
   return {m, 1.4826 * median(std::move(dev))};
 }
 
-// The shares a stall is explained by, per window, as shares of its client time.
+// The shares a stall is explained by, per window, as shares of its service time (WindowSignals).
 struct Shares {
   double io = 0, lock = 0, lwlock = 0, throttle = 0, runqueue = 0, steal = 0;
 };
 
 Shares shares_of(const WindowSignals& g) {
   Shares s;
-  if (g.client_ns <= 0) return s;
-  const double c = double(g.client_ns);
+  if (g.service_ns <= 0) return s;
+  const double c = double(g.service_ns);
   s.io = double(std::max(g.io_rows * g.ash_period_ns, g.backend_d_rows * g.sample_period_ns)) / c;
   s.lock = double(g.lock_rows * g.ash_period_ns) / c;
   s.lwlock = double(std::max<std::int64_t>(0, g.lwlock_rows) * g.ash_period_ns) / c;
@@ -59,24 +59,30 @@ struct Typical {
   double tps = 0, tps_scale = 0, latency_ms = 0, latency_scale = 0;
 };
 
-// Windows that count: with queries and, for time windows, at least half a
-// window long (the last one may be a sliver).
+// Windows that count: with queries answered or outstanding and, for time
+// windows, at least half a window long (the last one may be a sliver).
 std::vector<std::size_t> counted_windows(const Report& r) {
   std::vector<std::size_t> idx;
   for (std::size_t i = 0; i < r.windows.size(); ++i) {
     const auto& w = r.windows[i];
-    if (w.queries == 0 || !w.tps || !w.latency_mean_ms) continue;
+    if ((w.queries == 0 && w.query_time_ns == 0) || !w.tps) continue;
     if (r.window_ns && double(w.end_ns - w.start_ns) < 0.5 * double(*r.window_ns)) continue;
     idx.push_back(i);
   }
   return idx;
 }
 
+// A full stop: queries outstanding in the window and none answered.
+bool full_stop(const Window& w) {
+  return w.queries == 0 && w.errors == 0 && w.query_time_ns > 0;
+}
+
 bool is_stalled(const Window& w, const Typical& t) {
+  if (full_stop(w)) return true;
   const bool slow_tps = *w.tps <= (1 - kStallMinDrop) * t.tps &&
                         (t.tps_scale == 0 || (*w.tps - t.tps) / t.tps_scale <= -kStallZ);
   const bool slow_lat =
-      *w.latency_mean_ms >= (1 + kStallMinDrop) * t.latency_ms &&
+      w.latency_mean_ms && *w.latency_mean_ms >= (1 + kStallMinDrop) * t.latency_ms &&
       (t.latency_scale == 0 || (*w.latency_mean_ms - t.latency_ms) / t.latency_scale >= kStallZ);
   return slow_tps || slow_lat;
 }
@@ -130,9 +136,19 @@ void explain_stall(Stall& x, const Window& w, const WindowSignals& g, const Typi
   const double ckpt_mib = checkpointer_write_mib(g);
   const bool checkpointer_busy =
       g.checkpointer_d_rows > 0 || (ckpt_mib >= 1.0 && ckpt_mib > 2 * typ_ckpt_mib);
-  const std::string head = fmt::format(
-      "{:.0f} q/s against a typical {:.0f} q/s, mean latency {:.3f} ms against {:.3f} ms: ", *w.tps,
-      t.tps, *w.latency_mean_ms, t.latency_ms);
+  const double window_s = double(w.end_ns - w.start_ns) / common::kNsPerSDouble;
+  const std::string head =
+      full_stop(w)
+          ? fmt::format(
+                "no query answered against a typical {:.0f} q/s, {:.1f} clients' worth "
+                "of queries outstanding throughout: ",
+                t.tps,
+                window_s > 0 ? double(w.query_time_ns) / common::kNsPerSDouble / window_s : 0.0)
+          : fmt::format(
+                "{:.0f} q/s against a typical {:.0f} q/s, mean latency {} against {:.3f} ms: ",
+                *w.tps, t.tps,
+                w.latency_mean_ms ? fmt::format("{:.3f} ms", *w.latency_mean_ms) : std::string("-"),
+                t.latency_ms);
   if (g.connection_errors > 0) {
     // A server restart or dropped connections: the clients were
     // reconnecting (with backoff), not waiting on anything sampled.
@@ -155,7 +171,7 @@ void explain_stall(Stall& x, const Window& w, const WindowSignals& g, const Typi
       if (checkpointer_busy) x.cause = StallCause::checkpoint;
       x.explanation =
           head + fmt::format(
-                     "backends waited on storage for {} of client time (typical {}); {} "
+                     "backends waited on storage for {} of query time (typical {}); {} "
                      "D-state backend samples{}{}.",
                      share_pct_text(s.io), share_pct_text(typ.io), g.backend_d_rows,
                      g.top_d_wchan.empty() ? "" : ", mostly in " + g.top_d_wchan,
@@ -184,11 +200,11 @@ void explain_stall(Stall& x, const Window& w, const WindowSignals& g, const Typi
     } else if (x.cause == StallCause::cpu_throttle) {
       x.explanation = head + fmt::format(
                                  "the query path was throttled by a CPU quota for {} of "
-                                 "client time (typical {}).",
+                                 "query time (typical {}).",
                                  share_pct_text(s.throttle), share_pct_text(typ.throttle));
     } else if (x.cause == StallCause::runqueue) {
       x.explanation = head + fmt::format(
-                                 "the query path waited for a CPU for {} of client time "
+                                 "the query path waited for a CPU for {} of query time "
                                  "(typical {}).",
                                  share_pct_text(s.runqueue), share_pct_text(typ.runqueue));
     } else {
@@ -226,6 +242,42 @@ Evidence stall_evidence(const WindowSignals& g, const TypicalSignals& typical) {
           {"typical_steal_share", round4(typ.steal)}};
 }
 
+// A stall spans windows: the window where queries stopped being answered,
+// the ones where none was, and the one where the held-up queries were finally
+// answered (with their long latencies, after the cause had passed). An
+// unexplained stall window takes the cause of an explained one when it leads
+// into it (the stall windows between them are contiguous) or when its
+// slowest query was outstanding during it (answered here, sent before that
+// stall's window ended).
+void join_stalls(std::vector<Stall>& stalls, const std::vector<Window>& windows) {
+  const auto explained = [](const Stall& x) { return x.cause != StallCause::unexplained; };
+  for (std::size_t k = 0; k < stalls.size(); ++k) {
+    auto& x = stalls[k];
+    if (explained(x)) continue;
+    const Stall* cause = nullptr;
+    for (std::size_t j = k + 1;
+         j < stalls.size() && stalls[j].window_index == x.window_index + (j - k); ++j) {
+      if (explained(stalls[j])) {
+        cause = &stalls[j];
+        break;
+      }
+    }
+    const auto slowest_sent_ns =
+        x.end_ns - static_cast<std::int64_t>(x.latency_max_ms.value_or(0) * common::kNsPerMsDouble);
+    for (std::size_t j = k; !cause && j-- > 0;) {
+      if (explained(stalls[j]) && slowest_sent_ns < stalls[j].end_ns) cause = &stalls[j];
+    }
+    if (!cause) continue;
+    x.cause = cause->cause;
+    x.explanation = fmt::format(
+        "{} Part of the stall at +{:.0f} s ({}): queries held up there were answered or sent "
+        "here.",
+        x.explanation.substr(0, x.explanation.find(": ") + 1),
+        double(cause->start_ns - windows.front().start_ns) / common::kNsPerSDouble,
+        to_string(cause->cause));
+  }
+}
+
 }  // namespace
 
 std::vector<Stall> find_stalls(const Report& r, const std::vector<WindowSignals>& sig,
@@ -236,7 +288,7 @@ std::vector<Stall> find_stalls(const Report& r, const std::vector<WindowSignals>
   std::vector<double> tps, lat;
   for (auto i : idx) {
     tps.push_back(*r.windows[i].tps);
-    lat.push_back(*r.windows[i].latency_mean_ms);
+    if (r.windows[i].latency_mean_ms) lat.push_back(*r.windows[i].latency_mean_ms);
   }
   Typical t;
   std::tie(t.tps, t.tps_scale) = centre_scale(tps);
@@ -264,12 +316,15 @@ std::vector<Stall> find_stalls(const Report& r, const std::vector<WindowSignals>
     x.typical_latency_mean_ms = t.latency_ms;
     x.latency_max_ms = w.latency_max_ms;
     if (t.tps_scale > 0) x.tps_z = round4((*w.tps - t.tps) / t.tps_scale);
-    if (t.latency_scale > 0)
+    if (t.latency_scale > 0 && w.latency_mean_ms)
       x.latency_z = round4((*w.latency_mean_ms - t.latency_ms) / t.latency_scale);
     explain_stall(x, w, sig[i], t, typical, blocker_query);
     x.evidence = stall_evidence(sig[i], typical);
+    x.evidence.insert(x.evidence.begin(),
+                      {"query_time_s", round4(double(w.query_time_ns) / common::kNsPerSDouble)});
     out.push_back(std::move(x));
   }
+  join_stalls(out, r.windows);
   return out;
 }
 

@@ -44,8 +44,10 @@ struct Client {
   std::size_t command = 0;
   std::vector<std::optional<std::int64_t>> values;
   std::int64_t sleep_until_mono_ns = 0;
-  std::string query_text;               // simple protocol: SQL with values in place
-  std::vector<std::string> param_text;  // extended/prepared: $n values
+  std::int64_t sleep_started_mono_ns = 0;  // the \sleep in progress began
+  std::int64_t slept_ns = 0;               // time in \sleep in the transaction in flight
+  std::string query_text;                  // simple protocol: SQL with values in place
+  std::vector<std::string> param_text;     // extended/prepared: $n values
   std::vector<const char*> param_ptrs;
   // The transaction in flight.
   std::int64_t sent_wall_ns = 0;

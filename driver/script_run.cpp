@@ -66,7 +66,8 @@ void Worker::step_script(Client& c) {
         c.values[static_cast<std::size_t>(cmd.target)] = v;
         continue;
       }
-      c.sleep_until_mono_ns = mono_now_ns() + std::max<std::int64_t>(0, v) * cmd.unit_ns;
+      c.sleep_started_mono_ns = mono_now_ns();
+      c.sleep_until_mono_ns = c.sleep_started_mono_ns + std::max<std::int64_t>(0, v) * cmd.unit_ns;
       c.state = ClientState::sleeping;
       return;
     }

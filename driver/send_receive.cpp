@@ -88,6 +88,7 @@ void Worker::send_transaction(Client& c) {
   c.cancel_sent = false;
   c.sqlstate.reset();
   c.error.reset();
+  c.slept_ns = 0;
   c.sent_wall_ns = wall_now_ns();
   c.sent_mono_ns = mono_now_ns();
   c.lag_ns.reset();
@@ -298,6 +299,10 @@ void Worker::record(Client& c, std::int64_t done_mono_ns) {
       .connection = c.backend_pid ? std::optional<int>(c.connection) : std::nullopt,
       .lag_ns = c.lag_ns,
   });
+  if (c.slept_ns > 0) {
+    pending_.query_sleeps.push_back(schema::QuerySleepRow{
+        .client_id = c.client_id, .seq = seq, .start_ns = c.sent_wall_ns, .sleep_ns = c.slept_ns});
+  }
   if (c.sqlstate) {
     pending_.query_errors.push_back(schema::QueryErrorRow{
         .client_id = c.client_id,

@@ -155,6 +155,7 @@ void Worker::advance_timers(std::int64_t now_ns) {
       c->state = ClientState::idle;
       send_next(*c, now_ns);
     } else if (c->state == ClientState::sleeping && now_ns >= c->sleep_until_mono_ns) {
+      c->slept_ns += now_ns - c->sleep_started_mono_ns;
       c->state = ClientState::busy;
       step_script(*c);
     } else if (c->state == ClientState::resetting &&

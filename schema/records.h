@@ -221,6 +221,15 @@ struct QuerySkippedRow {
   std::int64_t lag_ns = 0;    // scheduled start → skipped
 };
 
+// One row of `query_sleep`: the time the transaction (start_ns, client_id,
+// seq) spent in \sleep.
+struct QuerySleepRow {
+  int client_id = 0;
+  std::int64_t seq = 0;
+  std::int64_t start_ns = 0;
+  std::int64_t sleep_ns = 0;
+};
+
 struct PgbenchAggregateRow {
   std::string file;
   std::int64_t line = 0;
@@ -296,6 +305,7 @@ struct Batch {
   std::vector<QueryRow> queries;
   std::vector<QueryErrorRow> query_errors;
   std::vector<QuerySkippedRow> query_skips;
+  std::vector<QuerySleepRow> query_sleeps;
   std::vector<ThreadSampleRow> thread_samples;
   std::vector<HostMemorySampleRow> host_memory_samples;
   std::vector<DiskSampleRow> disk_samples;
@@ -311,7 +321,7 @@ struct Batch {
   bool empty() const {
     return samples.empty() && host_samples.empty() && processes.empty() &&
            process_samples.empty() && ash_ticks.empty() && pg_activity.empty() && clients.empty() &&
-           queries.empty() && query_errors.empty() && query_skips.empty() &&
+           queries.empty() && query_errors.empty() && query_skips.empty() && query_sleeps.empty() &&
            thread_samples.empty() && host_memory_samples.empty() && disk_samples.empty() &&
            cgroup_samples.empty() && pg_query_texts.empty() && pgbench_aggregates.empty() &&
            clock_offsets.empty() && statements.empty() && statement_latencies.empty() &&

@@ -35,6 +35,20 @@ bool QueryErrorKeys::next(QueryKey& key) {
   return true;
 }
 
+QuerySleeps::QuerySleeps(Store& store, std::int64_t until_ns) {
+  if (!store.db().tableExists("query_sleep")) return;
+  st_.emplace(store.db(),
+              "SELECT start_ns, client_id, seq, sleep_ns FROM query_sleep WHERE start_ns <= ?1 "
+              "ORDER BY start_ns, client_id, seq");
+  st_->bind(1, until_ns);
+}
+
+bool QuerySleeps::next(QuerySleep& row) {
+  if (!st_ || !st_->step()) return false;
+  row = {{st_->int64(0), st_->int64(1), st_->int64(2)}, st_->int64(3)};
+  return true;
+}
+
 HostTicks::HostTicks(Store& store, std::int64_t from_ns, std::int64_t to_ns)
     : st_(store.db(),
           "SELECT s.time_ns, s.sampler_cpu_ns, h.sample_id, h.cpu_user_ns, h.cpu_nice_ns, "

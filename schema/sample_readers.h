@@ -61,6 +61,22 @@ class QueryErrorKeys {
   Cursor st_;
 };
 
+// query_sleep rows (scripts with \sleep) of queries sent at or before
+// until_ns, in the same order as QueryRows; none in files made before the
+// table existed.
+struct QuerySleep {
+  QueryKey key;
+  std::int64_t sleep_ns = 0;
+};
+class QuerySleeps {
+ public:
+  QuerySleeps(Store& store, std::int64_t until_ns);
+  bool next(QuerySleep& row);
+
+ private:
+  std::optional<Cursor> st_;
+};
+
 // ---- sample, host_sample ----
 
 // A tick in (from_ns, to_ns], with its host_sample row if any. Fields a

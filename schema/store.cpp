@@ -135,6 +135,7 @@ struct Store::Statements {
         client(db, "INSERT OR REPLACE INTO client VALUES (?,?,?,?,?,?,?)"),
         query_error(db, "INSERT INTO query_error VALUES (?,?,?,?,?)"),
         query_skipped(db, "INSERT INTO query_skipped VALUES (?,?,?,?)"),
+        query_sleep(db, "INSERT INTO query_sleep VALUES (?,?,?,?)"),
         pgbench_aggregate(
             db, "INSERT INTO pgbench_aggregate VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
         clock_offset(db, "INSERT OR REPLACE INTO clock_offset VALUES (?,?,?,?,?,?)"),
@@ -151,7 +152,8 @@ struct Store::Statements {
         depth(db),
         ticks(db) {}
   SQLite::Statement sample, host_sample, process, ash_tick, pg_activity, client, query_error,
-      query_skipped, pgbench_aggregate, clock_offset, statement, statement_latency, tcp_sample;
+      query_skipped, query_sleep, pgbench_aggregate, clock_offset, statement, statement_latency,
+      tcp_sample;
   SQLite::Statement pooler_sample;  // --pooler-admin
   // The driver's rows, tens of thousands a second, bound straight through
   // sqlite3_bind_* (Cursor), kQueryRowsPerInsert rows a statement (one
@@ -500,6 +502,13 @@ void bind_row(SQLite::Statement& st, const QuerySkippedRow& r) {
   st.bind(4, static_cast<int64_t>(r.lag_ns));
 }
 
+void bind_row(SQLite::Statement& st, const QuerySleepRow& r) {
+  st.bind(1, static_cast<int64_t>(r.start_ns));
+  st.bind(2, r.client_id);
+  st.bind(3, static_cast<int64_t>(r.seq));
+  st.bind(4, static_cast<int64_t>(r.sleep_ns));
+}
+
 void bind_row(SQLite::Statement& st, const PgbenchAggregateRow& r) {
   st.bind(1, r.file);
   st.bind(2, static_cast<int64_t>(r.line));
@@ -588,6 +597,7 @@ void Store::write_rows(const Batch& b) {
     // Query rows: write_queries(), in key order over all batches.
     write_each(s.query_error, b.query_errors);
     write_each(s.query_skipped, b.query_skips);
+    write_each(s.query_sleep, b.query_sleeps);
     write_each(s.pgbench_aggregate, b.pgbench_aggregates);
     write_each(s.clock_offset, b.clock_offsets);
     write_each(s.statement, b.statements);

@@ -341,6 +341,18 @@ CREATE TABLE query_skipped (
   PRIMARY KEY (start_ns, client_id, seq)
 ) WITHOUT ROWID;
 
+-- Scripts with \sleep: one row per transaction that slept, with the time it
+-- spent in \sleep (its latency includes it, as pgbench's does). Query time
+-- (explain) is the latency net of it. Absent from files made before it
+-- existed; read as no sleeps.
+CREATE TABLE query_sleep (
+  start_ns            INTEGER NOT NULL,           -- query.start_ns
+  client_id           INTEGER NOT NULL,           -- query.client_id
+  seq                 INTEGER NOT NULL,           -- query.seq
+  sleep_ns            INTEGER NOT NULL,           -- time in \sleep commands, CLOCK_MONOTONIC (asked for + wake-up delay)
+  PRIMARY KEY (start_ns, client_id, seq)
+) WITHOUT ROWID;
+
 -- Server clock against the driver host's clock (`run`): at the start, every
 -- 10 s and at the end, several bracketed `SELECT clock_timestamp()` round
 -- trips; the one with the smallest round trip is kept. A server-side

@@ -187,8 +187,8 @@ TEST(CorrelateAttribution, BackendDStateWhileServingIsAPartBeyondAshIoWaits) {
   EXPECT_EQ(part_ns(a, "server_wait:IO"), 500 * kMs);
   EXPECT_EQ(part_ns(*r.windows[2].accounting, "server_d_state:balance_dirty_pages"), 500 * kMs);
   EXPECT_EQ(part_ns(*r.windows[3].accounting, "server_d_state:balance_dirty_pages"), 1 * kS);
-  // The D-state part is one of the parts that add up to the client time.
-  EXPECT_EQ(a.remainder_ns, a.client_ns - a.server_cpu_ns - a.server_wait_ns - a.server_d_state_ns -
+  // The D-state part is one of the parts that add up to the query time.
+  EXPECT_EQ(a.remainder_ns, a.query_ns - a.server_cpu_ns - a.server_wait_ns - a.server_d_state_ns -
                                 a.run_delay_ns - a.driver_cpu_ns);
   std::ostringstream text;
   render_text(r, text);

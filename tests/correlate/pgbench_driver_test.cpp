@@ -178,9 +178,14 @@ TEST(CorrelatePgbench, ThePgbenchNamedByTheLogIsTheDriverAndItsBackendsTheServer
   EXPECT_EQ(part_ns(a, "server_cpu"), 2 * kS);
   EXPECT_EQ(part_ns(a, "server_wait:Lock"), 1 * kS);
   EXPECT_EQ(part_ns(a, "run_queue"), 0);
+  // The parts add up to the query time (Σ latency: 2 clients × 10 × 1 s).
+  EXPECT_EQ(a.query_ns, 20 * kS);
+  EXPECT_EQ(a.excess_ns, 0);
   std::int64_t sum = 0;
   for (const auto& p : a.parts) sum += p.time_ns;
-  EXPECT_EQ(sum - a.excess_ns, a.client_ns);
+  EXPECT_EQ(sum, a.query_ns);
+  EXPECT_EQ(pg.cpu_ns, 3 * kS);
+  EXPECT_EQ(pg.run_delay_ns, 500 * kMs);
   EXPECT_EQ(to_string(r.attribution->method), "host_wide");
   EXPECT_NE(r.attribution->reason.find("pgbench's 2 backends"), std::string::npos);
   ASSERT_EQ(r.hosts.size(), 2u);

@@ -174,13 +174,15 @@ TEST(PoolerFacts, WithoutADbnameEveryDatabaseCounts) {
 TEST(PoolerFacts, OnSaturatedCpusCpuBoundServerConnectionsDiscountThePoolWait) {
   PoolerFixture fx("dbname=app");
   // 10 s of 20 s waited: share 0.5; the 2 server connections were held
-  // 1.8 s a second, all of it on CPU (2 backends × 0.9 s).
+  // 1 s a second, all of it on CPU (2 backends × 0.5 s): wait and CPU fill
+  // the query time.
   fx.polls(
-      "app", [](int) { return 1000; }, 1800);
-  fx.host_busy(90, 900);  // saturation (0.9 − 0.8) ÷ 0.2 = 0.5
+      "app", [](int) { return 1000; }, 1000);
+  fx.host_busy(90, 500);  // saturation (0.9 − 0.8) ÷ 0.2 = 0.5
   const auto r = fx.explain();
   ASSERT_TRUE(r.accounting);
-  ASSERT_EQ(r.accounting->server_cpu_ns, 18 * kS);
+  ASSERT_EQ(r.accounting->server_cpu_ns, 10 * kS);
+  EXPECT_EQ(r.accounting->excess_ns, 0);
   const Finding* f = finding(r, "pool_wait");
   ASSERT_NE(f, nullptr);
   EXPECT_NEAR(f->score, 0.25, 1e-4);  // 0.5 × (1 − 0.5 × 1)

@@ -100,3 +100,38 @@ scenario_check() {
   [[ -z "$bad" ]] || scenario_fail "forbidden kinds raised:$bad"
   echo "verdict: ok"
 }
+
+# scenario_check_accounting — on $WORK/explain.json: the accounting's parts
+# add up to its query time (within 0.1 %), and no part per query exceeds the
+# mean latency. Prints "parts add up: ok".
+scenario_check_accounting() {
+  local f=$WORK/explain.json
+  jq -e '.accounting != null' "$f" >/dev/null || scenario_fail "no accounting"
+  local sum query
+  sum=$(jq '[.accounting.parts[].time_ns] | add' "$f")
+  query=$(jq '.accounting.query_ns' "$f")
+  echo "query time: $query ns; parts: $sum ns"
+  jq -e '(([.accounting.parts[].time_ns] | add) - .accounting.query_ns | fabs) <= 0.001 * .accounting.query_ns + 1' "$f" >/dev/null ||
+    scenario_fail "the parts ($sum ns) do not add up to the query time ($query ns)"
+  jq -e '.run.queries as $q | .run.latency_mean_ms as $l | all(.accounting.parts[]; .time_ns / $q / 1e6 <= $l * 1.001)' "$f" >/dev/null ||
+    scenario_fail "a part per query exceeds the mean latency: $(jq -c '[.accounting.parts[] | {part, time_ns}]' "$f")"
+  echo "parts add up: ok"
+}
+
+# scenario_check_verdict RUN_DB EXPECTED [explain options…] — EXPECTED is a
+# finding kind or "none" (no bottleneck). Prints "verdict kind: …" and the
+# reason; checks the accounting (scenario_check_accounting). Leaves the JSON
+# in $WORK/explain.json.
+scenario_check_verdict() {
+  local db=$1 expected=$2; shift 2
+  "$BIN" explain "$db" --json "$@" >"$WORK/explain.json" || scenario_fail "explain failed on $db"
+  local kind
+  kind=$(jq -r '.verdict.kind // "none"' "$WORK/explain.json")
+  echo "expected verdict: $expected"
+  echo "verdict kind: $kind"
+  jq -r '"verdict reason: \(.verdict.reason // "-")", "verdict summary: \(.verdict.summary)"' "$WORK/explain.json"
+  echo "ranked: $(jq -r '[.findings[] | "\(.kind)=\(.score)"] | join(" ")' "$WORK/explain.json")"
+  scenario_check_accounting
+  [[ "$kind" == "$expected" ]] || scenario_fail "expected verdict $expected, got $kind"
+  echo "verdict: ok"
+}
