@@ -314,7 +314,7 @@ struct WindowSignals {
   double steal_share = 0;          // steal ÷ (busy + steal)
   std::int64_t ash_period_ns = 0;  // to turn rows into time
   std::int64_t sample_period_ns = 0;
-  // Queries sent in the window that lost their connection: query_error rows
+  // Queries answered in the window that lost their connection: query_error rows
   // with SQLSTATE class 08 (connection exception) or 57P01–57P03 (the server
   // shut down, crashed or is starting), and the most frequent of those codes.
   std::int64_t connection_errors = 0;
