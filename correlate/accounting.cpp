@@ -287,7 +287,7 @@ void apply_client_driver(const ClientDriver& client, std::size_t i, WindowAcc& a
 }
 
 // With queries: the window's accounting, its D-state time counted into the
-// whole run's, and its wait classes as shares of its client time (f);
+// whole run's, and its wait classes as shares of its service time (f);
 // without: the wait classes' row counts.
 void account_window(const WindowAcc& a, Window& w, std::size_t i, Facts& f, int clients, bool pair,
                     WindowAcc& total) {

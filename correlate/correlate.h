@@ -1,19 +1,22 @@
 // The correlator: reads a run file, lines up query timing with host and
-// database samples, and explains where the client time went.
+// database samples, and explains where the query time went.
 //
 //   auto store = schema::Store::open_readonly("run.db");
 //   correlate::Report r = correlate::explain(store, {.window_ns = common::kNsPerS});
 //   correlate::render_text(r, std::cout);
 //   std::cout << correlate::to_json(r).dump(2);
 //
-// Time accounting (docs/findings.md, "Time accounting"): a closed loop of N clients over the query
-// span W (first query sent → last query answered) spent N·W of client time.
-// explain splits it into driver CPU, server backend CPU, server waits by wait
-// class (ASH), run-queue delay of the query path, and the remainder (on an
-// idle host: wire, protocol and wake-up round trips). Findings are ranked by
-// the share of N·W they explain (their score, 0–1). Server parts count each
-// backend only while it served this run's queries (Attribution; host-wide
-// where a query's backend is unknown), in one streaming sweep of the queries.
+// Time accounting (docs/findings.md, "Time accounting"): the time queries
+// were outstanding — Σ latency, under -R from the scheduled start, net of
+// \sleep — split into driver CPU, server backend CPU, server waits by wait
+// class (ASH), backends' D state, run-queue delay of the query path, schedule
+// lag (-R) and the remainder (on an idle host: wire, protocol and wake-up
+// round trips); the clients' time between queries is their idle share, not a
+// part. Findings are ranked by the share of query time they explain (their
+// score, 0–1), and the verdict names the one that limited the run, or none.
+// Server parts count each backend only while it served this run's queries
+// (Attribution; host-wide where a query's backend is unknown), in one
+// streaming sweep of the queries.
 #pragma once
 
 #include <cstdint>
@@ -234,7 +237,7 @@ std::string_view to_string(FindingKind kind);
 
 struct Finding {
   FindingKind kind = FindingKind::client_cpu;
-  double score = 0;           // share of client time it explains, 0–1
+  double score = 0;           // share of query time it explains (detail::service_ns), 0–1
   std::int64_t start_ns = 0;  // span where the signal was seen, wall clock
   std::int64_t end_ns = 0;
   std::string summary;     // one sentence

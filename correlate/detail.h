@@ -217,7 +217,7 @@ struct Facts {
   std::int64_t all_run_delay_ns = 0;
   std::vector<ProcessCpu> top_other;  // largest CPU first, at most 3
   std::vector<SingleThreadCandidate> single_thread;
-  // Per window, the share of its client time in each server wait class, and
+  // Per window, the share of its service time in each server wait class, and
   // its steal share, for finding spans.
   std::vector<std::map<std::string, double>> window_wait_share;
   std::vector<double> window_steal_share;
@@ -285,7 +285,7 @@ struct PoolerFactsInputs {
 void read_pooler_facts(schema::Store& store, const PoolerFactsInputs& in, Facts& f,
                        std::vector<std::string>& notes);
 // The pool_wait finding (facts_pooler.cpp): time queries waited in the
-// pooler for a server connection, as a share of client time.
+// pooler for a server connection, as a share of query time.
 void pool_wait(const Report& r, const Facts& f, std::vector<Finding>& out);
 
 // The time findings and stalls take shares of: the query time net of the
@@ -316,7 +316,7 @@ struct WindowSignals {
   double steal_share = 0;          // steal ÷ (busy + steal)
   std::int64_t ash_period_ns = 0;  // to turn rows into time
   std::int64_t sample_period_ns = 0;
-  // Queries sent in the window that lost their connection: query_error rows
+  // Queries answered in the window that lost their connection: query_error rows
   // with SQLSTATE class 08 (connection exception) or 57P01–57P03 (the server
   // shut down, crashed or is starting), and the most frequent of those codes.
   std::int64_t connection_errors = 0;

@@ -643,7 +643,7 @@ void kernel_wait(const Context& c, std::vector<Finding>& out) {
   if (!events.empty())
     what += (what.empty() ? "" : "; ") + std::string("wait events ") + top_entries(events, 3);
   x.summary = fmt::format(
-      "Query-path tasks slept on something other than storage, locks or memory for {} of client "
+      "Query-path tasks slept on something other than storage, locks or memory for {} of query "
       "time: {}.",
       share_pct_text(x.score), what);
   x.evidence = {{"kernel_wait_share", x.score},

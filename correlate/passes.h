@@ -68,7 +68,7 @@ std::int64_t scan_queries(schema::Store& store, const ExplainOptions& options, R
 
 // ---- query_path.cpp ----
 
-// The processes whose time is client time: the driver and this run's
+// The processes whose time is query time: the driver and this run's
 // backends, and the poolers between them.
 struct QueryPath {
   std::optional<std::int64_t> driver_process_id;

@@ -1,4 +1,4 @@
-// The query path: the processes whose time is client time (the driver and
+// The query path: the processes whose time is query time (the driver and
 // this run's backends, and the poolers between them), how the queries are
 // tied to their backends, the path's cgroups and the checkpointer.
 #include <set>

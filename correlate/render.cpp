@@ -272,12 +272,20 @@ void render_accounting(const Report& r, std::ostream& out) {
     return;
   }
   const auto& a = *r.accounting;
+  const std::string use =
+      a.query_ns > a.client_ns && a.client_ns > 0
+          ? fmt::format(
+                "{:.1f} transactions outstanding per client on average (queued behind "
+                "their schedule)",
+                double(a.query_ns) / double(a.client_ns))
+          : fmt::format("{:.1f}% of it in queries, {:.1f}% idle between them",
+                        100 * a.client_busy_share,
+                        a.client_ns > 0 ? 100 * (1 - a.client_busy_share) : 0.0);
   fmt::print(out,
              "\ntime accounting: {:.3f} s of query time (Σ latency{}); {} clients x {:.3f} s = "
-             "{:.3f} s of client time, {:.1f}% of it in queries, {:.1f}% idle between them\n",
+             "{:.3f} s of client time, {}\n",
              double(a.query_ns) / kNsPerS, a.schedule_lag_ns > 0 ? " from the scheduled start" : "",
-             a.clients, double(a.wall_ns) / kNsPerS, double(a.client_ns) / kNsPerS,
-             100 * a.client_busy_share, a.client_ns > 0 ? 100 * (1 - a.client_busy_share) : 0.0);
+             a.clients, double(a.wall_ns) / kNsPerS, double(a.client_ns) / kNsPerS, use);
   render_attribution(r, out);
   if (a.cannot_account) {
     fmt::print(out,
@@ -317,6 +325,25 @@ void render_accounting(const Report& r, std::ostream& out) {
   if (a.excess_ns > 0) {
     fmt::print(out, "  {:<28} {:>12.3f}\n", "(measured parts trimmed by)",
                double(a.excess_ns) / kNsPerS);
+  }
+  if (a.schedule_lag_ns > 0) {
+    // The lag is time queued behind earlier transactions: what made those
+    // slow is the service time's parts.
+    std::string causes;
+    const auto service = a.query_ns - a.schedule_lag_ns;
+    auto parts = a.parts;
+    std::stable_sort(parts.begin(), parts.end(),
+                     [](const auto& x, const auto& y) { return x.time_ns > y.time_ns; });
+    int shown = 0;
+    for (const auto& p : parts) {
+      if (p.name == "schedule_lag" || p.time_ns <= 0 || shown == 3 || service <= 0) continue;
+      causes += fmt::format("{}{} {:.0f}%", shown++ ? ", " : "", escape_text(part_label(p.name)),
+                            100.0 * double(p.time_ns) / double(service));
+    }
+    fmt::print(out,
+               "  schedule lag: transactions queued in the client behind earlier ones, whose "
+               "service time went to {}\n",
+               causes.empty() ? std::string("-") : causes);
   }
 }
 

@@ -163,7 +163,7 @@ void explain_stall(Stall& x, const Window& w, const WindowSignals& g, const Typi
   } else if (best->second < kMinScore) {
     x.cause = StallCause::unexplained;
     x.explanation = head +
-                    "no sampled wait, run-queue delay, throttling or steal rose by 5% of client "
+                    "no sampled wait, run-queue delay, throttling or steal rose by 5% of query "
                     "time or more against the typical windows.";
   } else {
     x.cause = best->first;
@@ -189,12 +189,12 @@ void explain_stall(Stall& x, const Window& w, const WindowSignals& g, const Typi
                               q.empty() ? "" : " running " + q);
       }
       x.explanation = head + fmt::format(
-                                 "backends waited on heavyweight locks for {} of client "
+                                 "backends waited on heavyweight locks for {} of query "
                                  "time (typical {}){}.",
                                  share_pct_text(s.lock), share_pct_text(typ.lock), blocker);
     } else if (x.cause == StallCause::lwlock_wait) {
       x.explanation = head + fmt::format(
-                                 "backends waited on internal locks for {} of client "
+                                 "backends waited on internal locks for {} of query "
                                  "time (typical {}).",
                                  share_pct_text(s.lwlock), share_pct_text(typ.lwlock));
     } else if (x.cause == StallCause::cpu_throttle) {

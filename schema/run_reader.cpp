@@ -167,9 +167,10 @@ bool first_query_has_lag(Store& store) {
 
 ConnectionErrors::ConnectionErrors(Store& store)
     : st_(store.db(),
-          "SELECT sqlstate, count(*) FROM query_error WHERE start_ns >= ?1 AND start_ns < ?2 AND "
-          "(sqlstate LIKE '08%' OR sqlstate IN ('57P01', '57P02', '57P03')) GROUP BY sqlstate "
-          "ORDER BY 2 DESC") {}
+          "SELECT e.sqlstate, count(*) FROM query_error e JOIN query q USING (start_ns, "
+          "client_id, seq) WHERE e.start_ns < ?2 AND e.start_ns + max(q.latency_ns - 1, 0) >= ?1 "
+          "AND e.start_ns + max(q.latency_ns - 1, 0) < ?2 AND (e.sqlstate LIKE '08%' OR "
+          "e.sqlstate IN ('57P01', '57P02', '57P03')) GROUP BY e.sqlstate ORDER BY 2 DESC") {}
 
 std::vector<SqlstateCount> ConnectionErrors::between(std::int64_t from_ns, std::int64_t to_ns) {
   st_.reset();

@@ -126,7 +126,9 @@ std::int64_t queries_after(Store& store, std::int64_t after_ns);
 bool first_query_has_lag(Store& store);
 
 // Per SQLSTATE of a connection loss (class 08, 57P01–57P03), the failed
-// queries sent in [from_ns, to_ns), most frequent first.
+// queries answered in [from_ns, to_ns) — their last outstanding instant,
+// start + latency − 1 ns, in it, as explain's time windows count answers —
+// most frequent first.
 struct SqlstateCount {
   std::string sqlstate;
   std::int64_t queries = 0;

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "support/test_support.h"
 
@@ -122,6 +123,41 @@ TEST(Scripts, BuiltinsRunAgainstPgbenchTables) {
                        "SELECT sum(bbalance) = (SELECT sum(delta) FROM "
                        "pgbench_history) FROM pgbench_branches"),
             "t");
+}
+
+// \sleep is in a transaction's latency (as pgbench counts it) and stored
+// apart in query_sleep, so that explain's query time leaves it out: the
+// clients' think time is their idle share.
+TEST(ScriptSleep, SleepTimeIsStoredPerTransactionAndLeftOutOfQueryTime) {
+  auto conninfo = test::scratch_conninfo();
+  ASSERT_FALSE(conninfo.empty());
+  test::TempDir dir;
+  write_file(dir.file("s.sql"), "SELECT 1;\n\\set ms random(20, 30)\n\\sleep :ms ms\n");
+  auto r = test::run_command({test::stallscope_bin(), "run", "-o", dir.file("run.db"), conninfo,
+                              "-c", "2", "-t", "20", "-P", "0", "-f", dir.file("s.sql")});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  {
+    SQLite::Database db(dir.file("run.db"));
+    EXPECT_EQ(db.execAndGet("SELECT count(*) FROM query_sleep").getInt64(), 40);
+    // Each slept 20–30 ms (plus its wake-up), within its latency, which holds it.
+    EXPECT_EQ(db.execAndGet("SELECT count(*) FROM query_sleep s JOIN query q USING (start_ns, "
+                            "client_id, seq) WHERE s.sleep_ns >= 20000000 AND s.sleep_ns < "
+                            "60000000 AND q.latency_ns > s.sleep_ns")
+                  .getInt64(),
+              40);
+  }
+  auto e = test::run_command({test::stallscope_bin(), "explain", dir.file("run.db"), "--json"});
+  ASSERT_EQ(e.exit_status, 0) << e.err;
+  const auto j = nlohmann::json::parse(e.out);
+  SQLite::Database db(dir.file("run.db"), SQLite::OPEN_READONLY);
+  const auto latency_ns = db.execAndGet("SELECT sum(latency_ns) FROM query").getInt64();
+  const auto sleep_ns = db.execAndGet("SELECT sum(sleep_ns) FROM query_sleep").getInt64();
+  EXPECT_EQ(j["accounting"]["query_ns"].get<std::int64_t>(), latency_ns - sleep_ns);
+  std::int64_t parts_ns = 0;
+  for (const auto& p : j["accounting"]["parts"]) parts_ns += p["time_ns"].get<std::int64_t>();
+  EXPECT_EQ(parts_ns, latency_ns - sleep_ns);
+  // Think time is most of the clients' time.
+  EXPECT_LT(j["accounting"]["client_busy_share"].get<double>(), 0.5);
 }
 
 }  // namespace

@@ -168,8 +168,8 @@ TEST(PoolerRun, ThroughAPoolSmallerThanTheClientsQueriesWaitInPgbouncer) {
   // 6 of 8 clients queue for the 2 server connections while the backends
   // sleep: most of the client time is the wait.
   EXPECT_GT((*p)["time_ns"].get<std::int64_t>(), 0);
-  EXPECT_GT((*p)["client_time_share"].get<double>(), 0.5) << j["accounting"].dump();
-  EXPECT_LE((*p)["client_time_share"].get<double>(), 1.0);
+  EXPECT_GT((*p)["query_time_share"].get<double>(), 0.5) << j["accounting"].dump();
+  EXPECT_LE((*p)["query_time_share"].get<double>(), 1.0);
   EXPECT_EQ(j["accounting"]["path_wait_ns"], (*p)["time_ns"]);
   // Per window too.
   std::int64_t windows_with_wait = 0;
@@ -202,7 +202,7 @@ TEST(PoolerRun, WithAPoolAsLargeAsTheClientsThereIsNoPoolWait) {
   ASSERT_TRUE(j["accounting"].is_object()) << j.dump();
   const auto* p = part(j["accounting"], "path_wait:pgbouncer");
   ASSERT_NE(p, nullptr) << j["accounting"].dump();
-  EXPECT_LT((*p)["client_time_share"].get<double>(), 0.05) << j["accounting"].dump();
+  EXPECT_LT((*p)["query_time_share"].get<double>(), 0.05) << j["accounting"].dump();
   EXPECT_EQ(finding(j, "pool_wait"), nullptr) << j["findings"].dump();
 }
 

@@ -101,5 +101,46 @@ TEST(Scenario, Seed000ThroughPgbouncerGivesThePoolerItsOwnLine) {
   EXPECT_NE(out.find(" tps direct ("), std::string::npos) << out;
 }
 
+// Runs a scenario that checks its own verdict (scenario_check_verdict or
+// its own checks) and returns its stdout; "" when it skipped.
+std::string run_checked(const std::string& name) {
+  ::setenv("STALLSCOPE_BIN", stallscope_bin().c_str(), 1);
+  auto r = run_command({scenario_path(name)});
+  if (r.exit_status == 77) return "";
+  EXPECT_EQ(r.exit_status, 0) << name << " stdout:\n" << r.out << "\nstderr:\n" << r.err;
+  EXPECT_NE(r.out.find("parts add up: ok"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("verdict: ok"), std::string::npos) << r.out;
+  return r.out;
+}
+
+TEST(Scenario, FixedRateHealthyIsNoBottleneckWithTheClientsIdleShare) {
+  const auto out = run_checked("fixed-rate-healthy");
+  if (out.empty()) GTEST_SKIP();
+  EXPECT_NE(out.find("verdict kind: none\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("verdict reason: paced\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("idle share: 0."), std::string::npos) << out;
+}
+
+TEST(Scenario, FixedRateBacklogIsLockWaitWithTheScheduleLagAsAPart) {
+  const auto out = run_checked("fixed-rate-backlog");
+  if (out.empty()) GTEST_SKIP();
+  EXPECT_NE(out.find("verdict kind: lock_wait\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("ranked: lock_wait="), std::string::npos) << out;
+  EXPECT_NE(out.find("schedule lag share: 0."), std::string::npos) << out;
+}
+
+TEST(Scenario, ThinkTimeIsTheClientsIdleShareNotAPart) {
+  const auto out = run_checked("think-time");
+  if (out.empty()) GTEST_SKIP();
+  EXPECT_NE(out.find("verdict kind: none\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("idle share: 0.9"), std::string::npos) << out;
+}
+
+TEST(Scenario, FullStopIsAStallOnTheWindowWithNoAnswerExplainedAsLockWait) {
+  const auto out = run_checked("full-stop");
+  if (out.empty()) GTEST_SKIP();
+  EXPECT_NE(out.find("stall on the stopped window: lock_wait"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace stallscope::test

@@ -72,8 +72,8 @@ SQL
 
 # scenario_check RUN_DB EXPECTED_KIND [explain options…]
 # Prints the expected kind and the ranked kinds (and the margin of the first
-# over the second); fails unless EXPECTED_KIND is first and no forbidden kind
-# is raised. Leaves the JSON in $WORK/explain.json.
+# over the second); fails unless EXPECTED_KIND is first, the verdict names it,
+# and no forbidden kind is raised. Leaves the JSON in $WORK/explain.json.
 scenario_check() {
   local db=$1 expected=$2; shift 2
   "$BIN" explain "$db" --json "$@" >"$WORK/explain.json" || scenario_fail "explain failed on $db"
@@ -90,6 +90,12 @@ scenario_check() {
     if jq -e --arg k "$k" 'any(.findings[]; .kind == $k)' "$WORK/explain.json" >/dev/null; then bad+=" $k"; fi
   done
   [[ "$first" == "$expected" ]] || scenario_fail "expected $expected first, got $first (ranked: $ranked)"
+  # The verdict names the same kind (a closed loop's, or a paced run's
+  # limiting finding).
+  local verdict_kind
+  verdict_kind=$(jq -r '.verdict.kind // "none"' "$WORK/explain.json")
+  echo "verdict kind: $verdict_kind"
+  [[ "$verdict_kind" == "$expected" ]] || scenario_fail "the verdict is $verdict_kind, not $expected"
   # explain stored the same verdict in the run file.
   if command -v sqlite3 >/dev/null; then
     local stored
