@@ -1,8 +1,13 @@
 // An imported pgbench log explained with a record file (explain_pair): the
 // log holds transactions but no process or backend identity, so pgbench and
-// its backends are found in the record file — pgbench by its comm, its
-// backends by the application_name pgbench gives them.
+// its backends are found in the record file — pgbench by its comm (and the
+// pid its log file names carry), its backends by the application_name
+// pgbench gives them and by when they started.
 #include <algorithm>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include <fmt/format.h>
 
