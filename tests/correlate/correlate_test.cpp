@@ -53,7 +53,7 @@ class Fixture {
     r.clock_ticks_per_s = 100;
     r.start_ns = kT0 - 2 * kS;
     r.command_line = "stallscope run";
-    r.tool_version = "0";
+    r.tool_version = "fixture";
     r.hz = 10;
     r.stallscope_pid = kDriverPid;
     r.stallscope_start_ticks = 5000;
