@@ -35,7 +35,7 @@ schema::RunInfo run(const std::string& mode, const std::string& command_line,
   r.clock_ticks_per_s = 100;
   r.start_ns = kT0 - kS;
   r.command_line = command_line;
-  r.tool_version = "0";
+  r.tool_version = "fixture";
   r.hz = 1;
   r.stallscope_pid = 77;
   r.clients = clients;
