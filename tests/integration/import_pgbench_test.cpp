@@ -15,6 +15,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "support/test_support.h"
 
@@ -369,8 +370,7 @@ TEST_F(ImportWithRecord, PgbenchInTheRecordFileIsTheDriverAndItsBackendsTheServe
   // application_name 'pgbench' while it ran, each a sampled process.
   std::vector<int> pids = pg["backend_pids"].get<std::vector<int>>();
   std::sort(pids.begin(), pids.end());
-  std::string listed;
-  for (int p : pids) listed += (listed.empty() ? "" : ",") + std::to_string(p);
+  const std::string listed = fmt::format("{}", fmt::join(pids, ","));
   EXPECT_EQ(listed, backends_);
   EXPECT_EQ(pids.size(), 4u);
   EXPECT_EQ(pg["backend_processes"], 4);
