@@ -403,8 +403,9 @@ struct PgbenchDriver {
   std::string application_name = "pgbench";  // pgbench's default, what its backends are found by
   // Its backends, by pid: those ASH saw with that application_name during
   // the queries, and — as ASH samples only non-idle sessions — the client
-  // backends of the same server, user and database (or, without any ASH
-  // sighting, any client backend) that started as pgbench connected (from
+  // backends of the same server, user and database (or of that server and
+  // still untitled when first sampled; without any ASH sighting, any client
+  // backend) that started as pgbench connected (from
   // its start to kBackendStartSlackNs after), when they and the ASH-seen
   // ones are no more than the log's clients.
   std::vector<int> backend_pids;

@@ -98,10 +98,10 @@ std::optional<schema::ProcessInfo> add_backends_by_application_name(schema::Stor
 // ASH samples only non-idle sessions, so a backend that was idle (waiting
 // for pgbench) at every poll is not among them: the client backends that
 // started as pgbench connected — of the same postmaster, user, database and
-// kind of address as an ASH-seen one, if any; never one ASH saw under
-// another application_name — when with the ASH-seen ones they are no more
-// than the log's clients. Returns why none were added ("" when added or none
-// was missing).
+// kind of address as an ASH-seen one (or of its postmaster and still
+// untitled), if any; never one ASH saw under another application_name —
+// when with the ASH-seen ones they are no more than the log's clients.
+// Returns why none were added ("" when added or none was missing).
 std::string add_backends_by_start(schema::Store& store, Span span, std::int64_t pgbench_start_ns,
                                   std::optional<int> clients,
                                   const std::optional<schema::ProcessInfo>& seen, QueryPath& qp,
@@ -115,7 +115,11 @@ std::string add_backends_by_start(schema::Store& store, Span span, std::int64_t 
   for (auto& p : schema::postgres_processes_started_between(
            store, pgbench_start_ns - kStartTicksSlackNs, pgbench_start_ns + kBackendStartSlackNs)) {
     const auto k = client_backend_key(p.cmdline);
-    if (!k || (key && (*k != *key || p.ppid != seen->ppid))) continue;
+    // The sampler keeps the command line it first read: a backend it saw
+    // before the backend set its title shows the postmaster's.
+    const bool untitled = !p.cmdline.starts_with("postgres: ");
+    const bool same_server = seen && seen->ppid && p.ppid == seen->ppid;
+    if (seen ? !(same_server && (k ? !key || *k == *key : untitled)) : !k) continue;
     if (std::binary_search(other.begin(), other.end(), p.pid)) continue;
     if (std::find(d.backend_pids.begin(), d.backend_pids.end(), p.pid) != d.backend_pids.end())
       continue;

@@ -62,12 +62,14 @@ struct ProcessInfo {
   std::optional<int> ppid;
   std::optional<std::int64_t> start_ns;  // wall clock
   std::string cmdline;                   // "" when NULL
+  std::string comm;
 };
 // The process with this process_id; nullopt when there is none.
 std::optional<ProcessInfo> process_info(Store& store, std::int64_t process_id);
-// The processes whose command line starts with "postgres: " (PostgreSQL's
-// backends and auxiliary processes) that started in [from_ns, to_ns], by
-// start time.
+// The PostgreSQL processes — comm "postgres", or a command line starting
+// with "postgres: " (backends and auxiliary processes; one the sampler first
+// saw before it set its title keeps the postmaster's command line) — that
+// started in [from_ns, to_ns], by start time.
 std::vector<ProcessInfo> postgres_processes_started_between(Store& store, std::int64_t from_ns,
                                                             std::int64_t to_ns);
 

@@ -63,7 +63,8 @@ void write_imported(const std::string& path, int clients) {
 // (4242, 300 ms CPU and 50 ms run delay a second; 5000, 500 ms), four
 // client backends of postmaster 90 ("postgres: bench db [local]") — 300
 // and 301 started as pgbench 4242 connected, 302 too but ASH saw it as
-// application 'psql', 303 long before — each 100 ms CPU a second; ASH every
+// application 'psql', 303 long before; 304 started as pgbench connected but
+// keeps the postmaster's command line — each 100 ms CPU a second; ASH every
 // 100 ms: pid 300 as 'pgbench' waiting on a Lock at every 10th poll (when
 // `ash_pgbench`), 302 as 'psql' on every 10th, 301 once as it started (no
 // application_name yet, no state).
@@ -98,6 +99,9 @@ void write_record(const std::string& path, bool ash_pgbench) {
       {12, 302, pgbench_start + 30 * kMs, "postgres", "postgres: bench db [local] idle", 100 * kMs,
        0},
       {13, 303, kT0 - 20 * kS, "postgres", "postgres: bench db [local] idle", 100 * kMs, 0},
+      // First sampled before it set its title: the postmaster's command line.
+      {14, 304, pgbench_start + 40 * kMs, "postgres", "/usr/lib/postgresql/15/bin/postgres -D d",
+       100 * kMs, 0},
   };
   for (const auto& p : procs) {
     b.processes.push_back({.process_id = p.id,
@@ -155,7 +159,7 @@ void write_record(const std::string& path, bool ash_pgbench) {
 
 TEST(CorrelatePgbench, ThePgbenchNamedByTheLogIsTheDriverAndItsBackendsTheServer) {
   test::TempDir dir;
-  write_imported(dir.file("imp.db"), 2);
+  write_imported(dir.file("imp.db"), 3);
   write_record(dir.file("rec.db"), true);
   auto store = schema::Store::open_readwrite(dir.file("imp.db"));
   const auto r = explain_pair(store, dir.file("rec.db"), {});
@@ -164,22 +168,23 @@ TEST(CorrelatePgbench, ThePgbenchNamedByTheLogIsTheDriverAndItsBackendsTheServer
   EXPECT_EQ(pg.pid, kPgbenchPid);  // not 5000, which used more CPU
   EXPECT_EQ(pg.found_by, "log file name");
   EXPECT_EQ(pg.processes, 2);
-  // 300 by ASH; 301 by its start; 302 is psql's, 303 older than pgbench.
-  EXPECT_EQ(pg.backend_pids, (std::vector<int>{300, 301}));
+  // 300 by ASH; 301 and the untitled 304 by their start; 302 is psql's,
+  // 303 older than pgbench.
+  EXPECT_EQ(pg.backend_pids, (std::vector<int>{300, 301, 304}));
   EXPECT_EQ(pg.backends_by_application_name, 1);
-  EXPECT_EQ(pg.backends_by_start, 1);
-  EXPECT_EQ(pg.backend_processes, 2);
+  EXPECT_EQ(pg.backends_by_start, 2);
+  EXPECT_EQ(pg.backend_processes, 3);
   ASSERT_TRUE(r.accounting);
   const auto& a = *r.accounting;
   // pgbench's whole process CPU (no sampler CPU subtracted) and run delay.
   EXPECT_EQ(part_ns(a, "driver_cpu"), 3 * kS);
   EXPECT_EQ(part_ns(a, "client_run_queue"), 500 * kMs);
-  // Its two backends' CPU; pid 300's ASH waits only (not psql's).
-  EXPECT_EQ(part_ns(a, "server_cpu"), 2 * kS);
+  // Its three backends' CPU; pid 300's ASH waits only (not psql's).
+  EXPECT_EQ(part_ns(a, "server_cpu"), 3 * kS);
   EXPECT_EQ(part_ns(a, "server_wait:Lock"), 1 * kS);
   EXPECT_EQ(part_ns(a, "run_queue"), 0);
-  // The parts add up to the query time (Σ latency: 2 clients × 10 × 1 s).
-  EXPECT_EQ(a.query_ns, 20 * kS);
+  // The parts add up to the query time (Σ latency: 3 clients × 10 × 1 s).
+  EXPECT_EQ(a.query_ns, 30 * kS);
   EXPECT_EQ(a.excess_ns, 0);
   std::int64_t sum = 0;
   for (const auto& p : a.parts) sum += p.time_ns;
@@ -187,7 +192,7 @@ TEST(CorrelatePgbench, ThePgbenchNamedByTheLogIsTheDriverAndItsBackendsTheServer
   EXPECT_EQ(pg.cpu_ns, 3 * kS);
   EXPECT_EQ(pg.run_delay_ns, 500 * kMs);
   EXPECT_EQ(to_string(r.attribution->method), "host_wide");
-  EXPECT_NE(r.attribution->reason.find("pgbench's 2 backends"), std::string::npos);
+  EXPECT_NE(r.attribution->reason.find("pgbench's 3 backends"), std::string::npos);
   ASSERT_EQ(r.hosts.size(), 2u);
   EXPECT_EQ(r.hosts[0].role, "client");
   EXPECT_EQ(r.hosts[0].host, "db1");
@@ -199,7 +204,7 @@ TEST(CorrelatePgbench, ThePgbenchNamedByTheLogIsTheDriverAndItsBackendsTheServer
   }));
   const auto j = to_json(r);
   EXPECT_EQ(j["pgbench"]["pid"], kPgbenchPid);
-  EXPECT_EQ(j["pgbench"]["backends_by_start"], 1);
+  EXPECT_EQ(j["pgbench"]["backends_by_start"], 2);
 }
 
 // Without ASH rows of pgbench's backends, any client backend started as
