@@ -308,22 +308,33 @@ Accounting session_accounting(const SessionScan& s, const WindowAcc& total, cons
     client_cpu_ns += c.cpu_ns;
     client_delay_ns += c.run_delay_ns;
   }
-  // Server side: ASH's on-CPU time is the backends' CPU plus their wait for
-  // a CPU; where the backends were sampled, schedstat splits the two.
-  a.server_cpu_ns = f.backends_on_host ? std::min(total.server_cpu_ns, s.on_cpu_ns) : s.on_cpu_ns;
-  const std::int64_t backend_queue_ns = s.on_cpu_ns - a.server_cpu_ns;
+  // Each part takes what it measured, as far as the session time not yet
+  // taken covers it; what does not fit is excess_ns.
+  std::int64_t left_ns = a.client_ns;
+  auto take = [&](std::int64_t ns) {
+    const std::int64_t fits = std::clamp<std::int64_t>(ns, 0, left_ns);
+    left_ns -= fits;
+    a.excess_ns += std::max<std::int64_t>(0, ns) - fits;
+    return fits;
+  };
+  // Server waits: ASH, exact by construction.
   for (const auto& [cls, ns] : s.wait_by_class_ns) {
-    a.server_wait_by_class_ns.emplace_back(cls, ns);
-    a.server_wait_ns += ns;
+    a.server_wait_by_class_ns.emplace_back(cls, take(ns));
+    a.server_wait_ns += a.server_wait_by_class_ns.back().second;
   }
   std::stable_sort(a.server_wait_by_class_ns.begin(), a.server_wait_by_class_ns.end(),
                    [](const auto& x, const auto& y) { return x.second > y.second; });
-  // Client side: the idle time, as far as the client processes' CPU and run
-  // delay cover it; the rest is the network and the client's other waits.
-  a.driver_cpu_ns = std::min(client_cpu_ns, s.idle_ns);
-  a.driver_run_delay_ns = std::min(client_delay_ns, s.idle_ns - a.driver_cpu_ns);
-  a.run_delay_ns = backend_queue_ns + a.driver_run_delay_ns;
-  a.remainder_ns = s.idle_ns - a.driver_cpu_ns - a.driver_run_delay_ns;
+  // Backends: schedstat where they were sampled (CPU and run delay, also
+  // while ASH saw them idle — reading the next query, waking up), else
+  // ASH's on-CPU time.
+  a.server_cpu_ns = take(f.backends_on_host ? total.server_cpu_ns : s.on_cpu_ns);
+  const std::int64_t backend_delay_ns =
+      take(f.backends_on_host ? total.run_delay_ns - total.driver_run_delay_ns : 0);
+  // Client processes: their CPU and run delay.
+  a.driver_cpu_ns = take(client_cpu_ns);
+  a.driver_run_delay_ns = take(client_delay_ns);
+  a.run_delay_ns = backend_delay_ns + a.driver_run_delay_ns;
+  a.remainder_ns = left_ns;
   auto part = [&](std::string name, std::int64_t ns) {
     a.parts.push_back(
         {std::move(name), ns, a.client_ns > 0 ? double(ns) / double(a.client_ns) : 0.0, ""});

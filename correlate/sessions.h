@@ -54,13 +54,14 @@ void add_session_backends(const SessionScan& s, QueryPath& qp);
 // is client_process_findings'.
 void remove_client_processes(const SessionScan& s, Facts& f);
 // The whole file's accounting from the session view: clients = sessions,
-// client_ns = session time; parts client_cpu (the client processes' CPU,
-// at most the idle time), server_cpu (backend CPU from schedstat where the
-// backends were sampled, at most ASH's on-CPU time, else ASH's), server
-// waits by class, run_queue (ASH on-CPU time beyond the backends' CPU, plus
-// the clients' run delay within the idle time), remainder (the rest of the
-// idle time: network, the client's other waits). The parts add up to
-// client_ns exactly.
+// client_ns = session time (ASH polls × period), split as `run`'s is: the
+// sessions' server waits by class (ASH), server_cpu (the backends' CPU from
+// schedstat where they were sampled on this host, else ASH's on-CPU time),
+// client_cpu (the client processes' CPU), run_queue (the backends' and the
+// client processes' run delay), remainder (the rest: the network, the
+// client's other waits). Each part takes what it measured as far as the
+// session time not yet taken covers it, in that order; what does not fit
+// is excess_ns. The parts add up to client_ns exactly.
 Accounting session_accounting(const SessionScan& s, const WindowAcc& total, const Facts& f);
 // client_cpu / single_thread findings for the client processes of a
 // session view (r.sessions): a client whose hottest thread is at ≥

@@ -170,8 +170,8 @@ AshSampler::Impl::Session& AshSampler::Impl::session_of(PGresult* res, int r, in
                            .first_ash_tick = ash_tick};
   if (auto port = pg::int64_or_null(res, r, kClientPort)) row.client_port = static_cast<int>(*port);
   // A TCP client on this host: the process that owns its end of the socket.
-  if (row.backend_type == "client backend" && row.client_port && *row.client_port > 0 &&
-      lookups < kSocketLookupsPerPoll) {
+  if (options.find_client_sockets && row.backend_type == "client backend" && row.client_port &&
+      *row.client_port > 0 && lookups < kSocketLookupsPerPoll) {
     ++lookups;
     if (auto owner = tcp_socket_owner(*row.client_port, server_port, options.proc_root)) {
       row.client_pid = owner->pid;

@@ -93,6 +93,10 @@ struct AshSamplerOptions {
   std::string conninfo;                             // where pg_stat_activity is read
   double hz = 10;                                   // polls per second
   std::string application_name = "stallscope/ash";  // also used to exclude itself
+  // Look up the process owning each new TCP session's client socket on this
+  // host (pg_session.client_pid): `record` does; `run` knows its own
+  // backends and does not pay for it.
+  bool find_client_sockets = false;
   // Seam for tests: where a new session's client socket owner is looked up
   // (tcp_socket_owner).
   std::string proc_root = "/proc";
@@ -107,8 +111,10 @@ struct AshSamplerOptions {
 // kIdleStretchMaxNs). stop() hands over the stretches still open.
 inline constexpr std::int64_t kIdleStretchMaxNs = 60 * common::kNsPerS;
 // New sessions whose socket owner is looked up per poll, at most (each
-// lookup reads every process's fd directory); later ones get none.
-inline constexpr int kSocketLookupsPerPoll = 16;
+// lookup reads /proc/net/tcp{,6} and every process's fd directory, a few ms
+// on a host of a few hundred processes); later ones get none, so a client
+// connecting per transaction costs at most this many lookups a poll.
+inline constexpr int kSocketLookupsPerPoll = 8;
 
 // A process, identified by pid and start time (clock ticks since boot).
 struct SocketOwner {

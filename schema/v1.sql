@@ -301,7 +301,7 @@ CREATE TABLE pg_session (
   usename             TEXT,
   datname             TEXT,
   first_ash_tick      INTEGER NOT NULL,           -- the poll that first saw it
-  client_pid          INTEGER,                    -- same host: the process owning the TCP socket whose local port is client_port and remote port the server's (/proc/net/tcp{,6}, /proc/PID/fd), looked up once at first sight; NULL when not found
+  client_pid          INTEGER,                    -- `record`, same host: the process owning the TCP socket whose local port is client_port and remote port the server's (/proc/net/tcp{,6}, /proc/PID/fd), looked up once at first sight; NULL when not found
   client_start_ticks  INTEGER                     -- its start time (/proc/PID/stat field 22): (client_pid, client_start_ticks) is a process row
 );
 

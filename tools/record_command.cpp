@@ -206,7 +206,10 @@ int record_command(const RecordOptions& o) {
   bool sampling_started = false;
   try {
     if (o.conninfo) {
-      samplers.ash.emplace(sampler::AshSamplerOptions{.conninfo = *o.conninfo, .hz = ash_hz}, sink);
+      samplers.ash.emplace(
+          sampler::AshSamplerOptions{
+              .conninfo = *o.conninfo, .hz = ash_hz, .find_client_sockets = true},
+          sink);
       samplers.ash->start();
     }
     if (o.pooler_admin) {
