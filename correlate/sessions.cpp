@@ -370,18 +370,19 @@ void client_process_findings(const Report& r, const Facts& f, std::vector<Findin
     x.start_ns = f.span.start_ns;
     x.end_ns = f.span.end_ns;
     const std::string sessions_text =
-        fmt::format("{} session{}", c.sessions, c.sessions == 1 ? "" : "s");
+        fmt::format("{} session{}", c.sessions, c.sessions == 1 ? " was" : "s were");
     x.summary =
         one_thread
             ? fmt::format(
                   "The client {} (pid {}) ran at {:.2f} cores, its busiest thread at {:.2f}, while "
-                  "its {} waited idle for it {} of their time: one client thread is the limit, "
+                  "its {} idle, waiting for it, {} of the time: one client thread is the limit, "
                   "not the database.",
                   c.comm, c.pid, c.cores, c.hottest_thread_cores, sessions_text,
                   share_pct_text(c.sessions_idle_share))
             : fmt::format(
-                  "The client {} (pid {}) used {:.2f} cores, {} of the session time, while its {} "
-                  "waited idle for it {} of their time.",
+                  "The client {} (pid {}) used {:.2f} cores (with its run-queue delay {} of the "
+                  "session time) while its {} idle, waiting for the client or the round "
+                  "trip, {} of the time.",
                   c.comm, c.pid, c.cores, share_pct_text(x.score), sessions_text,
                   share_pct_text(c.sessions_idle_share));
     x.evidence = {{"comm", c.comm},
