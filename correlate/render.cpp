@@ -213,6 +213,7 @@ nlohmann::json sessions_json(const SessionView& v) {
                         {"run_delay_ns", c.run_delay_ns},
                         {"cores", round4(c.cores)},
                         {"hottest_thread_cores", round4(c.hottest_thread_cores)},
+                        {"hottest_thread_demand_cores", round4(c.hottest_thread_demand_cores)},
                         {"threads_sampled", c.threads_sampled},
                         {"sessions", c.sessions},
                         {"sessions_idle_share", round4(c.sessions_idle_share)}};

@@ -155,6 +155,10 @@ ClientProcess client_process(schema::Store& store, const schema::ProcessIdentity
     c.top_thread_comm = cpu.top_thread_comm;
   }
   c.hottest_thread_cores = c.top_thread_cores.value_or(c.cores);
+  const std::int64_t demand_ns =
+      cpu.top_thread_cpu_ns ? *cpu.top_thread_cpu_ns + cpu.top_thread_run_delay_ns.value_or(0)
+                            : cpu.cpu_ns + cpu.run_delay_ns;
+  c.hottest_thread_demand_cores = round4(double(demand_ns) / span_ns);
   return c;
 }
 
@@ -359,9 +363,9 @@ void client_process_findings(const Report& r, const Facts& f, std::vector<Findin
         session_ns += g.session_ns;
     }
     const double idle_ns = c.sessions_idle_share * double(session_ns);
-    const bool one_thread = c.hottest_thread_cores >= kSingleThreadMinCores;
+    const bool one_thread = c.hottest_thread_demand_cores >= kSingleThreadMinCores;
     const double score = one_thread
-                             ? idle_ns * std::min(1.0, c.hottest_thread_cores) / total_ns
+                             ? idle_ns * std::min(1.0, c.hottest_thread_demand_cores) / total_ns
                              : std::min(double(c.cpu_ns + c.run_delay_ns), idle_ns) / total_ns;
     Finding x;
     x.kind = one_thread ? FindingKind::single_thread : FindingKind::client_cpu;
@@ -374,11 +378,11 @@ void client_process_findings(const Report& r, const Facts& f, std::vector<Findin
     x.summary =
         one_thread
             ? fmt::format(
-                  "The client {} (pid {}) ran at {:.2f} cores, its busiest thread at {:.2f}, while "
-                  "its {} idle, waiting for it, {} of the time: one client thread is the limit, "
-                  "not the database.",
-                  c.comm, c.pid, c.cores, c.hottest_thread_cores, sessions_text,
-                  share_pct_text(c.sessions_idle_share))
+                  "The client {} (pid {}) ran at {:.2f} cores, its busiest thread at {:.2f} "
+                  "(running or waiting for a CPU: {:.2f}), while its {} idle, waiting for it, {} "
+                  "of the time: one client thread is the limit, not the database.",
+                  c.comm, c.pid, c.cores, c.hottest_thread_cores, c.hottest_thread_demand_cores,
+                  sessions_text, share_pct_text(c.sessions_idle_share))
             : fmt::format(
                   "The client {} (pid {}) used {:.2f} cores (with its run-queue delay {} of the "
                   "session time) while its {} idle, waiting for the client or the round "
@@ -390,6 +394,7 @@ void client_process_findings(const Report& r, const Facts& f, std::vector<Findin
                   {"found_by", c.found_by},
                   {"client_cores", round4(c.cores)},
                   {"hottest_thread_cores", round4(c.hottest_thread_cores)},
+                  {"hottest_thread_demand_cores", round4(c.hottest_thread_demand_cores)},
                   {"client_cpu_s", round4(double(c.cpu_ns) / kNsPerS)},
                   {"client_run_delay_s", round4(double(c.run_delay_ns) / kNsPerS)},
                   {"sessions", c.sessions},

@@ -140,8 +140,8 @@ ProcessCpu process_cpu(Store& store, std::int64_t process_id, std::int64_t from_
     }
   }
   Cursor st(store.db(),
-            "SELECT x.tid, x.cpu, c.comm FROM (SELECT t.tid, coalesce(sum(t.cpu_ns), 0) AS cpu, "
-            "max(t.thread_comm_id) AS comm_id "
+            "SELECT x.tid, x.cpu, c.comm, x.delay FROM (SELECT t.tid, coalesce(sum(t.cpu_ns), 0) "
+            "AS cpu, coalesce(sum(t.run_delay_ns), 0) AS delay, max(t.thread_comm_id) AS comm_id "
             "FROM thread_tick t JOIN sample s ON s.sample_id = t.sample_id "
             "WHERE t.process_id = ? AND s.time_ns >= ? AND s.time_ns < ? GROUP BY t.tid) x "
             "LEFT JOIN thread_comm c ON c.thread_comm_id = x.comm_id ORDER BY x.cpu DESC, x.tid");
@@ -153,6 +153,7 @@ ProcessCpu process_cpu(Store& store, std::int64_t process_id, std::int64_t from_
       out.top_thread_tid = static_cast<int>(st.int64(0));
       out.top_thread_cpu_ns = st.int64(1);
       out.top_thread_comm = std::string(st.text(2));
+      out.top_thread_run_delay_ns = st.int64(3);
     }
   }
   return out;

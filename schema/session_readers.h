@@ -102,6 +102,7 @@ struct ProcessCpu {
   std::int64_t run_delay_ns = 0;
   std::int64_t threads_sampled = 0;  // distinct tids with thread rows
   std::optional<std::int64_t> top_thread_cpu_ns;
+  std::optional<std::int64_t> top_thread_run_delay_ns;  // Σ thread_tick run_delay_ns of that thread
   std::optional<int> top_thread_tid;
   std::string top_thread_comm;
 };

@@ -22,8 +22,9 @@ constexpr int kBackendPid = 201;
 // A record of 10 s (samples at t0 + i s, ASH polls every 100 ms, ticks 1..101
 // at t0 + k·100 ms): one client session of python3 (the command record
 // started), active on CPU in polls 1-5 and idle in polls 6-101; its backend
-// at 40 ms of CPU a second, the client at `client_cpu_ms` a second.
-schema::Store record_file(std::int64_t client_cpu_ms) {
+// at 40 ms of CPU a second, the client at `client_cpu_ms` a second and
+// `client_delay_ms` of run-queue delay.
+schema::Store record_file(std::int64_t client_cpu_ms, std::int64_t client_delay_ms = 0) {
   auto store = schema::Store::create(":memory:");
   schema::RunInfo r;
   r.mode = "record";
@@ -82,7 +83,7 @@ schema::Store record_file(std::int64_t client_cpu_ms) {
                                    .process_id = id,
                                    .state = 'S',
                                    .cpu_ns = cpu_ms * kMs,
-                                   .run_delay_ns = 0,
+                                   .run_delay_ns = id == 3 ? client_delay_ms * kMs : 0,
                                    .span_ns = kS});
     }
   }
@@ -193,6 +194,24 @@ TEST(CorrelateSessions, AClientBelowOneCoreIsClientCpu) {
   EXPECT_NEAR(r.findings[0].score, 5.0 / 10.1, 1e-4);
   ASSERT_TRUE(r.accounting);
   EXPECT_EQ(part_ns(*r.accounting, "remainder"), (10100 - 400 - 5000) * kMs);
+}
+
+// A busy host: the client ran 0.7 cores and waited for a CPU 0.25 more — its
+// one thread was never idle: single_thread, scored by that demand.
+TEST(CorrelateSessions, AClientThreadNeverIdleOnABusyHostIsSingleThread) {
+  auto store = record_file(700, 250);
+  const auto r = explain(store, {});
+  ASSERT_TRUE(r.sessions);
+  ASSERT_EQ(r.sessions->client_processes.size(), 1u);
+  EXPECT_NEAR(r.sessions->client_processes[0].hottest_thread_cores, 0.7, 1e-4);
+  EXPECT_NEAR(r.sessions->client_processes[0].hottest_thread_demand_cores, 0.95, 1e-4);
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(to_string(r.findings[0].kind), "single_thread");
+  EXPECT_NEAR(r.findings[0].score, 0.903, 1e-3);
+  ASSERT_TRUE(r.accounting);
+  EXPECT_EQ(part_ns(*r.accounting, "client_cpu"), 7000 * kMs);
+  EXPECT_EQ(part_ns(*r.accounting, "run_queue"), 2500 * kMs);
+  EXPECT_EQ(part_ns(*r.accounting, "remainder"), (10100 - 400 - 7000 - 2500) * kMs);
 }
 
 }  // namespace
