@@ -357,10 +357,11 @@ void render_accounting(const Report& r, std::ostream& out) {
   if (r.sessions) {
     // record --pg: the session view's time (sessions come and go).
     fmt::print(out,
-               "\ntime accounting: {} client sessions over {:.3f} s = {:.3f} s of session time "
+               "\ntime accounting: {} client session{} over {:.3f} s = {:.3f} s of session time "
                "(ASH); the client's side of their idle time is the client processes' CPU, the "
                "remainder is the network and the client's other waits\n",
-               a.clients, double(a.wall_ns) / kNsPerS, double(a.client_ns) / kNsPerS);
+               a.clients, a.clients == 1 ? "" : "s", double(a.wall_ns) / kNsPerS,
+               double(a.client_ns) / kNsPerS);
   } else {
     fmt::print(out, "\ntime accounting: {} clients x {:.3f} s = {:.3f} s of client time\n",
                a.clients, double(a.wall_ns) / kNsPerS, double(a.client_ns) / kNsPerS);
@@ -396,7 +397,11 @@ void render_accounting(const Report& r, std::ostream& out) {
   } else if (!a.parts.empty()) {
     fmt::print(out, "  {:<28} {:>12} {:>8}\n", "part", "seconds", "share");
     for (const auto& p : a.parts) {
-      fmt::print(out, "  {:<28} {:>12.3f} {:>7.1f}%\n", escape_text(part_label(p.name)),
+      // record --pg: the remainder of session time is no driver's round trip.
+      const std::string label = r.sessions && p.name == "remainder"
+                                    ? std::string("remainder (network, client)")
+                                    : part_label(p.name);
+      fmt::print(out, "  {:<28} {:>12.3f} {:>7.1f}%\n", escape_text(label),
                  double(p.time_ns) / kNsPerS, 100 * p.share);
     }
   }
