@@ -371,7 +371,7 @@ struct ClientProcess {
   double hottest_thread_cores = 0;
   // What that thread wanted: its CPU plus its run-queue delay (runnable, not
   // running), ÷ span — ≈ 1 for a thread that was never idle, however busy
-  // the host.
+  // the host (evidence only: single_thread takes its CPU).
   double hottest_thread_demand_cores = 0;
   std::int64_t sessions = 0;       // client sessions it served (socket owner, or all)
   double sessions_idle_share = 0;  // their idle + idle in transaction ÷ their session time

@@ -363,9 +363,12 @@ void client_process_findings(const Report& r, const Facts& f, std::vector<Findin
         session_ns += g.session_ns;
     }
     const double idle_ns = c.sessions_idle_share * double(session_ns);
-    const bool one_thread = c.hottest_thread_demand_cores >= kSingleThreadMinCores;
+    // One thread at a full core of CPU. Its run-queue delay does not count:
+    // on a host the backends saturate, a client thread queues behind them
+    // (server_cpu's case), whatever it would use alone.
+    const bool one_thread = c.hottest_thread_cores >= kSingleThreadMinCores;
     const double score = one_thread
-                             ? idle_ns * std::min(1.0, c.hottest_thread_demand_cores) / total_ns
+                             ? idle_ns * std::min(1.0, c.hottest_thread_cores) / total_ns
                              : std::min(double(c.cpu_ns + c.run_delay_ns), idle_ns) / total_ns;
     Finding x;
     x.kind = one_thread ? FindingKind::single_thread : FindingKind::client_cpu;

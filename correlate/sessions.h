@@ -64,10 +64,9 @@ void remove_client_processes(const SessionScan& s, Facts& f);
 // is excess_ns. The parts add up to client_ns exactly.
 Accounting session_accounting(const SessionScan& s, const WindowAcc& total, const Facts& f);
 // client_cpu / single_thread findings for the client processes of a
-// session view (r.sessions): a client whose hottest thread wanted ≥
-// kSingleThreadMinCores (its CPU plus its run-queue delay ÷ span) is
-// single_thread, scored by its sessions' idle time × min(1, that demand) ÷
-// session time; else client_cpu, scored by
+// session view (r.sessions): a client whose hottest thread ran at ≥
+// kSingleThreadMinCores of CPU is single_thread, scored by its sessions'
+// idle time × min(1, thread cores) ÷ session time; else client_cpu, scored by
 // min(its CPU + run delay, its sessions' idle time) ÷ session time.
 void client_process_findings(const Report& r, const Facts& f, std::vector<Finding>& out);
 

@@ -196,9 +196,10 @@ TEST(CorrelateSessions, AClientBelowOneCoreIsClientCpu) {
   EXPECT_EQ(part_ns(*r.accounting, "remainder"), (10100 - 400 - 5000) * kMs);
 }
 
-// A busy host: the client ran 0.7 cores and waited for a CPU 0.25 more — its
-// one thread was never idle: single_thread, scored by that demand.
-TEST(CorrelateSessions, AClientThreadNeverIdleOnABusyHostIsSingleThread) {
+// A busy host: the client ran 0.7 cores and waited for a CPU 0.25 more. Its
+// demand is evidence; with 0.7 cores of CPU it is client_cpu, scored by its
+// CPU and run delay (9.5 s of the 9.6 s idle) ÷ 10.1 s.
+TEST(CorrelateSessions, AClientBelowOneCoreOfCpuOnABusyHostIsClientCpuWithItsRunDelay) {
   auto store = record_file(700, 250);
   const auto r = explain(store, {});
   ASSERT_TRUE(r.sessions);
@@ -206,8 +207,8 @@ TEST(CorrelateSessions, AClientThreadNeverIdleOnABusyHostIsSingleThread) {
   EXPECT_NEAR(r.sessions->client_processes[0].hottest_thread_cores, 0.7, 1e-4);
   EXPECT_NEAR(r.sessions->client_processes[0].hottest_thread_demand_cores, 0.95, 1e-4);
   ASSERT_FALSE(r.findings.empty());
-  EXPECT_EQ(to_string(r.findings[0].kind), "single_thread");
-  EXPECT_NEAR(r.findings[0].score, 0.903, 1e-3);
+  EXPECT_EQ(to_string(r.findings[0].kind), "client_cpu");
+  EXPECT_NEAR(r.findings[0].score, 9.5 / 10.1, 1e-4);
   ASSERT_TRUE(r.accounting);
   EXPECT_EQ(part_ns(*r.accounting, "client_cpu"), 7000 * kMs);
   EXPECT_EQ(part_ns(*r.accounting, "run_queue"), 2500 * kMs);
