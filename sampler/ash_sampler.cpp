@@ -190,8 +190,9 @@ void AshSampler::Impl::add_idle(Session& s, schema::Batch& batch) const {
     s.idle_first_tick = ash_tick;
     s.idle_polls = 1;
   }
-  const auto max_polls = std::max<std::int64_t>(
-      1, static_cast<std::int64_t>(double(kIdleStretchMaxNs) * options.hz / common::kNsPerSDouble));
+  const auto max_polls =
+      std::max<std::int64_t>(1, static_cast<std::int64_t>(double(options.idle_stretch_max_ns) *
+                                                          options.hz / common::kNsPerSDouble));
   if (s.idle_polls >= max_polls) close_idle(s, batch);
 }
 

@@ -89,10 +89,27 @@ class HostSampler {
   std::unique_ptr<Impl> impl_;
 };
 
+// Besides one pg_activity_sample row per non-idle backend per poll, the ASH
+// sampler hands the writer a pg_session row for each session at first sight
+// (its identity, and for a TCP client on this host the process owning the
+// client's socket, looked up once) and the polls in which each session was
+// 'idle' as run-length encoded stretches (pg_session_idle; a stretch ends
+// when the session leaves 'idle', disappears or a poll fails, and after
+// AshSamplerOptions::idle_stretch_max_ns, default kIdleStretchMaxNs). stop()
+// hands over the stretches still open.
+inline constexpr std::int64_t kIdleStretchMaxNs = 60 * common::kNsPerS;
+// New sessions whose socket owner is looked up per poll, at most (each
+// lookup reads /proc/net/tcp{,6} and every process's fd directory, a few ms
+// on a host of a few hundred processes); later ones get none, so a client
+// connecting per transaction costs at most this many lookups a poll.
+inline constexpr int kSocketLookupsPerPoll = 8;
+
 struct AshSamplerOptions {
   std::string conninfo;                             // where pg_stat_activity is read
   double hz = 10;                                   // polls per second
   std::string application_name = "stallscope/ash";  // also used to exclude itself
+  // An idle stretch (pg_session_idle) is closed after this long.
+  std::int64_t idle_stretch_max_ns = kIdleStretchMaxNs;
   // Look up the process owning each new TCP session's client socket on this
   // host (pg_session.client_pid): `record` does; `run` knows its own
   // backends and does not pay for it.
@@ -101,20 +118,6 @@ struct AshSamplerOptions {
   // (tcp_socket_owner).
   std::string proc_root = "/proc";
 };
-
-// Besides one pg_activity_sample row per non-idle backend per poll, the ASH
-// sampler hands the writer a pg_session row for each session at first sight
-// (its identity, and for a TCP client on this host the process owning the
-// client's socket, looked up once) and the polls in which each session was
-// 'idle' as run-length encoded stretches (pg_session_idle; a stretch ends
-// when the session leaves 'idle', disappears or a poll fails, and after
-// kIdleStretchMaxNs). stop() hands over the stretches still open.
-inline constexpr std::int64_t kIdleStretchMaxNs = 60 * common::kNsPerS;
-// New sessions whose socket owner is looked up per poll, at most (each
-// lookup reads /proc/net/tcp{,6} and every process's fd directory, a few ms
-// on a host of a few hundred processes); later ones get none, so a client
-// connecting per transaction costs at most this many lookups a poll.
-inline constexpr int kSocketLookupsPerPoll = 8;
 
 // A process, identified by pid and start time (clock ticks since boot).
 struct SocketOwner {
