@@ -429,6 +429,74 @@ struct Verdict {
   std::string summary;  // one or two sentences
 };
 
+// `record --pg` (a file without queries): a process found as a client of
+// the database (correlate/sessions.cpp). Its CPU over the analysed span is
+// the client side of its sessions' idle time.
+struct ClientProcess {
+  std::int64_t process_id = 0;  // process.process_id
+  int pid = 0;
+  std::string comm;
+  // How it was found: "command" (the command record started), "descendant"
+  // (of that command, through process.ppid), "socket" (owner of a session's
+  // client socket on this host: pg_session.client_pid), "name"
+  // (record --client-process NAME).
+  std::string found_by;
+  std::int64_t cpu_ns = 0;        // Σ process_tick cpu_ns in the span (schedstat, all threads)
+  std::int64_t run_delay_ns = 0;  // Σ run_delay_ns, same span
+  double cores = 0;               // cpu_ns ÷ span
+  // Its busiest thread's cores (thread_tick); absent when the sampler kept no
+  // thread rows for it (a single-threaded process: then its thread is the
+  // process).
+  std::optional<double> top_thread_cores;
+  std::string top_thread_comm;
+  std::int64_t threads_sampled = 0;
+  // top_thread_cores, or cores without thread rows.
+  double hottest_thread_cores = 0;
+  // What that thread wanted: its CPU plus its run-queue delay (runnable, not
+  // running), ÷ span — ≈ 1 for a thread that was never idle, however busy
+  // the host (evidence only: single_thread takes its CPU).
+  double hottest_thread_demand_cores = 0;
+  std::int64_t sessions = 0;       // client sessions it served (socket owner, or all)
+  double sessions_idle_share = 0;  // their idle + idle in transaction ÷ their session time
+};
+
+// One part of the session time (ASH, one state per session per poll).
+struct SessionPart {
+  // "on_cpu" (active, no wait event), "wait:<class>" (active, waiting; the
+  // Client class is idle below), "idle" (waiting for the client: the client's
+  // own work plus the network), "idle_in_transaction" (the same inside a
+  // transaction), "other" (fastpath, disabled, unknown).
+  std::string name;
+  std::int64_t time_ns = 0;  // polls × ASH period
+  double share = 0;          // of the group's (or view's) session time
+};
+
+// The client sessions of one (application_name, client address, user,
+// database): their session time split into parts that add up to it.
+struct SessionGroup {
+  std::string application_name;
+  std::string client_addr;  // "local" over a Unix socket
+  std::string user;
+  std::string database;
+  std::int64_t sessions = 0;
+  std::int64_t session_ns = 0;  // Σ polls each session was seen × ASH period
+  std::vector<SessionPart> parts;
+  double idle_share = 0;         // (idle + idle in transaction) ÷ session_ns
+  std::vector<int> client_pids;  // ClientProcess pids serving it
+};
+
+// record --pg: the database's client sessions over the analysed span, from
+// ASH (pg_activity_sample, pg_session, pg_session_idle).
+struct SessionView {
+  std::int64_t ash_period_ns = 0;
+  std::int64_t polls = 0;                       // ASH polls in the span
+  std::int64_t sessions = 0;                    // client sessions seen
+  std::int64_t session_ns = 0;                  // Σ over groups
+  std::vector<SessionPart> parts;               // all groups together
+  std::vector<SessionGroup> groups;             // largest session time first
+  std::vector<ClientProcess> client_processes;  // largest CPU first
+};
+
 struct Report {
   RunSummary run;
   std::optional<PgbenchAggregateSummary> pgbench_aggregate;  // files with aggregate rows
@@ -445,6 +513,11 @@ struct Report {
   std::optional<std::int64_t> every_queries;  // query windows: N
   std::optional<std::int64_t> ash_period_ns;  // ASH poll period used for estimates
   std::optional<Accounting> accounting;       // whole run; absent without queries
+  // record --pg files (no queries) with client sessions: the session view.
+  // `accounting` is then filled from it (correlate/sessions.cpp): clients =
+  // sessions, client_ns = session time, driver_cpu_ns = the client
+  // processes' CPU.
+  std::optional<SessionView> sessions;
   std::vector<Window> windows;
   std::vector<Finding> findings;  // highest score first
   Verdict verdict;

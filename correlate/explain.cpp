@@ -13,6 +13,7 @@
 #include "common/units.h"
 #include "correlate/correlate.h"
 #include "correlate/passes.h"
+#include "correlate/sessions.h"
 #include "schema/store.h"
 
 namespace stallscope::correlate {
@@ -130,6 +131,12 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
     const bool pair = options.client_driver_cpu_ns.has_value();
     auto qp = find_query_path(store, {run, options, span, f.has_queries, pair}, report.notes);
     report.pgbench = qp.pgbench;
+    // A record --pg file: its client sessions, their backends on the path.
+    std::optional<SessionScan> sessions;
+    if (!f.has_queries && !pair && f.ash_available) {
+      sessions = read_session_view(store, {run, span, f.ash_period_ns});
+      if (sessions) add_session_backends(*sessions, qp);
+    }
     Attribution att;
     std::optional<BackendMap> backends;
     if (f.has_queries) {
@@ -150,6 +157,7 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
     sample_passes({store, run, options, qp, wi, backends ? &*backends : nullptr}, report, acc, f,
                   att, clock);
     path_facts(store, qp, report, acc, f);
+    if (sessions) remove_client_processes(*sessions, f);
     // Accounting: per window, then the whole run.
     const int clients = report.run.clients.value_or(static_cast<int>(query_clients));
     auto sums = sum_windows(report, acc, f, clients,
@@ -163,6 +171,9 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
     if (f.has_queries) {
       report.accounting = make_accounting(
           {clients, span.duration_ns(), sums.query_ns, sums.schedule_lag_ns}, sums.total, f, pair);
+    } else if (sessions) {
+      report.accounting = session_accounting(*sessions, sums.total, f);
+      report.sessions = std::move(sessions->view);
     }
     // Notes, findings, stalls.
     add_sampling_notes({f, qp, sums.perturbed_windows, options.client_driver_cpu_ns.has_value()},

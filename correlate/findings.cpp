@@ -8,6 +8,7 @@
 
 #include "correlate/detail.h"
 #include "correlate/format.h"
+#include "correlate/sessions.h"
 
 namespace stallscope::correlate::detail {
 namespace {
@@ -183,6 +184,7 @@ void server_cpu(const Context& c, const RunDelayCharge& rd, std::vector<Finding>
 // the driver) ÷ N·W.
 void client_cpu(const Context& c, const RunDelayCharge& rd, std::vector<Finding>& out) {
   if (!c.acc) return;
+  if (c.r.sessions) return;  // a record file: client_process_findings names the clients
   const auto& a = *c.acc;
   const auto queued_ns = rd.delay.driver_ns + rd.remainder.driver_ns;
   auto x = make(c, FindingKind::client_cpu, c.share(a.driver_cpu_ns + queued_ns));
@@ -745,6 +747,7 @@ std::vector<Finding> find(const Report& r, const Facts& f) {
   connection_setup(c, out);
   pool_wait(r, f, out);  // facts_pooler.cpp
   single_thread(c, out);
+  client_process_findings(r, f, out);  // record --pg files (sessions.cpp)
   network_roundtrip(c, out, out);
   std::stable_sort(out.begin(), out.end(),
                    [](const Finding& x, const Finding& y) { return x.score > y.score; });

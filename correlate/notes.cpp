@@ -74,7 +74,12 @@ void add_sampling_notes(const NoteInputs& in, Report& report) {
     return;
   }
   add_sampling_rates(in, report);
-  if (!in.facts.has_queries) {
+  if (!in.facts.has_queries && report.sessions) {
+    report.notes.push_back(
+        "This file holds no queries (a record file): the time accounting is the client sessions' "
+        "time as ASH sampled it (one state per session per poll), and the findings are scored as "
+        "shares of it.");
+  } else if (!in.facts.has_queries) {
     report.notes.push_back(
         "This file holds no queries (a record file): no time accounting; findings come from host "
         "state and ASH only, scored as shares of host CPU time or of sampled session time.");

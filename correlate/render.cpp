@@ -130,10 +130,105 @@ std::string part_label(const std::string& name) {
   if (name.starts_with("server_d_state:")) return "backend D state " + escape_text(name.substr(15));
   if (name == "remainder") return "remainder (round trips)";
   if (name == "schedule_lag") return "schedule lag (queued)";
+  if (name == "client_cpu") return "client CPU";
   if (name.starts_with("server_wait:")) return "server wait " + name.substr(12);
   if (name.starts_with("path_cpu:")) return "path CPU " + escape_text(name.substr(9));
   if (name.starts_with("path_wait:")) return "path wait " + escape_text(name.substr(10));
   return name;
+}
+
+std::string session_part_label(const std::string& name) {
+  if (name == "on_cpu") return "on CPU";
+  if (name == "idle") return "idle: waiting for the client";
+  if (name == "idle_in_transaction") return "idle in transaction";
+  if (name.starts_with("wait:")) return "wait " + escape_text(name.substr(5));
+  return escape_text(name);
+}
+
+// record --pg: the client sessions by group, their parts, and the client
+// processes found.
+void render_sessions(const Report& r, std::ostream& out) {
+  if (!r.sessions) return;
+  const auto& v = *r.sessions;
+  fmt::print(out,
+             "\nclient sessions: {} over {} ASH polls every {:.1f} ms, {:.3f} s of session time\n",
+             v.sessions, v.polls, double(v.ash_period_ns) / common::kNsPerMsDouble,
+             double(v.session_ns) / kNsPerS);
+  for (const auto& g : v.groups) {
+    fmt::print(out, "  application '{}', client {}, user {}, database {}: {} session{}, {:.3f} s\n",
+               escape_text(g.application_name), escape_text(g.client_addr), escape_text(g.user),
+               escape_text(g.database), g.sessions, g.sessions == 1 ? "" : "s",
+               double(g.session_ns) / kNsPerS);
+    for (const auto& p : g.parts) {
+      fmt::print(out, "    {:<30} {:>10.3f} {:>7.1f}%\n", session_part_label(p.name),
+                 double(p.time_ns) / kNsPerS, 100 * p.share);
+    }
+    if (!g.client_pids.empty()) {
+      std::string pids;
+      for (int pid : g.client_pids) pids += fmt::format("{}{}", pids.empty() ? "" : ", ", pid);
+      fmt::print(out, "    client process pid {}\n", pids);
+    }
+  }
+  if (v.client_processes.empty()) {
+    fmt::print(out,
+               "  client processes: none found (no command after --, no client socket on "
+               "this host, no --client-process)\n");
+    return;
+  }
+  fmt::print(out, "  client processes\n");
+  for (const auto& c : v.client_processes) {
+    fmt::print(
+        out,
+        "    {} (pid {}, {}): {:.2f} cores, busiest thread {:.2f}; {} session{} idle {:.1f}%\n",
+        escape_text(c.comm), c.pid, c.found_by, c.cores, c.hottest_thread_cores, c.sessions,
+        c.sessions == 1 ? "" : "s", 100 * c.sessions_idle_share);
+  }
+}
+
+nlohmann::json sessions_json(const SessionView& v) {
+  auto parts_json = [](const std::vector<SessionPart>& parts) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& p : parts)
+      j.push_back(
+          {{"name", valid_utf8(p.name)}, {"time_ns", p.time_ns}, {"share", round4(p.share)}});
+    return j;
+  };
+  nlohmann::json groups = nlohmann::json::array();
+  for (const auto& g : v.groups) {
+    groups.push_back({{"application_name", valid_utf8(g.application_name)},
+                      {"client_addr", valid_utf8(g.client_addr)},
+                      {"user", valid_utf8(g.user)},
+                      {"database", valid_utf8(g.database)},
+                      {"sessions", g.sessions},
+                      {"session_ns", g.session_ns},
+                      {"idle_share", round4(g.idle_share)},
+                      {"parts", parts_json(g.parts)},
+                      {"client_pids", g.client_pids}});
+  }
+  nlohmann::json clients = nlohmann::json::array();
+  for (const auto& c : v.client_processes) {
+    nlohmann::json j = {{"pid", c.pid},
+                        {"comm", valid_utf8(c.comm)},
+                        {"found_by", c.found_by},
+                        {"cpu_ns", c.cpu_ns},
+                        {"run_delay_ns", c.run_delay_ns},
+                        {"cores", round4(c.cores)},
+                        {"hottest_thread_cores", round4(c.hottest_thread_cores)},
+                        {"hottest_thread_demand_cores", round4(c.hottest_thread_demand_cores)},
+                        {"threads_sampled", c.threads_sampled},
+                        {"sessions", c.sessions},
+                        {"sessions_idle_share", round4(c.sessions_idle_share)}};
+    j["top_thread_cores"] =
+        c.top_thread_cores ? nlohmann::json(round4(*c.top_thread_cores)) : nlohmann::json(nullptr);
+    clients.push_back(std::move(j));
+  }
+  return {{"ash_period_ns", v.ash_period_ns},
+          {"polls", v.polls},
+          {"sessions", v.sessions},
+          {"session_ns", v.session_ns},
+          {"parts", parts_json(v.parts)},
+          {"groups", std::move(groups)},
+          {"client_processes", std::move(clients)}};
 }
 
 void render_header(const Report& r, std::ostream& out) {
@@ -272,20 +367,31 @@ void render_accounting(const Report& r, std::ostream& out) {
     return;
   }
   const auto& a = *r.accounting;
-  const std::string use =
-      a.query_ns > a.client_ns && a.client_ns > 0
-          ? fmt::format(
-                "{:.1f} transactions outstanding per client on average (queued behind "
-                "their schedule)",
-                double(a.query_ns) / double(a.client_ns))
-          : fmt::format("{:.1f}% of it in queries, {:.1f}% idle between them",
-                        100 * a.client_busy_share,
-                        a.client_ns > 0 ? 100 * (1 - a.client_busy_share) : 0.0);
-  fmt::print(out,
-             "\ntime accounting: {:.3f} s of query time (Σ latency{}); {} clients x {:.3f} s = "
-             "{:.3f} s of client time, {}\n",
-             double(a.query_ns) / kNsPerS, a.schedule_lag_ns > 0 ? " from the scheduled start" : "",
-             a.clients, double(a.wall_ns) / kNsPerS, double(a.client_ns) / kNsPerS, use);
+  if (r.sessions) {
+    // record --pg: the session view's time (sessions come and go).
+    fmt::print(out,
+               "\ntime accounting: {} client session{} over {:.3f} s = {:.3f} s of session time "
+               "(ASH); the client's side of their idle time is the client processes' CPU, the "
+               "remainder is the network and the client's other waits\n",
+               a.clients, a.clients == 1 ? "" : "s", double(a.wall_ns) / kNsPerS,
+               double(a.query_ns) / kNsPerS);
+  } else {
+    const std::string use =
+        a.query_ns > a.client_ns && a.client_ns > 0
+            ? fmt::format(
+                  "{:.1f} transactions outstanding per client on average (queued behind "
+                  "their schedule)",
+                  double(a.query_ns) / double(a.client_ns))
+            : fmt::format("{:.1f}% of it in queries, {:.1f}% idle between them",
+                          100 * a.client_busy_share,
+                          a.client_ns > 0 ? 100 * (1 - a.client_busy_share) : 0.0);
+    fmt::print(out,
+               "\ntime accounting: {:.3f} s of query time (Σ latency{}); {} clients x {:.3f} s = "
+               "{:.3f} s of client time, {}\n",
+               double(a.query_ns) / kNsPerS,
+               a.schedule_lag_ns > 0 ? " from the scheduled start" : "", a.clients,
+               double(a.wall_ns) / kNsPerS, double(a.client_ns) / kNsPerS, use);
+  }
   render_attribution(r, out);
   if (a.cannot_account) {
     fmt::print(out,
@@ -316,10 +422,20 @@ void render_accounting(const Report& r, std::ostream& out) {
       }
     }
   } else if (!a.parts.empty()) {
-    fmt::print(out, "  {:<28} {:>12} {:>8} {:>12}\n", "part", "seconds", "share", "ms/query");
+    fmt::print(out, "  {:<28} {:>12} {:>8}{}\n", "part", "seconds", "share",
+               r.run.queries > 0 ? fmt::format(" {:>12}", "ms/query") : std::string());
     for (const auto& p : a.parts) {
-      fmt::print(out, "  {:<28} {:>12.3f} {:>7.1f}% {:>12.4f}\n", escape_text(part_label(p.name)),
-                 double(p.time_ns) / kNsPerS, 100 * p.share, per_query_ms(r, p.time_ns));
+      // record --pg: the remainder of session time is no driver's round trip.
+      const std::string label = r.sessions && p.name == "remainder"
+                                    ? std::string("remainder (network, client)")
+                                    : part_label(p.name);
+      if (r.run.queries > 0) {
+        fmt::print(out, "  {:<28} {:>12.3f} {:>7.1f}% {:>12.4f}\n", escape_text(label),
+                   double(p.time_ns) / kNsPerS, 100 * p.share, per_query_ms(r, p.time_ns));
+      } else {
+        fmt::print(out, "  {:<28} {:>12.3f} {:>7.1f}%\n", escape_text(label),
+                   double(p.time_ns) / kNsPerS, 100 * p.share);
+      }
     }
   }
   if (a.excess_ns > 0) {
@@ -643,6 +759,7 @@ void render_text(const Report& report, std::ostream& out) {
     }
   }
   render_windows(report, out);
+  render_sessions(report, out);
   render_accounting(report, out);
   render_verdict(report, out);
   render_findings(report, out);
@@ -683,6 +800,7 @@ nlohmann::json to_json(const Report& r) {
   if (r.comparison) j["comparison"] = comparison_json(*r.comparison);
   if (r.clock) j["clock"] = clock_json(*r.clock);
   if (r.pgbench) j["pgbench"] = pgbench_json(*r.pgbench);
+  if (r.sessions) j["sessions"] = sessions_json(*r.sessions);
   j["notes"] = std::move(notes);
   return j;
 }

@@ -32,8 +32,10 @@ constexpr const char* kQueryFormat =
     "(extract(epoch FROM query_start) * 1000000)::bigint, "
     "(extract(epoch FROM state_change) * 1000000)::bigint, "
     "CASE WHEN wait_event_type = 'Lock' THEN array_to_string(pg_blocking_pids(pid), ',') END, "
-    "query "
-    "FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND state IS DISTINCT FROM 'idle'";
+    "query, usename, datname "
+    "FROM pg_stat_activity WHERE pid <> pg_backend_pid()";
+// Every session is listed, idle ones too: an idle session gets no
+// pg_activity_sample row, only its place in a pg_session_idle stretch.
 // Column numbers of the query.
 enum AshColumn : int {
   kPid,
@@ -50,7 +52,9 @@ enum AshColumn : int {
   kQueryStart,
   kStateChange,
   kBlockingPids,
-  kQueryText
+  kQueryText,
+  kUsename,
+  kDatname
 };
 // Distinct query texts remembered; past this the map is cleared (memory stays
 // bounded) and a text seen again is stored again under a new id.
@@ -92,6 +96,17 @@ struct AshSampler::Impl {
   // Query text → its pg_query_text id; key "#<query_id>" or "=<text>".
   std::unordered_map<std::string, std::int64_t> query_texts;
   std::int64_t next_query_text_id = 1;
+  // Sessions seen in the latest poll, by (pid, backend_start ns), with the
+  // idle stretch each has open (idle_polls 0: none).
+  struct Session {
+    std::int64_t session_id = 0;
+    std::int64_t idle_first_tick = 0;
+    std::int64_t idle_polls = 0;
+    std::int64_t seen_tick = 0;
+  };
+  std::map<std::pair<int, std::int64_t>, Session> sessions;
+  std::int64_t next_session_id = 1;
+  int server_port = 0;  // the server's `port` setting, for tcp_socket_owner
 
   // Shared with other threads.
   mutable std::mutex mu;
@@ -103,7 +118,29 @@ struct AshSampler::Impl {
   void connect() {
     conn = pg::connect(options.conninfo, options.application_name);
     query = poll_query(conn.get());
+    pg::Result port(PQexec(conn.get(), "SHOW port"));
+    if (port && PQresultStatus(port.get()) == PGRES_TUPLES_OK && PQntuples(port.get()) == 1) {
+      server_port = static_cast<int>(pg::int64_or_null(port.get(), 0, 0).value_or(0));
+    }
   }
+  // Hands `s`'s open idle stretch (if any) to `batch` and closes it.
+  static void close_idle(Session& s, schema::Batch& batch) {
+    if (s.idle_polls == 0) return;
+    batch.pg_session_idles.push_back(
+        {.session_id = s.session_id, .first_ash_tick = s.idle_first_tick, .polls = s.idle_polls});
+    s.idle_polls = 0;
+  }
+  // Every open idle stretch, as one batch for the sink.
+  void flush_idle() {
+    schema::Batch batch;
+    for (auto& [key, s] : sessions) close_idle(s, batch);
+    if (!batch.empty() && sink) sink(std::move(batch));
+  }
+  // The session of a row (a pg_session row into `batch` at first sight);
+  // `lookups` counts the socket-owner lookups of this poll.
+  Session& session_of(PGresult* res, int r, int pid, schema::Batch& batch, int& lookups);
+  // An idle poll of `s`: extends its stretch or opens one.
+  void add_idle(Session& s, schema::Batch& batch) const;
   void run_tick();  // reconnect if due, poll once, hand the rows to the sink
   // One poll; returns its rows, or throws Error(postgres).
   schema::Batch poll();
@@ -114,6 +151,50 @@ struct AshSampler::Impl {
     snapshot.last_error = message;
   }
 };
+
+AshSampler::Impl::Session& AshSampler::Impl::session_of(PGresult* res, int r, int pid,
+                                                        schema::Batch& batch, int& lookups) {
+  const auto start_ns = us_to_ns(pg::int64_or_null(res, r, kBackendStart));
+  auto [it, is_new] = sessions.try_emplace({pid, start_ns.value_or(0)});
+  Session& s = it->second;
+  if (!is_new) return s;
+  s.session_id = next_session_id++;
+  schema::PgSessionRow row{.session_id = s.session_id,
+                           .pid = pid,
+                           .backend_start_ns = start_ns,
+                           .backend_type = pg::text_or_null(res, r, kBackendType),
+                           .application_name = pg::text_or_null(res, r, kApplicationName),
+                           .client_addr = pg::text_or_null(res, r, kClientAddr),
+                           .usename = pg::text_or_null(res, r, kUsename),
+                           .datname = pg::text_or_null(res, r, kDatname),
+                           .first_ash_tick = ash_tick};
+  if (auto port = pg::int64_or_null(res, r, kClientPort)) row.client_port = static_cast<int>(*port);
+  // A TCP client on this host: the process that owns its end of the socket.
+  if (options.find_client_sockets && row.backend_type == "client backend" && row.client_port &&
+      *row.client_port > 0 && lookups < kSocketLookupsPerPoll) {
+    ++lookups;
+    if (auto owner = tcp_socket_owner(*row.client_port, server_port, options.proc_root)) {
+      row.client_pid = owner->pid;
+      row.client_start_ticks = owner->start_ticks;
+    }
+  }
+  batch.pg_sessions.push_back(std::move(row));
+  return s;
+}
+
+void AshSampler::Impl::add_idle(Session& s, schema::Batch& batch) const {
+  if (s.idle_polls > 0 && s.idle_first_tick + s.idle_polls == ash_tick) {
+    ++s.idle_polls;
+  } else {
+    close_idle(s, batch);
+    s.idle_first_tick = ash_tick;
+    s.idle_polls = 1;
+  }
+  const auto max_polls =
+      std::max<std::int64_t>(1, static_cast<std::int64_t>(double(options.idle_stretch_max_ns) *
+                                                          options.hz / common::kNsPerSDouble));
+  if (s.idle_polls >= max_polls) close_idle(s, batch);
+}
 
 schema::Batch AshSampler::Impl::poll() {
   const std::int64_t wall_ns = wall_now_ns();
@@ -131,12 +212,19 @@ schema::Batch AshSampler::Impl::poll() {
   batch.ash_ticks.push_back({.ash_tick = ash_tick, .time_ns = wall_ns, .duration_ns = duration_ns});
   std::vector<std::string> events;
   const int rows = PQntuples(res.get());
-  batch.pg_activity.reserve(static_cast<std::size_t>(rows));
+  int lookups = 0;
   for (int r = 0; r < rows; ++r) {
     // pg_stat_activity.pid is never NULL; a row without an integer pid
     // (none so far) would name no backend, so it is not stored.
     const auto pid = pg::int64_or_null(res.get(), r, kPid);
     if (!pid) continue;
+    Session& session = session_of(res.get(), r, static_cast<int>(*pid), batch, lookups);
+    session.seen_tick = ash_tick;
+    if (pg::text_or_null(res.get(), r, kState) == "idle") {
+      add_idle(session, batch);
+      continue;
+    }
+    close_idle(session, batch);
     schema::PgActivityRow row{
         .time_ns = wall_ns,
         .ash_tick = ash_tick,
@@ -185,6 +273,15 @@ schema::Batch AshSampler::Impl::poll() {
     }
     batch.pg_activity.push_back(std::move(row));
   }
+  // Sessions that ended since the previous poll.
+  for (auto it = sessions.begin(); it != sessions.end();) {
+    if (it->second.seen_tick == ash_tick) {
+      ++it;
+      continue;
+    }
+    close_idle(it->second, batch);
+    it = sessions.erase(it);
+  }
   std::string top = top_event(mono_ns, std::move(events));
   {
     std::lock_guard lock(mu);
@@ -230,6 +327,7 @@ void AshSampler::Impl::run_tick() {
     note_error(e.what());
     conn.reset();
     recent.clear();
+    flush_idle();  // the next poll's ash_tick does not follow on
   }
   if (batch && sink) sink(std::move(*batch));
 }
@@ -257,6 +355,7 @@ void AshSampler::stop() {
   if (!impl_) return;
   impl_->thread.stop();
   impl_->conn.reset();
+  impl_->flush_idle();
 }
 
 AshSnapshot AshSampler::latest() const {

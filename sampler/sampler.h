@@ -89,11 +89,52 @@ class HostSampler {
   std::unique_ptr<Impl> impl_;
 };
 
+// Besides one pg_activity_sample row per non-idle backend per poll, the ASH
+// sampler hands the writer a pg_session row for each session at first sight
+// (its identity, and for a TCP client on this host the process owning the
+// client's socket, looked up once) and the polls in which each session was
+// 'idle' as run-length encoded stretches (pg_session_idle; a stretch ends
+// when the session leaves 'idle', disappears or a poll fails, and after
+// AshSamplerOptions::idle_stretch_max_ns, default kIdleStretchMaxNs). stop()
+// hands over the stretches still open.
+inline constexpr std::int64_t kIdleStretchMaxNs = 60 * common::kNsPerS;
+// New sessions whose socket owner is looked up per poll, at most (each
+// lookup reads /proc/net/tcp{,6} and every process's fd directory, a few ms
+// on a host of a few hundred processes); later ones get none, so a client
+// connecting per transaction costs at most this many lookups a poll.
+inline constexpr int kSocketLookupsPerPoll = 8;
+
 struct AshSamplerOptions {
   std::string conninfo;                             // where pg_stat_activity is read
   double hz = 10;                                   // polls per second
   std::string application_name = "stallscope/ash";  // also used to exclude itself
+  // An idle stretch (pg_session_idle) is closed after this long.
+  std::int64_t idle_stretch_max_ns = kIdleStretchMaxNs;
+  // Look up the process owning each new TCP session's client socket on this
+  // host (pg_session.client_pid): `record` does; `run` knows its own
+  // backends and does not pay for it.
+  bool find_client_sockets = false;
+  // Seam for tests: where a new session's client socket owner is looked up
+  // (tcp_socket_owner).
+  std::string proc_root = "/proc";
 };
+
+// A process, identified by pid and start time (clock ticks since boot).
+struct SocketOwner {
+  int pid = 0;
+  std::int64_t start_ticks = 0;
+};
+// The process owning the TCP socket whose local port is `local_port` and
+// remote port `remote_port` (proc_root/net/tcp and tcp6, then each
+// proc_root/PID/fd/*; stallscope itself is skipped); nullopt when there is
+// none on this host, or its fd directory cannot be read (another user's
+// process, unless root). Several owners (a socket shared after fork): the
+// first in the listing's order.
+std::optional<SocketOwner> tcp_socket_owner(int local_port, int remote_port,
+                                            const std::string& proc_root = "/proc");
+// proc_root/PID/stat field 22 (start time, clock ticks since boot); nullopt
+// when the process is gone.
+std::optional<std::int64_t> process_start_ticks(int pid, const std::string& proc_root = "/proc");
 
 // The latest poll's figures, for progress lines.
 struct AshSnapshot {

@@ -175,6 +175,38 @@ struct PgActivityRow {
   std::optional<std::string> blocking_pids;
 };
 
+// pg_session: a database session at first sight (schema/v1.sql).
+struct PgSessionRow {
+  std::int64_t session_id = 0;
+  int pid = 0;
+  std::optional<std::int64_t> backend_start_ns;
+  std::optional<std::string> backend_type;
+  std::optional<std::string> application_name;
+  std::optional<std::string> client_addr;
+  std::optional<int> client_port;
+  std::optional<std::string> usename;
+  std::optional<std::string> datname;
+  std::int64_t first_ash_tick = 0;
+  std::optional<int> client_pid;  // owner of the client's TCP socket, same host
+  std::optional<std::int64_t> client_start_ticks;
+};
+
+// pg_session_idle: `polls` consecutive idle polls from first_ash_tick.
+struct PgSessionIdleRow {
+  std::int64_t session_id = 0;
+  std::int64_t first_ash_tick = 0;
+  std::int64_t polls = 0;
+};
+
+// record_client: the command record started ("command", pid and
+// start_ticks) or a --client-process NAME ("comm", comm).
+struct RecordClientRow {
+  std::string source;
+  std::optional<int> pid;
+  std::optional<std::int64_t> start_ticks;
+  std::optional<std::string> comm;
+};
+
 struct AshTickRow {
   std::int64_t ash_tick = 0;
   std::int64_t time_ns = 0;
@@ -301,6 +333,9 @@ struct Batch {
   std::vector<ProcessSampleRow> process_samples;
   std::vector<AshTickRow> ash_ticks;
   std::vector<PgActivityRow> pg_activity;
+  std::vector<PgSessionRow> pg_sessions;
+  std::vector<PgSessionIdleRow> pg_session_idles;
+  std::vector<RecordClientRow> record_clients;
   std::vector<ClientRow> clients;
   std::vector<QueryRow> queries;
   std::vector<QueryErrorRow> query_errors;
@@ -325,7 +360,8 @@ struct Batch {
            thread_samples.empty() && host_memory_samples.empty() && disk_samples.empty() &&
            cgroup_samples.empty() && pg_query_texts.empty() && pgbench_aggregates.empty() &&
            clock_offsets.empty() && statements.empty() && statement_latencies.empty() &&
-           tcp_samples.empty() && pooler_samples.empty();
+           tcp_samples.empty() && pooler_samples.empty() && pg_sessions.empty() &&
+           pg_session_idles.empty() && record_clients.empty();
   }
 };
 

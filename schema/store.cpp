@@ -55,11 +55,11 @@ void check_run_file(SQLite::Database& db, const std::string& path) {
                             "understands ({}); upgrade stallscope",
                             path, version, kSchemaVersion));
   }
-  if (version >= 1 && version < kSchemaVersion && has_run) {
+  if (version >= 1 && version < kOldestReadableSchemaVersion && has_run) {
     throw Error(ErrorKind::usage,
                 fmt::format("cannot read {}: schema version {} is older than this stallscope "
                             "reads ({}); record or import it again",
-                            path, version, kSchemaVersion));
+                            path, version, kOldestReadableSchemaVersion));
   }
   if (version < 1 || !has_run) {
     throw Error(ErrorKind::usage, fmt::format("cannot read {}: not a stallscope run file", path));
@@ -142,6 +142,9 @@ struct Store::Statements {
         statement(db, "INSERT OR REPLACE INTO statement VALUES (?,?,?,?)"),
         statement_latency(db, "INSERT OR REPLACE INTO statement_latency VALUES (?,?,?,?,?)"),
         tcp_sample(db, "INSERT OR REPLACE INTO tcp_sample VALUES (?,?,?,?,?,?,?)"),
+        pg_session(db, "INSERT OR IGNORE INTO pg_session VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"),
+        pg_session_idle(db, "INSERT OR REPLACE INTO pg_session_idle VALUES (?,?,?)"),
+        record_client(db, "INSERT INTO record_client VALUES (?,?,?,?)"),
         pooler_sample(db,
                       "INSERT OR REPLACE INTO pooler_sample (time_ns, database, interval_ns, "
                       "xacts, queries, wait_ns, xact_ns, query_ns, cl_active, cl_waiting, "
@@ -154,7 +157,8 @@ struct Store::Statements {
   SQLite::Statement sample, host_sample, process, ash_tick, pg_activity, client, query_error,
       query_skipped, query_sleep, pgbench_aggregate, clock_offset, statement, statement_latency,
       tcp_sample;
-  SQLite::Statement pooler_sample;  // --pooler-admin
+  SQLite::Statement pg_session, pg_session_idle, record_client;  // schema version 3
+  SQLite::Statement pooler_sample;                               // --pooler-admin
   // The driver's rows, tens of thousands a second, bound straight through
   // sqlite3_bind_* (Cursor), kQueryRowsPerInsert rows a statement (one
   // statement execution costs about as much as inserting a row); all rows of
@@ -451,6 +455,34 @@ void bind_row(SQLite::Statement& st, const ProcessRow& r) {
   bind_opt(st, 9, r.cgroup);
 }
 
+void bind_row(SQLite::Statement& st, const PgSessionRow& r) {
+  st.bind(1, static_cast<int64_t>(r.session_id));
+  st.bind(2, r.pid);
+  bind_opt(st, 3, r.backend_start_ns);
+  bind_opt(st, 4, r.backend_type);
+  bind_opt(st, 5, r.application_name);
+  bind_opt(st, 6, r.client_addr);
+  bind_opt(st, 7, r.client_port);
+  bind_opt(st, 8, r.usename);
+  bind_opt(st, 9, r.datname);
+  st.bind(10, static_cast<int64_t>(r.first_ash_tick));
+  bind_opt(st, 11, r.client_pid);
+  bind_opt(st, 12, r.client_start_ticks);
+}
+
+void bind_row(SQLite::Statement& st, const PgSessionIdleRow& r) {
+  st.bind(1, static_cast<int64_t>(r.session_id));
+  st.bind(2, static_cast<int64_t>(r.first_ash_tick));
+  st.bind(3, static_cast<int64_t>(r.polls));
+}
+
+void bind_row(SQLite::Statement& st, const RecordClientRow& r) {
+  st.bind(1, r.source);
+  bind_opt(st, 2, r.pid);
+  bind_opt(st, 3, r.start_ticks);
+  bind_opt(st, 4, r.comm);
+}
+
 void bind_row(SQLite::Statement& st, const AshTickRow& r) {
   st.bind(1, static_cast<int64_t>(r.ash_tick));
   st.bind(2, static_cast<int64_t>(r.time_ns));
@@ -593,6 +625,9 @@ void Store::write_rows(const Batch& b) {
     s.ticks.write_process_samples(b.process_samples);
     write_each(s.ash_tick, b.ash_ticks);
     write_each(s.pg_activity, b.pg_activity);
+    write_each(s.pg_session, b.pg_sessions);
+    write_each(s.pg_session_idle, b.pg_session_idles);
+    write_each(s.record_client, b.record_clients);
     write_each(s.client, b.clients);
     // Query rows: write_queries(), in key order over all batches.
     write_each(s.query_error, b.query_errors);

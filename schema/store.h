@@ -29,8 +29,13 @@ namespace stallscope::schema {
 
 // Schema version this build writes and reads (PRAGMA user_version). 2: a
 // failed query's sqlstate and error moved from `query` to query_error, and
-// skipped transactions to query_skipped. Files of version 1 are refused.
-inline constexpr int kSchemaVersion = 2;
+// skipped transactions to query_skipped. 3: the tables pg_session,
+// pg_session_idle (idle sessions, run-length encoded) and record_client.
+// Files of version 2 are read (the readers of those tables find none);
+// files of version 1 are refused.
+inline constexpr int kSchemaVersion = 3;
+// The oldest version this build reads.
+inline constexpr int kOldestReadableSchemaVersion = 2;
 
 // What schema's readers throw when SQLite fails (a bad table, a locked file,
 // a failed step): kind sqlite, code() SQLite's extended result code, what()

@@ -1,5 +1,6 @@
--- stallscope run file, schema version 2 (PRAGMA user_version = 2;
--- schema/store.h kSchemaVersion). The file keeps its first name, v1.sql.
+-- stallscope run file, schema version 3 (PRAGMA user_version = 3;
+-- schema/store.h kSchemaVersion; version 2 files, which lack pg_session,
+-- pg_session_idle and record_client, are read as files without them). The file keeps its first name, v1.sql.
 -- Conventions: every *_ns column holding a point in time is nanoseconds since
 -- the Unix epoch (CLOCK_REALTIME); every other *_ns column is a duration in
 -- ns. "since the previous tick" columns are NULL when there is no previous
@@ -283,6 +284,49 @@ CREATE TABLE ash_tick (
   ash_tick            INTEGER PRIMARY KEY,
   time_ns             INTEGER NOT NULL,
   duration_ns         INTEGER NOT NULL            -- round trip of the poll
+);
+
+-- One row per database session the ASH sampler saw (any state, idle
+-- included), identified by (pid, backend_start_ns); written at first sight.
+-- pg_activity_sample rows (non-idle polls) join it on (pid,
+-- backend_start_ns); its idle polls are in pg_session_idle.
+CREATE TABLE pg_session (
+  session_id          INTEGER PRIMARY KEY,        -- assigned by the ASH sampler, 1, 2, ... in first-seen order
+  pid                 INTEGER NOT NULL,           -- the backend's pid
+  backend_start_ns    INTEGER,                    -- pg_stat_activity.backend_start, wall clock
+  backend_type        TEXT,                       -- 'client backend', 'checkpointer', ...
+  application_name    TEXT,                       -- as first seen
+  client_addr         TEXT,                       -- host(client_addr); NULL over a Unix socket
+  client_port         INTEGER,                    -- the client's TCP port; -1 over a Unix socket
+  usename             TEXT,
+  datname             TEXT,
+  first_ash_tick      INTEGER NOT NULL,           -- the poll that first saw it
+  client_pid          INTEGER,                    -- `record`, same host: the process owning the TCP socket whose local port is client_port and remote port the server's (/proc/net/tcp{,6}, /proc/PID/fd), looked up once at first sight; NULL when not found
+  client_start_ticks  INTEGER                     -- its start time (/proc/PID/stat field 22): (client_pid, client_start_ticks) is a process row
+);
+
+-- The polls in which a session was 'idle' (waiting for its client), run-
+-- length encoded: one row per stretch of consecutive polls (ash_tick
+-- first_ash_tick, +1, ..., +polls-1), a stretch closed when the session
+-- leaves 'idle', disappears, the poll fails, or after 60 s (so a killed
+-- record loses at most a minute of it). Idle polls have no
+-- pg_activity_sample row.
+CREATE TABLE pg_session_idle (
+  session_id          INTEGER NOT NULL,           -- pg_session.session_id
+  first_ash_tick      INTEGER NOT NULL,
+  polls               INTEGER NOT NULL,           -- consecutive idle polls from first_ash_tick
+  PRIMARY KEY (session_id, first_ash_tick)
+) WITHOUT ROWID;
+
+-- `record`: processes named as the database's clients. source 'command':
+-- the command record started (after --), pid and start_ticks set — explain
+-- takes it and its descendants (process.ppid); source 'comm': --client-process
+-- NAME, comm set — explain takes every process of that comm.
+CREATE TABLE record_client (
+  source              TEXT NOT NULL,              -- 'command' or 'comm'
+  pid                 INTEGER,                    -- 'command': its pid
+  start_ticks         INTEGER,                    -- 'command': /proc/PID/stat field 22
+  comm                TEXT                        -- 'comm': the name given
 );
 
 -- One row per driver connection: a client's first connection is 0, each

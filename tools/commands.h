@@ -49,21 +49,24 @@ struct RunOptions {
 int run_command(const RunOptions& options);
 
 struct RecordOptions {
-  std::string output_path;                  // -o
-  std::optional<std::string> conninfo;      // --pg; no ASH sampling without it
-  double hz = 10;                           // --hz
-  std::optional<double> duration_s;         // -T
-  std::vector<std::string> command;         // after --; sampled until it exits
-  double progress_s = 0;                    // -P
-  std::optional<double> ash_hz;             // --ash-hz; default = hz, at most 100
-  bool all_threads = false;                 // --threads
-  bool kernel_stacks = false;               // --stacks
-  bool delayacct = false;                   // --delayacct
-  std::optional<std::string> pooler_admin;  // --pooler-admin: pgbouncer's admin console
-  double pooler_period_s = 1;               // --pooler-period
+  std::string output_path;                    // -o
+  std::optional<std::string> conninfo;        // --pg; no ASH sampling without it
+  double hz = 10;                             // --hz
+  std::optional<double> duration_s;           // -T
+  std::vector<std::string> command;           // after --; sampled until it exits
+  double progress_s = 0;                      // -P
+  std::optional<double> ash_hz;               // --ash-hz; default = hz, at most 100
+  bool all_threads = false;                   // --threads
+  bool kernel_stacks = false;                 // --stacks
+  bool delayacct = false;                     // --delayacct
+  std::optional<std::string> pooler_admin;    // --pooler-admin: pgbouncer's admin console
+  double pooler_period_s = 1;                 // --pooler-period
+  std::vector<std::string> client_processes;  // --client-process NAME (comm), repeatable
   std::vector<std::string> argv;
 };
-// Returns the command's exit status when one was given, else 0.
+// Returns the command's exit status when one was given, else 0. With a
+// command and -T, the command is sent SIGTERM after -T seconds and record
+// ends when it exits.
 int record_command(const RecordOptions& options);
 
 struct ExplainCommandOptions {

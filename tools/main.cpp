@@ -255,7 +255,7 @@ void add_record_command(CLI::App& app, RecordCli& r) {
   cmd->add_option("--hz", o.hz, "Samples per second")
       ->capture_default_str()
       ->check(CLI::Range(0.1, 100.0));
-  auto* opt_T = cmd->add_option("-T,--time", o.duration_s, "Duration in seconds")->check(kPositive);
+  cmd->add_option("-T,--time", o.duration_s, "Duration in seconds")->check(kPositive);
   cmd->add_option("-P,--progress", o.progress_s, "Progress line every N seconds (0 = none)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 3600.0));
@@ -273,9 +273,13 @@ void add_record_command(CLI::App& app, RecordCli& r) {
                 "Record the kernel stack of D-state tasks (root only)");
   cmd->add_flag("--delayacct", o.delayacct,
                 "Turn kernel.task_delayacct on while recording (restored at exit)");
-  auto* opt_command = cmd->add_option("command", o.command,
-                                      "Command to start and sample until it exits (after --)");
-  opt_T->excludes(opt_command);
+  cmd->add_option("--client-process", o.client_processes,
+                  "A process name (comm) whose processes are the database's clients, for "
+                  "explain's session accounting (repeatable; the command after -- and its "
+                  "descendants are always taken)");
+  cmd->add_option("command", o.command,
+                  "Command to start and sample until it exits (after --; with -T it is sent "
+                  "SIGTERM after -T seconds)");
 }
 
 int finish_record(RecordCli& r, int argc, char** argv) {

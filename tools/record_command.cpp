@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <thread>
 
@@ -67,10 +68,26 @@ schema::RunInfo record_run_info(const RecordOptions& o, DelayacctGuard& delayacc
   return info;
 }
 
-// Starts `command` (PATH lookup) with the RLIMIT_NOFILE `nofile` (when
-// given) and waits for it, passing a SIGINT/SIGTERM on; its shell-style exit
-// status. Throws Error(usage) when it cannot be started.
-int run_child(const std::vector<std::string>& command, const rlimit* nofile) {
+// How record runs its command: the RLIMIT_NOFILE to give it, the -T limit
+// after which it is sent SIGTERM, and what to call with its pid once started.
+struct ChildOptions {
+  const rlimit* nofile = nullptr;
+  std::optional<std::int64_t> limit_ns;  // -T, CLOCK_MONOTONIC from start_mono_ns
+  std::int64_t start_mono_ns = 0;
+  std::function<void(pid_t)> started;
+};
+
+// How the command ended: its shell-style exit status, and whether record
+// ended it at the -T limit.
+struct ChildEnd {
+  int status = 0;
+  bool limit_reached = false;
+};
+
+// Starts `command` (PATH lookup) and waits for it, passing a SIGINT/SIGTERM
+// on (and a SIGTERM at the -T limit). Throws Error(usage) when it cannot be
+// started.
+ChildEnd run_child(const std::vector<std::string>& command, const ChildOptions& c) {
   std::vector<char*> args;
   for (const auto& a : command) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -79,8 +96,10 @@ int run_child(const std::vector<std::string>& command, const rlimit* nofile) {
     throw Error(ErrorKind::usage,
                 fmt::format("cannot run command '{}': {}", command.front(), std::strerror(rc)), rc);
   }
-  if (nofile) prlimit(pid, RLIMIT_NOFILE, nofile, nullptr);
+  if (c.nofile) prlimit(pid, RLIMIT_NOFILE, c.nofile, nullptr);
+  if (c.started) c.started(pid);
   bool forwarded = false;
+  bool limit_reached = false;
   int wait_status = 0;
   while (true) {
     pid_t done = waitpid(pid, &wait_status, WNOHANG);
@@ -91,11 +110,16 @@ int run_child(const std::vector<std::string>& command, const rlimit* nofile) {
       kill(pid, stop_signal() != 0 ? stop_signal() : SIGTERM);
       forwarded = true;
     }
+    if (c.limit_ns && !forwarded && mono_now_ns() - c.start_mono_ns >= *c.limit_ns) {
+      kill(pid, SIGTERM);  // -T reached: end the command, sample until it exits
+      forwarded = true;
+      limit_reached = true;
+    }
     // One look a tick at most: this thread's wake-ups are part of
     // record's cost.
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  return shell_status(wait_status);
+  return {shell_status(wait_status), limit_reached};
 }
 
 // Waits for -T seconds from `start_ns` (forever without -T) or a
@@ -109,6 +133,31 @@ std::string wait_for_end(const RecordOptions& o, std::int64_t start_ns) {
         std::chrono::nanoseconds(std::min<std::int64_t>(left_ns, 100 * common::kNsPerMs)));
   }
   return stop_requested() ? (stop_signal() == SIGTERM ? "SIGTERM" : "SIGINT") : "duration reached";
+}
+
+// -T in ns, if given.
+std::optional<std::int64_t> duration_limit_ns(const RecordOptions& o) {
+  if (!o.duration_s) return std::nullopt;
+  return static_cast<std::int64_t>(*o.duration_s * common::kNsPerSDouble);
+}
+
+// record_client rows: the --client-process names.
+schema::Batch client_name_rows(const RecordOptions& o) {
+  schema::Batch b;
+  for (const auto& name : o.client_processes) {
+    b.record_clients.push_back({.source = "comm", .comm = name});
+  }
+  return b;
+}
+
+// The command's record_client row (pid and start time), so explain finds it
+// and its descendants among the sampled processes.
+void submit_command_process(pid_t pid, const sampler::Sink& sink) {
+  schema::Batch b;
+  b.record_clients.push_back({.source = "command",
+                              .pid = static_cast<int>(pid),
+                              .start_ticks = sampler::process_start_ticks(static_cast<int>(pid))});
+  sink(std::move(b));
 }
 
 // The samplers of a record, all feeding one writer.
@@ -135,7 +184,8 @@ int record_command(const RecordOptions& o) {
   const schema::RunInfo info = record_run_info(o, delayacct);
   store.begin_run(info);
   schema::Writer writer(std::move(store));
-  auto sink = [&writer](schema::Batch b) { writer.submit(std::move(b)); };
+  const sampler::Sink sink = [&writer](schema::Batch b) { writer.submit(std::move(b)); };
+  if (!o.client_processes.empty()) sink(client_name_rows(o));
 
   install_stop_handlers();
   // The host sampler raises our RLIMIT_NOFILE soft limit (it keeps /proc
@@ -151,11 +201,15 @@ int record_command(const RecordOptions& o) {
       .ash = std::nullopt,
       .pooler = std::nullopt};
   std::optional<int> child_status;
+  bool ended_by_limit = false;  // -T ended the command: record's own exit status is 0
   std::string reason;
   bool sampling_started = false;
   try {
     if (o.conninfo) {
-      samplers.ash.emplace(sampler::AshSamplerOptions{.conninfo = *o.conninfo, .hz = ash_hz}, sink);
+      samplers.ash.emplace(
+          sampler::AshSamplerOptions{
+              .conninfo = *o.conninfo, .hz = ash_hz, .find_client_sockets = true},
+          sink);
       samplers.ash->start();
     }
     if (o.pooler_admin) {
@@ -168,8 +222,16 @@ int record_command(const RecordOptions& o) {
                              samplers.ash ? &*samplers.ash : nullptr);
     const std::int64_t start_ns = mono_now_ns();
     if (!o.command.empty()) {
-      child_status = run_child(o.command, have_nofile ? &nofile_before : nullptr);
-      reason = fmt::format("command exited with status {}", *child_status);
+      ChildOptions child{.nofile = have_nofile ? &nofile_before : nullptr,
+                         .limit_ns = duration_limit_ns(o),
+                         .start_mono_ns = start_ns,
+                         .started = [&](pid_t pid) { submit_command_process(pid, sink); }};
+      const ChildEnd end = run_child(o.command, child);
+      child_status = end.status;
+      reason = end.limit_reached
+                   ? fmt::format("duration reached; command ended with status {}", end.status)
+                   : fmt::format("command exited with status {}", end.status);
+      ended_by_limit = end.limit_reached;
     } else {
       reason = wait_for_end(o, start_ns);
     }
@@ -190,7 +252,7 @@ int record_command(const RecordOptions& o) {
   writer.close(wall_now_ns(), interrupted ? "interrupted" : "complete", reason, child_status);
   fmt::print(stderr, "record: {} ({}), {} ticks\n", o.output_path, reason,
              samplers.host.latest().ticks);
-  return child_status.value_or(0);
+  return ended_by_limit ? 0 : child_status.value_or(0);
 }
 
 }  // namespace stallscope::tools

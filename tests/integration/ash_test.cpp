@@ -5,6 +5,7 @@
 #include <chrono>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -13,6 +14,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/pg.h"
+#include "common/units.h"
 #include "sampler/sampler.h"
 #include "support/test_support.h"
 
@@ -121,6 +123,54 @@ TEST(AshSampler, ReconnectsAfterItsBackendIsTerminated) {
   EXPECT_GT(snap.polls, polls_after_kill + 5);  // polling went on
   const auto ticks = collector.ash_ticks();
   EXPECT_EQ(static_cast<std::int64_t>(ticks.size()), snap.polls);
+}
+
+// An idle session: one pg_session row, and its idle polls as consecutive
+// stretches of at most idle_stretch_max_ns (0.5 s = 10 polls at 20 Hz), the
+// last one handed over by stop(); no pg_activity_sample row.
+TEST(AshSampler, IdleSessionIsOneSessionRowAndStretchesOfPolls) {
+  const std::string conninfo = test::scratch_conninfo();
+  ASSERT_FALSE(conninfo.empty());
+  pg::Conn idle = pg::connect(conninfo, "ash-test-idle");
+  const int idle_pid = pg::backend_pid(idle.get());
+  Collector collector;
+  AshSampler ash({.conninfo = conninfo,
+                  .hz = 20,
+                  .application_name = "stallscope/ash-test",
+                  .idle_stretch_max_ns = 500 * common::kNsPerMs},
+                 collector.sink());
+  ash.start();
+  std::this_thread::sleep_for(1600ms);
+  ash.stop();
+  const auto polls = static_cast<std::int64_t>(collector.ash_ticks().size());
+  ASSERT_GE(polls, 20);
+  std::optional<std::int64_t> session_id;
+  for (const auto& s : collector.sessions()) {
+    if (s.pid != idle_pid) continue;
+    EXPECT_FALSE(session_id) << "one pg_session row per session";
+    session_id = s.session_id;
+    EXPECT_EQ(s.application_name, "ash-test-idle");
+    EXPECT_EQ(s.backend_type, "client backend");
+    EXPECT_EQ(s.first_ash_tick, 1);
+    EXPECT_FALSE(s.client_pid);  // find_client_sockets is off
+  }
+  ASSERT_TRUE(session_id);
+  std::vector<schema::PgSessionIdleRow> stretches;
+  for (const auto& i : collector.idle_stretches())
+    if (i.session_id == *session_id) stretches.push_back(i);
+  std::sort(stretches.begin(), stretches.end(),
+            [](const auto& x, const auto& y) { return x.first_ash_tick < y.first_ash_tick; });
+  ASSERT_FALSE(stretches.empty());
+  std::int64_t next = 1;
+  for (const auto& st : stretches) {
+    EXPECT_EQ(st.first_ash_tick, next);  // consecutive, no gap, no overlap
+    EXPECT_GE(st.polls, 1);
+    EXPECT_LE(st.polls, 10);
+    next = st.first_ash_tick + st.polls;
+  }
+  EXPECT_EQ(next, polls + 1);  // every poll, the open stretch flushed by stop()
+  EXPECT_EQ(static_cast<std::int64_t>(stretches.size()), (polls + 9) / 10);
+  for (const auto& a : collector.activity()) EXPECT_NE(a.pid, idle_pid);
 }
 
 }  // namespace

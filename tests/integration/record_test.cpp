@@ -1,4 +1,6 @@
 // `stallscope record`: sampling only, beside a command or for a duration.
+#include <chrono>
+
 #include <SQLiteCpp/Database.h>
 #include <gtest/gtest.h>
 
@@ -64,6 +66,29 @@ TEST(RecordCommand, ExitsWithTheCommandsStatus) {
       {test::stallscope_bin(), "record", "-o", dir.file("m.db"), "--", "/nonexistent/cmd"});
   EXPECT_EQ(missing.exit_status, 2) << missing.err;
   EXPECT_NE(missing.err.find("/nonexistent/cmd"), std::string::npos) << missing.err;
+}
+
+TEST(RecordCommand, WithTAndACommandEndsTheCommandAtT) {
+  test::TempDir dir;
+  auto db_path = dir.file("limit.db");
+  const auto start = std::chrono::steady_clock::now();
+  auto r = test::run_command(
+      {test::stallscope_bin(), "record", "-o", db_path, "-T", "1", "--", "sleep", "30"});
+  const auto took = std::chrono::steady_clock::now() - start;
+  // record ended the command (SIGTERM) after -T and exits 0: the limit was its own.
+  EXPECT_EQ(r.exit_status, 0) << r.err;
+  EXPECT_LT(took, std::chrono::seconds(10));
+  SQLite::Database db(db_path);
+  EXPECT_EQ(db.execAndGet("SELECT end_reason FROM run").getString(),
+            "duration reached; command ended with status 143");
+  EXPECT_EQ(db.execAndGet("SELECT command_exit_status FROM run").getInt(), 143);
+  EXPECT_EQ(db.execAndGet("SELECT status FROM run").getString(), "complete");
+  // The command's identity, for explain.
+  EXPECT_EQ(db.execAndGet("SELECT count(*) FROM record_client r JOIN process p ON p.pid = r.pid "
+                          "AND p.start_ticks = r.start_ticks WHERE r.source = 'command' AND "
+                          "p.comm = 'sleep'")
+                .getInt(),
+            1);
 }
 
 TEST(RecordCommand, SamplesPgStatActivityWithPg) {

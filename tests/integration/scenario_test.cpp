@@ -142,5 +142,32 @@ TEST(Scenario, FullStopIsAStallOnTheWindowWithNoAnswerExplainedAsLockWait) {
   EXPECT_NE(out.find("stall on the stopped window: lock_wait"), std::string::npos) << out;
 }
 
+// record-python-client accepts either client kind: single_thread when the
+// interpreter reaches a full core, client_cpu on a host too busy for that.
+TEST(Scenario, RecordOfAPythonClientNamesTheInterpreter) {
+  ::setenv("STALLSCOPE_BIN", stallscope_bin().c_str(), 1);
+  auto r = run_command({scenario_path("record-python-client")});
+  if (r.exit_status == 77) GTEST_SKIP() << "record-python-client cannot run here: " << r.out;
+  ASSERT_EQ(r.exit_status, 0) << r.out << "\nstderr:\n" << r.err;
+  const bool single = r.out.find("ranked: single_thread=") != std::string::npos;
+  const bool client = r.out.find("ranked: client_cpu=") != std::string::npos;
+  EXPECT_TRUE(single || client) << r.out;
+  EXPECT_NE(r.out.find(single ? "stored: single_thread\n" : "stored: client_cpu\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("first: The client python3"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("found by command"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("verdict: ok"), std::string::npos) << r.out;
+}
+
+// record -- pgbench -c 8 gives the verdict run -c 8 gives: server_cpu.
+TEST(Scenario, RecordOfPgbenchWith8ClientsIsServerCpuLikeRun) {
+  std::string out;
+  run_scenario("record-pgbench", "server_cpu", &out);
+  if (IsSkipped()) return;
+  EXPECT_NE(out.find("run -c 8: server_cpu\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("client: pgbench"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace stallscope::test

@@ -44,6 +44,8 @@ std::function<void(schema::Batch)> Collected::sink() {
     move_into(all_.query_skips, b.query_skips);
     move_into(all_.ash_ticks, b.ash_ticks);
     move_into(all_.pg_activity, b.pg_activity);
+    move_into(all_.pg_sessions, b.pg_sessions);
+    move_into(all_.pg_session_idles, b.pg_session_idles);
   };
 }
 
@@ -122,6 +124,16 @@ std::vector<schema::AshTickRow> Collected::ash_ticks() const {
 std::vector<schema::PgActivityRow> Collected::activity() const {
   std::lock_guard lock(mu_);
   return all_.pg_activity;
+}
+
+std::vector<schema::PgSessionRow> Collected::sessions() const {
+  std::lock_guard lock(mu_);
+  return all_.pg_sessions;
+}
+
+std::vector<schema::PgSessionIdleRow> Collected::idle_stretches() const {
+  std::lock_guard lock(mu_);
+  return all_.pg_session_idles;
 }
 
 std::string scratch_conninfo() {

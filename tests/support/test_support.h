@@ -53,6 +53,8 @@ class Collected {
   std::optional<int> backend_pid(const schema::QueryRow& q) const;
   std::vector<schema::AshTickRow> ash_ticks() const;
   std::vector<schema::PgActivityRow> activity() const;
+  std::vector<schema::PgSessionRow> sessions() const;
+  std::vector<schema::PgSessionIdleRow> idle_stretches() const;
 
  private:
   mutable std::mutex mu_;

@@ -1,0 +1,423 @@
+// explain on a `record --pg` file: the client sessions' time from ASH, split
+// by state; the client processes (the command record started and its
+// descendants, the owners of the sessions' client sockets, --client-process
+// names) and their CPU; the accounting and the client findings built from
+// them (sessions.h).
+#include "correlate/sessions.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <deque>
+#include <set>
+#include <tuple>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "common/units.h"
+#include "correlate/format.h"
+#include "schema/session_readers.h"
+
+namespace stallscope::correlate::detail {
+namespace {
+
+// A backend process and the session it served start within this of each
+// other (process.start_ns comes from clock ticks since boot: 10 ms steps).
+constexpr std::int64_t kBackendStartMatchNs = 2 * common::kNsPerS;
+
+// One session's polls in the span, by part name.
+struct SessionPolls {
+  std::map<std::string, std::int64_t> by_part;
+  std::int64_t total = 0;
+};
+
+// The part of a non-idle pg_activity_sample row.
+std::string part_of(const schema::SessionBusyPolls& b) {
+  if (b.state == "active") {
+    if (b.wait_event_type.empty()) return "on_cpu";
+    // Active but reading from its client: the backend waits for the client.
+    if (b.wait_event_type == "Client") return "idle";
+    return "wait:" + b.wait_event_type;
+  }
+  if (b.state.starts_with("idle in transaction")) return "idle_in_transaction";
+  if (b.state == "idle") return "idle";
+  return "other";
+}
+
+bool is_idle_part(const std::string& name) {
+  return name == "idle" || name == "idle_in_transaction" || name == "other";
+}
+
+// Parts in display order: on_cpu, wait:<class> (largest first), idle,
+// idle_in_transaction, other; shares of `total_ns`.
+std::vector<SessionPart> make_parts(const std::map<std::string, std::int64_t>& polls,
+                                    std::int64_t period_ns, std::int64_t total_ns) {
+  std::vector<SessionPart> waits, out;
+  auto part = [&](const std::string& name, std::int64_t n) {
+    const std::int64_t ns = n * period_ns;
+    return SessionPart{name, ns, total_ns > 0 ? double(ns) / double(total_ns) : 0.0};
+  };
+  for (const auto& [name, n] : polls)
+    if (name.starts_with("wait:")) waits.push_back(part(name, n));
+  std::stable_sort(waits.begin(), waits.end(),
+                   [](const auto& x, const auto& y) { return x.time_ns > y.time_ns; });
+  if (auto it = polls.find("on_cpu"); it != polls.end()) out.push_back(part("on_cpu", it->second));
+  out.insert(out.end(), waits.begin(), waits.end());
+  for (const char* name : {"idle", "idle_in_transaction", "other"}) {
+    if (auto it = polls.find(name); it != polls.end()) out.push_back(part(name, it->second));
+  }
+  return out;
+}
+
+using GroupKey = std::tuple<std::string, std::string, std::string, std::string>;
+
+struct ProcessIndex {
+  std::vector<schema::ProcessIdentity> all;
+  std::map<std::pair<int, std::int64_t>, std::size_t> by_identity;
+  std::unordered_map<int, std::vector<std::size_t>> children;  // by ppid
+  std::unordered_map<int, std::vector<std::size_t>> by_pid;
+
+  explicit ProcessIndex(schema::Store& store) : all(schema::read_process_identities(store)) {
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      by_identity[{all[i].pid, all[i].start_ticks}] = i;
+      by_pid[all[i].pid].push_back(i);
+      if (all[i].ppid) children[*all[i].ppid].push_back(i);
+    }
+  }
+  // The process (pid, start_ticks); without start_ticks the latest with pid.
+  std::optional<std::size_t> find(int pid, std::optional<std::int64_t> start_ticks) const {
+    if (start_ticks) {
+      auto it = by_identity.find({pid, *start_ticks});
+      if (it != by_identity.end()) return it->second;
+      return std::nullopt;
+    }
+    auto it = by_pid.find(pid);
+    if (it == by_pid.end() || it->second.empty()) return std::nullopt;
+    return it->second.back();
+  }
+};
+
+// The client processes: the command and its descendants, socket owners,
+// --client-process names; process index → how it was found.
+std::map<std::size_t, std::string> find_client_processes(
+    const ProcessIndex& px, const std::vector<schema::RecordClient>& declared,
+    const std::vector<schema::SessionInfo>& sessions, int stallscope_pid) {
+  std::map<std::size_t, std::string> found;
+  auto take = [&](std::size_t i, const char* how) {
+    if (px.all[i].pid != stallscope_pid) found.try_emplace(i, how);
+  };
+  for (const auto& c : declared) {
+    if (c.source != "command" || !c.pid) continue;
+    const auto root = px.find(*c.pid, c.start_ticks);
+    if (!root) continue;
+    take(*root, "command");
+    // Descendants: children (by ppid) started no earlier than their parent.
+    std::deque<std::size_t> todo{*root};
+    while (!todo.empty()) {
+      const auto parent = todo.front();
+      todo.pop_front();
+      auto it = px.children.find(px.all[parent].pid);
+      if (it == px.children.end()) continue;
+      for (auto child : it->second) {
+        if (px.all[child].start_ticks < px.all[parent].start_ticks || found.contains(child))
+          continue;
+        take(child, "descendant");
+        todo.push_back(child);
+      }
+    }
+  }
+  for (const auto& s : sessions) {
+    if (!s.client_pid) continue;
+    if (auto i = px.find(*s.client_pid, s.client_start_ticks)) take(*i, "socket");
+  }
+  for (const auto& c : declared) {
+    if (c.source != "comm" || c.comm.empty()) continue;
+    for (std::size_t i = 0; i < px.all.size(); ++i)
+      if (px.all[i].comm == c.comm) take(i, "name");
+  }
+  return found;
+}
+
+ClientProcess client_process(schema::Store& store, const schema::ProcessIdentity& p,
+                             const std::string& found_by, Span span) {
+  const auto cpu = schema::process_cpu(store, p.process_id, span.start_ns, span.end_ns);
+  const double span_ns = double(std::max<std::int64_t>(1, span.duration_ns()));
+  ClientProcess c{.process_id = p.process_id,
+                  .pid = p.pid,
+                  .comm = p.comm,
+                  .found_by = found_by,
+                  .cpu_ns = cpu.cpu_ns,
+                  .run_delay_ns = cpu.run_delay_ns,
+                  .cores = round4(double(cpu.cpu_ns) / span_ns),
+                  .threads_sampled = cpu.threads_sampled};
+  if (cpu.top_thread_cpu_ns) {
+    c.top_thread_cores = round4(double(*cpu.top_thread_cpu_ns) / span_ns);
+    c.top_thread_comm = cpu.top_thread_comm;
+  }
+  c.hottest_thread_cores = c.top_thread_cores.value_or(c.cores);
+  const std::int64_t demand_ns =
+      cpu.top_thread_cpu_ns ? *cpu.top_thread_cpu_ns + cpu.top_thread_run_delay_ns.value_or(0)
+                            : cpu.cpu_ns + cpu.run_delay_ns;
+  c.hottest_thread_demand_cores = round4(double(demand_ns) / span_ns);
+  return c;
+}
+
+}  // namespace
+
+std::optional<SessionScan> read_session_view(schema::Store& store, const SessionInputs& in) {
+  if (!schema::has_sessions(store) || in.ash_period_ns <= 0) return std::nullopt;
+  const auto ticks = schema::ash_tick_span(store, in.span.start_ns, in.span.end_ns);
+  if (!ticks) return std::nullopt;
+  const auto sessions = schema::read_sessions(store);
+  // Client sessions by id and by (pid, backend start).
+  std::unordered_map<std::int64_t, std::size_t> by_id;
+  std::map<std::pair<int, std::int64_t>, std::size_t> by_identity;
+  for (std::size_t i = 0; i < sessions.size(); ++i) {
+    if (sessions[i].backend_type != "client backend") continue;
+    by_id[sessions[i].session_id] = i;
+    by_identity[{sessions[i].pid, sessions[i].backend_start_ns.value_or(0)}] = i;
+  }
+  std::map<std::size_t, SessionPolls> polls;
+  for (const auto& b : schema::session_busy_polls(store, in.span.start_ns, in.span.end_ns)) {
+    auto it = by_identity.find({b.pid, b.backend_start_ns.value_or(0)});
+    if (it == by_identity.end()) continue;  // not a client backend
+    auto& p = polls[it->second];
+    p.by_part[part_of(b)] += b.polls;
+    p.total += b.polls;
+  }
+  for (const auto& idle : schema::session_idle_polls(store, *ticks)) {
+    auto it = by_id.find(idle.session_id);
+    if (it == by_id.end()) continue;
+    auto& p = polls[it->second];
+    p.by_part["idle"] += idle.polls;
+    p.total += idle.polls;
+  }
+  if (polls.empty()) return std::nullopt;
+
+  SessionScan s;
+  SessionView& v = s.view;
+  v.ash_period_ns = in.ash_period_ns;
+  v.polls = ticks->polls;
+  // The client processes and their CPU.
+  const ProcessIndex px(store);
+  const auto found = find_client_processes(px, schema::read_record_clients(store), sessions,
+                                           in.run.stallscope_pid);
+  std::unordered_map<int, std::size_t> client_of_pid;  // pid → index in v.client_processes
+  for (const auto& [i, how] : found) {
+    client_of_pid[px.all[i].pid] = v.client_processes.size();
+    v.client_processes.push_back(client_process(store, px.all[i], how, in.span));
+    s.client_process_ids.insert(px.all[i].process_id);
+  }
+  // Groups, and each group's client processes.
+  std::map<GroupKey, SessionGroup> groups;
+  std::map<GroupKey, std::map<std::string, std::int64_t>> group_polls;
+  std::map<GroupKey, std::set<int>> group_clients;
+  std::map<std::string, std::int64_t> all_polls;
+  for (const auto& [i, p] : polls) {
+    const auto& info = sessions[i];
+    const GroupKey key{info.application_name,
+                       info.client_addr.empty() ? std::string("local") : info.client_addr,
+                       info.usename, info.datname};
+    auto& g = groups[key];
+    std::tie(g.application_name, g.client_addr, g.user, g.database) = key;
+    ++g.sessions;
+    g.session_ns += p.total * in.ash_period_ns;
+    for (const auto& [name, n] : p.by_part) {
+      group_polls[key][name] += n;
+      all_polls[name] += n;
+    }
+    if (info.client_pid && client_of_pid.contains(*info.client_pid))
+      group_clients[key].insert(*info.client_pid);
+    // The session's backend process.
+    s.backend_pids.insert(info.pid);
+    if (auto it = px.by_pid.find(info.pid); it != px.by_pid.end()) {
+      for (auto k : it->second) {
+        const auto& proc = px.all[k];
+        if (!proc.start_ns || !info.backend_start_ns ||
+            std::llabs(*proc.start_ns - *info.backend_start_ns) <= kBackendStartMatchNs)
+          s.backend_process_ids.insert(proc.process_id);
+      }
+    }
+  }
+  for (auto& [key, g] : groups) {
+    g.parts = make_parts(group_polls[key], in.ash_period_ns, g.session_ns);
+    std::int64_t idle_ns = 0;
+    for (const auto& p : g.parts)
+      if (p.name == "idle" || p.name == "idle_in_transaction") idle_ns += p.time_ns;
+    g.idle_share = g.session_ns > 0 ? round4(double(idle_ns) / double(g.session_ns)) : 0;
+    // Its clients: the owners of its sessions' sockets; without any, every
+    // client process not found through a socket (the command, its
+    // descendants, the named processes).
+    auto& pids = group_clients[key];
+    if (pids.empty()) {
+      for (const auto& c : v.client_processes)
+        if (c.found_by != "socket") pids.insert(c.pid);
+    }
+    g.client_pids.assign(pids.begin(), pids.end());
+    v.sessions += g.sessions;
+    v.session_ns += g.session_ns;
+    v.groups.push_back(g);
+  }
+  std::stable_sort(v.groups.begin(), v.groups.end(),
+                   [](const auto& x, const auto& y) { return x.session_ns > y.session_ns; });
+  v.parts = make_parts(all_polls, in.ash_period_ns, v.session_ns);
+  for (const auto& p : v.parts) {
+    if (p.name == "on_cpu") {
+      s.on_cpu_ns += p.time_ns;
+    } else if (p.name.starts_with("wait:")) {
+      s.wait_by_class_ns[p.name.substr(5)] += p.time_ns;
+    } else if (is_idle_part(p.name)) {
+      s.idle_ns += p.time_ns;
+    }
+  }
+  // Each client process's sessions and their idle share.
+  for (auto& c : v.client_processes) {
+    std::int64_t session_ns = 0, idle_ns = 0;
+    for (const auto& g : v.groups) {
+      if (std::find(g.client_pids.begin(), g.client_pids.end(), c.pid) == g.client_pids.end())
+        continue;
+      c.sessions += g.sessions;
+      session_ns += g.session_ns;
+      idle_ns += static_cast<std::int64_t>(g.idle_share * double(g.session_ns));
+    }
+    c.sessions_idle_share = session_ns > 0 ? round4(double(idle_ns) / double(session_ns)) : 0;
+  }
+  std::stable_sort(v.client_processes.begin(), v.client_processes.end(),
+                   [](const auto& x, const auto& y) { return x.cpu_ns > y.cpu_ns; });
+  return s;
+}
+
+void add_session_backends(const SessionScan& s, QueryPath& qp) {
+  qp.backend_process_ids.insert(s.backend_process_ids.begin(), s.backend_process_ids.end());
+  qp.backend_pids.insert(s.backend_pids.begin(), s.backend_pids.end());
+}
+
+void remove_client_processes(const SessionScan& s, Facts& f) {
+  std::int64_t client_cpu_ns = 0;
+  for (const auto& c : s.view.client_processes) client_cpu_ns += c.cpu_ns;
+  f.other_cpu_ns = std::max<std::int64_t>(0, f.other_cpu_ns - client_cpu_ns);
+  auto is_client = [&](std::int64_t id) { return s.client_process_ids.contains(id); };
+  std::erase_if(f.single_thread, [&](const auto& c) { return is_client(c.process.process_id); });
+  std::erase_if(f.top_other, [&](const auto& c) { return is_client(c.process_id); });
+}
+
+Accounting session_accounting(const SessionScan& s, const WindowAcc& total, const Facts& f) {
+  const SessionView& v = s.view;
+  Accounting a;
+  a.clients = static_cast<int>(v.sessions);
+  a.wall_ns = f.span.duration_ns();
+  a.client_ns = v.session_ns;
+  // The session time is the total the parts add up to (and the findings'
+  // shares are of): the sessions' idle time, the client's side, is in it.
+  a.query_ns = v.session_ns;
+  a.client_busy_share = a.client_ns > 0 ? 1.0 : 0.0;
+  std::int64_t client_cpu_ns = 0, client_delay_ns = 0;
+  for (const auto& c : v.client_processes) {
+    client_cpu_ns += c.cpu_ns;
+    client_delay_ns += c.run_delay_ns;
+  }
+  // Each part takes what it measured, as far as the session time not yet
+  // taken covers it; what does not fit is excess_ns.
+  std::int64_t left_ns = a.client_ns;
+  auto take = [&](std::int64_t ns) {
+    const std::int64_t fits = std::clamp<std::int64_t>(ns, 0, left_ns);
+    left_ns -= fits;
+    a.excess_ns += std::max<std::int64_t>(0, ns) - fits;
+    return fits;
+  };
+  // Server waits: ASH, exact by construction.
+  for (const auto& [cls, ns] : s.wait_by_class_ns) {
+    a.server_wait_by_class_ns.emplace_back(cls, take(ns));
+    a.server_wait_ns += a.server_wait_by_class_ns.back().second;
+  }
+  std::stable_sort(a.server_wait_by_class_ns.begin(), a.server_wait_by_class_ns.end(),
+                   [](const auto& x, const auto& y) { return x.second > y.second; });
+  // Backends: schedstat where they were sampled (CPU and run delay, also
+  // while ASH saw them idle — reading the next query, waking up), else
+  // ASH's on-CPU time.
+  a.server_cpu_ns = take(f.backends_on_host ? total.server_cpu_ns : s.on_cpu_ns);
+  const std::int64_t backend_delay_ns =
+      take(f.backends_on_host ? total.run_delay_ns - total.driver_run_delay_ns : 0);
+  // Client processes: their CPU and run delay.
+  a.driver_cpu_ns = take(client_cpu_ns);
+  a.driver_run_delay_ns = take(client_delay_ns);
+  a.run_delay_ns = backend_delay_ns + a.driver_run_delay_ns;
+  a.remainder_ns = left_ns;
+  auto part = [&](std::string name, std::int64_t ns) {
+    a.parts.push_back(
+        {std::move(name), ns, a.client_ns > 0 ? double(ns) / double(a.client_ns) : 0.0, ""});
+  };
+  part("client_cpu", a.driver_cpu_ns);
+  part("server_cpu", a.server_cpu_ns);
+  for (const auto& [cls, ns] : a.server_wait_by_class_ns) part("server_wait:" + cls, ns);
+  part("run_queue", a.run_delay_ns);
+  part("remainder", a.remainder_ns);
+  return a;
+}
+
+void client_process_findings(const Report& r, const Facts& f, std::vector<Finding>& out) {
+  if (!r.sessions || r.sessions->session_ns <= 0) return;
+  const SessionView& v = *r.sessions;
+  const double total_ns = double(v.session_ns);
+  for (const auto& c : v.client_processes) {
+    if (c.sessions == 0) continue;
+    std::int64_t session_ns = 0;
+    for (const auto& g : v.groups) {
+      if (std::find(g.client_pids.begin(), g.client_pids.end(), c.pid) != g.client_pids.end())
+        session_ns += g.session_ns;
+    }
+    const double idle_ns = c.sessions_idle_share * double(session_ns);
+    // One thread at a full core of CPU. Its run-queue delay does not count:
+    // on a host the backends saturate, a client thread queues behind them
+    // (server_cpu's case), whatever it would use alone.
+    const bool one_thread = c.hottest_thread_cores >= kSingleThreadMinCores;
+    const double score = one_thread
+                             ? idle_ns * std::min(1.0, c.hottest_thread_cores) / total_ns
+                             : std::min(double(c.cpu_ns + c.run_delay_ns), idle_ns) / total_ns;
+    Finding x;
+    x.kind = one_thread ? FindingKind::single_thread : FindingKind::client_cpu;
+    x.score = round4(std::clamp(score, 0.0, 1.0));
+    if (x.score < kMinScore) continue;
+    x.start_ns = f.span.start_ns;
+    x.end_ns = f.span.end_ns;
+    const std::string sessions_text =
+        fmt::format("{} session{}", c.sessions, c.sessions == 1 ? " was" : "s were");
+    x.summary =
+        one_thread
+            ? fmt::format(
+                  "The client {} (pid {}) ran at {:.2f} cores, its busiest thread at {:.2f} "
+                  "(running or waiting for a CPU: {:.2f}), while its {} idle, waiting for it, {} "
+                  "of the time: one client thread is the limit, not the database.",
+                  c.comm, c.pid, c.cores, c.hottest_thread_cores, c.hottest_thread_demand_cores,
+                  sessions_text, share_pct_text(c.sessions_idle_share))
+            : fmt::format(
+                  "The client {} (pid {}) used {:.2f} cores (with its run-queue delay {} of the "
+                  "session time) while its {} idle, waiting for the client or the round "
+                  "trip, {} of the time.",
+                  c.comm, c.pid, c.cores, share_pct_text(x.score), sessions_text,
+                  share_pct_text(c.sessions_idle_share));
+    x.evidence = {{"comm", c.comm},
+                  {"pid", std::int64_t{c.pid}},
+                  {"found_by", c.found_by},
+                  {"client_cores", round4(c.cores)},
+                  {"hottest_thread_cores", round4(c.hottest_thread_cores)},
+                  {"hottest_thread_demand_cores", round4(c.hottest_thread_demand_cores)},
+                  {"client_cpu_s", round4(double(c.cpu_ns) / kNsPerS)},
+                  {"client_run_delay_s", round4(double(c.run_delay_ns) / kNsPerS)},
+                  {"sessions", c.sessions},
+                  {"sessions_idle_share", round4(c.sessions_idle_share)},
+                  {"session_s", round4(double(session_ns) / kNsPerS)}};
+    if (c.top_thread_cores) x.evidence.emplace_back("top_thread_comm", c.top_thread_comm);
+    x.suggestion =
+        one_thread
+            ? "The client's own work sets the pace: one thread at a full core while its "
+              "database sessions sit idle. Profile the client (py-spy, perf), move per-row work "
+              "into SQL or batch it, or run several client processes; a faster database will "
+              "not help."
+            : "The client's CPU is a serial part of every round trip: make its per-query work "
+              "cheaper, or give it more cores or processes.";
+    out.push_back(std::move(x));
+  }
+}
+
+}  // namespace stallscope::correlate::detail

@@ -1,0 +1,162 @@
+// The session readers (session_readers.h).
+#include "schema/session_readers.h"
+
+#include <string>
+
+#include "schema/row.h"
+
+namespace stallscope::schema {
+namespace {
+
+using detail::sqlite_call;
+
+bool table_exists(Store& store, const char* table) {
+  return sqlite_call([&] { return store.db().tableExists(table); });
+}
+
+std::optional<int> opt_int(const Cursor& st, int column) {
+  if (auto v = st.opt_int64(column)) return static_cast<int>(*v);
+  return std::nullopt;
+}
+
+}  // namespace
+
+bool has_sessions(Store& store) {
+  if (!table_exists(store, "pg_session")) return false;
+  Cursor st(store.db(), "SELECT EXISTS (SELECT 1 FROM pg_session)");
+  return st.step() && st.int64(0) != 0;
+}
+
+std::vector<SessionInfo> read_sessions(Store& store) {
+  std::vector<SessionInfo> out;
+  if (!table_exists(store, "pg_session")) return out;
+  Cursor st(store.db(),
+            "SELECT session_id, pid, backend_start_ns, backend_type, application_name, "
+            "client_addr, client_port, usename, datname, client_pid, client_start_ticks "
+            "FROM pg_session ORDER BY session_id");
+  while (st.step()) {
+    out.push_back({.session_id = st.int64(0),
+                   .pid = static_cast<int>(st.int64(1)),
+                   .backend_start_ns = st.opt_int64(2),
+                   .backend_type = std::string(st.text(3)),
+                   .application_name = std::string(st.text(4)),
+                   .client_addr = std::string(st.text(5)),
+                   .client_port = opt_int(st, 6),
+                   .usename = std::string(st.text(7)),
+                   .datname = std::string(st.text(8)),
+                   .client_pid = opt_int(st, 9),
+                   .client_start_ticks = st.opt_int64(10)});
+  }
+  return out;
+}
+
+std::optional<AshTickSpan> ash_tick_span(Store& store, std::int64_t from_ns, std::int64_t to_ns) {
+  Cursor st(store.db(),
+            "SELECT min(ash_tick), max(ash_tick), count(*) FROM ash_tick "
+            "WHERE time_ns >= ? AND time_ns < ?");
+  st.bind(1, from_ns);
+  st.bind(2, to_ns);
+  if (!st.step() || st.int64(2) == 0) return std::nullopt;
+  return AshTickSpan{.first = st.int64(0), .last = st.int64(1), .polls = st.int64(2)};
+}
+
+std::vector<SessionBusyPolls> session_busy_polls(Store& store, std::int64_t from_ns,
+                                                 std::int64_t to_ns) {
+  Cursor st(store.db(),
+            "SELECT pid, backend_start_ns, state, wait_event_type, count(*) "
+            "FROM pg_activity_sample WHERE time_ns >= ? AND time_ns < ? "
+            "GROUP BY pid, backend_start_ns, state, wait_event_type");
+  st.bind(1, from_ns);
+  st.bind(2, to_ns);
+  std::vector<SessionBusyPolls> out;
+  while (st.step()) {
+    out.push_back({.pid = static_cast<int>(st.int64(0)),
+                   .backend_start_ns = st.opt_int64(1),
+                   .state = std::string(st.text(2)),
+                   .wait_event_type = std::string(st.text(3)),
+                   .polls = st.int64(4)});
+  }
+  return out;
+}
+
+std::vector<SessionIdlePolls> session_idle_polls(Store& store, const AshTickSpan& span) {
+  std::vector<SessionIdlePolls> out;
+  if (!table_exists(store, "pg_session_idle")) return out;
+  // A stretch covers ticks [first_ash_tick, first_ash_tick + polls - 1].
+  Cursor st(store.db(),
+            "SELECT session_id, sum(min(first_ash_tick + polls - 1, ?2) - "
+            "max(first_ash_tick, ?1) + 1) FROM pg_session_idle "
+            "WHERE first_ash_tick <= ?2 AND first_ash_tick + polls - 1 >= ?1 "
+            "GROUP BY session_id ORDER BY session_id");
+  st.bind(1, span.first);
+  st.bind(2, span.last);
+  while (st.step()) out.push_back({.session_id = st.int64(0), .polls = st.int64(1)});
+  return out;
+}
+
+std::vector<RecordClient> read_record_clients(Store& store) {
+  std::vector<RecordClient> out;
+  if (!table_exists(store, "record_client")) return out;
+  Cursor st(store.db(), "SELECT source, pid, start_ticks, comm FROM record_client");
+  while (st.step()) {
+    out.push_back({.source = std::string(st.text(0)),
+                   .pid = opt_int(st, 1),
+                   .start_ticks = st.opt_int64(2),
+                   .comm = std::string(st.text(3))});
+  }
+  return out;
+}
+
+std::vector<ProcessIdentity> read_process_identities(Store& store) {
+  Cursor st(store.db(),
+            "SELECT process_id, pid, start_ticks, start_ns, ppid, comm FROM process "
+            "ORDER BY process_id");
+  std::vector<ProcessIdentity> out;
+  while (st.step()) {
+    out.push_back({.process_id = st.int64(0),
+                   .pid = static_cast<int>(st.int64(1)),
+                   .start_ticks = st.int64(2),
+                   .start_ns = st.opt_int64(3),
+                   .ppid = opt_int(st, 4),
+                   .comm = std::string(st.text(5))});
+  }
+  return out;
+}
+
+ProcessCpu process_cpu(Store& store, std::int64_t process_id, std::int64_t from_ns,
+                       std::int64_t to_ns) {
+  ProcessCpu out;
+  {
+    Cursor st(store.db(),
+              "SELECT coalesce(sum(t.cpu_ns), 0), coalesce(sum(t.run_delay_ns), 0) "
+              "FROM process_tick t JOIN sample s ON s.sample_id = t.sample_id "
+              "WHERE t.process_id = ? AND s.time_ns >= ? AND s.time_ns < ?");
+    st.bind(1, process_id);
+    st.bind(2, from_ns);
+    st.bind(3, to_ns);
+    if (st.step()) {
+      out.cpu_ns = st.int64(0);
+      out.run_delay_ns = st.int64(1);
+    }
+  }
+  Cursor st(store.db(),
+            "SELECT x.tid, x.cpu, c.comm, x.delay FROM (SELECT t.tid, coalesce(sum(t.cpu_ns), 0) "
+            "AS cpu, coalesce(sum(t.run_delay_ns), 0) AS delay, max(t.thread_comm_id) AS comm_id "
+            "FROM thread_tick t JOIN sample s ON s.sample_id = t.sample_id "
+            "WHERE t.process_id = ? AND s.time_ns >= ? AND s.time_ns < ? GROUP BY t.tid) x "
+            "LEFT JOIN thread_comm c ON c.thread_comm_id = x.comm_id ORDER BY x.cpu DESC, x.tid");
+  st.bind(1, process_id);
+  st.bind(2, from_ns);
+  st.bind(3, to_ns);
+  while (st.step()) {
+    if (out.threads_sampled++ == 0) {
+      out.top_thread_tid = static_cast<int>(st.int64(0));
+      out.top_thread_cpu_ns = st.int64(1);
+      out.top_thread_comm = std::string(st.text(2));
+      out.top_thread_run_delay_ns = st.int64(3);
+    }
+  }
+  return out;
+}
+
+}  // namespace stallscope::schema

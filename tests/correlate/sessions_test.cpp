@@ -1,0 +1,219 @@
+// explain on a hand-made `record --pg` file: the session view, the
+// accounting built from it and the client findings, with exact numbers.
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "correlate/correlate.h"
+#include "schema/store.h"
+
+namespace stallscope::correlate {
+namespace {
+
+constexpr std::int64_t kS = 1'000'000'000;
+constexpr std::int64_t kMs = 1'000'000;
+constexpr std::int64_t kT0 = 1'700'000'000 * kS;
+constexpr int kRecordPid = 100;
+constexpr int kClientPid = 300;
+constexpr int kBackendPid = 201;
+
+// A record of 10 s (samples at t0 + i s, ASH polls every 100 ms, ticks 1..101
+// at t0 + k·100 ms): one client session of python3 (the command record
+// started), active on CPU in polls 1-5 and idle in polls 6-101; its backend
+// at 40 ms of CPU a second, the client at `client_cpu_ms` a second and
+// `client_delay_ms` of run-queue delay.
+schema::Store record_file(std::int64_t client_cpu_ms, std::int64_t client_delay_ms = 0) {
+  auto store = schema::Store::create(":memory:");
+  schema::RunInfo r;
+  r.mode = "record";
+  r.host = "db1";
+  r.kernel = "6.1.0";
+  r.cores = 2;
+  r.clock_ticks_per_s = 100;
+  r.start_ns = kT0 - kS;
+  r.command_line = "stallscope record --pg … -- python3 client.py";
+  r.tool_version = "0";
+  r.hz = 10;
+  r.stallscope_pid = kRecordPid;
+  store.begin_run(r);
+  store.end_run(kT0 + 11 * kS, "complete", "duration reached");
+  schema::Batch b;
+  b.processes.push_back({.process_id = 1,
+                         .pid = kRecordPid,
+                         .start_ticks = 5000,
+                         .start_ns = kT0 - 2 * kS,
+                         .comm = "stallscope",
+                         .first_sample_id = 1});
+  b.processes.push_back({.process_id = 2,
+                         .pid = kBackendPid,
+                         .start_ticks = 8000,
+                         .start_ns = kT0 - kS,
+                         .ppid = 50,
+                         .comm = "postgres",
+                         .first_sample_id = 1});
+  b.processes.push_back({.process_id = 3,
+                         .pid = kClientPid,
+                         .start_ticks = 7900,
+                         .start_ns = kT0 - kS - 5 * kMs,
+                         .ppid = kRecordPid,
+                         .comm = "python3",
+                         .first_sample_id = 1});
+  b.record_clients.push_back({.source = "command", .pid = kClientPid, .start_ticks = 7900});
+  for (int i = 0; i <= 10; ++i) {
+    b.samples.push_back({.sample_id = i + 1,
+                         .time_ns = kT0 + i * kS,
+                         .mono_ns = i * kS,
+                         .interval_ns = i ? std::optional<std::int64_t>(kS) : std::nullopt,
+                         .sampler_cpu_ns = 10 * kMs,
+                         .sampler_duration_ns = kMs});
+    schema::HostSampleRow h{.sample_id = i + 1};
+    if (i > 0) {
+      h.cpu_user_ns = (client_cpu_ms + 40) * kMs;
+      h.cpu_nice_ns = h.cpu_system_ns = h.cpu_iowait_ns = h.cpu_irq_ns = h.cpu_softirq_ns =
+          h.cpu_steal_ns = 0;
+      h.cpu_idle_ns = (2000 - client_cpu_ms - 40) * kMs;
+    }
+    h.procs_running = 1;
+    b.host_samples.push_back(h);
+    if (i == 0) continue;
+    for (auto [id, cpu_ms] : {std::pair<std::int64_t, std::int64_t>{2, 40}, {3, client_cpu_ms}}) {
+      b.process_samples.push_back({.sample_id = i + 1,
+                                   .process_id = id,
+                                   .state = 'S',
+                                   .cpu_ns = cpu_ms * kMs,
+                                   .run_delay_ns = id == 3 ? client_delay_ms * kMs : 0,
+                                   .span_ns = kS});
+    }
+  }
+  for (int k = 0; k <= 100; ++k)
+    b.ash_ticks.push_back({.ash_tick = k + 1, .time_ns = kT0 + k * 100 * kMs, .duration_ns = kMs});
+  b.pg_sessions.push_back({.session_id = 1,
+                           .pid = kBackendPid,
+                           .backend_start_ns = kT0 - kS,
+                           .backend_type = "client backend",
+                           .application_name = "django",
+                           .client_port = -1,
+                           .usename = "app",
+                           .datname = "site",
+                           .first_ash_tick = 1});
+  for (int k = 0; k < 5; ++k) {
+    b.pg_activity.push_back({.time_ns = kT0 + k * 100 * kMs,
+                             .ash_tick = k + 1,
+                             .pid = kBackendPid,
+                             .backend_type = "client backend",
+                             .state = "active",
+                             .backend_start_ns = kT0 - kS});
+  }
+  b.pg_session_idles.push_back({.session_id = 1, .first_ash_tick = 6, .polls = 60});
+  b.pg_session_idles.push_back({.session_id = 1, .first_ash_tick = 66, .polls = 36});
+  store.write(b);
+  return store;
+}
+
+std::int64_t part_ns(const std::vector<SessionPart>& parts, const std::string& name) {
+  for (const auto& p : parts)
+    if (p.name == name) return p.time_ns;
+  return -1;
+}
+
+std::int64_t part_ns(const Accounting& a, const std::string& name) {
+  for (const auto& p : a.parts)
+    if (p.name == name) return p.time_ns;
+  return -1;
+}
+
+TEST(CorrelateSessions, SplitsTheSessionTimeAndAccountsItExactly) {
+  auto store = record_file(950);
+  const auto r = explain(store, {});
+  ASSERT_TRUE(r.sessions);
+  const auto& v = *r.sessions;
+  ASSERT_EQ(v.ash_period_ns, 100 * kMs);
+  EXPECT_EQ(v.polls, 101);
+  EXPECT_EQ(v.sessions, 1);
+  EXPECT_EQ(v.session_ns, 101 * 100 * kMs);
+  ASSERT_EQ(v.groups.size(), 1u);
+  const auto& g = v.groups[0];
+  EXPECT_EQ(g.application_name, "django");
+  EXPECT_EQ(g.client_addr, "local");
+  EXPECT_EQ(g.user, "app");
+  EXPECT_EQ(g.database, "site");
+  EXPECT_EQ(part_ns(g.parts, "on_cpu"), 500 * kMs);
+  EXPECT_EQ(part_ns(g.parts, "idle"), 9600 * kMs);
+  EXPECT_NEAR(g.idle_share, 9.6 / 10.1, 1e-4);
+  EXPECT_EQ(g.client_pids, std::vector<int>{kClientPid});
+  ASSERT_EQ(v.client_processes.size(), 1u);  // not stallscope itself
+  const auto& c = v.client_processes[0];
+  EXPECT_EQ(c.comm, "python3");
+  EXPECT_EQ(c.found_by, "command");
+  EXPECT_EQ(c.cpu_ns, 9500 * kMs);
+  EXPECT_FALSE(c.top_thread_cores);
+  EXPECT_NEAR(c.hottest_thread_cores, 0.95, 1e-4);
+
+  // The accounting: session time = backend CPU (schedstat) + client CPU +
+  // remainder.
+  ASSERT_TRUE(r.accounting);
+  const auto& a = *r.accounting;
+  EXPECT_EQ(a.clients, 1);
+  EXPECT_EQ(a.client_ns, 10100 * kMs);
+  EXPECT_EQ(part_ns(a, "server_cpu"), 400 * kMs);
+  EXPECT_EQ(part_ns(a, "client_cpu"), 9500 * kMs);
+  EXPECT_EQ(part_ns(a, "run_queue"), 0);
+  EXPECT_EQ(part_ns(a, "remainder"), 200 * kMs);
+  std::int64_t sum = 0;
+  for (const auto& p : a.parts) sum += p.time_ns;
+  EXPECT_EQ(sum, a.client_ns);
+  EXPECT_EQ(a.excess_ns, 0);
+
+  // The client at 0.95 cores with its session idle 95 %: single_thread
+  // first, once, naming python3; score = idle 9.6 s × 0.95 ÷ 10.1 s.
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(to_string(r.findings[0].kind), "single_thread");
+  EXPECT_NEAR(r.findings[0].score, 0.903, 1e-3);
+  EXPECT_NE(r.findings[0].summary.find("python3 (pid 300)"), std::string::npos)
+      << r.findings[0].summary;
+  EXPECT_EQ(std::count_if(r.findings.begin(), r.findings.end(),
+                          [](const Finding& f) { return f.kind == FindingKind::single_thread; }),
+            1);
+  EXPECT_EQ(std::count_if(r.findings.begin(), r.findings.end(),
+                          [](const Finding& f) { return f.kind == FindingKind::client_cpu; }),
+            0);
+  const auto j = to_json(r);
+  EXPECT_EQ(j["sessions"]["groups"][0]["application_name"], "django");
+  EXPECT_EQ(j["sessions"]["client_processes"][0]["found_by"], "command");
+}
+
+TEST(CorrelateSessions, AClientBelowOneCoreIsClientCpu) {
+  auto store = record_file(500);
+  const auto r = explain(store, {});
+  ASSERT_TRUE(r.sessions);
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(to_string(r.findings[0].kind), "client_cpu");
+  // min(5.0 s of CPU, 9.6 s idle) ÷ 10.1 s.
+  EXPECT_NEAR(r.findings[0].score, 5.0 / 10.1, 1e-4);
+  ASSERT_TRUE(r.accounting);
+  EXPECT_EQ(part_ns(*r.accounting, "remainder"), (10100 - 400 - 5000) * kMs);
+}
+
+// A busy host: the client ran 0.7 cores and waited for a CPU 0.25 more. Its
+// demand is evidence; with 0.7 cores of CPU it is client_cpu, scored by its
+// CPU and run delay (9.5 s of the 9.6 s idle) ÷ 10.1 s.
+TEST(CorrelateSessions, AClientBelowOneCoreOfCpuOnABusyHostIsClientCpuWithItsRunDelay) {
+  auto store = record_file(700, 250);
+  const auto r = explain(store, {});
+  ASSERT_TRUE(r.sessions);
+  ASSERT_EQ(r.sessions->client_processes.size(), 1u);
+  EXPECT_NEAR(r.sessions->client_processes[0].hottest_thread_cores, 0.7, 1e-4);
+  EXPECT_NEAR(r.sessions->client_processes[0].hottest_thread_demand_cores, 0.95, 1e-4);
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(to_string(r.findings[0].kind), "client_cpu");
+  EXPECT_NEAR(r.findings[0].score, 9.5 / 10.1, 1e-4);
+  ASSERT_TRUE(r.accounting);
+  EXPECT_EQ(part_ns(*r.accounting, "client_cpu"), 7000 * kMs);
+  EXPECT_EQ(part_ns(*r.accounting, "run_queue"), 2500 * kMs);
+  EXPECT_EQ(part_ns(*r.accounting, "remainder"), (10100 - 400 - 7000 - 2500) * kMs);
+}
+
+}  // namespace
+}  // namespace stallscope::correlate

@@ -1,0 +1,279 @@
+// `record --pg`: idle sessions stored compactly (pg_session, pg_session_idle),
+// the client processes found by each route (the command and its
+// descendants, the owner of a TCP client socket, --client-process NAME), and
+// explain's session accounting adding up — against the scratch server.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <SQLiteCpp/Database.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "common/pg.h"
+#include "support/test_support.h"
+
+namespace stallscope {
+namespace {
+
+// The scratch server over TCP on 127.0.0.1 (scratch-postgres listens there
+// too), same port and user.
+std::string tcp_conninfo(const std::string& conninfo) {
+  std::smatch m;
+  const std::regex port(R"(port=(\d+))");
+  if (!std::regex_search(conninfo, m, port)) return "";
+  return "host=127.0.0.1 port=" + m[1].str() + " user=postgres dbname=postgres";
+}
+
+// This process's comm (/proc/self/comm).
+std::string own_comm() {
+  std::ifstream in("/proc/self/comm");
+  std::string comm;
+  std::getline(in, comm);
+  return comm;
+}
+
+nlohmann::json explain_json(const std::string& db_path) {
+  auto e = test::run_command({test::stallscope_bin(), "explain", db_path, "--json"});
+  EXPECT_EQ(e.exit_status, 0) << e.err;
+  return nlohmann::json::parse(e.out);
+}
+
+// The client process of the JSON with this pid, or null.
+nlohmann::json client_with_pid(const nlohmann::json& j, int pid) {
+  for (const auto& c : j["sessions"]["client_processes"])
+    if (c["pid"] == pid) return c;
+  return nullptr;
+}
+
+// The session group of this application_name, or null.
+nlohmann::json group_of(const nlohmann::json& j, const std::string& application_name) {
+  for (const auto& g : j["sessions"]["groups"])
+    if (g["application_name"] == application_name) return g;
+  return nullptr;
+}
+
+std::int64_t sum_parts(const nlohmann::json& parts, const char* key = "time_ns") {
+  std::int64_t sum = 0;
+  for (const auto& p : parts) sum += p[key].get<std::int64_t>();
+  return sum;
+}
+
+std::int64_t part_ns(const nlohmann::json& parts, const std::string& name) {
+  for (const auto& p : parts)
+    if (p["name"] == name) return p["time_ns"].get<std::int64_t>();
+  return 0;
+}
+
+TEST(RecordSessions, IdleSessionsAreOneRowEachWithTheirPollsRunLengthEncoded) {
+  auto conninfo = test::scratch_conninfo();
+  ASSERT_FALSE(conninfo.empty());
+  // Three sessions, idle for the whole record.
+  std::vector<pg::Conn> idle;
+  for (int i = 0; i < 3; ++i) idle.push_back(pg::connect(conninfo, "idle-compact"));
+  test::TempDir dir;
+  auto db_path = dir.file("idle.db");
+  auto r = test::run_command(
+      {test::stallscope_bin(), "record", "-o", db_path, "--pg", conninfo, "-T", "2", "--hz", "20"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  SQLite::Database db(db_path);
+  const auto polls = db.execAndGet("SELECT count(*) FROM ash_tick").getInt64();
+  EXPECT_GE(polls, 30);
+  // One pg_session row each, with its identity.
+  EXPECT_EQ(db.execAndGet("SELECT count(*) FROM pg_session WHERE application_name = "
+                          "'idle-compact' AND backend_type = 'client backend' AND usename = "
+                          "'postgres' AND datname = 'postgres' AND backend_start_ns > 0")
+                .getInt(),
+            3);
+  for (auto& c : idle) {
+    const std::string pid = std::to_string(pg::backend_pid(c.get()));
+    // Idle in every poll: one stretch (shorter than 60 s) covering them all,
+    // and no wide pg_activity_sample row.
+    EXPECT_EQ(db.execAndGet("SELECT count(*) FROM pg_session_idle i JOIN pg_session s USING "
+                            "(session_id) WHERE s.pid = " +
+                            pid)
+                  .getInt(),
+              1);
+    EXPECT_EQ(db.execAndGet("SELECT sum(polls) FROM pg_session_idle i JOIN pg_session s USING "
+                            "(session_id) WHERE s.pid = " +
+                            pid)
+                  .getInt64(),
+              polls);
+    EXPECT_EQ(db.execAndGet("SELECT i.first_ash_tick FROM pg_session_idle i JOIN pg_session s "
+                            "USING (session_id) WHERE s.pid = " +
+                            pid)
+                  .getInt64(),
+              1);
+    EXPECT_EQ(db.execAndGet("SELECT count(*) FROM pg_activity_sample WHERE pid = " + pid).getInt(),
+              0);
+  }
+  EXPECT_EQ(db.execAndGet("PRAGMA user_version").getInt(), 3);
+}
+
+TEST(RecordSessions, FindsTheCommandAndItsDescendantsAsClients) {
+  auto conninfo = test::scratch_conninfo();
+  ASSERT_FALSE(conninfo.empty());
+  test::TempDir dir;
+  auto db_path = dir.file("command.db");
+  // sh (the command) starts psql (its descendant), whose session is active
+  // in pg_sleep and then idle until psql exits.
+  const std::string script = "psql -X -q '" + conninfo +
+                             " application_name=via-command' -c 'SELECT pg_sleep(1)' -c "
+                             "'SELECT 1' >/dev/null; sleep 0.5";
+  auto r = test::run_command({test::stallscope_bin(), "record", "-o", db_path, "--pg", conninfo,
+                              "--hz", "20", "--", "sh", "-c", script});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  SQLite::Database db(db_path);
+  const int sh_pid =
+      db.execAndGet("SELECT pid FROM record_client WHERE source = 'command'").getInt();
+  EXPECT_EQ(
+      db.execAndGet("SELECT count(*) FROM process WHERE pid = " + std::to_string(sh_pid) +
+                    " AND start_ticks = (SELECT start_ticks FROM record_client WHERE source = "
+                    "'command')")
+          .getInt(),
+      1);
+  auto j = explain_json(db_path);
+  ASSERT_TRUE(j.contains("sessions")) << j.dump(1);
+  auto sh = client_with_pid(j, sh_pid);
+  ASSERT_FALSE(sh.is_null()) << j["sessions"].dump(1);
+  EXPECT_EQ(sh["found_by"], "command");
+  // psql: sh's child.
+  const int psql_pid = db.execAndGet("SELECT pid FROM process WHERE comm = 'psql' AND ppid = " +
+                                     std::to_string(sh_pid))
+                           .getInt();
+  auto psql = client_with_pid(j, psql_pid);
+  ASSERT_FALSE(psql.is_null()) << j["sessions"].dump(1);
+  EXPECT_EQ(psql["found_by"], "descendant");
+  // Its session (a Unix socket: no socket owner) is served by the command's processes.
+  auto g = group_of(j, "via-command");
+  ASSERT_FALSE(g.is_null()) << j["sessions"].dump(1);
+  EXPECT_EQ(g["client_addr"], "local");
+  EXPECT_EQ(g["sessions"], 1);
+  const auto pids = g["client_pids"].get<std::vector<int>>();
+  EXPECT_NE(std::find(pids.begin(), pids.end(), psql_pid), pids.end()) << g.dump();
+  // pg_sleep(1) is a Timeout wait of about a second.
+  const auto sleep_ns = part_ns(g["parts"], "wait:Timeout");
+  EXPECT_GE(sleep_ns, 700'000'000) << g.dump(1);
+  EXPECT_LE(sleep_ns, 1'300'000'000) << g.dump(1);
+}
+
+TEST(RecordSessions, FindsTheOwnerOfATcpClientSocket) {
+  auto conninfo = test::scratch_conninfo();
+  ASSERT_FALSE(conninfo.empty());
+  const auto tcp = tcp_conninfo(conninfo);
+  ASSERT_FALSE(tcp.empty()) << conninfo;
+  // This test process is the client: a TCP session, idle, not started by record.
+  auto conn = pg::connect(tcp, "via-socket");
+  test::TempDir dir;
+  auto db_path = dir.file("socket.db");
+  auto r = test::run_command({test::stallscope_bin(), "record", "-o", db_path, "--pg", conninfo,
+                              "-T", "1.5", "--hz", "20"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  SQLite::Database db(db_path);
+  EXPECT_EQ(db.execAndGet("SELECT client_pid FROM pg_session WHERE application_name = "
+                          "'via-socket'")
+                .getInt(),
+            static_cast<int>(::getpid()));
+  EXPECT_EQ(
+      db.execAndGet("SELECT client_addr FROM pg_session WHERE application_name = 'via-socket'")
+          .getString(),
+      "127.0.0.1");
+  auto j = explain_json(db_path);
+  auto me = client_with_pid(j, static_cast<int>(::getpid()));
+  ASSERT_FALSE(me.is_null()) << j["sessions"].dump(1);
+  EXPECT_EQ(me["found_by"], "socket");
+  EXPECT_EQ(me["sessions"], 1);
+  EXPECT_EQ(me["sessions_idle_share"], 1.0);
+  auto g = group_of(j, "via-socket");
+  ASSERT_FALSE(g.is_null());
+  EXPECT_EQ(g["client_pids"], nlohmann::json::array({static_cast<int>(::getpid())}));
+}
+
+TEST(RecordSessions, FindsAClientProcessByName) {
+  auto conninfo = test::scratch_conninfo();
+  ASSERT_FALSE(conninfo.empty());
+  // A Unix-socket session of this process, which record neither started nor
+  // can see through a socket: named with --client-process.
+  auto conn = pg::connect(conninfo, "via-name");
+  test::TempDir dir;
+  auto db_path = dir.file("name.db");
+  const std::string comm = own_comm();
+  auto r = test::run_command({test::stallscope_bin(), "record", "-o", db_path, "--pg", conninfo,
+                              "-T", "1.5", "--hz", "20", "--client-process", comm});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  SQLite::Database db(db_path);
+  EXPECT_EQ(db.execAndGet("SELECT comm FROM record_client WHERE source = 'comm'").getString(),
+            comm);
+  auto j = explain_json(db_path);
+  auto me = client_with_pid(j, static_cast<int>(::getpid()));
+  ASSERT_FALSE(me.is_null()) << j["sessions"].dump(1);
+  EXPECT_EQ(me["found_by"], "name");
+  EXPECT_EQ(me["comm"], comm);
+  auto g = group_of(j, "via-name");
+  ASSERT_FALSE(g.is_null());
+  const auto pids = g["client_pids"].get<std::vector<int>>();
+  EXPECT_NE(std::find(pids.begin(), pids.end(), static_cast<int>(::getpid())), pids.end());
+}
+
+TEST(RecordSessions, SessionAccountingAddsUpToTheSessionTime) {
+  auto conninfo = test::scratch_conninfo();
+  ASSERT_FALSE(conninfo.empty());
+  auto conn = pg::connect(conninfo, "acct");
+  test::TempDir dir;
+  auto db_path = dir.file("acct.db");
+  test::CommandResult r;
+  std::thread record([&] {
+    r = test::run_command({test::stallscope_bin(), "record", "-o", db_path, "--pg", conninfo, "-T",
+                           "3", "--hz", "20"});
+  });
+  // Idle 0.5 s, in pg_sleep 1 s, idle in a transaction 0.7 s, idle to the end.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  pg::exec(conn.get(), "SELECT pg_sleep(1)", "sleep");
+  pg::exec(conn.get(), "BEGIN", "begin");
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  pg::exec(conn.get(), "COMMIT", "commit");
+  record.join();
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  auto j = explain_json(db_path);
+  ASSERT_TRUE(j.contains("sessions")) << j.dump(1);
+  const auto& v = j["sessions"];
+  // The parts of every group and of the view add up to their session time.
+  EXPECT_EQ(sum_parts(v["parts"]), v["session_ns"].get<std::int64_t>());
+  std::int64_t groups_ns = 0;
+  for (const auto& g : v["groups"]) {
+    EXPECT_EQ(sum_parts(g["parts"]), g["session_ns"].get<std::int64_t>()) << g.dump(1);
+    groups_ns += g["session_ns"].get<std::int64_t>();
+  }
+  EXPECT_EQ(groups_ns, v["session_ns"].get<std::int64_t>());
+  // The accounting: clients = sessions, total = session time, parts add up.
+  const auto& a = j["accounting"];
+  ASSERT_FALSE(a.is_null());
+  EXPECT_EQ(a["client_ns"], v["session_ns"]);
+  EXPECT_EQ(a["clients"], v["sessions"]);
+  EXPECT_EQ(sum_parts(a["parts"]), a["client_ns"].get<std::int64_t>()) << a.dump(1);
+  // This session: about 1 s in pg_sleep, 0.7 s idle in transaction, the rest
+  // of its ~3 s idle.
+  auto g = group_of(j, "acct");
+  ASSERT_FALSE(g.is_null()) << v.dump(1);
+  const auto session_ns = g["session_ns"].get<std::int64_t>();
+  EXPECT_GE(session_ns, 2'500'000'000);
+  EXPECT_LE(session_ns, 3'500'000'000);
+  const auto sleep_ns = part_ns(g["parts"], "wait:Timeout");
+  EXPECT_GE(sleep_ns, 800'000'000) << g.dump(1);
+  EXPECT_LE(sleep_ns, 1'200'000'000) << g.dump(1);
+  const auto in_tx_ns = part_ns(g["parts"], "idle_in_transaction");
+  EXPECT_GE(in_tx_ns, 500'000'000) << g.dump(1);
+  EXPECT_LE(in_tx_ns, 900'000'000) << g.dump(1);
+  EXPECT_EQ(part_ns(g["parts"], "idle"), session_ns - sleep_ns - in_tx_ns -
+                                             part_ns(g["parts"], "on_cpu") -
+                                             part_ns(g["parts"], "other"));
+}
+
+}  // namespace
+}  // namespace stallscope
