@@ -497,6 +497,20 @@ struct SessionView {
   std::vector<ClientProcess> client_processes;  // largest CPU first
 };
 
+// A file with neither queries nor client sessions (`record` without --pg):
+// the host's CPU time over the analysed span — cores × span as host_sample's
+// CPU deltas count it — split into parts that add up to it
+// (correlate/host_accounting.cpp). Source: host_sample, process_sample.
+struct HostAccounting {
+  int cores = 0;
+  std::int64_t wall_ns = 0;  // the analysed span
+  std::int64_t cpu_ns = 0;   // all CPUs' time in the span: busy + iowait + steal + idle
+  // "process_cpu:<comm> (pid N)" for the (at most 3) busiest processes off
+  // stallscope, "other_cpu" (every other process, the kernel, interrupts),
+  // "iowait", "steal", "idle"; share = time_ns ÷ cpu_ns; host is "".
+  std::vector<AccountingPart> parts;
+};
+
 struct Report {
   RunSummary run;
   std::optional<PgbenchAggregateSummary> pgbench_aggregate;  // files with aggregate rows
@@ -513,6 +527,9 @@ struct Report {
   std::optional<std::int64_t> every_queries;  // query windows: N
   std::optional<std::int64_t> ash_period_ns;  // ASH poll period used for estimates
   std::optional<Accounting> accounting;       // whole run; absent without queries
+  // Without queries and client sessions (record without --pg): the host's
+  // CPU time instead; absent otherwise, and without host samples.
+  std::optional<HostAccounting> host_accounting;
   // record --pg files (no queries) with client sessions: the session view.
   // `accounting` is then filled from it (correlate/sessions.cpp): clients =
   // sessions, client_ns = session time, driver_cpu_ns = the client

@@ -174,6 +174,8 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
     } else if (sessions) {
       report.accounting = session_accounting(*sessions, sums.total, f);
       report.sessions = std::move(sessions->view);
+    } else {
+      report.host_accounting = host_accounting(f, report.run.cores);
     }
     // Notes, findings, stalls.
     add_sampling_notes({f, qp, sums.perturbed_windows, options.client_driver_cpu_ns.has_value()},

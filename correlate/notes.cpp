@@ -81,8 +81,10 @@ void add_sampling_notes(const NoteInputs& in, Report& report) {
         "shares of it.");
   } else if (!in.facts.has_queries) {
     report.notes.push_back(
-        "This file holds no queries (a record file): no time accounting; findings come from host "
-        "state and ASH only, scored as shares of host CPU time or of sampled session time.");
+        "This file holds no queries and no client sessions (a record file; record --pg samples "
+        "the database's sessions): the time accounting is the host's CPU time, and findings come "
+        "from host state and ASH only, scored as shares of host CPU time or of sampled session "
+        "time.");
   } else {
     add_accounting_caveats(in, report);
   }

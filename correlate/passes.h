@@ -319,6 +319,13 @@ struct QueryTime {
 // them, and the driver's run delay is a part of its own.
 Accounting make_accounting(const QueryTime& time, const WindowAcc& a, const Facts& f, bool pair);
 
+// ---- host_accounting.cpp ----
+
+// A file without queries or client sessions: the host's CPU time split into
+// the busiest processes', the others', iowait, steal and idle (HostAccounting
+// in correlate.h); nullopt without host CPU samples.
+std::optional<HostAccounting> host_accounting(const Facts& f, int cores);
+
 // ---- notes.cpp ----
 
 struct NoteInputs {

@@ -362,8 +362,21 @@ void render_verdict(const Report& r, std::ostream& out) {
 }
 
 void render_accounting(const Report& r, std::ostream& out) {
+  if (!r.accounting && r.host_accounting) {
+    const auto& h = *r.host_accounting;
+    fmt::print(out,
+               "\ntime accounting: no queries and no client sessions (record --pg samples them): "
+               "the host's CPU time, {} cores x {:.3f} s = {:.3f} s\n",
+               h.cores, double(h.wall_ns) / kNsPerS, double(h.cpu_ns) / kNsPerS);
+    fmt::print(out, "  {:<40} {:>12} {:>8}\n", "part", "seconds", "share");
+    for (const auto& p : h.parts) {
+      fmt::print(out, "  {:<40} {:>12.3f} {:>7.1f}%\n", escape_text(p.name),
+                 double(p.time_ns) / kNsPerS, 100 * p.share);
+    }
+    return;
+  }
   if (!r.accounting) {
-    fmt::print(out, "\ntime accounting: none (this file holds no queries)\n");
+    fmt::print(out, "\ntime accounting: none (this file holds no queries and no host samples)\n");
     return;
   }
   const auto& a = *r.accounting;
@@ -784,6 +797,15 @@ nlohmann::json to_json(const Report& r) {
   nlohmann::json j;
   j["run"] = run_json(r);
   j["accounting"] = r.accounting ? accounting_json(*r.accounting) : nlohmann::json(nullptr);
+  if (const auto& h = r.host_accounting) {
+    nlohmann::json parts = nlohmann::json::array();
+    for (const auto& p : h->parts)
+      parts.push_back({{"part", valid_utf8(p.name)}, {"time_ns", p.time_ns}, {"share", p.share}});
+    j["host_accounting"] = {{"cores", h->cores},
+                            {"wall_ns", h->wall_ns},
+                            {"cpu_ns", h->cpu_ns},
+                            {"parts", std::move(parts)}};
+  }
   j["attribution"] = attribution_json(r.attribution);
   j["windows"] = std::move(windows);
   j["verdict"] = {{"kind", r.verdict.kind ? nlohmann::json(std::string(to_string(*r.verdict.kind)))

@@ -438,6 +438,25 @@ TEST(CorrelateAccounting, RecordFileHasNoAccounting) {
   EXPECT_NEAR(steal->score, 0.375, 1e-4);
   EXPECT_EQ(finding(r, "network_roundtrip"), nullptr);
   EXPECT_TRUE(to_json(r)["accounting"].is_null());
+  // Instead, the host's CPU time, its parts adding up: 10 s of 2 s a second.
+  ASSERT_TRUE(r.host_accounting);
+  const auto& h = *r.host_accounting;
+  EXPECT_EQ(h.cpu_ns, 20 * kS);
+  std::int64_t sum_ns = 0;
+  for (const auto& p : h.parts) sum_ns += p.time_ns;
+  EXPECT_EQ(sum_ns, h.cpu_ns);
+  auto host_part = [&](const std::string& name) {
+    for (const auto& p : h.parts)
+      if (p.name == name) return p.time_ns;
+    return std::int64_t{-1};
+  };
+  EXPECT_EQ(host_part("steal"), 6 * kS);
+  EXPECT_EQ(host_part("idle"), 4 * kS);
+  EXPECT_EQ(host_part("other_cpu"), 10 * kS);  // no process sampled: all of busy
+  EXPECT_EQ(to_json(r)["host_accounting"]["cpu_ns"], 20 * kS);
+  std::ostringstream text;
+  render_text(r, text);
+  EXPECT_NE(text.str().find("the host's CPU time, 2 cores x"), std::string::npos) << text.str();
 }
 
 // --- Windows -----------------------------------------------------------------
