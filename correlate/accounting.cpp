@@ -147,7 +147,8 @@ void add_parts(const Facts& f, bool pair, Accounting& acc) {
   }
   if (acc.path_wait_ns) part(std::string("path_wait:") + kPoolerName, *acc.path_wait_ns, "client");
   // Without backend processes server CPU is the ASH estimate, still known.
-  if (cpu_known || !f.backends_on_host) part("server_cpu", acc.server_cpu_ns, "server");
+  if (cpu_known || (!f.backends_on_host && f.ash_available))
+    part("server_cpu", acc.server_cpu_ns, "server");
   for (const auto& [cls, ns] : acc.server_wait_by_class_ns)
     part("server_wait:" + cls, ns, "server");
   for (const auto& [wchan, ns] : acc.server_d_state_by_wchan_ns)
@@ -161,11 +162,14 @@ void add_parts(const Facts& f, bool pair, Accounting& acc) {
   if (acc.schedule_lag_ns > 0) part("schedule_lag", acc.schedule_lag_ns, "client");
   trim_to_query_time(acc);
   take_trimmed_parts(acc);
+  std::int64_t sum_ns = 0;
+  for (const auto& p : acc.parts) sum_ns += p.time_ns;
   if (cpu_known) {
-    std::int64_t sum_ns = 0;
-    for (const auto& p : acc.parts) sum_ns += p.time_ns;
     acc.remainder_ns = std::max<std::int64_t>(0, acc.query_ns - sum_ns);
     part("remainder", acc.remainder_ns, "");
+  } else {
+    // What cannot be split is a part of its own, so the parts still add up.
+    part("unaccounted", std::max<std::int64_t>(0, acc.query_ns - sum_ns), "");
   }
   for (auto& p : acc.parts)
     p.share = acc.query_ns > 0 ? double(p.time_ns) / double(acc.query_ns) : 0.0;
@@ -345,8 +349,15 @@ Accounting make_accounting(const QueryTime& time, const WindowAcc& a, const Fact
   // the remainder, cannot be accounted — left out rather than shown as 0.
   if (a.cpu_delta_rows == 0) {
     acc.cannot_account =
-        fmt::format("no process sample with a CPU delta covers this span (samples every {:.1f} s)",
-                    double(f.sample_period_ns) / common::kNsPerSDouble);
+        a.host.cpu_rows == 0 && !f.ash_available
+            ? std::string(
+                  "the file holds no host, process or ASH samples for this span (an "
+                  "imported pgbench log: record beside the benchmark and explain the "
+                  "log with that file)")
+            : fmt::format(
+                  "no process sample with a CPU delta covers this span (samples every "
+                  "{:.1f} s); sample faster (--hz) or run longer",
+                  double(f.sample_period_ns) / common::kNsPerSDouble);
   }
   add_parts(f, pair, acc);
   return acc;

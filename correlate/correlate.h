@@ -154,7 +154,8 @@ struct Accounting {
   // Set when no process sample's CPU delta covers the span (sampling slower
   // than the span, e.g. --hz 0.1): why the CPU and run-queue parts measured
   // from process samples — and so the remainder — cannot be accounted. They
-  // are then left out of `parts` (their _ns fields stay 0 and mean nothing).
+  // are then left out of `parts` (their _ns fields stay 0 and mean nothing),
+  // and the part "unaccounted" holds the query time no measured part took.
   std::optional<std::string> cannot_account;
   std::int64_t remainder_ns = 0;  // query_ns − the parts above, clamped ≥ 0
   // By how much the measured parts exceeded query_ns before they were
@@ -163,8 +164,8 @@ struct Accounting {
   // In display order: driver_cpu, path_cpu:<comm>…, path_wait:pgbouncer (with
   // path_wait_ns), server_cpu, server_wait:<class>…, server_d_state:<wchan>…,
   // run_queue, client_run_queue (explain_pair: the driver's run delay, apart
-  // from the server's), schedule_lag (-R), remainder. Their time_ns add up to
-  // query_ns (when cannot_account is unset).
+  // from the server's), schedule_lag (-R), remainder (or, with cannot_account,
+  // unaccounted). Their time_ns add up to query_ns.
   std::vector<AccountingPart> parts;
 };
 
@@ -424,7 +425,8 @@ struct Verdict {
   // Without a kind, why: "paced" (the clients kept their rate or their
   // think time and nothing was saturated or waiting), "no_queries" (nothing
   // to account: e.g. a record file with no finding), or "below_thresholds"
-  // (no finding reached kMinScore).
+  // (no finding reached kMinScore), or "cannot_account" (nothing measured
+  // splits the query time: Accounting::cannot_account says why).
   std::string reason;
   std::string summary;  // one or two sentences
 };

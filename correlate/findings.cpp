@@ -135,7 +135,7 @@ Finding make(const Context& c, FindingKind kind, double score) {
 }
 
 // server_cpu: (backend CPU × contention weight + run delay and
-// saturated-host remainder charged to backends) ÷ N·W. On a saturated host
+// saturated-host remainder charged to backends) ÷ query time. On a saturated host
 // where processes off the query path used at least kRunqueueMinOtherCores,
 // the backends' own CPU counts only in proportion to the query path's part
 // of the CPU used (path ÷ (path + others)): the others' part of the
@@ -181,7 +181,7 @@ void server_cpu(const Context& c, const RunDelayCharge& rd, std::vector<Finding>
 }
 
 // client_cpu: (driver CPU + run delay and saturated-host remainder charged to
-// the driver) ÷ N·W.
+// the driver) ÷ query time.
 void client_cpu(const Context& c, const RunDelayCharge& rd, std::vector<Finding>& out) {
   if (!c.acc) return;
   if (c.r.sessions) return;  // a record file: client_process_findings names the clients
@@ -191,11 +191,16 @@ void client_cpu(const Context& c, const RunDelayCharge& rd, std::vector<Finding>
   if (x.score < kMinScore) return;
   const double cores = c.cores_used(a.driver_cpu_ns);
   const bool saturated = cores >= kSingleThreadMinCores * c.f.threads;
+  // The driver: stallscope's, or pgbench found in a record file (an
+  // imported log explained with it).
+  const auto& pgbench = c.r.pgbench;
+  const std::string driver =
+      pgbench && pgbench->pid ? fmt::format("pgbench, pid {}", *pgbench->pid) : "stallscope";
   x.summary = fmt::format(
-      "The driver (stallscope, {} thread{}) used {:.2f} cores, {} of query time, and queued for "
+      "The driver ({}, {} thread{}) used {:.2f} cores, {} of query time, and queued for "
       "CPU for another {}.",
-      c.f.threads, c.f.threads == 1 ? "" : "s", cores, share_pct_text(c.share(a.driver_cpu_ns)),
-      share_pct_text(c.share(queued_ns)));
+      driver, c.f.threads, c.f.threads == 1 ? "" : "s", cores,
+      share_pct_text(c.share(a.driver_cpu_ns)), share_pct_text(c.share(queued_ns)));
   x.evidence = {{"driver_cpu_share", round4(c.share(a.driver_cpu_ns))},
                 {"run_delay_charged_share", round4(c.share(rd.delay.driver_ns))},
                 {"remainder_charged_share", round4(c.share(rd.remainder.driver_ns))},
@@ -211,7 +216,7 @@ void client_cpu(const Context& c, const RunDelayCharge& rd, std::vector<Finding>
 }
 
 // runqueue: run delay (and saturated-host remainder) charged to processes off
-// the query path ÷ N·W; record files: all processes' run delay ÷ (their CPU +
+// the query path ÷ query time; record files: all processes' run delay ÷ (their CPU +
 // run delay). Names the top three processes off the path with their CPU.
 void runqueue(const Context& c, const RunDelayCharge& rd, std::vector<Finding>& out) {
   double score = 0;
@@ -266,7 +271,7 @@ void runqueue(const Context& c, const RunDelayCharge& rd, std::vector<Finding>& 
 
 // steal: steal share of the CPU time the guest wanted (steal ÷ (busy +
 // steal)) × the CPU parts of the accounting (driver + server CPU + run
-// delay, as shares of N·W); record files: the steal share alone.
+// delay, as shares of query time); record files: the steal share alone.
 void steal(const Context& c, std::vector<Finding>& out) {
   const auto& h = c.f.host;
   const double steal_share = ratio(double(h.steal_ns), double(h.busy_ns + h.steal_ns));
@@ -288,7 +293,7 @@ void steal(const Context& c, std::vector<Finding>& out) {
   out.push_back(std::move(x));
 }
 
-// cpu_throttle: query-path run delay attributed to a CPU quota ÷ N·W. With
+// cpu_throttle: query-path run delay attributed to a CPU quota ÷ query time. With
 // cgroup cpu.stat rows (cgroup_sample): the run delay of path processes whose
 // cgroup was throttled. Without them: the path's run delay in windows where
 // the host CPU was busy < kThrottleMaxHostBusyShare — runnable while CPUs
@@ -330,7 +335,7 @@ void cpu_throttle(const Context& c, std::vector<Finding>& out) {
   out.push_back(std::move(x));
 }
 
-// lock_wait / lwlock_wait: ASH rows of the class × ASH period ÷ N·W; record
+// lock_wait / lwlock_wait: ASH rows of the class × ASH period ÷ query time; record
 // files: the class's share of sampled non-idle client-backend rows.
 // LWLock:WALWrite rows: committers queued behind a WAL flush. With storage
 // evidence (ASH IO rows or D-state backends) they are io_wait, not lwlock_wait.
@@ -401,7 +406,7 @@ void ash_class(const Context& c, const std::vector<std::string>& classes, Findin
 }
 
 // io_wait: max(ASH IO rows × ASH period, backend D-state rows × sample
-// period) ÷ N·W — the same stall seen from PostgreSQL and from the kernel,
+// period) ÷ query time — the same stall seen from PostgreSQL and from the kernel,
 // so the larger view counts, never their sum. Record files: the larger of
 // the ASH IO share of non-idle rows and iowait ÷ (busy + iowait + steal).
 // Host iowait is corroboration in the evidence.
@@ -575,7 +580,7 @@ std::string top_entries(const std::map<std::string, std::int64_t>& m, std::size_
 
 // memory_pressure: the larger of (query-path rows in S/D on a memory-family
 // wchan — reclaim, swap, memory cgroup over its mark — × sample period ÷
-// N·W) and PSI memory "full" ÷ wall time (every non-idle task stalled on
+// query time) and PSI memory "full" ÷ wall time (every non-idle task stalled on
 // memory, the query path included). Record files: PSI memory "some" ÷ wall
 // time. Major faults and swap traffic are evidence: a count, not a time.
 void memory_pressure(const Context& c, std::vector<Finding>& out) {
@@ -619,7 +624,7 @@ void memory_pressure(const Context& c, std::vector<Finding>& out) {
 // also a futex — a futex outside PostgreSQL), rows × sample period; plus the
 // backends' ASH waits of the classes no other kind covers — IPC (another
 // process: parallel workers, synchronous replication), Timeout (pg_sleep,
-// vacuum delay) and Extension — rows × ASH period; ÷ N·W. The two views see
+// vacuum delay) and Extension — rows × ASH period; ÷ query time. The two views see
 // different waits (a pipe write has no wait event; an IPC wait sleeps on the
 // latch, a latch family wchan), so they add. Record files: those ASH classes'
 // share of sampled non-idle rows.

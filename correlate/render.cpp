@@ -130,6 +130,7 @@ std::string part_label(const std::string& name) {
   if (name.starts_with("server_d_state:")) return "backend D state " + escape_text(name.substr(15));
   if (name == "remainder") return "remainder (round trips)";
   if (name == "schedule_lag") return "schedule lag (queued)";
+  if (name == "unaccounted") return "unaccounted (not sampled)";
   if (name == "client_cpu") return "client CPU";
   if (name.starts_with("server_wait:")) return "server wait " + name.substr(12);
   if (name.starts_with("path_cpu:")) return "path CPU " + escape_text(name.substr(9));
@@ -356,9 +357,11 @@ double per_query_ms(const Report& r, std::int64_t ns) {
 
 void render_verdict(const Report& r, std::ostream& out) {
   const auto& v = r.verdict;
-  fmt::print(out, "\nverdict: {} — {}\n",
-             v.kind ? std::string(to_string(*v.kind)) : std::string("no bottleneck"),
-             escape_text(v.summary));
+  const std::string head = v.kind                         ? std::string(to_string(*v.kind))
+                           : v.reason == "paced"          ? std::string("no bottleneck")
+                           : v.reason == "cannot_account" ? std::string("unknown")
+                                                          : std::string("none found");
+  fmt::print(out, "\nverdict: {} — {}\n", head, escape_text(v.summary));
 }
 
 void render_accounting(const Report& r, std::ostream& out) {
@@ -407,9 +410,7 @@ void render_accounting(const Report& r, std::ostream& out) {
   }
   render_attribution(r, out);
   if (a.cannot_account) {
-    fmt::print(out,
-               "  cannot account CPU, run-queue delay or the remainder: {}; sample faster (--hz) "
-               "or run longer\n",
+    fmt::print(out, "  cannot account CPU, run-queue delay or the remainder: {}\n",
                escape_text(*a.cannot_account));
   }
   const bool by_host =

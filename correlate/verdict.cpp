@@ -95,6 +95,11 @@ Verdict decide_verdict(const Report& r, const Facts& f) {
     }
     return v;
   }
+  if (a && a->cannot_account) {
+    v.reason = "cannot_account";
+    v.summary = "Nothing measured explains the query time: " + *a->cannot_account + ".";
+    return v;
+  }
   v.reason = a ? "below_thresholds" : "no_queries";
   v.summary = a ? "No finding reached the thresholds: nothing explains 5% of query time or more."
                 : "No finding reached the thresholds (this file holds no queries to account).";
