@@ -25,7 +25,9 @@ namespace stallscope::correlate::detail {
 // time (or, without queries, of the host-side quantity its rule measures).
 inline constexpr double kMinScore = 0.05;
 // A fixed rate (-R) is not kept when the mean schedule lag is at least this
-// share of the mean latency (which counts from the scheduled start).
+// share of a client's mean gap between scheduled transactions (clients ÷
+// tps): transactions then queue behind each other. A lag well under the gap
+// (timer wake-ups, a slow transaction now and then) keeps the rate.
 inline constexpr double kRateNotKeptMinLagShare = 0.5;
 // Clients idle between queries (think time, \sleep) for at least this share
 // of their time are paced by their script (verdict.cpp).
@@ -329,7 +331,7 @@ std::vector<Stall> find_stalls(const Report& r, const std::vector<WindowSignals>
                                const std::function<std::string(int, std::int64_t)>& blocker_query);
 
 // Whether a fixed rate (-R) was not kept: mean lag ≥ kRateNotKeptMinLagShare
-// of the mean latency (verdict.cpp).
+// of a client's mean gap between transactions (verdict.cpp).
 bool rate_not_kept(const RunSummary& r);
 // The verdict from the ranked findings (verdict.cpp).
 Verdict decide_verdict(const Report& r, const Facts& f);

@@ -58,13 +58,15 @@ void add_query_notes(Report& report) {
         "({}).",
         r.errors, r.queries, r.queries - r.errors, schema::kFailedQueriesRecipeSql));
   }
-  if (rate_not_kept(r)) {
+  if (rate_not_kept(r) && r.latency_mean_ms && *r.latency_mean_ms > 0) {
+    const double gap_ms = double(r.clients.value_or(1)) / *r.tps * common::kMsPerSDouble;
     report.notes.push_back(fmt::format(
         "The fixed rate (-R) was not kept: the mean schedule lag, {:.3f} ms (max {:.3f} ms), is "
-        "{:.0f} % of the mean latency, {:.3f} ms, which counts from the scheduled start. The "
-        "clients could not send as fast as scheduled; tps {:.1f} is what was served.",
-        *r.lag_mean_ms, r.lag_max_ms.value_or(0), 100.0 * *r.lag_mean_ms / *r.latency_mean_ms,
-        *r.latency_mean_ms, r.tps.value_or(0)));
+        "{:.0f} % of a client's mean gap between transactions ({:.3f} ms) and {:.0f} % of the "
+        "mean latency, {:.3f} ms, which counts from the scheduled start. The clients could not "
+        "send as fast as scheduled; tps {:.1f} is what was served.",
+        *r.lag_mean_ms, r.lag_max_ms.value_or(0), 100.0 * *r.lag_mean_ms / gap_ms, gap_ms,
+        100.0 * *r.lag_mean_ms / *r.latency_mean_ms, *r.latency_mean_ms, r.tps.value_or(0)));
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "common/units.h"
 #include "correlate/detail.h"
 #include "correlate/format.h"
 
@@ -15,12 +16,30 @@ namespace stallscope::correlate::detail {
 namespace {
 
 // Kinds that limit a paced run too: a saturated resource or a wait. Backend
-// CPU counts only on a saturated host; round trips and connection set-up
-// are parts of each query's latency, not a limit on a paced run.
-bool limits_paced_run(FindingKind kind, const Facts& f) {
+// CPU counts only on a saturated host, the driver's only when its threads
+// were saturated, run-queue delay only when other processes took at least
+// kRunqueueMinOtherCores; round trips and connection set-up are parts of
+// each query's latency, not a limit on a paced run.
+bool limits_paced_run(FindingKind kind, const Facts& f, const Accounting* a) {
+  const bool host_saturated =
+      f.host.total_ns > 0 && f.host.busy_share() >= kRoundtripMaxHostBusyShare;
   switch (kind) {
     case FindingKind::server_cpu:
-      return f.host.total_ns > 0 && f.host.busy_share() >= kRoundtripMaxHostBusyShare;
+      return host_saturated;
+    case FindingKind::runqueue: {
+      // Run-queue delay on an idle host is wake-up latency, a part of each
+      // query's; it limits a paced run when others really took the CPUs.
+      const double other_cores =
+          a && a->wall_ns > 0 ? double(f.other_cpu_ns) / double(a->wall_ns) : 0.0;
+      return host_saturated || other_cores >= kRunqueueMinOtherCores;
+    }
+    case FindingKind::client_cpu: {
+      // The driver's own CPU is a part of each query's latency; it limits a
+      // paced run only when its threads (or the host) were saturated.
+      const double driver_cores =
+          a && a->wall_ns > 0 ? double(a->driver_cpu_ns) / double(a->wall_ns) : 0.0;
+      return host_saturated || driver_cores >= kSingleThreadMinCores * std::max(1, f.threads);
+    }
     case FindingKind::network_roundtrip:
     case FindingKind::connection_setup:
       return false;
@@ -49,8 +68,10 @@ std::string latency_split(const Report& r) {
 }  // namespace
 
 bool rate_not_kept(const RunSummary& r) {
-  return r.lag_mean_ms && r.latency_mean_ms && *r.latency_mean_ms > 0 &&
-         *r.lag_mean_ms >= kRateNotKeptMinLagShare * *r.latency_mean_ms;
+  if (!r.lag_mean_ms || !r.tps || *r.tps <= 0) return false;
+  // A client's mean gap between scheduled transactions: clients ÷ rate.
+  const double gap_ms = double(r.clients.value_or(1)) / *r.tps * common::kMsPerSDouble;
+  return *r.lag_mean_ms >= kRateNotKeptMinLagShare * gap_ms;
 }
 
 Verdict decide_verdict(const Report& r, const Facts& f) {
@@ -60,8 +81,9 @@ Verdict decide_verdict(const Report& r, const Facts& f) {
   const bool kept = fixed_rate && !rate_not_kept(r.run) && r.run.skipped == 0;
   const bool think_time =
       !fixed_rate && a && a->client_ns > 0 && 1 - a->client_busy_share >= kPacedMinIdleShare;
-  const auto limiting = std::find_if(r.findings.begin(), r.findings.end(),
-                                     [&](const Finding& x) { return limits_paced_run(x.kind, f); });
+  const auto limiting = std::find_if(r.findings.begin(), r.findings.end(), [&](const Finding& x) {
+    return limits_paced_run(x.kind, f, a);
+  });
   if ((kept || think_time) && limiting == r.findings.end()) {
     v.reason = "paced";
     const double idle_pct = f.host.total_ns > 0 ? 100 * (1 - f.host.busy_share()) : 0;
@@ -72,9 +94,20 @@ Verdict decide_verdict(const Report& r, const Facts& f) {
                    "The clients spent {:.0f}% of their time between queries (think "
                    "time, \\sleep): the script's pacing set the throughput",
                    100 * (1 - a->client_busy_share));
+    // Query time per transaction: the latency net of \sleep.
+    const double latency_ms = r.run.latency_mean_ms.value_or(0);
+    const double query_ms =
+        r.run.queries > 0 ? double(a->query_ns) / double(r.run.queries) / common::kNsPerMsDouble
+                          : 0.0;
+    const std::string latency =
+        latency_ms - query_ms >= 0.01
+            ? fmt::format(
+                  "mean latency {:.3f} ms, {:.3f} ms of it \\sleep; query time {:.3f} ms "
+                  "a transaction",
+                  latency_ms, latency_ms - query_ms, query_ms)
+            : fmt::format("mean latency {:.3f} ms", latency_ms);
     v.summary = fmt::format(
-        "{}, and nothing was saturated or waiting: mean latency {:.3f} ms = {}{}.", pacing,
-        r.run.latency_mean_ms.value_or(0), latency_split(r),
+        "{}, and nothing was saturated or waiting: {} = {}{}.", pacing, latency, latency_split(r),
         f.host.total_ns > 0 ? fmt::format("; the host's CPUs were {:.0f}% idle", idle_pct) : "");
     return v;
   }

@@ -303,15 +303,14 @@ TEST(CorrelateAccounting, FixedRateCountsQueryTimeAndScheduleLagNotIdleClients) 
   EXPECT_NE(text.str().find("schedule lag (queued)"), std::string::npos) << text.str();
 }
 
-// The same rate not kept: the schedule lag is most of the latency. The
+// A rate not kept: the schedule lag is most of the latency. The
 // clients were not paced, so the verdict is the first finding; scores are
 // shares of the service time (the lag apportioned to what made it slow).
 TEST(CorrelateAccounting, FixedRateNotKeptTakesTheFirstFindingAndApportionsTheLag) {
   Fixture fx;
-  for (auto& q : fx.batch().queries) {
-    q.latency_ns = 100 * kMs;
-    q.lag_ns = 80 * kMs;
-  }
+  // Back to back: each 1 s transaction waited 800 ms for its turn (more than
+  // half a client's 1 s gap between transactions).
+  for (auto& q : fx.batch().queries) q.lag_ns = 800 * kMs;
   fx.host({});
   // Both backends wait on a lock for 200 ms a second: their whole service time.
   fx.ash(kBackendPid[0], "Lock", "transactionid", 2, 0);
@@ -324,13 +323,13 @@ TEST(CorrelateAccounting, FixedRateNotKeptTakesTheFirstFindingAndApportionsTheLa
   fx.rows(kBackendId[1], 0);
   auto r = fx.explain();
   ASSERT_TRUE(r.accounting);
-  EXPECT_EQ(r.accounting->schedule_lag_ns, 20 * 80 * kMs);
-  EXPECT_EQ(part_ns(*r.accounting, "server_wait:Lock"), 20 * 20 * kMs);
+  EXPECT_EQ(r.accounting->schedule_lag_ns, 20 * 800 * kMs);
+  EXPECT_EQ(part_ns(*r.accounting, "server_wait:Lock"), 20 * 200 * kMs);
   ASSERT_TRUE(r.verdict.kind);
   EXPECT_EQ(to_string(*r.verdict.kind), "lock_wait");
   ASSERT_FALSE(r.findings.empty());
   EXPECT_EQ(to_string(r.findings[0].kind), "lock_wait");
-  EXPECT_DOUBLE_EQ(r.findings[0].score, 1.0);  // 400 ms of 400 ms of service time
+  EXPECT_DOUBLE_EQ(r.findings[0].score, 1.0);  // 4 s of 4 s of service time
 }
 
 // Think time: each transaction is a 10 ms query followed by a 490 ms \sleep
