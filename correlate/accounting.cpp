@@ -253,7 +253,7 @@ std::int64_t throttled_ns(const WindowAcc& a, const Facts& f) {
 WindowSignals window_signals(const WindowAcc& a, const Facts& f, const Window& w,
                              std::int64_t throttled, double steal_share) {
   WindowSignals g;
-  g.service_ns = std::max<std::int64_t>(0, w.query_time_ns - w.schedule_lag_ns);
+  g.service_ns = w.accounting ? service_ns(*w.accounting) : w.query_time_ns;
   g.backend_d_rows = a.backend_d_rows;
   for (const auto& [wchan, n] : a.backend_d_wchan_rows) {
     if (n > g.top_d_wchan_rows) std::tie(g.top_d_wchan, g.top_d_wchan_rows) = std::tie(wchan, n);
@@ -294,17 +294,18 @@ void apply_client_driver(const ClientDriver& client, std::size_t i, WindowAcc& a
 // whole run's, and its wait classes as shares of its service time (f);
 // without: the wait classes' row counts.
 void account_window(const WindowAcc& a, Window& w, std::size_t i, Facts& f, int clients, bool pair,
-                    WindowAcc& total) {
+                    const RunSummary& report_run, WindowAcc& total) {
   if (!f.has_queries) {
     for (const auto& [cls, rows] : a.ash_class_rows) f.window_wait_share[i][cls] = double(rows);
     return;
   }
-  w.accounting = make_accounting(
-      {clients, w.end_ns - w.start_ns, w.query_time_ns, w.schedule_lag_ns}, a, f, pair);
+  w.accounting = make_accounting({clients, w.end_ns - w.start_ns, w.query_time_ns,
+                                  w.schedule_lag_ns, rate_not_kept(report_run)},
+                                 a, f, pair);
   auto& counted = total.d_counted_by_wchan_ns;
   if (!counted) counted.emplace();
   for (const auto& [wchan, ns] : w.accounting->server_d_state_by_wchan_ns) (*counted)[wchan] += ns;
-  const auto service_ns = w.accounting->query_ns - w.accounting->schedule_lag_ns;
+  const auto service_ns = detail::service_ns(*w.accounting);
   for (const auto& [cls, ns] : w.accounting->server_wait_by_class_ns) {
     f.window_wait_share[i][cls] = service_ns > 0 ? double(ns) / double(service_ns) : 0;
   }
@@ -318,6 +319,7 @@ Accounting make_accounting(const QueryTime& time, const WindowAcc& a, const Fact
   acc.client_ns = static_cast<std::int64_t>(time.clients) * time.wall_ns;
   acc.query_ns = time.query_ns;
   acc.schedule_lag_ns = std::min(time.schedule_lag_ns, time.query_ns);
+  acc.lag_apportioned = time.apportion_lag && acc.schedule_lag_ns > 0;
   acc.idle_ns = std::max<std::int64_t>(0, acc.client_ns - acc.query_ns);
   acc.client_busy_share =
       acc.client_ns > 0 ? std::min(1.0, double(acc.query_ns) / double(acc.client_ns)) : 0.0;
@@ -383,13 +385,13 @@ WindowSums sum_windows(Report& report, std::vector<WindowAcc>& acc, Facts& f, in
 
     const auto throttled = throttled_ns(a, f);
     f.throttled_run_delay_ns += throttled;
+    account_window(a, w, i, f, clients, pair, report.run, sums.total);
     sums.signals[i] = window_signals(a, f, w, throttled, f.window_steal_share[i]);
     sums.query_ns += w.query_time_ns;
     sums.schedule_lag_ns += w.schedule_lag_ns;
     if (const auto service_ns = sums.signals[i].service_ns; f.has_queries && service_ns > 0) {
       f.window_throttle_share[i] = double(throttled) / double(service_ns);
     }
-    account_window(a, w, i, f, clients, pair, sums.total);
   }
   return sums;
 }

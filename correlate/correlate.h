@@ -143,6 +143,11 @@ struct Accounting {
   // transactions queued in the client behind earlier, slow ones. The other
   // parts are the service time (query_ns − schedule_lag_ns) that made them slow.
   std::int64_t schedule_lag_ns = 0;
+  // Whether the schedule lag is apportioned to the service time's parts in
+  // the findings' scores (detail::service_ns): when the rate was not kept,
+  // transactions queued behind slow ones. When it was kept, the lag is the
+  // driver's wake-up at each scheduled start, a part like any other.
+  bool lag_apportioned = false;
   // Backends in D state while serving the queries (per query attribution;
   // host-wide: over the whole span): D rows × sample period, by wchan.
   std::int64_t backend_d_state_ns = 0;

@@ -290,12 +290,13 @@ void read_pooler_facts(schema::Store& store, const PoolerFactsInputs& in, Facts&
 // pooler for a server connection, as a share of query time.
 void pool_wait(const Report& r, const Facts& f, std::vector<Finding>& out);
 
-// The time findings and stalls take shares of: the query time net of the
-// schedule lag (-R) — the lag is time queued behind earlier transactions,
-// so it is apportioned to whatever made those slow, i.e. in proportion to
-// the service time's parts. Without -R it is the query time.
+// The time findings take shares of: under -R with the rate not kept
+// (Accounting::lag_apportioned), the query time net of the schedule lag —
+// the lag is time queued behind earlier transactions, so it is apportioned
+// to whatever made those slow, i.e. in proportion to the service time's
+// parts; otherwise the query time.
 inline std::int64_t service_ns(const Accounting& a) {
-  return std::max<std::int64_t>(0, a.query_ns - a.schedule_lag_ns);
+  return a.lag_apportioned ? std::max<std::int64_t>(0, a.query_ns - a.schedule_lag_ns) : a.query_ns;
 }
 
 // Per window, what a stall explanation compares with the typical windows.

@@ -169,8 +169,9 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
       report.pgbench->run_delay_ns = sums.total.driver_run_delay_ns;
     }
     if (f.has_queries) {
-      report.accounting = make_accounting(
-          {clients, span.duration_ns(), sums.query_ns, sums.schedule_lag_ns}, sums.total, f, pair);
+      report.accounting = make_accounting({clients, span.duration_ns(), sums.query_ns,
+                                           sums.schedule_lag_ns, rate_not_kept(report.run)},
+                                          sums.total, f, pair);
     } else if (sessions) {
       report.accounting = session_accounting(*sessions, sums.total, f);
       report.sessions = std::move(sessions->view);

@@ -754,6 +754,16 @@ std::vector<Finding> find(const Report& r, const Facts& f) {
   single_thread(c, out);
   client_process_findings(r, f, out);  // record --pg files (sessions.cpp)
   network_roundtrip(c, out, out);
+  if (acc && acc->lag_apportioned && acc->query_ns > 0) {
+    // Scores count the schedule lag each cause made: say how much was direct.
+    const double direct = double(service_ns(*acc)) / double(acc->query_ns);
+    for (auto& x : out) {
+      x.summary += fmt::format(
+          " (The rate was not kept: shares include the schedule lag apportioned to each cause; "
+          "directly, {} of query time.)",
+          share_pct_text(x.score * direct));
+    }
+  }
   std::stable_sort(out.begin(), out.end(),
                    [](const Finding& x, const Finding& y) { return x.score > y.score; });
   return out;

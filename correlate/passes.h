@@ -313,6 +313,7 @@ struct QueryTime {
   std::int64_t wall_ns = 0;
   std::int64_t query_ns = 0;         // Σ time queries were outstanding
   std::int64_t schedule_lag_ns = 0;  // of it, -R schedule lag
+  bool apportion_lag = false;        // the rate was not kept (Accounting::lag_apportioned)
 };
 // Query time split into parts (Accounting in correlate.h). `pair`:
 // explain_pair's server pass — parts are labelled by the host that measured

@@ -129,7 +129,7 @@ std::string part_label(const std::string& name) {
   if (name == "client_run_queue") return "driver run-queue delay";
   if (name.starts_with("server_d_state:")) return "backend D state " + escape_text(name.substr(15));
   if (name == "remainder") return "remainder (round trips)";
-  if (name == "schedule_lag") return "schedule lag (queued)";
+  if (name == "schedule_lag") return "schedule lag";
   if (name == "unaccounted") return "unaccounted (not sampled)";
   if (name == "client_cpu") return "client CPU";
   if (name.starts_with("server_wait:")) return "server wait " + name.substr(12);
@@ -369,8 +369,9 @@ void render_accounting(const Report& r, std::ostream& out) {
     const auto& h = *r.host_accounting;
     fmt::print(out,
                "\ntime accounting: no queries and no client sessions (record --pg samples them): "
-               "the host's CPU time, {} cores x {:.3f} s = {:.3f} s\n",
-               h.cores, double(h.wall_ns) / kNsPerS, double(h.cpu_ns) / kNsPerS);
+               "the host's CPU time, {:.3f} s on {} cores over {:.3f} s (as /proc/stat counted "
+               "it between the samples)\n",
+               double(h.cpu_ns) / kNsPerS, h.cores, double(h.wall_ns) / kNsPerS);
     fmt::print(out, "  {:<40} {:>12} {:>8}\n", "part", "seconds", "share");
     for (const auto& p : h.parts) {
       fmt::print(out, "  {:<40} {:>12.3f} {:>7.1f}%\n", escape_text(p.name),
@@ -386,11 +387,11 @@ void render_accounting(const Report& r, std::ostream& out) {
   if (r.sessions) {
     // record --pg: the session view's time (sessions come and go).
     fmt::print(out,
-               "\ntime accounting: {} client session{} over {:.3f} s = {:.3f} s of session time "
-               "(ASH); the client's side of their idle time is the client processes' CPU, the "
-               "remainder is the network and the client's other waits\n",
-               a.clients, a.clients == 1 ? "" : "s", double(a.wall_ns) / kNsPerS,
-               double(a.query_ns) / kNsPerS);
+               "\ntime accounting: {:.3f} s of session time (ASH polls) of {} client session{} in "
+               "a {:.3f} s span; the client's side of their idle time is the client processes' "
+               "CPU, the remainder is the network and the client's other waits\n",
+               double(a.query_ns) / kNsPerS, a.clients, a.clients == 1 ? "" : "s",
+               double(a.wall_ns) / kNsPerS);
   } else {
     const std::string use =
         a.query_ns > a.client_ns && a.client_ns > 0
@@ -456,7 +457,11 @@ void render_accounting(const Report& r, std::ostream& out) {
     fmt::print(out, "  {:<28} {:>12.3f}\n", "(measured parts trimmed by)",
                double(a.excess_ns) / kNsPerS);
   }
-  if (a.schedule_lag_ns > 0) {
+  if (a.schedule_lag_ns > 0 && !a.lag_apportioned) {
+    fmt::print(out,
+               "  schedule lag: the rate was kept; the lag is the time from each scheduled start "
+               "to the send (the driver's wake-up), not queueing behind slow transactions\n");
+  } else if (a.schedule_lag_ns > 0) {
     // The lag is time queued behind earlier transactions: what made those
     // slow is the service time's parts.
     std::string causes;

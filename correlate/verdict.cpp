@@ -121,8 +121,8 @@ Verdict decide_verdict(const Report& r, const Facts& f) {
     v.summary = r.findings.front().summary;
     if (fixed_rate && a && a->schedule_lag_ns > 0) {
       v.summary += fmt::format(
-          " The fixed rate was not kept: transactions queued in the client for {:.3f} ms on "
-          "average ({:.0f}% of query time) behind earlier ones that this slowed.",
+          " Transactions queued in the client for {:.3f} ms on average ({:.0f}% of query time) "
+          "behind earlier ones that this slowed.",
           r.run.lag_mean_ms.value_or(0),
           a->query_ns > 0 ? 100.0 * double(a->schedule_lag_ns) / double(a->query_ns) : 0.0);
     }
