@@ -78,10 +78,10 @@ void add_backend(QueryPath& qp, PgbenchDriver& d, int pid, std::optional<std::in
 
 // The backends ASH saw with pgbench's application_name. Returns the first
 // one's process (for its server and user), if any was sampled.
-std::optional<schema::ProcessInfo> add_backends_by_application_name(schema::Store& store, Span span,
-                                                                    QueryPath& qp,
-                                                                    PgbenchDriver& d) {
-  std::optional<schema::ProcessInfo> first;
+std::optional<schema::ProcessIdentity> add_backends_by_application_name(schema::Store& store,
+                                                                        Span span, QueryPath& qp,
+                                                                        PgbenchDriver& d) {
+  std::optional<schema::ProcessIdentity> first;
   schema::ProcessLookup processes(store);
   for (const auto& b : schema::ash_pids_with_application_name(store, d.application_name,
                                                               span.start_ns, span.end_ns)) {
@@ -90,7 +90,7 @@ std::optional<schema::ProcessInfo> add_backends_by_application_name(schema::Stor
     const auto id = processes.latest_with_pid(b.pid, started_by);
     add_backend(qp, d, b.pid, id);
     ++d.backends_by_application_name;
-    if (id && !first) first = schema::process_info(store, *id);
+    if (id && !first) first = schema::process_identity(store, *id);
   }
   return first;
 }
@@ -104,14 +104,14 @@ std::optional<schema::ProcessInfo> add_backends_by_application_name(schema::Stor
 // Returns why none were added ("" when added or none was missing).
 std::string add_backends_by_start(schema::Store& store, Span span, std::int64_t pgbench_start_ns,
                                   std::optional<int> clients,
-                                  const std::optional<schema::ProcessInfo>& seen, QueryPath& qp,
+                                  const std::optional<schema::ProcessIdentity>& seen, QueryPath& qp,
                                   PgbenchDriver& d) {
   if (!clients || static_cast<std::int64_t>(d.backend_pids.size()) >= *clients) return "";
   std::optional<std::string> key;
   if (seen) key = client_backend_key(seen->cmdline);
   const auto other = schema::ash_pids_without_application_name(store, d.application_name,
                                                                span.start_ns, span.end_ns);
-  std::vector<schema::ProcessInfo> found;
+  std::vector<schema::ProcessIdentity> found;
   for (auto& p : schema::postgres_processes_started_between(
            store, pgbench_start_ns - kStartTicksSlackNs, pgbench_start_ns + kBackendStartSlackNs)) {
     const auto k = client_backend_key(p.cmdline);

@@ -53,39 +53,6 @@ std::vector<int> ash_pids_without_application_name(Store& store, const std::stri
   return out;
 }
 
-namespace {
-
-ProcessInfo process_info_of(const Cursor& st) {
-  std::optional<int> ppid;
-  if (const auto v = st.opt_int64(2)) ppid = static_cast<int>(*v);
-  return {st.int64(0),     static_cast<int>(st.int64(1)), ppid,
-          st.opt_int64(3), std::string(st.text(4)),       std::string(st.text(5))};
-}
-
-}  // namespace
-
-std::optional<ProcessInfo> process_info(Store& store, std::int64_t process_id) {
-  Cursor st(store.db(),
-            "SELECT process_id, pid, ppid, start_ns, cmdline, comm FROM process WHERE process_id = "
-            "?1");
-  st.bind(1, process_id);
-  if (!st.step()) return std::nullopt;
-  return process_info_of(st);
-}
-
-std::vector<ProcessInfo> postgres_processes_started_between(Store& store, std::int64_t from_ns,
-                                                            std::int64_t to_ns) {
-  Cursor st(store.db(),
-            "SELECT process_id, pid, ppid, start_ns, cmdline, comm FROM process WHERE start_ns "
-            ">= ?1 AND start_ns <= ?2 AND (comm = 'postgres' OR cmdline LIKE 'postgres: %') "
-            "ORDER BY start_ns, process_id");
-  st.bind(1, from_ns);
-  st.bind(2, to_ns);
-  std::vector<ProcessInfo> out;
-  while (st.step()) out.push_back(process_info_of(st));
-  return out;
-}
-
 std::optional<std::string> run_command_line(Store& store) {
   Cursor st(store.db(), "SELECT command_line FROM main.run");
   if (!st.step()) return std::nullopt;

@@ -55,23 +55,8 @@ std::vector<AshBackend> ash_pids_with_application_name(Store& store, const std::
 std::vector<int> ash_pids_without_application_name(Store& store, const std::string& name,
                                                    std::int64_t from_ns, std::int64_t to_ns);
 
-// A process row's identity and command line.
-struct ProcessInfo {
-  std::int64_t process_id = 0;
-  int pid = 0;
-  std::optional<int> ppid;
-  std::optional<std::int64_t> start_ns;  // wall clock
-  std::string cmdline;                   // "" when NULL
-  std::string comm;
-};
-// The process with this process_id; nullopt when there is none.
-std::optional<ProcessInfo> process_info(Store& store, std::int64_t process_id);
-// The PostgreSQL processes — comm "postgres", or a command line starting
-// with "postgres: " (backends and auxiliary processes; one the sampler first
-// saw before it set its title keeps the postmaster's command line) — that
-// started in [from_ns, to_ns], by start time.
-std::vector<ProcessInfo> postgres_processes_started_between(Store& store, std::int64_t from_ns,
-                                                            std::int64_t to_ns);
+// process_identity and postgres_processes_started_between (run_reader.h)
+// read the processes.
 
 // run.command_line of the store's own run row (`main.run`, never an
 // attached file's); nullopt without a run row.

@@ -181,6 +181,53 @@ std::vector<SqlstateCount> ConnectionErrors::between(std::int64_t from_ns, std::
   return out;
 }
 
+namespace {
+
+// The columns ProcessIdentity is read from, and the reading.
+constexpr const char* kProcessIdentitySelect =
+    "SELECT process_id, pid, start_ticks, start_ns, ppid, comm, cmdline FROM process ";
+
+ProcessIdentity process_identity_of(const Cursor& st) {
+  return {.process_id = st.int64(0),
+          .pid = static_cast<int>(st.int64(1)),
+          .start_ticks = st.int64(2),
+          .start_ns = st.opt_int64(3),
+          .ppid = opt_int(st, 4),
+          .comm = std::string(st.text(5)),
+          .cmdline = std::string(st.text(6))};
+}
+
+std::vector<ProcessIdentity> process_identities(Cursor& st) {
+  std::vector<ProcessIdentity> out;
+  while (st.step()) out.push_back(process_identity_of(st));
+  return out;
+}
+
+}  // namespace
+
+std::vector<ProcessIdentity> read_process_identities(Store& store) {
+  Cursor st(store.db(), (std::string(kProcessIdentitySelect) + "ORDER BY process_id").c_str());
+  return process_identities(st);
+}
+
+std::optional<ProcessIdentity> process_identity(Store& store, std::int64_t process_id) {
+  Cursor st(store.db(), (std::string(kProcessIdentitySelect) + "WHERE process_id = ?1").c_str());
+  st.bind(1, process_id);
+  if (!st.step()) return std::nullopt;
+  return process_identity_of(st);
+}
+
+std::vector<ProcessIdentity> postgres_processes_started_between(Store& store, std::int64_t from_ns,
+                                                                std::int64_t to_ns) {
+  Cursor st(store.db(), (std::string(kProcessIdentitySelect) +
+                         "WHERE start_ns >= ?1 AND start_ns <= ?2 AND (comm = 'postgres' OR "
+                         "cmdline LIKE 'postgres: %') ORDER BY start_ns, process_id")
+                            .c_str());
+  st.bind(1, from_ns);
+  st.bind(2, to_ns);
+  return process_identities(st);
+}
+
 ProcessLookup::ProcessLookup(Store& store)
     : name_(store.db(), "SELECT pid, comm FROM process WHERE process_id = ?1"),
       pid_(store.db(), "SELECT pid FROM process WHERE process_id = ?1"),

@@ -144,6 +144,27 @@ class ConnectionErrors {
 
 // ---- processes ----
 
+// A process row's identity (the `process` table).
+struct ProcessIdentity {
+  std::int64_t process_id = 0;
+  int pid = 0;
+  std::int64_t start_ticks = 0;          // /proc/PID/stat field 22
+  std::optional<std::int64_t> start_ns;  // wall clock
+  std::optional<int> ppid;
+  std::string comm;
+  std::string cmdline;  // "" when NULL
+};
+// Every process row, by process_id.
+std::vector<ProcessIdentity> read_process_identities(Store& store);
+// The process with this process_id; nullopt when there is none.
+std::optional<ProcessIdentity> process_identity(Store& store, std::int64_t process_id);
+// The PostgreSQL processes — comm "postgres", or a command line starting
+// with "postgres: " (backends and auxiliary processes; one the sampler first
+// saw before it set its title keeps the postmaster's command line) — that
+// started in [from_ns, to_ns], by start time.
+std::vector<ProcessIdentity> postgres_processes_started_between(Store& store, std::int64_t from_ns,
+                                                                std::int64_t to_ns);
+
 struct ProcessName {
   int pid = 0;
   std::string comm;

@@ -107,22 +107,6 @@ std::vector<RecordClient> read_record_clients(Store& store) {
   return out;
 }
 
-std::vector<ProcessIdentity> read_process_identities(Store& store) {
-  Cursor st(store.db(),
-            "SELECT process_id, pid, start_ticks, start_ns, ppid, comm FROM process "
-            "ORDER BY process_id");
-  std::vector<ProcessIdentity> out;
-  while (st.step()) {
-    out.push_back({.process_id = st.int64(0),
-                   .pid = static_cast<int>(st.int64(1)),
-                   .start_ticks = st.int64(2),
-                   .start_ns = st.opt_int64(3),
-                   .ppid = opt_int(st, 4),
-                   .comm = std::string(st.text(5))});
-  }
-  return out;
-}
-
 ProcessCpu process_cpu(Store& store, std::int64_t process_id, std::int64_t from_ns,
                        std::int64_t to_ns) {
   ProcessCpu out;

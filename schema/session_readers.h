@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "schema/run_reader.h"  // ProcessIdentity
 #include "schema/store.h"
 
 namespace stallscope::schema {
@@ -81,17 +82,6 @@ struct RecordClient {
   std::string comm;
 };
 std::vector<RecordClient> read_record_clients(Store& store);
-
-// Every process row's identity.
-struct ProcessIdentity {
-  std::int64_t process_id = 0;
-  int pid = 0;
-  std::int64_t start_ticks = 0;
-  std::optional<std::int64_t> start_ns;
-  std::optional<int> ppid;
-  std::string comm;
-};
-std::vector<ProcessIdentity> read_process_identities(Store& store);
 
 // CPU of one process over sample ticks with time_ns in [from_ns, to_ns):
 // Σ process_tick cpu_ns and run_delay_ns (schedstat, every thread), and its
