@@ -361,10 +361,11 @@ TEST(RecordDepth, AshDepthBlockingPidsTimesAndQueryTextOnce) {
   EXPECT_EQ(w.getColumn(1).getString(), std::to_string(holder));
   EXPECT_EQ(w.getColumn(2).getString(), std::to_string(holder));
   // Times are wall-clock ns within the run; the backend started before its
-  // transaction, which started before (or at) its query.
+  // transaction, which started before (or at) its query (the same rows).
   SQLite::Statement t(db,
                       "SELECT count(*) FROM pg_activity_sample a, run r WHERE a.wait_event_type = "
-                      "'Lock' AND a.application_name = 'psql' AND a.client_port IS NOT NULL AND "
+                      "'Lock' AND a.blocking_pids <> '' AND a.application_name = 'psql' AND "
+                      "a.client_port IS NOT NULL AND "
                       "a.backend_start_ns <= a.xact_start_ns AND a.xact_start_ns <= "
                       "a.query_start_ns AND a.query_start_ns <= a.time_ns AND "
                       "a.backend_start_ns > r.start_ns - 60000000000 AND a.state_change_ns <= "
