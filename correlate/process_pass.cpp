@@ -273,7 +273,7 @@ class ProcessScan {
     if (const auto delay = st.run_delay_ns()) {
       const bool driver_delay = driver && !driver_from_threads;
       const bool path_delay = driver_delay || (backend && in_queries) || middle;
-      const bool throttled = row.on_path() && row.throttled();
+      const bool throttled = path_delay && row.throttled();  // a part of the path's run delay
       spread(in_.windows, row.t, span, *delay, [&](std::size_t w, std::int64_t v) {
         f_.all_run_delay_ns += v;
         if (path_delay) acc_[w].run_delay_ns += v;

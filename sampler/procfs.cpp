@@ -21,6 +21,13 @@
 namespace stallscope::sampler::detail {
 namespace {
 
+// include/linux/sched.h: set in do_exit(), before the task's cgroup and mm go.
+constexpr std::int64_t kPfExiting = 0x4;
+
+bool is_exiting(const PidStat& st) {
+  return st.exiting || st.state == 'Z' || st.state == 'X';
+}
+
 bool is_space(char c) {
   return c == ' ' || c == '\t' || c == '\n';
 }
@@ -377,14 +384,17 @@ std::optional<PidStat> parse_pid_stat(std::string_view text) {
     rest.remove_prefix(tok.size());
     if (field == 3) {
       p.state = tok.front();
-    } else if (field == 4 || field == 12 || field == 14 || field == 15 || field == 20 ||
-               field == 22 || field == 24 || field == 42) {
+    } else if (field == 4 || field == 9 || field == 12 || field == 14 || field == 15 ||
+               field == 20 || field == 22 || field == 24 || field == 42) {
       const auto parsed = common::parse_int64(tok);  // the whole field, or the row is malformed
       if (!parsed) return std::nullopt;
       const std::int64_t v = *parsed;
       switch (field) {
         case 4:
           p.ppid = static_cast<int>(v);
+          break;
+        case 9:
+          p.exiting = (v & kPfExiting) != 0;
           break;
         case 12:
           p.majflt = v;
@@ -523,6 +533,7 @@ bool ProcScanner::observe(int pid, Files& f, std::vector<ProcessObservation>& ou
   obs.start_ticks = st.start_ticks;
   obs.ppid = st.ppid;
   obs.state = st.state;
+  obs.exiting = is_exiting(st);
   obs.comm = st.comm;
   obs.utime_ticks = st.utime_ticks;
   obs.stime_ticks = st.stime_ticks;
@@ -726,6 +737,7 @@ const ProcessObservation& refresh_stat(const ProcessObservation& listed, const s
   fresh.stat_cached = false;
   fresh.ppid = st->ppid;
   fresh.state = st->state;
+  fresh.exiting = is_exiting(*st);
   fresh.comm = std::move(st->comm);
   fresh.utime_ticks = st->utime_ticks;
   fresh.stime_ticks = st->stime_ticks;
@@ -836,6 +848,12 @@ void ProcessTracker::observe(const TickInfo& tick,
             });
 }
 
+bool ProcessTracker::exited_since(const ProcessObservation& obs) {
+  if (!read_proc_file(pid_path(proc_root_, obs.pid, "stat"), text_, 4096)) return true;
+  const auto st = parse_pid_stat(text_);
+  return !st || st->start_ticks != obs.start_ticks || is_exiting(*st);
+}
+
 void ProcessTracker::sample_row(const TickInfo& tick, const ProcessObservation& listed, bool is_new,
                                 bool exec_seen, bool quiet,
                                 const std::optional<Schedstat>& schedstat, Tracked& t,
@@ -853,7 +871,8 @@ void ProcessTracker::sample_row(const TickInfo& tick, const ProcessObservation& 
   }
   auto switches = quiet ? t.base.context_switches : read_context_switches(proc_root_, obs.pid);
   auto io = quiet ? t.base.io : read_io(proc_root_, obs.pid);
-  auto cgroup = quiet ? std::nullopt : read_cgroup(proc_root_, obs.pid);
+  auto cgroup = quiet || obs.exiting ? std::nullopt : read_cgroup(proc_root_, obs.pid);
+  if (!is_new && cgroup && cgroup->path != t.cgroup && exited_since(obs)) cgroup.reset();
   std::optional<std::int64_t> blkio_ticks;
   if (tick.delayacct_on) blkio_ticks = obs.blkio_ticks;
   const bool cgroup_changed = !is_new && cgroup && cgroup->path != t.cgroup;

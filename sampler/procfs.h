@@ -198,10 +198,14 @@ class CgroupThrottleTracker {
 // ticks are clock ticks (sysconf(_SC_CLK_TCK)).
 struct ProcessObservation {
   int pid = 0;
-  std::int64_t start_ticks = 0;           // field 22: with pid, identifies the process
-  std::optional<int> ppid;                // field 4
-  char state = '?';                       // field 3: R, S, D, ...
-  std::string comm;                       // field 2, without the parentheses
+  std::int64_t start_ticks = 0;  // field 22: with pid, identifies the process
+  std::optional<int> ppid;       // field 4
+  char state = '?';              // field 3: R, S, D, ...
+  std::string comm;              // field 2, without the parentheses
+  // field 9 has PF_EXITING, or state Z/X: the process is past exit(); its
+  // /proc/PID/cgroup reads "/" under cgroup v1 and its cmdline is empty, so
+  // neither replaces what was read while it lived.
+  bool exiting = false;
   std::int64_t utime_ticks = 0;           // field 14
   std::int64_t stime_ticks = 0;           // field 15
   std::int64_t majflt = 0;                // field 12
@@ -225,7 +229,8 @@ struct PidStat {
   std::string comm;
   char state = '?';
   int ppid = 0;
-  std::int64_t majflt = 0;       // field 12
+  bool exiting = false;     // field 9 (flags) has PF_EXITING: past exit(), /proc partly torn down
+  std::int64_t majflt = 0;  // field 12
   std::int64_t utime_ticks = 0;  // 14
   std::int64_t stime_ticks = 0;  // 15
   int threads = 1;               // 20
@@ -434,6 +439,9 @@ class ProcessTracker {
   void sample_row(const TickInfo& tick, const ProcessObservation& listed, bool is_new,
                   bool exec_seen, bool quiet, const std::optional<Schedstat>& schedstat, Tracked& t,
                   schema::Batch& out);
+  // true when /proc/PID/stat, read again now, says the process (same start
+  // time) is exiting or gone: a cgroup change read after `obs` is its exit.
+  bool exited_since(const ProcessObservation& obs);
 
   std::string proc_root_;
   std::int64_t heartbeat_ns_;

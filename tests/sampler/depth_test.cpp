@@ -235,6 +235,8 @@ TEST(HostDepthTracker, IoBlkioAndCgroupDeltasStartAtSecondSight) {
   proc.write(50, "schedstat", "200 0 2\n");
   proc.write(50, "io", io_text(8192, 1'065'536));
   proc.write(50, "cgroup", "1:cpu:/bench/moved\n0::/\n");
+  // A cgroup change is confirmed by stat, read again: the process lives on.
+  proc.write(50, "stat", "50 (dd) D 1 50 50 0 -1 0 0 0 0 0 1 1 0 0 20 0 1 0 777 0 5\n");
   tracker.observe(tick(2, 100 * kMs), {busy(50, 777, 303)}, out);
   ASSERT_EQ(out.process_samples.size(), 2u);
   const auto& s = out.process_samples[1];
@@ -363,6 +365,70 @@ TEST(HostDepthTracker, ByDefaultOnlyAProcessUsingHalfACoreIsSampledPerThread) {
   EXPECT_EQ(out.thread_samples.size(), 2u);  // both R, first sight
 }
 
+// A backend that exits while a tick reads it: under cgroup v1 its
+// /proc/PID/cgroup says "/" from do_exit() on (and its cmdline is empty). The
+// process row keeps the cgroup it lived in, or cpu_throttle loses the run
+// delay the process had while throttled.
+TEST(HostDepthTracker, AnExitingProcessKeepsTheCgroupItLivedIn) {
+  FakeProc proc;
+  // /proc/50/stat of the same process (start 777) with the given flags.
+  auto stat = [&](char state, unsigned flags) {
+    proc.write(
+        50, "stat",
+        fmt::format("50 (dd) {} 1 50 50 0 -1 {} 0 0 0 0 1 1 0 0 20 0 1 0 777 0 5\n", state, flags));
+  };
+  stat('D', 0x400000);
+  proc.write(50, "schedstat", "100 0 1\n");
+  proc.write(50, "cgroup", "4:cpu,cpuacct:/quota\n");
+  ProcessTracker tracker(proc.root(), 10'000 * kMs);
+  schema::Batch out;
+  tracker.observe(tick(1, 0), {busy(50, 777, 0)}, out);
+  ASSERT_EQ(out.processes.size(), 1u);
+  EXPECT_EQ(out.processes[0].cgroup, "/quota");
+
+  // Listed as exiting: its cgroup file is not read.
+  proc.write(50, "schedstat", "200 0 2\n");
+  proc.write(50, "cgroup", "4:cpu,cpuacct:/\n");
+  auto exiting = busy(50, 777, 0);
+  exiting.exiting = true;
+  tracker.observe(tick(2, 100 * kMs), {exiting}, out);
+  EXPECT_EQ(out.processes.size(), 1u);  // not re-stored with "/"
+  EXPECT_EQ(out.process_samples.size(), 2u);
+
+  // Listed alive, exiting by the time its cgroup is read: stat, read again,
+  // says so.
+  stat('R', 0x400004);
+  proc.write(50, "schedstat", "300 0 3\n");
+  tracker.observe(tick(3, 200 * kMs), {busy(50, 777, 0)}, out);
+  EXPECT_EQ(out.processes.size(), 1u);
+
+  // A live process that really moves to the root is re-stored.
+  stat('D', 0x400000);
+  proc.write(50, "schedstat", "400 0 4\n");
+  tracker.observe(tick(4, 300 * kMs), {busy(50, 777, 0)}, out);
+  ASSERT_EQ(out.processes.size(), 2u);
+  EXPECT_EQ(out.processes[1].cgroup, "/");
+}
+
+TEST(HostDepthScanner, FlagsWithPfExitingOrAZombieStateMarkTheProcessExiting) {
+  FakeProc proc;
+  proc.write(42, "stat",
+             "42 (p) R 1 42 42 0 -1 4194564 0 0 0 0 1 1 0 0 20 0 1 0 500 0 5\n");  // 0x400104
+  proc.write(42, "schedstat", "1 1 1\n");
+  proc.write(43, "stat", "43 (p) Z 1 43 43 0 -1 0 0 0 0 0 1 1 0 0 20 0 1 0 501 0 0\n");
+  proc.write(43, "schedstat", "1 1 1\n");
+  proc.write(44, "stat", "44 (p) R 1 44 44 0 -1 4194560 0 0 0 0 1 1 0 0 20 0 1 0 502 0 5\n");
+  proc.write(44, "schedstat", "1 1 1\n");
+  ProcScanner scanner(proc.root());
+  std::vector<ProcessObservation> obs;
+  ASSERT_TRUE(scanner.scan(obs, 4096));
+  ASSERT_EQ(obs.size(), 3u);
+  std::sort(obs.begin(), obs.end(), [](auto& a, auto& b) { return a.pid < b.pid; });
+  EXPECT_TRUE(obs[0].exiting);
+  EXPECT_TRUE(obs[1].exiting);
+  EXPECT_FALSE(obs[2].exiting);
+}
+
 TEST(HostDepthScanner, ReadsStatAndSchedstatOfEveryProcessAndReopensForANewProcess) {
   FakeProc proc;
   const std::string stat =
@@ -387,6 +453,7 @@ TEST(HostDepthScanner, ReadsStatAndSchedstatOfEveryProcessAndReopensForANewProce
   EXPECT_EQ(obs[0].start_ticks, 123456);
   EXPECT_EQ(obs[0].rss_bytes, 300 * 4096);
   EXPECT_EQ(obs[0].blkio_ticks, 9);
+  EXPECT_FALSE(obs[0].exiting);  // flags 0x400100: no PF_EXITING
   ASSERT_TRUE(obs[0].schedstat.has_value());
   EXPECT_EQ(obs[0].schedstat->on_cpu_ns, 5000);
   // Multi-threaded: schedstat is left to the tracker (sum over task/*).
