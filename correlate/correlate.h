@@ -249,6 +249,10 @@ struct Finding {
   std::string summary;     // one sentence
   Evidence evidence;       // in display order
   std::string suggestion;  // what to try next
+  // What to fix, named in one line: the root of a lock chain, the process at
+  // one core, the wait channel, the cgroup, the setting. Empty: not named
+  // (the signal is clear, what causes it is not).
+  std::string culprit;
 };
 
 // What differs most in a stall from the typical windows (correlate/stalls.cpp):
@@ -291,6 +295,7 @@ struct Stall {
   StallCause cause = StallCause::unexplained;
   std::string explanation;  // one sentence
   Evidence evidence;        // this window's figures next to the typical ones
+  std::string culprit;      // as Finding::culprit, for this window; empty: not named
 };
 
 // One host's CPU over the analysed span (client + server explain).

@@ -63,7 +63,9 @@ nlohmann::json stall_json(const Stall& s) {
           {"latency_z", opt(s.latency_z)},
           {"cause", std::string(to_string(s.cause))},
           {"explanation", valid_utf8(s.explanation)},
-          {"evidence", evidence_json(s.evidence)}};
+          {"evidence", evidence_json(s.evidence)},
+          {"culprit",
+           s.culprit.empty() ? nlohmann::json(nullptr) : nlohmann::json(valid_utf8(s.culprit))}};
 }
 
 std::string valid_utf8(std::string_view s) {
@@ -497,6 +499,7 @@ void render_findings(const Report& r, std::ostream& out) {
         double(f.start_ns - (r.windows.empty() ? f.start_ns : r.windows.front().start_ns)) /
             kNsPerS,
         double(f.end_ns - (r.windows.empty() ? f.start_ns : r.windows.front().start_ns)) / kNsPerS);
+    if (!f.culprit.empty()) fmt::print(out, "     culprit: {}\n", escape_text(f.culprit));
     fmt::print(out, "     evidence: {}\n", evidence_text(f.evidence));
     fmt::print(out, "     suggestion: {}\n", escape_text(f.suggestion));
   }
@@ -514,6 +517,7 @@ void render_stalls(const Report& r, std::ostream& out) {
         kNsPerS;
     fmt::print(out, "  +{:.3f} s  window {:<5} {:<12} {}\n", off, s.window_index,
                escape_text(to_string(s.cause)), escape_text(s.explanation));
+    if (!s.culprit.empty()) fmt::print(out, "  {:>9}  culprit: {}\n", "", escape_text(s.culprit));
   }
 }
 
@@ -677,7 +681,9 @@ nlohmann::json finding_json(const Finding& f) {
           {"end_ns", f.end_ns},
           {"summary", valid_utf8(f.summary)},
           {"evidence", evidence_json(f.evidence)},
-          {"suggestion", valid_utf8(f.suggestion)}};
+          {"suggestion", valid_utf8(f.suggestion)},
+          {"culprit",
+           f.culprit.empty() ? nlohmann::json(nullptr) : nlohmann::json(valid_utf8(f.culprit))}};
 }
 
 nlohmann::json attribution_json(const std::optional<Attribution>& attribution) {

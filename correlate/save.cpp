@@ -10,6 +10,12 @@
 #include "schema/report_store.h"
 
 namespace stallscope::correlate {
+namespace {
+std::optional<std::string> culprit_or_null(const std::string& culprit) {
+  if (culprit.empty()) return std::nullopt;
+  return culprit;
+}
+}  // namespace
 
 void save_report(schema::Store& store, const Report& report) {
   using namespace detail;
@@ -17,7 +23,8 @@ void save_report(schema::Store& store, const Report& report) {
   findings.reserve(report.findings.size());
   for (const auto& x : report.findings) {
     findings.push_back({std::string(to_string(x.kind)), x.score, x.start_ns, x.end_ns, x.summary,
-                        evidence_json(x.evidence).dump(), x.suggestion});
+                        evidence_json(x.evidence).dump(), x.suggestion,
+                        culprit_or_null(x.culprit)});
   }
   std::vector<schema::StallRow> stalls;
   stalls.reserve(report.stalls.size());
@@ -25,7 +32,7 @@ void save_report(schema::Store& store, const Report& report) {
     stalls.push_back({static_cast<std::int64_t>(x.window_index), x.start_ns, x.end_ns, x.queries,
                       x.tps, x.typical_tps, x.latency_mean_ms, x.typical_latency_mean_ms,
                       x.latency_max_ms, x.tps_z, x.latency_z, std::string(to_string(x.cause)),
-                      x.explanation, evidence_json(x.evidence).dump()});
+                      x.explanation, evidence_json(x.evidence).dump(), culprit_or_null(x.culprit)});
   }
   try {
     schema::replace_findings_and_stalls(store, findings, stalls);

@@ -30,18 +30,21 @@ std::string_view report_tables_sql() {
 void replace_rows(SQLite::Database& db, std::span<const FindingRow> findings,
                   std::span<const StallRow> stalls) {
   SQLite::Transaction tx(db);
+  // Derived rows, replaced whole: dropped and created again, so a file
+  // explained by an older stallscope gets today's columns.
+  db.exec("DROP TABLE IF EXISTS finding");
+  db.exec("DROP TABLE IF EXISTS stall");
   db.exec(std::string(report_tables_sql()));
-  db.exec("DELETE FROM finding");
-  db.exec("DELETE FROM stall");
-  SQLite::Statement f(db, "INSERT INTO finding VALUES (?,?,?,?,?,?,?,?)");
+  SQLite::Statement f(db, "INSERT INTO finding VALUES (?,?,?,?,?,?,?,?,?)");
   int rank = 1;
   for (const auto& x : findings) {
     SQLite::bind(f, rank++, x.kind, x.score, x.start_ns, x.end_ns, x.summary, x.evidence_json,
                  x.suggestion);
+    bind_opt(f, 9, x.culprit);
     f.exec();
     f.reset();
   }
-  SQLite::Statement s(db, "INSERT INTO stall VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+  SQLite::Statement s(db, "INSERT INTO stall VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
   int id = 1;
   for (const auto& x : stalls) {
     s.bind(1, id++);
@@ -59,6 +62,7 @@ void replace_rows(SQLite::Database& db, std::span<const FindingRow> findings,
     s.bind(13, x.cause);
     s.bind(14, x.explanation);
     s.bind(15, x.evidence_json);
+    bind_opt(s, 16, x.culprit);
     s.exec();
     s.reset();
   }

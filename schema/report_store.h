@@ -25,6 +25,7 @@ struct FindingRow {
   std::string summary;
   std::string evidence_json;  // a JSON object
   std::string suggestion;
+  std::optional<std::string> culprit;  // NULL: not named
 };
 
 // One stall row (stall_id is its position, from 1); std::optional = NULL.
@@ -42,7 +43,8 @@ struct StallRow {
   std::optional<double> latency_z;
   std::string cause;
   std::string explanation;
-  std::string evidence_json;  // a JSON object
+  std::string evidence_json;           // a JSON object
+  std::optional<std::string> culprit;  // NULL: not named
 };
 
 // Replaces every row of finding and stall by these, in one transaction.

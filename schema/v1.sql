@@ -511,7 +511,8 @@ CREATE TABLE IF NOT EXISTS finding (
   end_ns              INTEGER NOT NULL,
   summary             TEXT NOT NULL,              -- one sentence
   evidence            TEXT NOT NULL,              -- JSON object of named numbers (units in the names)
-  suggestion          TEXT NOT NULL
+  suggestion          TEXT NOT NULL,
+  culprit             TEXT                        -- what to fix, named (root blocker, process, wait channel, setting); NULL: not named
 );
 
 -- Written by `stallscope explain` (replaced on each run): windows whose
@@ -533,5 +534,6 @@ CREATE TABLE IF NOT EXISTS stall (
   latency_z           REAL,                       -- robust z of the mean latency
   cause               TEXT NOT NULL,              -- io_wait, lock_wait, lwlock_wait, checkpoint, steal, cpu_throttle, runqueue, unexplained
   explanation         TEXT NOT NULL,              -- one sentence: what differs from the typical windows
-  evidence            TEXT NOT NULL               -- JSON object: this window's figures vs typical
+  evidence            TEXT NOT NULL,              -- JSON object: this window's figures vs typical
+  culprit             TEXT                        -- as finding.culprit, for this window
 );

@@ -70,40 +70,60 @@ SQL
   echo "SELECT * FROM django_site WHERE django_site.domain = 'example.com' ORDER BY django_site.domain;" >"$WORK/seed.sql"
 }
 
+# scenario_expect_culprit ERE — before scenario_check: the first finding's
+# culprit (report JSON findings[0].culprit) must match this extended regular
+# expression (grep -E), e.g. the root blocker's "idle in transaction".
+SCENARIO_CULPRIT=""
+scenario_expect_culprit() { SCENARIO_CULPRIT=$1; }
+# Kinds that must not be raised unless expected (false alarms); a scenario
+# may add to the list before scenario_check.
+SCENARIO_FORBIDDEN="io_wait lock_wait steal cpu_throttle replication_wait"
+
 # scenario_check RUN_DB EXPECTED_KIND [explain options…]
 # Prints the expected kind and the ranked kinds (and the margin of the first
-# over the second); fails unless EXPECTED_KIND is first, the verdict names it,
-# and no forbidden kind is raised. Leaves the JSON in $WORK/explain.json.
+# over the second), the verdict, the first finding's culprit and whether it
+# is the one expected (scenario_expect_culprit), and the false alarms
+# (forbidden kinds raised); then fails unless EXPECTED_KIND is first, the
+# verdict and the run file's finding table name it, the culprit is named, and
+# no forbidden kind is raised. Leaves the JSON in $WORK/explain.json. The
+# lines printed are what tools/scenarios/score reads.
 scenario_check() {
   local db=$1 expected=$2; shift 2
-  "$BIN" explain "$db" --json "$@" >"$WORK/explain.json" || scenario_fail "explain failed on $db"
-  local ranked first
-  ranked=$(jq -r '[.findings[] | "\(.kind)=\(.score)"] | join(" ")' "$WORK/explain.json")
-  first=$(jq -r '.findings[0].kind // "none"' "$WORK/explain.json")
+  local f=$WORK/explain.json
+  "$BIN" explain "$db" --json "$@" >"$f" || scenario_fail "explain failed on $db"
+  local ranked first verdict_kind culprit stored="" named=no bad="" k
+  ranked=$(jq -r '[.findings[] | "\(.kind)=\(.score)"] | join(" ")' "$f")
+  first=$(jq -r '.findings[0].kind // "none"' "$f")
+  verdict_kind=$(jq -r '.verdict.kind // "none"' "$f")
+  culprit=$(jq -r '.findings[0].culprit // empty' "$f")
+  for k in $SCENARIO_FORBIDDEN; do
+    [[ "$k" == "$expected" ]] && continue
+    if jq -e --arg k "$k" 'any(.findings[]; .kind == $k)' "$f" >/dev/null; then bad+=" $k"; fi
+  done
+  if [[ -n "$SCENARIO_CULPRIT" && -n "$culprit" ]] && grep -qE -- "$SCENARIO_CULPRIT" <<<"$culprit"; then
+    named=yes
+  fi
+  # explain stored the same verdict in the run file.
+  command -v sqlite3 >/dev/null && stored=$(sqlite3 "$db" "SELECT kind FROM finding WHERE rank = 1")
   echo "expected: $expected"
   echo "ranked: ${ranked:-none}"
-  jq -r 'if (.findings | length) > 1 then "margin: \(((.findings[0].score - .findings[1].score) * 10000 | round) / 10000)" else "margin: \(.findings[0].score // 0)" end' "$WORK/explain.json"
-  jq -r '.findings[0].summary // empty' "$WORK/explain.json" | sed 's/^/first: /'
-  local bad="" k
-  for k in io_wait lock_wait steal cpu_throttle; do
-    [[ "$k" == "$expected" ]] && continue
-    if jq -e --arg k "$k" 'any(.findings[]; .kind == $k)' "$WORK/explain.json" >/dev/null; then bad+=" $k"; fi
-  done
+  jq -r 'if (.findings | length) > 1 then "margin: \(((.findings[0].score - .findings[1].score) * 10000 | round) / 10000)" else "margin: \(.findings[0].score // 0)" end' "$f"
+  jq -r '.findings[0].summary // empty' "$f" | sed 's/^/first: /'
+  echo "verdict kind: $verdict_kind"
+  echo "stored: ${stored:--}"
+  echo "culprit: ${culprit:--}"
+  echo "culprit named: $named (expected /$SCENARIO_CULPRIT/)"
+  echo "false alarms: $(wc -w <<<"$bad")${bad:+ (${bad# })}"
   [[ "$first" == "$expected" ]] || scenario_fail "expected $expected first, got $first (ranked: $ranked)"
   # The verdict names the same kind (a closed loop's, or a paced run's
   # limiting finding).
-  local verdict_kind
-  verdict_kind=$(jq -r '.verdict.kind // "none"' "$WORK/explain.json")
-  echo "verdict kind: $verdict_kind"
   [[ "$verdict_kind" == "$expected" ]] || scenario_fail "the verdict is $verdict_kind, not $expected"
-  # explain stored the same verdict in the run file.
   if command -v sqlite3 >/dev/null; then
-    local stored
-    stored=$(sqlite3 "$db" "SELECT kind FROM finding WHERE rank = 1")
-    echo "stored: $stored"
     [[ "$stored" == "$expected" ]] || scenario_fail "the finding table's rank 1 is '$stored', not $expected"
   fi
   [[ -z "$bad" ]] || scenario_fail "forbidden kinds raised:$bad"
+  [[ -z "$SCENARIO_CULPRIT" || "$named" == yes ]] ||
+    scenario_fail "the culprit '${culprit}' does not match /$SCENARIO_CULPRIT/"
   echo "verdict: ok"
 }
 
@@ -137,7 +157,19 @@ scenario_check_verdict() {
   echo "verdict kind: $kind"
   jq -r '"verdict reason: \(.verdict.reason // "-")", "verdict summary: \(.verdict.summary)"' "$WORK/explain.json"
   echo "ranked: $(jq -r '[.findings[] | "\(.kind)=\(.score)"] | join(" ")' "$WORK/explain.json")"
+  local culprit named=n/a
+  if [[ "$expected" != none ]]; then
+    culprit=$(jq -r '.findings[0].culprit // empty' "$WORK/explain.json")
+    named=no
+    if [[ -n "$SCENARIO_CULPRIT" && -n "$culprit" ]] && grep -qE -- "$SCENARIO_CULPRIT" <<<"$culprit"; then
+      named=yes
+    fi
+    echo "culprit: ${culprit:--}"
+  fi
+  echo "culprit named: $named${SCENARIO_CULPRIT:+ (expected /$SCENARIO_CULPRIT/)}"
   scenario_check_accounting
   [[ "$kind" == "$expected" ]] || scenario_fail "expected verdict $expected, got $kind"
+  [[ -z "$SCENARIO_CULPRIT" || "$named" != no ]] ||
+    scenario_fail "the culprit '${culprit}' does not match /$SCENARIO_CULPRIT/"
   echo "verdict: ok"
 }
