@@ -90,7 +90,10 @@ void AshScan::handle() {
     ++f_.ash_event_rows[label];
   }
   if (!type) {
-    if (state && *state == "active") ++a.ash_cpu_rows;
+    if (state && *state == "active") {
+      ++a.ash_cpu_rows;
+      ++f_.ash_cpu_query_rows[rows_.query_text_id().value_or(0)];
+    }
     return;
   }
   const std::string cls(*type);

@@ -211,6 +211,12 @@ struct Facts {
   std::int64_t ash_rows = 0;
   std::map<std::string, std::int64_t> ash_class_rows;  // server wait classes only
   std::map<std::string, std::int64_t> ash_event_rows;  // "Type:Event" and "CPU"
+  // Active on-CPU ASH rows by pg_query_text id (0: no text stored), and the
+  // text with the most of them (top_cpu_query, set by explain after the
+  // pass; empty when none): what server_cpu names as its culprit.
+  std::map<std::int64_t, std::int64_t> ash_cpu_query_rows;
+  std::string top_cpu_query;
+  std::int64_t top_cpu_query_rows = 0;
   // Process view.
   std::int64_t backend_d_rows = 0;  // backend process rows in state D
   std::map<std::string, std::int64_t> backend_d_wchan_rows;

@@ -157,6 +157,7 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
     sample_passes({store, run, options, qp, wi, backends ? &*backends : nullptr}, report, acc, f,
                   att, clock);
     path_facts(store, qp, report, acc, f);
+    name_top_cpu_query(store, f);
     if (sessions) remove_client_processes(*sessions, f);
     // Accounting: per window, then the whole run.
     const int clients = report.run.clients.value_or(static_cast<int>(query_clients));

@@ -163,6 +163,12 @@ void pool_wait(const Report& r, const Facts& f, std::vector<Finding>& out) {
   x.evidence.emplace_back("server_cpu_of_held_share", round4(cpu_bound));
   if (held_known) x.evidence.emplace_back("server_held_s", round4(double(held_ns) / kNsPerS));
   x.evidence.emplace_back("idle_cpu_weight", round4(idle_weight));
+  x.culprit = fmt::format(
+      "{}'s pool for {}: {} server connection{} busy at most, up to {} clients waiting",
+      kPoolerName, fmt::join(f.pooler.databases, ","),
+      f.pooler.sv_active_max ? fmt::format("{}", *f.pooler.sv_active_max) : std::string("?"),
+      f.pooler.sv_active_max == 1 ? "" : "s",
+      f.pooler.cl_waiting_max ? fmt::format("{}", *f.pooler.cl_waiting_max) : std::string("?"));
   x.suggestion =
       idle_weight <= 0.5 + 1e-9
           ? fmt::format(

@@ -171,6 +171,15 @@ void server_cpu(const Context& c, const RunDelayCharge& rd, std::vector<Finding>
                 {"path_cpu_weight", round4(weight)},
                 {"cores", std::int64_t{c.f.cores}},
                 {"server_cpu_source", std::string(c.f.backends_on_host ? "schedstat" : "ash")}};
+  if (!c.f.top_cpu_query.empty()) {
+    std::int64_t cpu_rows = 0;
+    for (const auto& [id, n] : c.f.ash_cpu_query_rows) cpu_rows += n;
+    const double share = ratio(double(c.f.top_cpu_query_rows), double(cpu_rows));
+    x.evidence.emplace_back("top_cpu_query", sql_one_line(c.f.top_cpu_query, 200));
+    x.evidence.emplace_back("top_cpu_query_share", round4(share));
+    x.culprit = fmt::format("{} ({} of the backends' on-CPU samples)",
+                            sql_one_line(c.f.top_cpu_query, 100), share_pct_text(share));
+  }
   x.suggestion = saturated && !by_others
                      ? "The server's CPUs are the limit: make each query cheaper (EXPLAIN ANALYZE, "
                        "indexes, prepared statements to skip planning) or add cores; more clients "
@@ -208,6 +217,8 @@ void client_cpu(const Context& c, const RunDelayCharge& rd, std::vector<Finding>
                 {"threads", std::int64_t{c.f.threads}},
                 {"driver_cpu_per_query_ms", c.per_query_ms(a.driver_cpu_ns)},
                 {"sampler_cpu_s", s(a.sampler_cpu_ns)}};
+  x.culprit = fmt::format("the driver ({}, {} thread{}) at {:.2f} cores", driver, c.f.threads,
+                          c.f.threads == 1 ? "" : "s", cores);
   x.suggestion =
       saturated ? "The driver's threads are saturated: add threads (-j) or drive from another host."
                 : "Client-side CPU (libpq, result handling) adds to every round trip: "
@@ -263,6 +274,15 @@ void runqueue(const Context& c, const RunDelayCharge& rd, std::vector<Finding>& 
                             fmt::format("{} (pid {})", p.comm, p.pid));
     x.evidence.emplace_back(fmt::format("top_other_{}_cpu_s", i + 1), s(p.cpu_ns));
   }
+  if (!c.f.top_other.empty()) {
+    std::string named;
+    for (const auto& p : c.f.top_other) {
+      if (p.cpu_ns * 4 < c.f.top_other.front().cpu_ns) break;  // named: within 4× of the top
+      named += fmt::format("{}{} (pid {}) at {:.2f} cores", named.empty() ? "" : ", ", p.comm,
+                           p.pid, c.cores_used(p.cpu_ns));
+    }
+    x.culprit = "processes off the query path: " + named;
+  }
   x.suggestion =
       "Move, nice or limit the competing processes, or give the server and the client "
       "their own cores (taskset, cgroup cpusets).";
@@ -287,6 +307,8 @@ void steal(const Context& c, std::vector<Finding>& out) {
                 {"steal_pct", round4(100 * ratio(double(h.steal_ns), double(h.total_ns)))},
                 {"host_cpu_busy_pct", round4(100 * h.busy_share())}};
   if (c.acc) x.evidence.emplace_back("cpu_parts_share", round4(cpu_parts));
+  x.culprit = fmt::format("the hypervisor: {:.1f}% of this guest's CPU time stolen",
+                          100 * ratio(double(h.steal_ns), double(h.total_ns)));
   x.suggestion =
       "Every task runs slower: use dedicated or larger instances, or move off the "
       "oversubscribed host; compare with a run at another time.";
@@ -328,6 +350,8 @@ void cpu_throttle(const Context& c, std::vector<Finding>& out) {
     x.evidence.emplace_back("cgroup_nr_throttled", c.f.cgroup_nr_throttled);
     x.evidence.emplace_back("cgroup_nr_periods", c.f.cgroup_nr_periods);
     x.evidence.emplace_back("cgroup_throttled_s", s(c.f.cgroup_throttled_ns));
+    x.culprit = fmt::format("the CPU quota of cgroup {} ({} of {} periods throttled)",
+                            c.f.throttled_cgroup, c.f.cgroup_nr_throttled, c.f.cgroup_nr_periods);
   }
   x.suggestion =
       "The server (or client) runs under a CPU limit: raise cpu.cfs_quota_us / cpu.max (or the "
@@ -401,8 +425,23 @@ void ash_class(const Context& c, const std::vector<std::string>& classes, Findin
                    [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
     x.evidence.emplace_back(fmt::format("ash_{}_samples", name), class_rows(c.f, classes[i]));
   }
+  if (kind == FindingKind::lwlock_wait && !top.empty()) x.culprit = top;
   x.suggestion = suggestion;
   out.push_back(std::move(x));
+}
+
+// What an IO wait event is, for io_wait's culprit ("" when not listed).
+std::string_view io_event_meaning(std::string_view event) {
+  if (event == "IO:WALSync" || event == "IO:WALWrite") return "the WAL flush at commit";
+  if (event == "LWLock:WALWrite") return "committers queued behind the WAL flush";
+  if (event == "IO:DataFileRead")
+    return "reads of table and index pages missing from shared_buffers";
+  if (event == "IO:DataFileWrite" || event == "IO:DataFileExtend")
+    return "backends writing data pages themselves";
+  if (event == "IO:DataFileSync" || event == "IO:DataFileFlush") return "data file fsync";
+  if (event == "IO:BufFileWrite" || event == "IO:BufFileRead")
+    return "temporary files (sorts and hashes spilling past work_mem)";
+  return "";
 }
 
 // io_wait: max(ASH IO rows × ASH period, backend D-state rows × sample
@@ -461,6 +500,16 @@ void io_wait(const Context& c, std::vector<Finding>& out) {
                 {"top_wchan", wchan},
                 {"host_iowait_pct", round4(100 * ratio(double(h.iowait_ns), double(h.total_ns)))},
                 {"processes_d_state_max", std::int64_t{h.processes_d_state_max}}};
+  // The culprit: the wait event with the most rows (the WAL queue counted
+  // as LWLock:WALWrite), else the D-state wait channel.
+  const std::string event = wal_queue > top_rows ? "LWLock:WALWrite" : top;
+  if (!event.empty()) {
+    const auto meaning = io_event_meaning(event);
+    x.culprit = meaning.empty() ? event : fmt::format("{} ({})", event, meaning);
+    if (wchan != "-") x.culprit += fmt::format("; backends in D state on {}", wchan);
+  } else if (wchan != "-") {
+    x.culprit = fmt::format("backends in D state on {}", wchan);
+  }
   x.suggestion =
       "Backends block on storage: check the disk's IOPS/throughput limit (iostat), "
       "shared_buffers and the working set for reads, wal_sync_method, commit_delay or "
@@ -505,6 +554,8 @@ void single_thread(const Context& c, std::vector<Finding>& out) {
                   {"otherwise_idle_share", round4(otherwise_idle)},
                   {"cpu_s", s(cand.process.cpu_ns)}};
     if (c.acc) x.evidence.emplace_back("remainder_share", round4(c.share(c.acc->remainder_ns)));
+    x.culprit = fmt::format("{} (pid {}) at {:.2f} of one core", cand.process.comm,
+                            cand.process.pid, core_share);
     const std::string& comm = cand.process.comm;
     if (comm == "pgbouncer") {
       x.suggestion = fmt::format(
@@ -713,6 +764,13 @@ void connection_setup(const Context& c, std::vector<Finding>& out) {
                 {"query_latency_net_mean_ms", round4(net_ms)},
                 {"sampled_backends", k.sampled_backends},
                 {"short_lived_backends", k.short_lived_backends}};
+  x.culprit = per_transaction
+                  ? fmt::format(
+                        "a new connection per transaction: {:.0f} connections/s at {:.3f} "
+                        "ms each (backend fork, authentication)",
+                        ratio(double(k.connections), span_s), connect_ms)
+                  : fmt::format("{} connections opened during the run at {:.3f} ms each",
+                                k.connections, connect_ms);
   if (k.first_query_gap_ns)
     x.evidence.emplace_back("first_query_gap_mean_ms",
                             round4(double(*k.first_query_gap_ns) / common::kNsPerMsDouble));

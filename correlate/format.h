@@ -7,11 +7,14 @@
 //   detail::share_pct_text(0.254)       // "25%"
 //   detail::utc_time_text(ns)           // "2026-12-01 20:43:52 UTC"
 //   detail::epoch_seconds_text(ns)      // "1796157832.123"
+//   detail::sql_one_line("SELECT *\n  FROM t", 12)  // "SELECT * FR…"
 #pragma once
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "common/units.h"
 
@@ -42,5 +45,11 @@ std::string utc_time_text(std::int64_t ns);
 // A wall-clock time (ns since the epoch) as seconds since the epoch with
 // millisecond precision: "1796157832.123".
 std::string epoch_seconds_text(std::int64_t ns);
+
+// SQL text (or any text from the server) on one line for a summary or a
+// culprit: runs of whitespace become one space, leading and trailing
+// whitespace go, and past max_chars bytes it is cut at a UTF-8 character
+// boundary and ends in "…".
+std::string sql_one_line(std::string_view sql, std::size_t max_chars = 120);
 
 }  // namespace stallscope::correlate::detail

@@ -348,5 +348,8 @@ void count_connection_errors(schema::Store& store, const std::vector<Window>& wi
 // The latest query text ASH saw for a pid at or before a time, with its
 // state: find_stalls' blocker_query.
 std::function<std::string(int, std::int64_t)> blocker_queries(schema::Store& store);
+// Sets Facts::top_cpu_query: the pg_query_text of the query with the most
+// on-CPU ASH rows (Facts::ash_cpu_query_rows) — server_cpu's culprit.
+void name_top_cpu_query(schema::Store& store, Facts& f);
 
 }  // namespace stallscope::correlate::detail

@@ -408,6 +408,10 @@ void client_process_findings(const Report& r, const Facts& f, std::vector<Findin
                   {"sessions_idle_share", round4(c.sessions_idle_share)},
                   {"session_s", round4(double(session_ns) / kNsPerS)}};
     if (c.top_thread_cores) x.evidence.emplace_back("top_thread_comm", c.top_thread_comm);
+    x.culprit = one_thread
+                    ? fmt::format("the client {} (pid {}), its busiest thread at {:.2f} cores",
+                                  c.comm, c.pid, c.hottest_thread_cores)
+                    : fmt::format("the client {} (pid {}) at {:.2f} cores", c.comm, c.pid, c.cores);
     x.suggestion =
         one_thread
             ? "The client's own work sets the pace: one thread at a full core while its "

@@ -1,7 +1,8 @@
 // What the stall rules (stalls.cpp) read from the run file beyond the
 // windows' sums: queries that lost their connection, and the query a
-// blocking backend was running.
+// blocking backend was running; and the query text server_cpu names.
 #include <memory>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -36,6 +37,19 @@ std::function<std::string(int, std::int64_t)> blocker_queries(schema::Store& sto
     if (!a) return std::string();
     return a->state.empty() ? a->query : fmt::format("{} ({})", a->query, a->state);
   };
+}
+
+// Facts::top_cpu_query (passes.h).
+void name_top_cpu_query(schema::Store& store, Facts& f) {
+  std::int64_t best_id = 0, best_rows = 0;
+  for (const auto& [id, rows] : f.ash_cpu_query_rows) {
+    if (id != 0 && rows > best_rows) std::tie(best_id, best_rows) = std::tie(id, rows);
+  }
+  if (best_rows == 0) return;
+  if (auto text = schema::query_text(store, best_id)) {
+    f.top_cpu_query = std::move(*text);
+    f.top_cpu_query_rows = best_rows;
+  }
 }
 
 }  // namespace stallscope::correlate::detail

@@ -370,6 +370,13 @@ ActivityLookup::ActivityLookup(Store& store)
           "JOIN pg_query_text t ON t.query_text_id = a.query_text_id WHERE a.pid = ?1 AND "
           "a.time_ns <= ?2 ORDER BY a.time_ns DESC LIMIT 1") {}
 
+std::optional<std::string> query_text(Store& store, std::int64_t query_text_id) {
+  Cursor st(store.db(), "SELECT query FROM pg_query_text WHERE query_text_id = ?1");
+  st.bind(1, query_text_id);
+  if (!st.step()) return std::nullopt;
+  return std::string(st.text(0));
+}
+
 std::optional<LatestActivity> ActivityLookup::latest(int pid, std::int64_t at_ns) {
   st_.reset();
   st_.bind(1, pid);

@@ -261,4 +261,7 @@ class ActivityLookup {
   Cursor st_;
 };
 
+// pg_query_text.query of one query_text_id; nullopt when there is no such row.
+std::optional<std::string> query_text(Store& store, std::int64_t query_text_id);
+
 }  // namespace stallscope::schema

@@ -93,11 +93,11 @@ AshRows::AshRows(Store& store, std::int64_t from_ns, std::int64_t to_ns, bool wi
           with_poll_duration
               ? "SELECT time_ns, pid, backend_type, state, wait_event_type, wait_event, "
                 "blocking_pids, (SELECT t.duration_ns FROM ash_tick t WHERE t.ash_tick = "
-                "pg_activity_sample.ash_tick) FROM pg_activity_sample WHERE time_ns >= ?1 AND "
-                "time_ns < ?2 ORDER BY time_ns"
+                "pg_activity_sample.ash_tick), query_text_id FROM pg_activity_sample WHERE "
+                "time_ns >= ?1 AND time_ns < ?2 ORDER BY time_ns"
               : "SELECT time_ns, pid, backend_type, state, wait_event_type, wait_event, "
-                "blocking_pids, NULL FROM pg_activity_sample WHERE time_ns >= ?1 AND time_ns < ?2 "
-                "ORDER BY time_ns") {
+                "blocking_pids, NULL, query_text_id FROM pg_activity_sample WHERE time_ns >= ?1 "
+                "AND time_ns < ?2 ORDER BY time_ns") {
   st_.bind(1, from_ns);
   st_.bind(2, to_ns);
 }

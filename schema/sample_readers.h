@@ -134,6 +134,8 @@ class AshRows {
   // nullopt: explain widens the attribution interval by it, and an unknown
   // round trip widens it by nothing).
   std::int64_t poll_duration_ns() const { return st_.int64(7); }
+  // The row's pg_query_text id (its query text); nullopt when none was stored.
+  std::optional<std::int64_t> query_text_id() const { return st_.opt_int64(8); }
 
  private:
   std::optional<std::string_view> opt_text(int column) const {
