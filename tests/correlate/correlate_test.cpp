@@ -19,6 +19,7 @@
 #include "common/error.h"
 #include "correlate/correlate.h"
 #include "correlate/detail.h"
+#include "correlate/format.h"
 #include "schema/store.h"
 #include "support/test_support.h"
 
@@ -1567,9 +1568,10 @@ TEST(CorrelateRender, JsonHasTheContractShape) {
     std::vector<std::string> fk;
     for (auto it = f.begin(); it != f.end(); ++it) fk.push_back(it.key());
     std::sort(fk.begin(), fk.end());
-    EXPECT_EQ(fk, (std::vector<std::string>{"end_ns", "evidence", "kind", "score", "start_ns",
-                                            "suggestion", "summary"}));
+    EXPECT_EQ(fk, (std::vector<std::string>{"culprit", "end_ns", "evidence", "kind", "score",
+                                            "start_ns", "suggestion", "summary"}));
     EXPECT_TRUE(f["evidence"].is_object());
+    EXPECT_TRUE(f["culprit"].is_null() || f["culprit"].is_string());
     EXPECT_LE(f["score"].get<double>(), prev);
     prev = f["score"].get<double>();
   }
@@ -1593,6 +1595,8 @@ TEST(CorrelateRender, TextEscapesControlCharactersInUntrustedNames) {
   const auto text = out.str();
   EXPECT_EQ(text.find('\x1b'), std::string::npos);
   EXPECT_NE(text.find("pgb\\x1b[31mouncer"), std::string::npos) << text;
+  // The culprit names the process, escaped the same way.
+  EXPECT_NE(text.find("culprit: pgb\\x1b[31mouncer"), std::string::npos) << text;
   // JSON stays dumpable: invalid UTF-8 is replaced, ESC is escaped by the dumper.
   auto dumped = to_json(r).dump();
   EXPECT_EQ(dumped.find('\x1b'), std::string::npos);
@@ -1628,6 +1632,24 @@ TEST(CorrelateRender, EscapeTextReplacesC0AndC1Controls) {
             "x\\xc2\\x9b1m");
   EXPECT_EQ(detail::escape_text("caf\xc3\xa9"), "caf\xc3\xa9");
   EXPECT_EQ(detail::valid_utf8("ok\xff"), "ok\xef\xbf\xbd");
+}
+
+}  // namespace
+}  // namespace stallscope::correlate
+
+namespace stallscope::correlate {
+namespace {
+
+TEST(CorrelateFormat, SqlOneLineCollapsesBlanksAndCutsAtACharacterBoundary) {
+  using detail::sql_one_line;
+  EXPECT_EQ(sql_one_line("  SELECT *\n\tFROM  t\r\n WHERE id = 1;  "),
+            "SELECT * FROM t WHERE id = 1;");
+  EXPECT_EQ(sql_one_line("SELECT 1", 8), "SELECT 1");
+  EXPECT_EQ(sql_one_line("SELECT 12", 8), "SELECT 1…");
+  // "é" is two bytes (C3 A9): a cut inside it goes back to its first byte.
+  EXPECT_EQ(sql_one_line("SELECT 'é'", 9), "SELECT '…");
+  EXPECT_EQ(sql_one_line("SELECT 'é'", 10), "SELECT 'é…");
+  EXPECT_EQ(sql_one_line(" \n "), "");
 }
 
 }  // namespace
