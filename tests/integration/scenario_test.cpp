@@ -6,6 +6,8 @@
 // cannot run the scenario (no loop device, cgroups not writable): the test
 // skips with the script's reason.
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -25,6 +27,12 @@ void run_scenario(const std::string& name, const std::string& expected_kind,
                   std::string* out = nullptr) {
   ::setenv("STALLSCOPE_BIN", stallscope_bin().c_str(), 1);
   auto r = run_command({scenario_path(name)});
+  // For tools/scenarios/score --from: the script's output and exit status.
+  if (const char* logs = std::getenv("STALLSCOPE_SCENARIO_LOGS")) {
+    std::filesystem::create_directories(logs);
+    std::ofstream(std::filesystem::path(logs) / (name + ".log"))
+        << r.out << "exit status: " << r.exit_status << "\n";
+  }
   if (r.exit_status == 77) {
     auto reason = r.out.empty() ? r.err : r.out;
     GTEST_SKIP() << name << " cannot run here: " << reason;
