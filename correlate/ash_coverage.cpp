@@ -47,16 +47,28 @@ void read_ash_coverage(schema::Store& store, const WindowIndex& windows, Span sp
   };
   schema::AshPolls polls(store, span.start_ns - kLookBackNs, span.end_ns);
   std::optional<std::int64_t> last_ns;
+  // The spacing of consecutive polls outside the blind gaps.
+  std::int64_t covered_ns = 0, covered_intervals = 0;
   for (schema::AshPoll p; polls.next(p);) {
     k.ash_longest_poll_ns = std::max(k.ash_longest_poll_ns, p.duration_ns);
     const auto from = last_ns ? *last_ns : span.start_ns;
-    if (p.time_ns - from >= min_gap) blind(from, from + (last_ns ? period : 0), p.time_ns);
+    if (p.time_ns - from >= min_gap) {
+      blind(from, from + (last_ns ? period : 0), p.time_ns);
+    } else if (last_ns) {
+      covered_ns += p.time_ns - *last_ns;
+      ++covered_intervals;
+    }
     last_ns = p.time_ns;
   }
   // No poll after the last one until the span's end (one in progress, or
   // none at all).
   const auto from = last_ns ? *last_ns : span.start_ns;
   if (span.end_ns - from >= min_gap) blind(from, from + (last_ns ? period : 0), span.end_ns);
+  // Each ASH row stands for one poll period of the time the polls covered:
+  // with blind gaps the polls' mean spacing over the whole file would
+  // stretch the rows over the gaps, whose waits are unknown.
+  if (k.ash_blind_gaps > 0 && covered_intervals > 0)
+    f.ash_period_ns = covered_ns / covered_intervals;
 }
 
 void add_ash_blind_note(const Facts& f, Report& report) {
@@ -64,11 +76,12 @@ void add_ash_blind_note(const Facts& f, Report& report) {
   if (k.ash_blind_ns <= 0) return;
   const auto first_ns = report.windows.empty() ? f.span.start_ns : report.windows.front().start_ns;
   report.notes.push_back(fmt::format(
-      "ASH was blind for {:.1f} s of the span ({} gap{} of at least {} polls without a poll; "
-      "the longest {:.1f} s from +{:.1f} s; the slowest poll took {:.1f} s): the poll came late "
-      "or not at all — its own backend may have been held up too. Server waits there are "
-      "unsampled; host state (process states and wait channels) was sampled throughout and is "
-      "what those windows are read from.",
+      "ASH was blind for {:.1f} s of the span ({} gap{} of {} poll periods or more without a "
+      "poll; the longest {:.1f} s from +{:.1f} s; the slowest poll took {:.1f} s): the poll came "
+      "late or not at all — its own backend may have been held up too. Server waits there are "
+      "unsampled (ASH rows count one period of the time the polls covered); host state (process "
+      "states and wait channels) was sampled throughout and is what those windows are read "
+      "from.",
       double(k.ash_blind_ns) / common::kNsPerSDouble, k.ash_blind_gaps,
       k.ash_blind_gaps == 1 ? "" : "s", kAshBlindMinGapPeriods,
       double(k.ash_longest_gap_ns) / common::kNsPerSDouble,

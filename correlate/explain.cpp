@@ -155,6 +155,7 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
     std::vector<WindowAcc> acc(report.windows.size());
     read_host(store, wi, acc, span);
     read_ash_coverage(store, wi, span, report.run.hz, acc, f);  // kernel_sleep.h
+    if (f.ash_available) report.ash_period_ns = f.ash_period_ns;
     clock.lap("host samples");
     sample_passes({store, run, options, qp, wi, backends ? &*backends : nullptr}, report, acc, f,
                   att, clock);

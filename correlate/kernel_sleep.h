@@ -56,7 +56,8 @@ std::string kernel_wait_culprit(const Accounting* acc, const Facts& f,
 // covered: per window (acc[w].ash_blind_ns) and in f.kernel's ash_* figures.
 // The poll period is 1 ÷ `hz` (the rate asked for: the polls' mean spacing,
 // Facts::ash_period_ns, grows with the gaps), f.ash_period_ns when hz is not
-// > 0. Nothing without ASH.
+// > 0. With blind gaps, f.ash_period_ns becomes the mean spacing of the
+// polls outside them (what one ASH row stands for). Nothing without ASH.
 void read_ash_coverage(schema::Store& store, const WindowIndex& windows, Span span, double hz,
                        std::vector<WindowAcc>& acc, Facts& f);
 // The note on blind ASH polls (none when ASH was never blind).

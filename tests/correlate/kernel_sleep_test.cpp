@@ -273,6 +273,9 @@ TEST(KernelSleep, BlindAshPollsAreMarkedPerWindowAndNoted) {
   });
   ASSERT_NE(note, r.notes.end());
   EXPECT_NE(note->find("the longest 4.1 s from +2.9 s"), std::string::npos) << *note;
+  // An ASH row stands for the polls' spacing outside the gap (100 ms), not
+  // their mean spacing over the file (10 s ÷ 60 intervals).
+  EXPECT_EQ(r.ash_period_ns, 100 * kMs);
   // Polls 100 ms apart (or a little late) are not blind.
   Fixture fy;
   fy.steady_queries(kS);
