@@ -48,8 +48,10 @@ void account_kernel_sleep(const WindowAcc& a, Accounting& acc) {
 std::string wchan_meaning(std::string_view w, std::string_view role) {
   const bool backend = role == "backend";
   if (has(w, "pipe_write") || w == "pipe_wait") {
-    return backend ? "a full pipe: their stderr, the log destination (logging_collector off and "
-                     "a log reader that does not keep up)"
+    // A backend writes to a pipe to log: its stderr (logging_collector
+    // off) or the logging collector's pipe; else COPY … TO PROGRAM.
+    return backend ? "a full pipe: their log output (stderr, or the logging collector's pipe) is "
+                     "not read fast enough"
                    : "a full pipe: its reader does not keep up";
   }
   if (has(w, "sk_stream_wait_memory")) return "a full TCP send buffer: the peer does not read";

@@ -42,7 +42,7 @@ void account_kernel_sleep(const WindowAcc& a, Accounting& acc);
 // for a backend (role "backend") or another process; "" when not known.
 std::string wchan_meaning(std::string_view wchan, std::string_view role);
 // The culprit line of a sleep: "backends asleep in anon_pipe_write (a full
-// pipe: their stderr, the log destination)". `who` names the sleepers
+// pipe: their log output (stderr, …) …)". `who` names the sleepers
 // ("backends", "the driver", "pgbouncer").
 std::string sleep_culprit(std::string_view who, std::string_view role, std::string_view wchan);
 // The culprit of the kernel_wait finding: the largest of the backends' sleeps

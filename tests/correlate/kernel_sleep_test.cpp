@@ -207,8 +207,8 @@ TEST(KernelSleep, TheFindingNamesThePipeAsItsCulprit) {
   ASSERT_NE(k, nullptr);
   EXPECT_DOUBLE_EQ(k->score, 0.3);  // 6 s of 20 s
   EXPECT_EQ(k->culprit,
-            "backends asleep in anon_pipe_write (a full pipe: their stderr, the log destination "
-            "(logging_collector off and a log reader that does not keep up))");
+            "backends asleep in anon_pipe_write (a full pipe: their log output (stderr, or the "
+            "logging collector's pipe) is not read fast enough)");
   EXPECT_DOUBLE_EQ(evidence<double>(*k, "backend_sleep_s"), 6.0);
   // ASH called 60 polls (6 s) of it CPU; the backends used 1.4 s.
   EXPECT_DOUBLE_EQ(evidence<double>(*k, "ash_cpu_share"), 0.3);
