@@ -627,11 +627,11 @@ void memory_pressure(const Context& c, std::vector<Finding>& out) {
 // process: parallel workers, synchronous replication), Timeout (pg_sleep,
 // vacuum delay) and Extension — rows × ASH period; ÷ query time. The two views see
 // different waits (a pipe write has no wait event; an IPC wait sleeps on the
-// latch, a latch family wchan), so they add. With queries, backends asleep
-// (S) count as the accounting's kernel_wait parts (kernel_sleep.cpp: each
-// row's span when the backend did not run in it, only while it served the
-// queries) rather than rows × period. Record files: those ASH classes'
-// share of sampled non-idle rows. The culprit is the largest of them
+// latch, a latch family wchan), so they add. With an accounting (queries,
+// or a record --pg file's sessions), backends asleep (S) count as its
+// kernel_wait parts (kernel_sleep.cpp: each row's span when the backend did
+// not run in it, only while it served the queries) rather than rows × period. Record files: those
+// ASH classes' share of sampled non-idle rows. The culprit is the largest of them
 // (kernel_wait_culprit).
 void kernel_wait(const Context& c, std::vector<Finding>& out) {
   static const std::vector<std::string> kClasses = {"IPC", "Timeout", "Extension"};
@@ -644,10 +644,8 @@ void kernel_wait(const Context& c, std::vector<Finding>& out) {
     }
   }
   const auto& k = c.f.kernel;
-  // A record --pg file's session accounting has no kernel_wait parts: rows.
-  const bool measured = c.acc && !c.r.sessions;
-  const auto backend_sleep_ns = measured ? c.acc->kernel_wait_ns : 0;
-  const auto os_rows = measured ? k.rows - k.backend_sleep_rows : k.rows;
+  const auto backend_sleep_ns = c.acc ? c.acc->kernel_wait_ns : 0;
+  const auto os_rows = c.acc ? k.rows - k.backend_sleep_rows : k.rows;
   const auto os_ns = os_rows * c.f.sample_period_ns + backend_sleep_ns;
   const auto ash_ns = ash_rows * c.f.ash_period_ns;
   const double score =
