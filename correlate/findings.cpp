@@ -658,6 +658,14 @@ void kernel_wait(const Context& c, std::vector<Finding>& out) {
   if (!events.empty())
     what += (what.empty() ? "" : "; ") + std::string("wait events ") + top_entries(events, 3);
   x.culprit = kernel_wait_culprit(c.acc, c.f, events);
+  // Mostly backends asleep: the span of the windows where they were.
+  if (c.acc && 2 * backend_sleep_ns >= os_ns + ash_ns) {
+    set_span(x, signal_span(c.r, c.f, [&](std::size_t i) {
+               const auto& w = c.r.windows[i];
+               const auto sv = w.accounting ? service_ns(*w.accounting) : 0;
+               return sv > 0 ? double(w.accounting->kernel_wait_ns) / double(sv) : 0.0;
+             }));
+  }
   // PostgreSQL saw those backends active with no wait event (as on CPU):
   // what ASH called CPU against the CPU they used.
   const auto ash_cpu_rows = c.f.ash_event_rows.contains("CPU") ? c.f.ash_event_rows.at("CPU") : 0;

@@ -206,6 +206,9 @@ TEST(KernelSleep, TheFindingNamesThePipeAsItsCulprit) {
   const auto* k = finding(r, "kernel_wait");
   ASSERT_NE(k, nullptr);
   EXPECT_DOUBLE_EQ(k->score, 0.3);  // 6 s of 20 s
+  // Its span: the windows where the backend slept.
+  EXPECT_EQ(k->start_ns, kT0 + 4 * kS);
+  EXPECT_EQ(k->end_ns, kT0 + 10 * kS);
   EXPECT_EQ(k->culprit,
             "backends asleep in anon_pipe_write (a full pipe: their log output (stderr, or the "
             "logging collector's pipe) is not read fast enough)");
