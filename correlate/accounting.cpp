@@ -9,6 +9,7 @@
 
 #include "common/units.h"
 #include "correlate/format.h"
+#include "correlate/kernel_sleep.h"
 #include "correlate/passes.h"
 
 namespace stallscope::correlate::detail {
@@ -116,6 +117,7 @@ void take_trimmed_parts(Accounting& acc) {
   trimmed("server_cpu", acc.server_cpu_ns);
   trimmed_list("server_wait:", acc.server_wait_by_class_ns, acc.server_wait_ns);
   trimmed_list("server_d_state:", acc.server_d_state_by_wchan_ns, acc.server_d_state_ns);
+  trimmed_list("kernel_wait:", acc.kernel_wait_by_wchan_ns, acc.kernel_wait_ns);
   std::int64_t server_delay = run_delay_before - driver_delay_before;
   trimmed("client_run_queue", acc.driver_run_delay_ns);
   trimmed("run_queue", server_delay);
@@ -153,6 +155,8 @@ void add_parts(const Facts& f, bool pair, Accounting& acc) {
     part("server_wait:" + cls, ns, "server");
   for (const auto& [wchan, ns] : acc.server_d_state_by_wchan_ns)
     part("server_d_state:" + wchan, ns, "server");
+  for (const auto& [wchan, ns] : acc.kernel_wait_by_wchan_ns)
+    part("kernel_wait:" + wchan, ns, "server");
   if (pair) {
     if (cpu_known) part("run_queue", acc.run_delay_ns - acc.driver_run_delay_ns, "server");
     part("client_run_queue", acc.driver_run_delay_ns, "client");
@@ -199,6 +203,8 @@ void add_into(WindowAcc& total, const WindowAcc& a) {
   for (const auto& [k, v] : a.query_d_wchan_rows) total.query_d_wchan_rows[k] += v;
   total.ash_cpu_rows += a.ash_cpu_rows;
   for (const auto& [k, v] : a.ash_class_rows) total.ash_class_rows[k] += v;
+  for (const auto& [k, v] : a.kernel_sleep_ns) total.kernel_sleep_ns[k] += v;
+  total.ash_blind_ns += a.ash_blind_ns;
 }
 
 std::int64_t rows_of(const std::map<std::string, std::int64_t>& m, const std::string& k) {
@@ -274,6 +280,15 @@ WindowSignals window_signals(const WindowAcc& a, const Facts& f, const Window& w
   g.steal_share = steal_share;
   g.ash_period_ns = f.ash_period_ns;
   g.sample_period_ns = f.sample_period_ns;
+  // Backends asleep outside wait events (kernel_sleep.cpp), the time ASH
+  // was blind.
+  std::int64_t top_sleep_ns = 0;
+  for (const auto& [wchan, ns] : a.kernel_sleep_ns) {
+    g.kernel_sleep_ns += ns;
+    if (ns > top_sleep_ns) std::tie(g.top_sleep_wchan, top_sleep_ns) = std::tie(wchan, ns);
+  }
+  g.ash_blind_ns = a.ash_blind_ns;
+  g.window_ns = w.end_ns - w.start_ns;
   return g;
 }
 
@@ -345,6 +360,7 @@ Accounting make_accounting(const QueryTime& time, const WindowAcc& a, const Fact
   acc.run_delay_ns = a.run_delay_ns;
   acc.driver_run_delay_ns = a.driver_run_delay_ns;
   add_d_state(a, f, acc);
+  account_kernel_sleep(a, acc);
   if (f.pooler.available) acc.path_wait_ns = a.path_wait_ns;
   // No process CPU delta covers this span (e.g. --hz 0.1 on a short run):
   // the CPU and run-queue parts measured from this file's processes, and so
@@ -381,6 +397,7 @@ WindowSums sum_windows(Report& report, std::vector<WindowAcc>& acc, Facts& f, in
     add_into(sums.total, a);
     fill_host_figures(a, w, f.window_steal_share[i]);
     fill_wait_and_perturbation(a, w);
+    w.ash_blind_ns = a.ash_blind_ns;
     if (w.perturbed) ++sums.perturbed_windows;
 
     const auto throttled = throttled_ns(a, f);

@@ -99,7 +99,8 @@ struct RunSummary {
 // One part of the query time.
 struct AccountingPart {
   std::string name;  // "driver_cpu", "path_cpu:<comm>", "path_wait:pgbouncer", "server_cpu",
-                     // "server_wait:<class>", "server_d_state:<wchan>", "run_queue",
+                     // "server_wait:<class>", "server_d_state:<wchan>",
+                     // "kernel_wait:<wchan>", "run_queue",
                      // "client_run_queue" (client + server), "schedule_lag" (-R), "remainder"
   std::int64_t time_ns = 0;
   double share = 0;  // time_ns ÷ query_ns (0 when query_ns is 0)
@@ -156,6 +157,14 @@ struct Accounting {
   // parts "server_d_state:<wchan>", by wchan in proportion, largest first.
   std::int64_t server_d_state_ns = 0;
   std::vector<std::pair<std::string, std::int64_t>> server_d_state_by_wchan_ns;
+  // Backends asleep in the kernel while serving the queries, outside any
+  // wait event (ASH sees them active with none): process rows in state S on
+  // a wait channel of no other family (a full pipe, a socket send buffer; not
+  // the latch, a futex, storage or memory) — a row's whole span when the
+  // backend did not run in it, else one sample period — by wchan, largest
+  // first: parts "kernel_wait:<wchan>" (correlate/kernel_sleep.cpp).
+  std::int64_t kernel_wait_ns = 0;
+  std::vector<std::pair<std::string, std::int64_t>> kernel_wait_by_wchan_ns;
   // Set when no process sample's CPU delta covers the span (sampling slower
   // than the span, e.g. --hz 0.1): why the CPU and run-queue parts measured
   // from process samples — and so the remainder — cannot be accounted. They
@@ -168,6 +177,7 @@ struct Accounting {
   std::int64_t excess_ns = 0;
   // In display order: driver_cpu, path_cpu:<comm>…, path_wait:pgbouncer (with
   // path_wait_ns), server_cpu, server_wait:<class>…, server_d_state:<wchan>…,
+  // kernel_wait:<wchan>…,
   // run_queue, client_run_queue (explain_pair: the driver's run delay, apart
   // from the server's), schedule_lag (-R), remainder (or, with cannot_account,
   // unaccounted). Their time_ns add up to query_ns.
@@ -213,6 +223,10 @@ struct Window {
   // then be perturbed by the measurement itself.
   std::optional<double> sampler_core_share;
   bool perturbed = false;
+  // Time in the window no ASH poll covered (a poll late or missing: the
+  // poll's own backend may have been held up too), ns; 0 without ASH gaps.
+  // Its server waits are unsampled; host state still is.
+  std::int64_t ash_blind_ns = 0;
   std::optional<Accounting> accounting;  // absent without queries
 };
 
@@ -270,6 +284,7 @@ enum class StallCause {
   runqueue,
   steal,
   connection_lost,
+  kernel_wait,  // backends asleep in the kernel outside wait events (kernel_sleep.cpp)
   unexplained,
 };
 std::string_view to_string(StallCause cause);

@@ -151,6 +151,20 @@ struct KernelWaitFacts {
   std::int64_t rows = 0;
   // "role wchan" (role: backend, driver, pooler:<comm>) → rows, for evidence.
   std::map<std::string, std::int64_t> rows_by_wait;
+  // Of `rows`, backend rows in S: with queries their time is the accounting's
+  // kernel_wait parts (kernel_sleep.cpp), measured by span, not rows × period.
+  std::int64_t backend_sleep_rows = 0;
+  // The other rows (driver, poolers, backends in D), "role wchan" → rows.
+  std::map<std::string, std::int64_t> other_rows_by_wait;
+  // Blind ASH polls (ash_coverage.cpp): time in the span no poll covered —
+  // a gap between polls of at least kAshBlindMinGapPeriods periods (and
+  // kAshBlindMinGapNs), less one period — the longest such gap, and the
+  // longest poll round trip.
+  std::int64_t ash_blind_ns = 0;
+  std::int64_t ash_blind_gaps = 0;
+  std::int64_t ash_longest_gap_ns = 0;
+  std::int64_t ash_longest_gap_start_ns = 0;
+  std::int64_t ash_longest_poll_ns = 0;
 };
 
 // connection_setup inputs (facts_path.cpp): driver connections opened during
@@ -330,6 +344,13 @@ struct WindowSignals {
   // shut down, crashed or is starting), and the most frequent of those codes.
   std::int64_t connection_errors = 0;
   std::string top_connection_sqlstate;
+  // Backends asleep in the kernel outside any wait event while serving the
+  // queries (WindowAcc::kernel_sleep_ns), their most frequent wchan, and the
+  // time no ASH poll covered (ash_coverage.cpp).
+  std::int64_t kernel_sleep_ns = 0;
+  std::string top_sleep_wchan;
+  std::int64_t ash_blind_ns = 0;
+  std::int64_t window_ns = 0;
 };
 
 // Finds the stalls among the windows (stalls.cpp). `blocker_query` returns

@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "common/units.h"
 #include "correlate/correlate.h"
+#include "correlate/kernel_sleep.h"
 #include "correlate/passes.h"
 #include "correlate/sessions.h"
 #include "schema/store.h"
@@ -153,6 +154,8 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
     // The sample passes: host, ASH, processes.
     std::vector<WindowAcc> acc(report.windows.size());
     read_host(store, wi, acc, span);
+    read_ash_coverage(store, wi, span, report.run.hz, acc, f);  // kernel_sleep.h
+    if (f.ash_available) report.ash_period_ns = f.ash_period_ns;
     clock.lap("host samples");
     sample_passes({store, run, options, qp, wi, backends ? &*backends : nullptr}, report, acc, f,
                   att, clock);

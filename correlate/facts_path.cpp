@@ -60,7 +60,14 @@ void classify(Facts& f, const PathProcess& p, char state, const std::optional<st
   }
   if (family == WchanFamily::other || (futex_counts && family == WchanFamily::futex)) {
     ++f.kernel.rows;
-    ++f.kernel.rows_by_wait[fmt::format("{} {}", role_name(p), w)];
+    const auto key = fmt::format("{} {}", role_name(p), w);
+    ++f.kernel.rows_by_wait[key];
+    // A backend asleep (S): the accounting measures it (kernel_sleep.cpp).
+    if (p.role == PathRole::backend && state == 'S') {
+      ++f.kernel.backend_sleep_rows;
+    } else {
+      ++f.kernel.other_rows_by_wait[key];
+    }
   }
 }
 

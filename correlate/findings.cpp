@@ -8,6 +8,7 @@
 
 #include "correlate/detail.h"
 #include "correlate/format.h"
+#include "correlate/kernel_sleep.h"
 #include "correlate/sessions.h"
 
 namespace stallscope::correlate::detail {
@@ -677,8 +678,12 @@ void memory_pressure(const Context& c, std::vector<Finding>& out) {
 // process: parallel workers, synchronous replication), Timeout (pg_sleep,
 // vacuum delay) and Extension — rows × ASH period; ÷ query time. The two views see
 // different waits (a pipe write has no wait event; an IPC wait sleeps on the
-// latch, a latch family wchan), so they add. Record files: those ASH classes'
-// share of sampled non-idle rows.
+// latch, a latch family wchan), so they add. With an accounting (queries,
+// or a record --pg file's sessions), backends asleep (S) count as its
+// kernel_wait parts (kernel_sleep.cpp: each row's span when the backend did
+// not run in it, only while it served the queries) rather than rows × period. Record files: those
+// ASH classes' share of sampled non-idle rows. The culprit is the largest of them
+// (kernel_wait_culprit).
 void kernel_wait(const Context& c, std::vector<Finding>& out) {
   static const std::vector<std::string> kClasses = {"IPC", "Timeout", "Extension"};
   std::int64_t ash_rows = 0;
@@ -689,7 +694,10 @@ void kernel_wait(const Context& c, std::vector<Finding>& out) {
       if (label.starts_with(cls + ":")) events[label] += n;
     }
   }
-  const auto os_ns = c.f.kernel.rows * c.f.sample_period_ns;
+  const auto& k = c.f.kernel;
+  const auto backend_sleep_ns = c.acc ? c.acc->kernel_wait_ns : 0;
+  const auto os_rows = c.acc ? k.rows - k.backend_sleep_rows : k.rows;
+  const auto os_ns = os_rows * c.f.sample_period_ns + backend_sleep_ns;
   const auto ash_ns = ash_rows * c.f.ash_period_ns;
   const double score =
       c.acc ? c.share(os_ns + ash_ns) : ratio(double(ash_rows), double(c.f.ash_rows));
@@ -700,21 +708,45 @@ void kernel_wait(const Context& c, std::vector<Finding>& out) {
     what = "kernel wait channels " + top_entries(c.f.kernel.rows_by_wait, 3);
   if (!events.empty())
     what += (what.empty() ? "" : "; ") + std::string("wait events ") + top_entries(events, 3);
+  x.culprit = kernel_wait_culprit(c.acc, c.f, events);
+  // Mostly backends asleep: the span of the windows where they were.
+  if (c.acc && 2 * backend_sleep_ns >= os_ns + ash_ns) {
+    set_span(x, signal_span(c.r, c.f, [&](std::size_t i) {
+               const auto& w = c.r.windows[i];
+               const auto sv = w.accounting ? service_ns(*w.accounting) : 0;
+               return sv > 0 ? double(w.accounting->kernel_wait_ns) / double(sv) : 0.0;
+             }));
+  }
+  // PostgreSQL saw those backends active with no wait event (as on CPU):
+  // what ASH called CPU against the CPU they used.
+  const auto ash_cpu_rows = c.f.ash_event_rows.contains("CPU") ? c.f.ash_event_rows.at("CPU") : 0;
   x.summary = fmt::format(
       "Query-path tasks slept on something other than storage, locks or memory for {} of query "
-      "time: {}.",
-      share_pct_text(x.score), what);
+      "time: {}.{}",
+      share_pct_text(x.score), what,
+      backend_sleep_ns > 0
+          ? fmt::format(" PostgreSQL showed those backends active with no wait event; the kernel "
+                        "had them asleep: {}.",
+                        x.culprit)
+          : std::string());
   x.evidence = {{"kernel_wait_share", x.score},
-                {"os_wait_samples", c.f.kernel.rows},
+                {"os_wait_samples", k.rows},
                 {"os_wait_s", s(os_ns)},
                 {"ash_samples", ash_rows},
                 {"ash_wait_s", s(ash_ns)}};
-  if (!c.f.kernel.rows_by_wait.empty())
-    x.evidence.emplace_back("top_wchan", top_entries(c.f.kernel.rows_by_wait, 3));
+  if (c.acc) {
+    x.evidence.emplace_back("backend_sleep_s", s(backend_sleep_ns));
+    x.evidence.emplace_back("ash_cpu_share", round4(c.share(ash_cpu_rows * c.f.ash_period_ns)));
+    x.evidence.emplace_back("backend_cpu_share", round4(c.share(c.acc->server_cpu_ns)));
+  }
+  if (k.ash_blind_ns > 0) x.evidence.emplace_back("ash_blind_s", s(k.ash_blind_ns));
+  if (!k.rows_by_wait.empty()) x.evidence.emplace_back("top_wchan", top_entries(k.rows_by_wait, 3));
   if (!events.empty()) x.evidence.emplace_back("top_wait_events", top_entries(events, 3));
   x.suggestion =
-      "Find what the named wait is for: a pipe write is the log collector falling behind (log "
-      "less, or log to a faster place), a socket send the client not reading, a futex a lock in "
+      "Find what the named wait is for: a pipe write is the server's stderr (or the log "
+      "collector) not drained fast enough — turn logging_collector on, log less (log_statement, "
+      "log_min_duration_statement), or fix the reader (a container's logging driver, journald "
+      "rate limits); a socket send the reader not reading (syslog), a futex a lock in "
       "the client or pooler, IPC:SyncRep a synchronous standby, Timeout:PgSleep an explicit "
       "sleep in the workload.";
   out.push_back(std::move(x));

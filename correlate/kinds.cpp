@@ -56,6 +56,8 @@ std::string_view to_string(StallCause cause) {
       return "steal";
     case StallCause::connection_lost:
       return "connection_lost";
+    case StallCause::kernel_wait:
+      return "kernel_wait";
     case StallCause::unexplained:
       return "unexplained";
   }

@@ -165,6 +165,11 @@ struct WindowAcc {
   std::map<int, std::int64_t> blocking_pid_rows;  // first blocking pid of Lock rows
   std::map<std::string, std::int64_t> ash_event_rows;
   std::map<std::string, std::int64_t> ash_class_rows;
+  // Backends asleep in the kernel outside any wait event while serving the
+  // queries, by wchan (kernel_sleep.cpp), and the time no ASH poll covered
+  // (ash_coverage.cpp).
+  std::map<std::string, std::int64_t> kernel_sleep_ns;
+  std::int64_t ash_blind_ns = 0;
 };
 
 // Window boundaries: window i covers [starts_ns[i], ends_ns[i]); the windows

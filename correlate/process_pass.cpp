@@ -9,6 +9,7 @@
 #include <climits>
 
 #include "common/units.h"
+#include "correlate/kernel_sleep.h"
 #include "correlate/passes.h"
 #include "schema/run_reader.h"
 #include "schema/sample_readers.h"
@@ -168,6 +169,10 @@ class ProcessScan {
     if (span && t - *span >= in_.span.end_ns) return;
     if (!span && t >= in_.span.end_ns) return;
     add_deltas(st, row, in_queries, cpu_col, span);
+    if (row.backend() && in_queries) {  // kernel_sleep.cpp
+      add_kernel_sleep(in_.windows, t, span, cpu_col, f_.sample_period_ns, st.state(), st.wchan(),
+                       acc_);
+    }
     if (row.backend() || row.checkpointer()) add_states(st, row);
   }
 

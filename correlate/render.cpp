@@ -130,6 +130,7 @@ std::string part_label(const std::string& name) {
   if (name == "run_queue") return "run-queue delay";
   if (name == "client_run_queue") return "driver run-queue delay";
   if (name.starts_with("server_d_state:")) return "backend D state " + escape_text(name.substr(15));
+  if (name.starts_with("kernel_wait:")) return "backend asleep in " + escape_text(name.substr(12));
   if (name == "remainder") return "remainder (round trips)";
   if (name == "schedule_lag") return "schedule lag";
   if (name == "unaccounted") return "unaccounted (not sampled)";
@@ -563,6 +564,10 @@ nlohmann::json accounting_json(const Accounting& a) {
   j["server_d_state_by_wchan_ns"] = nlohmann::json::object();
   for (const auto& [wchan, ns] : a.server_d_state_by_wchan_ns)
     j["server_d_state_by_wchan_ns"][valid_utf8(wchan)] = ns;
+  j["kernel_wait_ns"] = a.kernel_wait_ns;
+  j["kernel_wait_by_wchan_ns"] = nlohmann::json::object();
+  for (const auto& [wchan, ns] : a.kernel_wait_by_wchan_ns)
+    j["kernel_wait_by_wchan_ns"][valid_utf8(wchan)] = ns;
   j["cannot_account"] =
       a.cannot_account ? nlohmann::json(valid_utf8(*a.cannot_account)) : nlohmann::json(nullptr);
   if (a.cannot_account) {
@@ -670,6 +675,7 @@ nlohmann::json window_json(const Window& w) {
   j["top_wait_event_samples"] = w.top_wait_event_samples;
   j["sampler_core_share"] = opt(w.sampler_core_share);
   j["perturbed"] = w.perturbed;
+  j["ash_blind_ns"] = w.ash_blind_ns;
   j["accounting"] = w.accounting ? accounting_json(*w.accounting) : nlohmann::json(nullptr);
   return j;
 }

@@ -336,6 +336,17 @@ Accounting session_accounting(const SessionScan& s, const WindowAcc& total, cons
   // while ASH saw them idle — reading the next query, waking up), else
   // ASH's on-CPU time.
   a.server_cpu_ns = take(f.backends_on_host ? total.server_cpu_ns : s.on_cpu_ns);
+  // Backends asleep in the kernel outside any wait event (kernel_sleep.cpp):
+  // ASH saw them active with no wait event, the host asleep on a pipe or a
+  // socket send.
+  for (const auto& [wchan, ns] : total.kernel_sleep_ns) {
+    if (const auto taken = take(ns); taken > 0) {
+      a.kernel_wait_by_wchan_ns.emplace_back(wchan, taken);
+      a.kernel_wait_ns += taken;
+    }
+  }
+  std::stable_sort(a.kernel_wait_by_wchan_ns.begin(), a.kernel_wait_by_wchan_ns.end(),
+                   [](const auto& x, const auto& y) { return x.second > y.second; });
   const std::int64_t backend_delay_ns =
       take(f.backends_on_host ? total.run_delay_ns - total.driver_run_delay_ns : 0);
   // Client processes: their CPU and run delay.
@@ -350,6 +361,7 @@ Accounting session_accounting(const SessionScan& s, const WindowAcc& total, cons
   part("client_cpu", a.driver_cpu_ns);
   part("server_cpu", a.server_cpu_ns);
   for (const auto& [cls, ns] : a.server_wait_by_class_ns) part("server_wait:" + cls, ns);
+  for (const auto& [wchan, ns] : a.kernel_wait_by_wchan_ns) part("kernel_wait:" + wchan, ns);
   part("run_queue", a.run_delay_ns);
   part("remainder", a.remainder_ns);
   return a;

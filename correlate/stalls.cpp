@@ -10,6 +10,7 @@
 #include "common/units.h"
 #include "correlate/detail.h"
 #include "correlate/format.h"
+#include "correlate/kernel_sleep.h"
 
 namespace stallscope::correlate::detail {
 namespace {
@@ -39,6 +40,7 @@ std::pair<double, double> centre_scale(const std::vector<double>& v) {
 // The shares a stall is explained by, per window, as shares of its service time (WindowSignals).
 struct Shares {
   double io = 0, lock = 0, lwlock = 0, throttle = 0, runqueue = 0, steal = 0;
+  double kernel = 0;  // backends asleep outside wait events (kernel_sleep.cpp)
 };
 
 Shares shares_of(const WindowSignals& g) {
@@ -51,6 +53,7 @@ Shares shares_of(const WindowSignals& g) {
   s.throttle = double(g.throttled_ns) / c;
   s.runqueue = double(g.run_delay_ns) / c;
   s.steal = g.steal_share;
+  s.kernel = double(g.kernel_sleep_ns) / c;
   return s;
 }
 
@@ -100,7 +103,7 @@ struct TypicalSignals {
 TypicalSignals typical_signals(const std::vector<std::size_t>& idx,
                                const std::vector<bool>& is_stall,
                                const std::vector<WindowSignals>& sig) {
-  std::vector<double> io, lock, lwlock, thr, rq, st, ckpt_mib;
+  std::vector<double> io, lock, lwlock, thr, rq, st, kernel, ckpt_mib;
   for (auto i : idx) {
     if (is_stall[i]) continue;
     const auto s = shares_of(sig[i]);
@@ -110,9 +113,11 @@ TypicalSignals typical_signals(const std::vector<std::size_t>& idx,
     thr.push_back(s.throttle);
     rq.push_back(s.runqueue);
     st.push_back(s.steal);
+    kernel.push_back(s.kernel);
     ckpt_mib.push_back(checkpointer_write_mib(sig[i]));
   }
-  return {{median(io), median(lock), median(lwlock), median(thr), median(rq), median(st)},
+  return {{median(io), median(lock), median(lwlock), median(thr), median(rq), median(st),
+           median(kernel)},
           median(ckpt_mib)};
 }
 
@@ -130,7 +135,8 @@ void explain_stall(Stall& x, const Window& w, const WindowSignals& g, const Typi
       {StallCause::lwlock_wait, s.lwlock - typ.lwlock},
       {StallCause::cpu_throttle, s.throttle - typ.throttle},
       {StallCause::runqueue, s.runqueue - typ.runqueue},
-      {StallCause::steal, s.steal - typ.steal}};
+      {StallCause::steal, s.steal - typ.steal},
+      {StallCause::kernel_wait, s.kernel - typ.kernel}};
   auto best = std::max_element(std::begin(deltas), std::end(deltas),
                                [](auto& a, auto& b) { return a.second < b.second; });
   const double ckpt_mib = checkpointer_write_mib(g);
@@ -202,6 +208,12 @@ void explain_stall(Stall& x, const Window& w, const WindowSignals& g, const Typi
                                  "the query path was throttled by a CPU quota for {} of "
                                  "query time (typical {}).",
                                  share_pct_text(s.throttle), share_pct_text(typ.throttle));
+    } else if (x.cause == StallCause::kernel_wait) {
+      x.culprit = sleep_culprit("backends", "backend", g.top_sleep_wchan);
+      x.explanation = head + fmt::format(
+                                 "backends slept in the kernel outside any wait event for {} of "
+                                 "query time (typical {}): {}.",
+                                 share_pct_text(s.kernel), share_pct_text(typ.kernel), x.culprit);
     } else if (x.cause == StallCause::runqueue) {
       x.explanation = head + fmt::format(
                                  "the query path waited for a CPU for {} of query time "
@@ -213,6 +225,13 @@ void explain_stall(Stall& x, const Window& w, const WindowSignals& g, const Typi
                                  "(typical {}).",
                                  share_pct_text(s.steal), share_pct_text(typ.steal));
     }
+  }
+  if (g.window_ns > 0 && double(g.ash_blind_ns) >= kAshBlindStallShare * double(g.window_ns)) {
+    x.explanation += fmt::format(
+        " ASH was blind for {:.1f} s of this window (its poll came late or not at all; the poll's "
+        "own backend may have been held up too): server waits there are unsampled, and the "
+        "window is read from host state.",
+        double(g.ash_blind_ns) / common::kNsPerSDouble);
   }
 }
 
@@ -239,7 +258,11 @@ Evidence stall_evidence(const WindowSignals& g, const TypicalSignals& typical) {
           {"run_delay_share", round4(s.runqueue)},
           {"typical_run_delay_share", round4(typ.runqueue)},
           {"steal_share", round4(s.steal)},
-          {"typical_steal_share", round4(typ.steal)}};
+          {"typical_steal_share", round4(typ.steal)},
+          {"kernel_wait_share", round4(s.kernel)},
+          {"typical_kernel_wait_share", round4(typ.kernel)},
+          {"top_sleep_wchan", g.top_sleep_wchan.empty() ? std::string("-") : g.top_sleep_wchan},
+          {"ash_blind_s", round4(double(g.ash_blind_ns) / common::kNsPerSDouble)}};
 }
 
 // A stall spans windows: the window where queries stopped being answered,
@@ -269,6 +292,7 @@ void join_stalls(std::vector<Stall>& stalls, const std::vector<Window>& windows)
     }
     if (!cause) continue;
     x.cause = cause->cause;
+    if (x.culprit.empty()) x.culprit = cause->culprit;
     x.explanation = fmt::format(
         "{} Part of the stall at +{:.0f} s ({}): queries held up there were answered or sent "
         "here.",

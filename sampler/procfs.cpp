@@ -158,6 +158,22 @@ std::optional<std::string> read_wchan(const std::string& proc_root, int pid) {
   return parse_wchan(text);
 }
 
+bool is_idle_wchan(std::string_view w) {
+  static constexpr std::string_view kIdle[] = {
+      "epoll",          "ep_poll",         "poll_schedule",     "do_sys_poll",     "do_select",
+      "sys_select",     "pipe_read",       "unix_stream_read",  "unix_dgram_recv", "sk_wait_data",
+      "tcp_recvmsg",    "inet_csk_accept", "skb_wait_for_more", "__skb_wait",      "wait_woken",
+      "do_wait",        "sigsuspend",      "sigtimedwait",      "sys_pause",       "futex",
+      "nanosleep",      "hrtimer",         "tty_read",          "inotify_read",    "signalfd",
+      "eventfd_read",   "timerfd",         "do_msgrcv",         "semtimedop",      "io_getevents",
+      "io_cqring_wait", "mq_timedreceive", "fuse_dev_do_read",  "kvm_vcpu"};
+  if (w.empty()) return true;
+  for (const auto idle : kIdle) {
+    if (w.find(idle) != std::string_view::npos) return true;
+  }
+  return false;
+}
+
 std::vector<std::string> split_cmdline(std::string_view text) {
   std::vector<std::string> args;
   std::size_t pos = 0;
@@ -799,6 +815,15 @@ void ProcessTracker::observe(const TickInfo& tick,
       const bool active = cpu_moved || obs.state == 'R' || obs.state == 'D';
       row = active || tick.mono_ns - t.base.mono_ns >= heartbeat_ns_;
       quiet = !active && schedstat && t.last_schedstat;
+      // Held up in the kernel since its last row (a full pipe, a socket
+      // send buffer…): a row every tick, so that a sleep of seconds is seen
+      // at each one. It has not run, so it still sleeps where its last row
+      // saw it.
+      const bool kernel_thread = obs.pid == 2 || obs.ppid == 2;
+      if (quiet && obs.state == 'S' && !kernel_thread && t.last_wchan &&
+          !is_idle_wchan(*t.last_wchan)) {
+        row = true;
+      }
     }
     const bool exec_seen = !is_new && obs.comm != t.comm;
     row = row || exec_seen;

@@ -83,6 +83,16 @@ std::optional<ContextSwitches> read_context_switches(const std::string& proc_roo
 std::optional<std::string> parse_wchan(std::string_view text);
 // Reads <proc_root>/<pid>/wchan (see parse_wchan); nullopt when missing.
 std::optional<std::string> read_wchan(const std::string& proc_root, int pid);
+// Whether a task asleep (state S) on this wait channel is waiting for work
+// rather than held up by a resource: epoll/poll/select, reads from a socket,
+// pipe or terminal, wait()/pause()/sigsuspend(), a futex, a timed sleep,
+// signalfd/eventfd/timerfd/inotify, SysV and POSIX message queues and
+// semaphores, io_getevents/io_uring completions, a FUSE daemon's request
+// read, a halted KVM vCPU.
+// Matched by substring, as the names change between kernels. A sleep on any
+// other channel (a full pipe, a socket send buffer, a completion…) is held
+// up; ProcessTracker gives such a process a row every tick while it sleeps.
+bool is_idle_wchan(std::string_view wchan);
 
 // ---------------------------------------------------------------------------
 // /proc/PID/cmdline: NUL-separated arguments.
@@ -342,8 +352,12 @@ struct TrackerDepth {
 //     span_ns) NULL;
 //   - later: a ProcessSampleRow when it is active — state R or D, on-CPU time
 //     or schedstat timeslices moved (utime/stime when schedstat is
-//     unreadable) — or when its last row is at least heartbeat_ns old.
-//     Deltas cover the span since its previous row.
+//     unreadable) — or when its last row is at least heartbeat_ns old, or
+//     when it is held up in the kernel: its last row saw it asleep (S) on a
+//     wait channel that is not idle (is_idle_wchan), and it has not run
+//     since (a quiet row every tick, its wchan that of its last row; not
+//     for kernel threads, children of kthreadd). Deltas cover the span since
+//     its previous row.
 // Every process's schedstat is known every tick: the scanner's
 // (ProcessObservation::schedstat) for a single-threaded one, else the sum of
 // task/*/schedstat read here (a process sampled per thread has its task

@@ -100,7 +100,9 @@ CREATE TABLE thread_comm (
 );
 
 -- Per tick, per active process (see docs/run-file.md: CPU time moved, state R or D,
--- context switches changed; every process also at least every 10 s). Query
+-- context switches changed; asleep on a wait channel that is not a wait for
+-- work and not run since, e.g. a full pipe; every process also at least every
+-- 10 s). Query
 -- the view process_sample, which gives every column with its name and unit;
 -- this table is its compact stored form (wchan as an id; majflt, read_bytes,
 -- write_bytes and kernel_stack in process_io_sample, only when not 0/NULL;

@@ -177,5 +177,17 @@ TEST(Scenario, RecordOfPgbenchWith8ClientsIsServerCpuLikeRun) {
   EXPECT_NE(out.find("client: pgbench"), std::string::npos) << out;
 }
 
+// The server's stderr into a pipe whose reader stops (logging_collector off,
+// log_statement = 'all'): backends block writing their log lines, active with
+// no wait event in PostgreSQL, asleep on the pipe in the kernel.
+TEST(Scenario, LogPipeFullIsKernelWaitNamingThePipe) {
+  std::string out;
+  run_scenario("log-pipe-full", "kernel_wait", &out);
+  if (IsSkipped()) return;
+  EXPECT_NE(out.find("culprit: backends asleep in "), std::string::npos) << out;
+  EXPECT_NE(out.find("culprit named: yes"), std::string::npos) << out;
+  EXPECT_NE(out.find("false alarms: 0"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace stallscope::test

@@ -208,6 +208,69 @@ TEST(HostProcessTracker, HeartbeatGivesIdleProcessARowWithZeroDeltas) {
   EXPECT_EQ(s.nonvoluntary_ctxt_switches, 0);
 }
 
+// A process asleep on a full pipe (or any wait channel that is not an idle
+// one) gets a row every tick while it sleeps, its state and wchan in each;
+// one asleep in epoll does not (heartbeat only), nor does a kernel thread.
+TEST(HostProcessTracker, HeldUpSleeperGetsARowEveryTickWithItsWchan) {
+  FakeProc proc;
+  proc.schedstat(100, 5'000'000, 70'000, 40);
+  proc.switches(100, 30, 4);
+  proc.write(100, "wchan", "anon_pipe_write");
+  proc.schedstat(101, 1'000'000, 0, 10);
+  proc.switches(101, 3, 0);
+  proc.write(101, "wchan", "do_epoll_wait");
+  proc.schedstat(102, 1'000'000, 0, 10);
+  proc.switches(102, 3, 0);
+  proc.write(102, "wchan", "worker_thread");
+  ProcessTracker tracker(proc.root(), 10'000 * kMs);
+  auto kthread = sleeper(102, 9);
+  kthread.ppid = 2;
+  const std::vector<ProcessObservation> all = {sleeper(100, 7), sleeper(101, 8), kthread};
+  schema::Batch first;
+  tracker.observe(tick(1, 0), all, first);
+  ASSERT_EQ(first.process_samples.size(), 3u);
+  // The wchan file is gone: later rows cannot have read it again.
+  std::filesystem::remove(std::filesystem::path(proc.root()) / "100" / "wchan");
+  for (int i = 2; i <= 5; ++i) {
+    schema::Batch b;
+    tracker.observe(tick(i, (i - 1) * 100 * kMs), all, b);
+    ASSERT_EQ(b.process_samples.size(), 1u) << "tick " << i;
+    const auto& s = b.process_samples[0];
+    EXPECT_EQ(s.process_id, 1);
+    EXPECT_EQ(s.state, 'S');
+    EXPECT_EQ(s.wchan, "anon_pipe_write");
+    EXPECT_EQ(s.span_ns, 100 * kMs);
+    EXPECT_EQ(s.cpu_ns, 0);
+  }
+  // It runs again and sleeps in epoll: back to rows only when it moves.
+  proc.schedstat(100, 6'000'000, 70'000, 41);
+  proc.write(100, "wchan", "do_epoll_wait");
+  schema::Batch woke, quiet;
+  tracker.observe(tick(6, 500 * kMs), all, woke);
+  ASSERT_EQ(woke.process_samples.size(), 1u);
+  EXPECT_EQ(woke.process_samples[0].wchan, "do_epoll_wait");
+  EXPECT_EQ(woke.process_samples[0].cpu_ns, 1'000'000);
+  tracker.observe(tick(7, 600 * kMs), all, quiet);
+  EXPECT_TRUE(quiet.process_samples.empty());
+}
+
+TEST(HostProcessTracker, IdleWaitChannelsAreTheWaitsForWork) {
+  EXPECT_TRUE(is_idle_wchan("do_epoll_wait"));
+  EXPECT_TRUE(is_idle_wchan("ep_poll"));
+  EXPECT_TRUE(is_idle_wchan("poll_schedule_timeout"));
+  EXPECT_TRUE(is_idle_wchan("anon_pipe_read"));
+  EXPECT_TRUE(is_idle_wchan("pipe_read"));
+  EXPECT_TRUE(is_idle_wchan("futex_do_wait"));
+  EXPECT_TRUE(is_idle_wchan("do_wait"));
+  EXPECT_TRUE(is_idle_wchan("hrtimer_nanosleep"));
+  EXPECT_TRUE(is_idle_wchan("wait_woken"));
+  EXPECT_FALSE(is_idle_wchan("anon_pipe_write"));
+  EXPECT_FALSE(is_idle_wchan("pipe_write"));
+  EXPECT_FALSE(is_idle_wchan("sk_stream_wait_memory"));
+  EXPECT_FALSE(is_idle_wchan("sock_alloc_send_pskb"));
+  EXPECT_FALSE(is_idle_wchan("unix_wait_for_peer"));
+}
+
 TEST(HostProcessTracker, ReusedPidIsNewProcessWithoutDeltas) {
   FakeProc proc;
   proc.schedstat(100, 900'000'000, 0, 500);
