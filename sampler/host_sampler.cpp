@@ -7,8 +7,9 @@
 // pids reap, which opens and parses each file every time), and
 // detail::ProcessTracker reads status / wchan / io / cgroup / cmdline (and
 // per-thread files, kernel stacks) only for the processes that get a row.
-// Last, cgroup cpu.stat of the cgroups of those processes, and the host's TCP
-// counters (/proc/net/netstat, /proc/net/snmp: detail::TcpStackTracker).
+// Last, cgroup cpu.stat of the cgroups of those processes, and once a second
+// the host's TCP counters (/proc/net/netstat, /proc/net/snmp:
+// detail::TcpStackTracker).
 // proc_root applies to the hand-read files; libproc2 reads the real /proc.
 #include <libproc2/diskstats.h>
 #include <libproc2/meminfo.h>
@@ -182,7 +183,7 @@ schema::Batch HostSampler::Impl::tick(std::int64_t mono_ns, std::int64_t wall_ns
   sample_disks(batch, mono_ns);
   sample_processes(host, batch, mono_ns);
   cgroups.observe(sample_id, mono_ns, tracker.active_cgroups(), batch);
-  tcp_stack.observe(sample_id, batch);
+  tcp_stack.observe(sample_id, mono_ns, batch);
   snap.processes_d_state = host.processes_d_state;
   if (snap.ticks > 1) snap.time_ns = wall_ns;
 

@@ -64,7 +64,8 @@ std::map<std::string, std::int64_t, std::less<>> parse_net_counters(std::string_
   return out;
 }
 
-void TcpStackTracker::observe(std::int64_t sample_id, schema::Batch& out) {
+void TcpStackTracker::observe(std::int64_t sample_id, std::int64_t mono_ns, schema::Batch& out) {
+  if (last_read_mono_ns_ && mono_ns - *last_read_mono_ns_ < period_ns_) return;
   std::map<std::string, std::int64_t, std::less<>> now;
   bool read_any = false;
   for (const char* file : {"/net/netstat", "/net/snmp"}) {
@@ -74,6 +75,7 @@ void TcpStackTracker::observe(std::int64_t sample_id, schema::Batch& out) {
   }
   if (!read_any) {
     prev_.clear();
+    last_read_mono_ns_.reset();
     return;
   }
   std::array<std::optional<std::int64_t>, kCounters> d;
@@ -86,6 +88,8 @@ void TcpStackTracker::observe(std::int64_t sample_id, schema::Batch& out) {
   }
   prev_ = std::move(now);
   schema::TcpStackSampleRow row{.sample_id = sample_id};
+  if (last_read_mono_ns_) row.span_ns = mono_ns - *last_read_mono_ns_;
+  last_read_mono_ns_ = mono_ns;
   std::optional<std::int64_t>* cols[kCounters] = {&row.delayed_acks,
                                                   &row.delayed_ack_locked,
                                                   &row.delayed_ack_lost,

@@ -14,14 +14,16 @@
 // a fake tree) are data: the row's fields stay empty; nothing here throws.
 //
 //   detail::TcpStackTracker tcp("/proc");
-//   tcp.observe(sample_id, batch);  // appends one TcpStackSampleRow (deltas)
+//   tcp.observe(sample_id, mono_ns, batch);  // a TcpStackSampleRow once a second
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 
+#include "common/units.h"
 #include "schema/records.h"
 
 namespace stallscope::sampler::detail {
@@ -54,20 +56,31 @@ inline constexpr std::string_view kTcpStackCounters[] = {"TcpExt:DelayedACKs",
                                                          "Tcp:InErrs",
                                                          "Tcp:OutRsts"};
 
-// Per tick, the deltas of kTcpStackCounters since the previous tick, from
-// <proc_root>/net/netstat and <proc_root>/net/snmp. A counter's delta is
-// absent on the first tick it is read, when it is missing this tick or was
-// at the previous one, and when it went backwards.
+// The host sampler reads the counters at most this often: the kernel sums
+// every counter over all CPUs for each read of the files (about 0.1 ms), and
+// explain reads them over spans of seconds.
+inline constexpr std::int64_t kTcpStackPeriodNs = common::kNsPerS;
+
+// At a tick at least period_ns after its last read, the deltas of
+// kTcpStackCounters since that read, from <proc_root>/net/netstat and
+// <proc_root>/net/snmp. A counter's delta is absent on the first read, when
+// it is missing at this read or was at the previous one, and when it went
+// backwards.
 class TcpStackTracker {
  public:
-  explicit TcpStackTracker(std::string proc_root) : root_(std::move(proc_root)) {}
-  // Reads both files and appends one row for `sample_id` to
-  // out.tcp_stack_samples; appends nothing when neither file can be read.
-  void observe(std::int64_t sample_id, schema::Batch& out);
+  explicit TcpStackTracker(std::string proc_root, std::int64_t period_ns = kTcpStackPeriodNs)
+      : root_(std::move(proc_root)), period_ns_(period_ns) {}
+  // At a tick (CLOCK_MONOTONIC mono_ns) period_ns or more after the last
+  // read (or the first), reads both files and appends one row for
+  // `sample_id` to out.tcp_stack_samples; appends nothing between reads and
+  // when neither file can be read.
+  void observe(std::int64_t sample_id, std::int64_t mono_ns, schema::Batch& out);
 
  private:
   std::string root_;
-  std::string text_;  // file buffer (reused)
+  std::int64_t period_ns_;
+  std::optional<std::int64_t> last_read_mono_ns_;  // of the last read with a file
+  std::string text_;                               // file buffer (reused)
   std::map<std::string, std::int64_t, std::less<>> prev_;
 };
 

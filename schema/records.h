@@ -310,12 +310,14 @@ struct TcpSampleRow {  // TCP_INFO of a driver connection
   std::int64_t unacked = 0;
 };
 
-// The host's TCP counters over one host tick (schema/v1.sql tcp_stack_sample:
-// sources per column): deltas since the previous tick of /proc/net/netstat
-// (TcpExt) and /proc/net/snmp (Tcp). A field is absent on the first tick,
-// when the kernel lacks the counter, and when it went backwards.
+// The host's TCP counters, read at a host tick about once a second
+// (schema/v1.sql tcp_stack_sample: sources per column): deltas since the
+// previous read of /proc/net/netstat (TcpExt) and /proc/net/snmp (Tcp),
+// span_ns long. A field is absent on the first read, when the kernel lacks
+// the counter, and when it went backwards.
 struct TcpStackSampleRow {
   std::int64_t sample_id = 0;
+  std::optional<std::int64_t> span_ns;  // since the previous read, CLOCK_MONOTONIC
   std::optional<std::int64_t> delayed_acks, delayed_ack_locked, delayed_ack_lost;
   std::optional<std::int64_t> timeouts, loss_probes, slow_start_retrans, fast_retrans, syn_retrans;
   std::optional<std::int64_t> zero_window_drop, to_zero_window_adv, want_zero_window_adv;

@@ -181,7 +181,7 @@ struct Store::Statements {
           query_text(db, "INSERT OR IGNORE INTO pg_query_text VALUES (?,?,?,?)"),
           tcp_stack(db,
                     "INSERT OR REPLACE INTO tcp_stack_sample VALUES "
-                    "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)") {}
+                    "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)") {}
     SQLite::Statement host_memory, disk, cgroup, query_text;
     SQLite::Statement tcp_stack;  // tcp_stack_sample
   };
@@ -335,11 +335,26 @@ void write_depth(const Batch& b, Depth& d) {
     auto& st = d.tcp_stack;
     st.bind(1, static_cast<int64_t>(r.sample_id));
     int i = 2;
-    for (const auto* v :
-         {&r.delayed_acks, &r.delayed_ack_locked, &r.delayed_ack_lost, &r.timeouts, &r.loss_probes,
-          &r.slow_start_retrans, &r.fast_retrans, &r.syn_retrans, &r.zero_window_drop,
-          &r.to_zero_window_adv, &r.want_zero_window_adv, &r.rcvq_drop, &r.listen_overflows,
-          &r.listen_drops, &r.retrans_segs, &r.out_segs, &r.in_segs, &r.in_errs, &r.out_rsts}) {
+    for (const auto* v : {&r.span_ns,
+                          &r.delayed_acks,
+                          &r.delayed_ack_locked,
+                          &r.delayed_ack_lost,
+                          &r.timeouts,
+                          &r.loss_probes,
+                          &r.slow_start_retrans,
+                          &r.fast_retrans,
+                          &r.syn_retrans,
+                          &r.zero_window_drop,
+                          &r.to_zero_window_adv,
+                          &r.want_zero_window_adv,
+                          &r.rcvq_drop,
+                          &r.listen_overflows,
+                          &r.listen_drops,
+                          &r.retrans_segs,
+                          &r.out_segs,
+                          &r.in_segs,
+                          &r.in_errs,
+                          &r.out_rsts}) {
       bind_opt(st, i++, *v);
     }
     run_row(st);

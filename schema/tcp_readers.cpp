@@ -46,7 +46,7 @@ std::optional<TcpStackTotals> tcp_stack_totals(Store& store, std::int64_t after_
   if (!store.db().tableExists("tcp_stack_sample")) return std::nullopt;
   Cursor st(store.db(),
             "SELECT count(t.delayed_acks), sum(CASE WHEN t.delayed_acks IS NOT NULL THEN "
-            "s.interval_ns END), sum(t.delayed_acks), sum(t.delayed_ack_locked), "
+            "t.span_ns END), sum(t.delayed_acks), sum(t.delayed_ack_locked), "
             "sum(t.delayed_ack_lost), sum(t.timeouts), sum(t.loss_probes), "
             "sum(t.slow_start_retrans), sum(t.fast_retrans), sum(t.syn_retrans), "
             "sum(t.zero_window_drop), sum(t.to_zero_window_adv), sum(t.want_zero_window_adv), "

@@ -35,8 +35,9 @@ struct TcpRttSummary {
 std::optional<TcpRttSummary> tcp_rtt_in(Store& store, std::int64_t from_ns, std::int64_t to_ns);
 
 // Sums of the tcp_stack_sample rows whose tick (sample.time_ns) is in
-// (after_ns, until_ns]. A NULL delta adds nothing; `rows` counts the rows
-// with deltas (delayed_acks not NULL), `span_ns` their Σ sample.interval_ns.
+// (after_ns, until_ns]; a row covers the span_ns before its tick (about a
+// second), so the sums reach up to that far before after_ns. A NULL delta adds nothing; `rows`
+// counts the rows with deltas (delayed_acks not NULL), `span_ns` their Σ span_ns.
 struct TcpStackTotals {
   std::int64_t rows = 0;
   std::int64_t span_ns = 0;

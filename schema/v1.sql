@@ -496,14 +496,16 @@ CREATE TABLE pgbench_aggregate (
   PRIMARY KEY (file, line)
 ) WITHOUT ROWID;
 
--- The host's TCP counters per host tick: /proc/net/netstat (TcpExt) and
--- /proc/net/snmp (Tcp) of the sampler's network namespace, as deltas since
--- the previous tick (sample.interval_ns long). Host-wide: every TCP socket
--- of the namespace counts, not only the run's. NULL on the first tick, when
--- the kernel lacks the counter, and when it went backwards. Files written
--- before this table existed lack it: explain reads that as absent.
+-- The host's TCP counters, read by the host sampler at the first tick of
+-- each second: /proc/net/netstat (TcpExt) and /proc/net/snmp (Tcp) of the
+-- sampler's network namespace, as deltas since the previous read (span_ns
+-- long). Host-wide: every TCP socket of the namespace counts, not only the
+-- run's. NULL on the first read, when the kernel lacks the counter, and
+-- when it went backwards. Files written before this table existed lack it:
+-- explain reads that as absent.
 CREATE TABLE tcp_stack_sample (
-  sample_id           INTEGER PRIMARY KEY,        -- sample.sample_id (the host tick)
+  sample_id           INTEGER PRIMARY KEY,        -- sample.sample_id (the host tick that read them)
+  span_ns             INTEGER,                    -- since the previous read, CLOCK_MONOTONIC; NULL on the first
   delayed_acks        INTEGER,                    -- TcpExt DelayedACKs: ACKs sent when the delayed-ACK timer fired
   delayed_ack_locked  INTEGER,                    -- TcpExt DelayedACKLocked: the timer fired while the socket was locked by its user
   delayed_ack_lost    INTEGER,                    -- TcpExt DelayedACKLost: a segment came again that had been ACKed late

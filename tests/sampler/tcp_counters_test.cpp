@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/units.h"
 #include "support/test_support.h"
 
 namespace stallscope::sampler::detail {
@@ -73,29 +74,38 @@ TEST(TcpCounters, SkipsMismatchedAndMalformedLines) {
   EXPECT_TRUE(parse_net_counters("").empty());
 }
 
+constexpr std::int64_t kS = common::kNsPerS;
+
 TEST(TcpCounters, TrackerGivesDeltasAndNothingForACounterThatWentBack) {
   test::TempDir dir;
   const auto root = dir.path();
   TcpStackTracker tracker(root.string());
   schema::Batch batch;
   // No files: no row.
-  tracker.observe(1, batch);
+  tracker.observe(1, 0, batch);
   EXPECT_TRUE(batch.tcp_stack_samples.empty());
 
   write_file(root / "net/netstat", netstat(100, 4, 10));
   write_file(root / "net/snmp", snmp(47, 1000));
-  tracker.observe(2, batch);
+  tracker.observe(2, 1 * kS, batch);
   ASSERT_EQ(batch.tcp_stack_samples.size(), 1u);
   const auto& first = batch.tcp_stack_samples[0];
   EXPECT_EQ(first.sample_id, 2);
+  EXPECT_FALSE(first.span_ns);
   EXPECT_FALSE(first.delayed_acks);  // first read: no delta
   EXPECT_FALSE(first.retrans_segs);
 
   write_file(root / "net/netstat", netstat(130, 6, 10));
   write_file(root / "net/snmp", snmp(50, 1600));
-  tracker.observe(3, batch);
+  // Ticks within a second of the last read read nothing.
+  tracker.observe(3, 1 * kS + kS / 10, batch);
+  tracker.observe(4, 1 * kS + 9 * kS / 10, batch);
+  EXPECT_EQ(batch.tcp_stack_samples.size(), 1u);
+  tracker.observe(5, 2 * kS + kS / 100, batch);
   ASSERT_EQ(batch.tcp_stack_samples.size(), 2u);
   const auto& d = batch.tcp_stack_samples[1];
+  EXPECT_EQ(d.sample_id, 5);
+  EXPECT_EQ(d.span_ns, kS + kS / 100);
   EXPECT_EQ(d.delayed_acks, 30);
   EXPECT_EQ(d.timeouts, 2);
   EXPECT_EQ(d.to_zero_window_adv, 0);
@@ -107,7 +117,7 @@ TEST(TcpCounters, TrackerGivesDeltasAndNothingForACounterThatWentBack) {
 
   // DelayedACKs went backwards (a namespace reset): no value, not a negative one.
   write_file(root / "net/netstat", netstat(5, 7, 10));
-  tracker.observe(4, batch);
+  tracker.observe(6, 4 * kS, batch);
   const auto& back = batch.tcp_stack_samples[2];
   EXPECT_FALSE(back.delayed_acks);
   EXPECT_EQ(back.timeouts, 1);
@@ -116,7 +126,7 @@ TEST(TcpCounters, TrackerGivesDeltasAndNothingForACounterThatWentBack) {
   // snmp gone: its counters are absent, netstat's still count.
   std::filesystem::remove(root / "net/snmp");
   write_file(root / "net/netstat", netstat(9, 7, 11));
-  tracker.observe(5, batch);
+  tracker.observe(7, 5 * kS, batch);
   const auto& half = batch.tcp_stack_samples[3];
   EXPECT_EQ(half.delayed_acks, 4);
   EXPECT_EQ(half.to_zero_window_adv, 1);
@@ -125,10 +135,10 @@ TEST(TcpCounters, TrackerGivesDeltasAndNothingForACounterThatWentBack) {
 }
 
 TEST(TcpCounters, ReadsTheRealProcFiles) {
-  TcpStackTracker tracker("/proc");
+  TcpStackTracker tracker("/proc", 0);  // every tick
   schema::Batch batch;
-  tracker.observe(1, batch);
-  tracker.observe(2, batch);
+  tracker.observe(1, 0, batch);
+  tracker.observe(2, 1, batch);
   ASSERT_EQ(batch.tcp_stack_samples.size(), 2u);
   // Every Linux since 2.6 has these two.
   EXPECT_TRUE(batch.tcp_stack_samples[1].delayed_acks.has_value());

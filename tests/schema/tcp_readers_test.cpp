@@ -64,14 +64,20 @@ TEST(TcpReaders, SumsTheStackCountersOfTheTicksInTheSpan) {
                   .interval_ns = i == 1 ? std::nullopt : std::optional<std::int64_t>(100 * kMs)});
   }
   b.tcp_stack_samples.push_back(TcpStackSampleRow{.sample_id = 1});  // first tick: no deltas
-  b.tcp_stack_samples.push_back(TcpStackSampleRow{
-      .sample_id = 2, .delayed_acks = 3, .timeouts = 1, .retrans_segs = 2, .out_segs = 50});
+  b.tcp_stack_samples.push_back(TcpStackSampleRow{.sample_id = 2,
+                                                  .span_ns = 100 * kMs,
+                                                  .delayed_acks = 3,
+                                                  .timeouts = 1,
+                                                  .retrans_segs = 2,
+                                                  .out_segs = 50});
   b.tcp_stack_samples.push_back(TcpStackSampleRow{.sample_id = 3,
+                                                  .span_ns = 100 * kMs,
                                                   .delayed_acks = 4,
                                                   .to_zero_window_adv = 2,
                                                   .retrans_segs = 0,
                                                   .out_segs = 70});
-  b.tcp_stack_samples.push_back(TcpStackSampleRow{.sample_id = 4, .delayed_acks = 100});
+  b.tcp_stack_samples.push_back(
+      TcpStackSampleRow{.sample_id = 4, .span_ns = 100 * kMs, .delayed_acks = 100});
   store.write(b);
   // Ticks 1-3 (tick 4 is past the span's end).
   const auto t = tcp_stack_totals(store, kT0, kT0 + 300 * kMs);
