@@ -252,6 +252,7 @@ enum class FindingKind {
   connection_setup,
   network_roundtrip,
   pool_wait,
+  network_stack,  // delays inside the client's or server's TCP stack (correlate/network.cpp)
 };
 std::string_view to_string(FindingKind kind);
 

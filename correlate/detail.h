@@ -16,6 +16,7 @@
 
 #include "common/units.h"
 #include "correlate/correlate.h"
+#include "correlate/network.h"
 
 namespace stallscope::correlate::detail {
 
@@ -257,7 +258,8 @@ struct Facts {
   MemoryFacts memory;
   KernelWaitFacts kernel;
   ConnectionFacts connections;
-  PoolerFacts pooler;  // read_pooler_facts (facts_pooler.cpp)
+  PoolerFacts pooler;    // read_pooler_facts (facts_pooler.cpp)
+  NetworkFacts network;  // read_network_facts (facts_tcp.cpp; network.h)
 };
 
 // What read_path_facts reads for.

@@ -108,6 +108,7 @@ void path_facts(schema::Store& store, const QueryPath& qp, Report& report,
   const PathRoles roles{qp.driver_process_id, qp.backend_process_ids, qp.middle_processes};
   read_path_facts(store, {roles, f.span}, f);
   read_pooler_facts(store, {report.windows, f.span}, f, report.notes);
+  read_network_facts(store, f);
   for (std::size_t i = 0; i < acc.size(); ++i) acc[i].path_wait_ns = f.pooler.window_wait_ns[i];
 }
 

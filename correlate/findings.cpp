@@ -98,8 +98,11 @@ bool connection_per_transaction(const Facts& f, std::int64_t queries) {
 // thread that itself waited for a CPU — and is charged the same way. With
 // one client per thread that queue cannot form (the remainder stays a round
 // trip); behind a pooler the remainder holds the time queries wait in the
-// pooler; with -C it is connection set-up.
-RunDelayCharge charge_run_delay(const Accounting& a, const Facts& f, std::int64_t queries) {
+// pooler; with -C it is connection set-up. The part of the remainder the TCP
+// counters explain (network_stack: delayed-ACK and retransmission timers,
+// `stack_ns`) is no contention either and is not charged.
+RunDelayCharge charge_run_delay(const Accounting& a, const Facts& f, std::int64_t queries,
+                                std::int64_t stack_ns) {
   const double o = double(f.other_cpu_ns + a.sampler_cpu_ns);
   const bool path_fits = a.clients > 0 && a.clients <= f.cores && a.wall_ns > 0 &&
                          o / double(a.wall_ns) >= kRunqueueMinOtherCores;
@@ -120,8 +123,8 @@ RunDelayCharge charge_run_delay(const Accounting& a, const Facts& f, std::int64_
   const bool multiplexed = f.threads > 0 && a.clients > f.threads;
   if (saturated && multiplexed && a.path_cpu_by_comm_ns.empty() &&
       !connection_per_transaction(f, queries)) {
-    out.remainder =
-        split(std::max<std::int64_t>(0, a.remainder_ns - f.connections.connect_latency_ns));
+    out.remainder = split(
+        std::max<std::int64_t>(0, a.remainder_ns - f.connections.connect_latency_ns - stack_ns));
   }
   return out;
 }
@@ -578,9 +581,11 @@ void single_thread(const Context& c, std::vector<Finding>& out) {
   }
 }
 
-// network_roundtrip: the remainder share minus what a single_thread finding
-// claimed, only while the host CPU is not saturated and ASH was sampled
-// (without ASH the remainder would hide server waits).
+// network_roundtrip: the remainder share minus what a single_thread finding,
+// connection_setup and network_stack (delays inside the TCP stack) claimed,
+// only while the host CPU is not saturated and ASH was sampled (without ASH
+// the remainder would hide server waits). Its culprit names the measured
+// round trip × the round trips per query (network.cpp).
 void network_roundtrip(const Context& c, const std::vector<Finding>& so_far,
                        std::vector<Finding>& out) {
   if (!c.acc || !c.f.ash_available) return;
@@ -589,12 +594,14 @@ void network_roundtrip(const Context& c, const std::vector<Finding>& so_far,
   if (c.f.host.total_ns > 0 && busy >= kRoundtripMaxHostBusyShare) return;
   // A saturated single thread (a pooler) and connection set-up (its round
   // trips: startup, authentication) explain parts of the remainder.
-  double claimed = 0, connect = 0;
+  double claimed = 0, connect = 0, stack = 0;
   for (const auto& x : so_far) {
     if (x.kind == FindingKind::single_thread) claimed = std::max(claimed, x.score);
     if (x.kind == FindingKind::connection_setup) connect = x.score;
+    if (x.kind == FindingKind::network_stack) stack = x.score;
   }
-  claimed += connect;
+  const double single = claimed;
+  claimed += connect + stack;
   const double rem = c.share(a.remainder_ns);
   auto x = make(c, FindingKind::network_roundtrip, rem - claimed);
   if (x.score < kMinScore) return;
@@ -609,9 +616,14 @@ void network_roundtrip(const Context& c, const std::vector<Finding>& so_far,
                 {"driver_cpu_per_query_ms", c.per_query_ms(a.driver_cpu_ns)},
                 {"host_cpu_busy_pct", round4(100 * busy)},
                 {"clients", std::int64_t{a.clients}}};
-  if (claimed > connect)
-    x.evidence.emplace_back("single_thread_claimed_share", round4(claimed - connect));
+  if (single > 0) x.evidence.emplace_back("single_thread_claimed_share", round4(single));
   if (connect > 0) x.evidence.emplace_back("connection_setup_claimed_share", round4(connect));
+  if (stack > 0) x.evidence.emplace_back("network_stack_claimed_share", round4(stack));
+  // The round trips' part of the remainder: what network_stack did not claim.
+  const auto trips_ns =
+      std::max<std::int64_t>(0, a.remainder_ns - static_cast<std::int64_t>(stack * c.service_ns));
+  add_roundtrip_evidence(c.f.network, trips_ns, c.r.run.queries, x.evidence);
+  x.culprit = roundtrip_culprit(c.f.network, trips_ns, c.r.run.queries);
   x.suggestion =
       "Each query waits for a round trip: send fewer of them (batch statements, "
       "pipeline mode, prepared statements), use a Unix socket or a closer client, or "
@@ -819,7 +831,10 @@ std::vector<Finding> find(const Report& r, const Facts& f) {
   const Accounting* acc = r.accounting ? &*r.accounting : nullptr;
   Context c{r, f, acc, acc ? double(service_ns(*acc)) : 0.0, f.span.duration_ns()};
   RunDelayCharge rd;
-  if (acc) rd = charge_run_delay(*acc, f, r.run.queries);
+  if (acc) {
+    const auto stack = diagnose_stack(f.network, acc->remainder_ns, r.run.queries);
+    rd = charge_run_delay(*acc, f, r.run.queries, stack ? stack->time_ns : 0);
+  }
   std::vector<Finding> out;
   server_cpu(c, rd, out);
   client_cpu(c, rd, out);
@@ -842,7 +857,8 @@ std::vector<Finding> find(const Report& r, const Facts& f) {
   connection_setup(c, out);
   pool_wait(r, f, out);  // facts_pooler.cpp
   single_thread(c, out);
-  client_process_findings(r, f, out);  // record --pg files (sessions.cpp)
+  client_process_findings(r, f, out);      // record --pg files (sessions.cpp)
+  network_stack(r, f, c.service_ns, out);  // network.cpp
   network_roundtrip(c, out, out);
   if (acc && acc->lag_apportioned && acc->query_ns > 0) {
     // Scores count the schedule lag each cause made: say how much was direct.

@@ -34,6 +34,8 @@ std::string_view to_string(FindingKind kind) {
       return "network_roundtrip";
     case FindingKind::pool_wait:
       return "pool_wait";
+    case FindingKind::network_stack:
+      return "network_stack";
   }
   return "?";
 }

@@ -7,8 +7,10 @@
 // pids reap, which opens and parses each file every time), and
 // detail::ProcessTracker reads status / wchan / io / cgroup / cmdline (and
 // per-thread files, kernel stacks) only for the processes that get a row.
-// Last, cgroup cpu.stat of the cgroups of those processes. proc_root applies
-// to the hand-read files; libproc2 reads the real /proc.
+// Last, cgroup cpu.stat of the cgroups of those processes, and once a second
+// the host's TCP counters (/proc/net/netstat, /proc/net/snmp:
+// detail::TcpStackTracker).
+// proc_root applies to the hand-read files; libproc2 reads the real /proc.
 #include <libproc2/diskstats.h>
 #include <libproc2/meminfo.h>
 #include <libproc2/misc.h>
@@ -32,6 +34,7 @@
 #include "common/units.h"
 #include "sampler/procfs.h"
 #include "sampler/sampler.h"
+#include "sampler/tcp_counters.h"
 
 namespace stallscope::sampler {
 namespace {
@@ -136,6 +139,7 @@ struct HostSampler::Impl {
   std::map<std::string, DiskCounters> prev_disks;
   detail::CgroupThrottleTracker cgroups;
   detail::ProcScanner scanner;
+  detail::TcpStackTracker tcp_stack;
   bool delayacct_on = false;
   std::optional<std::int64_t> delayacct_checked_ns;
 
@@ -149,7 +153,8 @@ struct HostSampler::Impl {
                     .always_threads_pid = options.own_threads ? static_cast<int>(getpid()) : 0,
                     .never_threads_pid = options.own_threads ? 0 : static_cast<int>(getpid())}),
         cgroups(options.cgroup_root),
-        scanner(options.proc_root) {}
+        scanner(options.proc_root),
+        tcp_stack(options.proc_root) {}
 
   void sample_memory(schema::Batch& batch);
   void sample_disks(schema::Batch& batch, std::int64_t mono_ns);
@@ -178,6 +183,7 @@ schema::Batch HostSampler::Impl::tick(std::int64_t mono_ns, std::int64_t wall_ns
   sample_disks(batch, mono_ns);
   sample_processes(host, batch, mono_ns);
   cgroups.observe(sample_id, mono_ns, tracker.active_cgroups(), batch);
+  tcp_stack.observe(sample_id, mono_ns, batch);
   snap.processes_d_state = host.processes_d_state;
   if (snap.ticks > 1) snap.time_ns = wall_ns;
 

@@ -12,7 +12,8 @@
 // schedstat — on-CPU ns, run-queue delay ns — from files kept open between
 // ticks), /proc/PID/status (context switches), /proc/PID/{wchan,io,cgroup,
 // cmdline,stack}, and for processes sampled per thread /proc/PID/task/*; so
-// are /proc/pressure/* and cgroup cpu.stat.
+// are /proc/pressure/*, cgroup cpu.stat and the TCP counters of
+// /proc/net/netstat and /proc/net/snmp (tcp_stack_sample).
 #pragma once
 
 #include <cstdint>
@@ -34,7 +35,8 @@ struct HostSamplerOptions {
   double hz = 10;  // ticks per second; must be > 0
   // Seam for tests: where the hand-read files (the process listing, the last
   // pid of loadavg, PID/{stat,schedstat,status,wchan,io,cgroup,cmdline,stack},
-  // PID/task/*, pressure/*, sys/kernel/task_delayacct) are found. libproc2
+  // PID/task/*, pressure/*, sys/kernel/task_delayacct, net/netstat,
+  // net/snmp) are found. libproc2
   // (/proc/stat, loadavg's averages, meminfo, vmstat, diskstats) reads the
   // real /proc.
   std::string proc_root = "/proc";

@@ -310,6 +310,21 @@ struct TcpSampleRow {  // TCP_INFO of a driver connection
   std::int64_t unacked = 0;
 };
 
+// The host's TCP counters, read at a host tick about once a second
+// (schema/v1.sql tcp_stack_sample: sources per column): deltas since the
+// previous read of /proc/net/netstat (TcpExt) and /proc/net/snmp (Tcp),
+// span_ns long. A field is absent on the first read, when the kernel lacks
+// the counter, and when it went backwards.
+struct TcpStackSampleRow {
+  std::int64_t sample_id = 0;
+  std::optional<std::int64_t> span_ns;  // since the previous read, CLOCK_MONOTONIC
+  std::optional<std::int64_t> delayed_acks, delayed_ack_locked, delayed_ack_lost;
+  std::optional<std::int64_t> timeouts, loss_probes, slow_start_retrans, fast_retrans, syn_retrans;
+  std::optional<std::int64_t> zero_window_drop, to_zero_window_adv, want_zero_window_adv;
+  std::optional<std::int64_t> rcvq_drop, listen_overflows, listen_drops;
+  std::optional<std::int64_t> retrans_segs, out_segs, in_segs, in_errs, out_rsts;
+};
+
 // --pooler-admin: one database of pgbouncer's SHOW STATS + SHOW POOLS at one
 // poll (schema/v1.sql pooler_sample: units and sources per column). Counter
 // deltas are absent on the first poll, after a reconnect, and when a counter
@@ -352,6 +367,7 @@ struct Batch {
   std::vector<StatementLatencyRow> statement_latencies;
   std::vector<TcpSampleRow> tcp_samples;
   std::vector<PoolerSampleRow> pooler_samples;  // --pooler-admin
+  std::vector<TcpStackSampleRow> tcp_stack_samples;
 
   bool empty() const {
     return samples.empty() && host_samples.empty() && processes.empty() &&
@@ -361,7 +377,7 @@ struct Batch {
            cgroup_samples.empty() && pg_query_texts.empty() && pgbench_aggregates.empty() &&
            clock_offsets.empty() && statements.empty() && statement_latencies.empty() &&
            tcp_samples.empty() && pooler_samples.empty() && pg_sessions.empty() &&
-           pg_session_idles.empty() && record_clients.empty();
+           pg_session_idles.empty() && record_clients.empty() && tcp_stack_samples.empty();
   }
 };
 

@@ -178,8 +178,12 @@ struct Store::Statements {
                       "INSERT INTO host_memory_sample VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
           disk(db, "INSERT OR REPLACE INTO disk_sample VALUES (?,?,?,?,?,?,?,?,?,?)"),
           cgroup(db, "INSERT OR REPLACE INTO cgroup_sample VALUES (?,?,?,?,?,?)"),
-          query_text(db, "INSERT OR IGNORE INTO pg_query_text VALUES (?,?,?,?)") {}
+          query_text(db, "INSERT OR IGNORE INTO pg_query_text VALUES (?,?,?,?)"),
+          tcp_stack(db,
+                    "INSERT OR REPLACE INTO tcp_stack_sample VALUES "
+                    "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)") {}
     SQLite::Statement host_memory, disk, cgroup, query_text;
+    SQLite::Statement tcp_stack;  // tcp_stack_sample
   };
   Depth depth;
   // process_sample / thread_sample rows in their stored form (tick_rows.h).
@@ -323,6 +327,34 @@ void write_depth(const Batch& b, Depth& d) {
           &r.psi_memory_some_us, &r.psi_memory_full_us, &r.mem_available_bytes, &r.mem_dirty_bytes,
           &r.mem_writeback_bytes, &r.swap_used_bytes, &r.major_faults, &r.swap_in_pages,
           &r.swap_out_pages, &r.page_in_kib, &r.page_out_kib}) {
+      bind_opt(st, i++, *v);
+    }
+    run_row(st);
+  }
+  for (const auto& r : b.tcp_stack_samples) {
+    auto& st = d.tcp_stack;
+    st.bind(1, static_cast<int64_t>(r.sample_id));
+    int i = 2;
+    for (const auto* v : {&r.span_ns,
+                          &r.delayed_acks,
+                          &r.delayed_ack_locked,
+                          &r.delayed_ack_lost,
+                          &r.timeouts,
+                          &r.loss_probes,
+                          &r.slow_start_retrans,
+                          &r.fast_retrans,
+                          &r.syn_retrans,
+                          &r.zero_window_drop,
+                          &r.to_zero_window_adv,
+                          &r.want_zero_window_adv,
+                          &r.rcvq_drop,
+                          &r.listen_overflows,
+                          &r.listen_drops,
+                          &r.retrans_segs,
+                          &r.out_segs,
+                          &r.in_segs,
+                          &r.in_errs,
+                          &r.out_rsts}) {
       bind_opt(st, i++, *v);
     }
     run_row(st);

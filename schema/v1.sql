@@ -498,6 +498,37 @@ CREATE TABLE pgbench_aggregate (
   PRIMARY KEY (file, line)
 ) WITHOUT ROWID;
 
+-- The host's TCP counters, read by the host sampler at the first tick of
+-- each second: /proc/net/netstat (TcpExt) and /proc/net/snmp (Tcp) of the
+-- sampler's network namespace, as deltas since the previous read (span_ns
+-- long). Host-wide: every TCP socket of the namespace counts, not only the
+-- run's. NULL on the first read, when the kernel lacks the counter, and
+-- when it went backwards. Files written before this table existed lack it:
+-- explain reads that as absent.
+CREATE TABLE tcp_stack_sample (
+  sample_id           INTEGER PRIMARY KEY,        -- sample.sample_id (the host tick that read them)
+  span_ns             INTEGER,                    -- since the previous read, CLOCK_MONOTONIC; NULL on the first
+  delayed_acks        INTEGER,                    -- TcpExt DelayedACKs: ACKs sent when the delayed-ACK timer fired
+  delayed_ack_locked  INTEGER,                    -- TcpExt DelayedACKLocked: the timer fired while the socket was locked by its user
+  delayed_ack_lost    INTEGER,                    -- TcpExt DelayedACKLost: a segment came again that had been ACKed late
+  timeouts            INTEGER,                    -- TcpExt TCPTimeouts: retransmission timeouts (RTO)
+  loss_probes         INTEGER,                    -- TcpExt TCPLossProbes: tail loss probes sent
+  slow_start_retrans  INTEGER,                    -- TcpExt TCPSlowStartRetrans
+  fast_retrans        INTEGER,                    -- TcpExt TCPFastRetrans
+  syn_retrans         INTEGER,                    -- TcpExt TCPSynRetrans: SYN and SYN-ACK retransmissions
+  zero_window_drop    INTEGER,                    -- TcpExt TCPZeroWindowDrop: segments dropped at a zero window
+  to_zero_window_adv  INTEGER,                    -- TcpExt TCPToZeroWindowAdv: window advertised as 0 (the receiver not reading)
+  want_zero_window_adv INTEGER,                   -- TcpExt TCPWantZeroWindowAdv: a zero window was wanted
+  rcvq_drop           INTEGER,                    -- TcpExt TCPRcvQDrop: segments dropped, receive queue full
+  listen_overflows    INTEGER,                    -- TcpExt ListenOverflows: accept queue full
+  listen_drops        INTEGER,                    -- TcpExt ListenDrops: SYNs dropped at a listener
+  retrans_segs        INTEGER,                    -- Tcp RetransSegs: segments retransmitted
+  out_segs            INTEGER,                    -- Tcp OutSegs: segments sent
+  in_segs             INTEGER,                    -- Tcp InSegs: segments received
+  in_errs             INTEGER,                    -- Tcp InErrs: segments received in error
+  out_rsts            INTEGER                     -- Tcp OutRsts: resets sent
+);
+
 -- explain's results. These two tables end this file, each CREATE TABLE IF
 -- NOT EXISTS: explain applies everything from the first of them on again
 -- (schema/report_store.cpp), which gives files written before they existed

@@ -92,6 +92,15 @@ TEST(Scenario, Seed000With1ClientBehindADelayIsNetworkRoundtrip) {
   run_scenario("seed-000-c1", "network_roundtrip");
 }
 
+TEST(Scenario, NagleBehindDelayedAcksIsNetworkStackNamingTcpNodelay) {
+  std::string out;
+  // A proxy without TCP_NODELAY writing each message in two pieces: ~40 ms a
+  // query in the TCP stack, not on the wire.
+  run_scenario("nagle-delayed-ack", "network_stack", &out);
+  EXPECT_NE(out.find("culprit named: yes"), std::string::npos) << out;
+  EXPECT_NE(out.find("delayed ACKs"), std::string::npos) << out;
+}
+
 TEST(Scenario, Seed000ThroughPgbouncerGivesThePoolerItsOwnLine) {
   std::string out;
   // 16 clients queue for 4 server connections held mostly for the hop
