@@ -238,6 +238,9 @@ enum class FindingKind {
   connection_setup,
   network_roundtrip,
   pool_wait,
+  // Backends waited for a synchronous standby (ASH IPC:SyncRep), the standby
+  // named from pg_stat_replication (correlate/facts_pgstats.cpp).
+  replication_wait,
 };
 std::string_view to_string(FindingKind kind);
 
@@ -271,6 +274,7 @@ enum class StallCause {
   steal,
   connection_lost,
   unexplained,
+  replication_wait,  // backends waited for a synchronous standby (IPC:SyncRep)
 };
 std::string_view to_string(StallCause cause);
 

@@ -16,6 +16,7 @@
 
 #include "common/units.h"
 #include "correlate/correlate.h"
+#include "correlate/pg_stats_facts.h"
 
 namespace stallscope::correlate::detail {
 
@@ -238,6 +239,8 @@ struct Facts {
   KernelWaitFacts kernel;
   ConnectionFacts connections;
   PoolerFacts pooler;  // read_pooler_facts (facts_pooler.cpp)
+  // read_pg_stats_facts (facts_pgstats.cpp).
+  PgStatsFacts pg_stats;
 };
 
 // What read_path_facts reads for.
@@ -324,6 +327,8 @@ struct WindowSignals {
   // shut down, crashed or is starting), and the most frequent of those codes.
   std::int64_t connection_errors = 0;
   std::string top_connection_sqlstate;
+  // ASH rows waiting for a standby (is_replication_wait: IPC:SyncRep).
+  std::int64_t replication_rows = 0;
 };
 
 // Finds the stalls among the windows (stalls.cpp). `blocker_query` returns

@@ -34,6 +34,8 @@ std::string_view to_string(FindingKind kind) {
       return "network_roundtrip";
     case FindingKind::pool_wait:
       return "pool_wait";
+    case FindingKind::replication_wait:
+      return "replication_wait";
   }
   return "?";
 }
@@ -58,6 +60,8 @@ std::string_view to_string(StallCause cause) {
       return "connection_lost";
     case StallCause::unexplained:
       return "unexplained";
+    case StallCause::replication_wait:
+      return "replication_wait";
   }
   return "?";
 }
