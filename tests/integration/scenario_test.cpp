@@ -199,5 +199,14 @@ TEST(Scenario, TempSpillIsServerCpuNamingWorkMem) {
   EXPECT_NE(out.find("culprit named: yes"), std::string::npos) << out;
 }
 
+// fpw-checkpoint (cases.md C28): io_wait on this VM, its culprit full_page_writes.
+TEST(Scenario, FullPageWritesAfterCheckpointsNameFullPageWrites) {
+  std::string out;
+  run_scenario("fpw-checkpoint", "io_wait", &out);
+  if (IsSkipped()) return;
+  EXPECT_NE(out.find("culprit: full_page_writes = on: "), std::string::npos) << out;
+  EXPECT_NE(out.find("culprit named: yes"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace stallscope::test
