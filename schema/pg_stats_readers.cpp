@@ -69,8 +69,9 @@ std::optional<PgStatsCounters> pg_stats_counters(Store& store, std::int64_t star
       "SELECT " + cols + " FROM pg_stats_sample WHERE time_ns <= ?1 ORDER BY time_ns DESC LIMIT 1",
       start_ns);
   if (!first) {
-    first = one_stats_row(store,
-                          "SELECT " + cols + " FROM pg_stats_sample ORDER BY time_ns LIMIT 1", 0);
+    first = one_stats_row(
+        store,
+        "SELECT " + cols + " FROM pg_stats_sample WHERE time_ns >= ?1 ORDER BY time_ns LIMIT 1", 0);
   }
   if (!first) return std::nullopt;
   auto last = one_stats_row(
@@ -78,8 +79,11 @@ std::optional<PgStatsCounters> pg_stats_counters(Store& store, std::int64_t star
       "SELECT " + cols + " FROM pg_stats_sample WHERE time_ns >= ?1 ORDER BY time_ns LIMIT 1",
       end_ns);
   if (!last) {
-    last = one_stats_row(
-        store, "SELECT " + cols + " FROM pg_stats_sample ORDER BY time_ns DESC LIMIT 1", 0);
+    last =
+        one_stats_row(store,
+                      "SELECT " + cols +
+                          " FROM pg_stats_sample WHERE time_ns >= ?1 ORDER BY time_ns DESC LIMIT 1",
+                      0);
   }
   PgStatsCounters out{*first, *last, 0, 0};
   Cursor c(store.db(),
