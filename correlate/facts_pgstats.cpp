@@ -215,7 +215,9 @@ void replication_wait(const Report& r, const Facts& f, std::vector<Finding>& out
   x.summary = fmt::format(
       "{} waited for a synchronous standby to confirm their commits (IPC:SyncRep) for {} of {}{}.",
       a ? "This run's backends" : "Client backends", share_pct_text(x.score),
-      a ? "query time" : "sampled non-idle moments", x.culprit.empty() ? "" : ": " + x.culprit);
+      a ? "query time" : "sampled non-idle moments",
+      // The standby, in short: the culprit up to its figures.
+      x.culprit.empty() ? "" : ": " + x.culprit.substr(0, x.culprit.find_first_of(":;")));
   x.evidence = {{"replication_wait_share", x.score},
                 {"replication_wait_s", round4(double(wait_ns) / common::kNsPerSDouble)},
                 {"ash_samples", rows},
@@ -331,7 +333,7 @@ std::optional<SettingCulprit> setting_culprit(const Report& r, const Facts& f, F
          "Each statement is planned again: use prepared statements (protocol prepared, or the "
          "driver's statement cache), and check plan_cache_mode; a pooler in transaction mode "
          "needs protocol-level prepared statement support.");
-  } else if (temp_per_s >= kTempMinBytesPerS) {
+  } else if (temp_per_s >= kTempMinBytesPerS && kind != FindingKind::lwlock_wait) {
     make(fmt::format("work_mem = {}: queries spilled {:.1f} MiB/s to temp files ({:.1f} MiB per "
                      "transaction, {} files)",
                      p.setting("work_mem").empty() ? "?" : p.setting("work_mem"), mib(temp_per_s),
@@ -339,7 +341,8 @@ std::optional<SettingCulprit> setting_culprit(const Report& r, const Facts& f, F
          "Sorts and hashes spill to temp files: raise work_mem for this query or role (SET "
          "work_mem, ALTER ROLE … SET work_mem) until EXPLAIN (ANALYZE) shows no 'Disk:'; or make "
          "the query sort less.");
-  } else if (fpi_heavy && (kind == FindingKind::io_wait || cpu)) {
+  } else if (fpi_heavy &&
+             (kind == FindingKind::io_wait || kind == FindingKind::lwlock_wait || cpu)) {
     make(fmt::format("full_page_writes = {}: {:.1f} full-page images per transaction, {:.1f} kB "
                      "of WAL per transaction after {} checkpoint{} (checkpoint_timeout = {}, "
                      "max_wal_size = {}, wal_compression = {})",
@@ -357,7 +360,10 @@ std::optional<SettingCulprit> setting_culprit(const Report& r, const Facts& f, F
 
 void add_setting_culprits(const Report& r, const Facts& f, std::vector<Finding>& out) {
   for (auto& x : out) {
-    if (x.kind != FindingKind::server_cpu && x.kind != FindingKind::io_wait) continue;
+    if (x.kind != FindingKind::server_cpu && x.kind != FindingKind::io_wait &&
+        x.kind != FindingKind::lwlock_wait) {
+      continue;
+    }
     auto c = setting_culprit(r, f, x.kind);
     if (!c) continue;
     for (auto& e : c->evidence) x.evidence.push_back(std::move(e));

@@ -67,11 +67,11 @@ void replication_wait(const Report& r, const Facts& f, std::vector<Finding>& out
 // "" when nothing names one.
 std::string replication_culprit(const Facts& f);
 
-// What a setting makes the backends spend, for a server_cpu or io_wait
-// finding: the culprit line, its evidence and a suggestion. nullopt without
-// the statistics (no pg_stats_sample row, no pg_stat_statements snapshot);
-// culprit and suggestion empty (the evidence still set) when no setting
-// explains enough of it (thresholds in facts_pgstats.cpp, docs/findings.md).
+// What a setting makes the backends spend, for a server_cpu, io_wait or
+// lwlock_wait (WAL insertion and WALWrite queues) finding: the culprit line, its evidence and a
+// suggestion. nullopt without the statistics (no pg_stats_sample row, no pg_stat_statements
+// snapshot); culprit and suggestion empty (the evidence still set) when no setting explains enough
+// of it (thresholds in facts_pgstats.cpp, docs/findings.md).
 struct SettingCulprit {
   std::string culprit;
   Evidence evidence;
@@ -79,8 +79,8 @@ struct SettingCulprit {
 };
 std::optional<SettingCulprit> setting_culprit(const Report& r, const Facts& f, FindingKind kind);
 
-// Adds setting_culprit's evidence to the server_cpu and io_wait findings in
-// `out`, and its culprit and suggestion when it names one.
+// Adds setting_culprit's evidence to the server_cpu, io_wait and lwlock_wait
+// findings in `out`, and its culprit and suggestion when it names one.
 void add_setting_culprits(const Report& r, const Facts& f, std::vector<Finding>& out);
 
 // Names the standby in each replication_wait stall (its culprit).
