@@ -9,9 +9,9 @@
 // the entries whose calls changed.
 //
 //   detail::PgStatsPoller stats;
-//   stats.first(conn, wall_ns, batch);       // settings, counters, statements
-//   stats.tick(conn, mono_ns, wall_ns, batch);  // each ASH poll: polls when due
-//   stats.last(conn, wall_ns, batch);        // at stop: counters and statements
+//   stats.first(conn, mono_ns, wall_ns, batch);  // at start: settings, counters, statements
+//   stats.tick(conn, mono_ns, wall_ns, batch);   // after each ASH poll: polls when due
+//   stats.last(conn, wall_ns, batch);            // at stop: counters and statements
 //
 // No call throws: a query that fails (a view this server lacks, no
 // permission, a lost connection) leaves its rows out; pg_stat_statements is
