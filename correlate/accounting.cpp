@@ -270,6 +270,9 @@ WindowSignals window_signals(const WindowAcc& a, const Facts& f, const Window& w
   const bool io_evidence = rows_of(f.ash_class_rows, "IO") > 0 || f.backend_d_rows > 0;
   g.io_rows = rows_of(a.ash_class_rows, "IO") + (io_evidence ? walwrite : 0);
   g.lock_rows = rows_of(a.ash_class_rows, "Lock");
+  for (const auto& [label, n] : a.ash_event_rows) {
+    if (is_replication_wait(label)) g.replication_rows += n;
+  }
   g.lwlock_rows = rows_of(a.ash_class_rows, "LWLock") - (io_evidence ? walwrite : 0);
   for (const auto& [pid, n] : a.blocking_pid_rows) {
     if (n > g.top_blocking_pid_rows)

@@ -253,6 +253,9 @@ enum class FindingKind {
   network_roundtrip,
   pool_wait,
   network_stack,  // delays inside the client's or server's TCP stack (correlate/network.cpp)
+  // Backends waited for a synchronous standby (ASH IPC:SyncRep), the standby
+  // named from pg_stat_replication (correlate/facts_pgstats.cpp).
+  replication_wait,
 };
 std::string_view to_string(FindingKind kind);
 
@@ -287,6 +290,7 @@ enum class StallCause {
   connection_lost,
   kernel_wait,  // backends asleep in the kernel outside wait events (kernel_sleep.cpp)
   unexplained,
+  replication_wait,  // backends waited for a synchronous standby (IPC:SyncRep)
 };
 std::string_view to_string(StallCause cause);
 

@@ -17,6 +17,7 @@
 #include "common/units.h"
 #include "correlate/correlate.h"
 #include "correlate/network.h"
+#include "correlate/pg_stats_facts.h"
 
 namespace stallscope::correlate::detail {
 
@@ -260,6 +261,8 @@ struct Facts {
   ConnectionFacts connections;
   PoolerFacts pooler;    // read_pooler_facts (facts_pooler.cpp)
   NetworkFacts network;  // read_network_facts (facts_tcp.cpp; network.h)
+  // read_pg_stats_facts (facts_pgstats.cpp).
+  PgStatsFacts pg_stats;
 };
 
 // What read_path_facts reads for.
@@ -353,6 +356,8 @@ struct WindowSignals {
   std::string top_sleep_wchan;
   std::int64_t ash_blind_ns = 0;
   std::int64_t window_ns = 0;
+  // ASH rows waiting for a standby (is_replication_wait: IPC:SyncRep).
+  std::int64_t replication_rows = 0;
 };
 
 // Finds the stalls among the windows (stalls.cpp). `blocker_query` returns

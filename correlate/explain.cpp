@@ -109,6 +109,7 @@ void path_facts(schema::Store& store, const QueryPath& qp, Report& report,
   read_path_facts(store, {roles, f.span}, f);
   read_pooler_facts(store, {report.windows, f.span}, f, report.notes);
   read_network_facts(store, f);
+  read_pg_stats_facts(store, f.span, f);
   for (std::size_t i = 0; i < acc.size(); ++i) acc[i].path_wait_ns = f.pooler.window_wait_ns[i];
 }
 
@@ -191,6 +192,7 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
     report.verdict = decide_verdict(report, f);
     count_connection_errors(store, report.windows, sums.signals);
     report.stalls = find_stalls(report, sums.signals, blocker_queries(store));
+    name_replication_stalls(f, report.stalls);
     clock.lap("findings, stalls");
     return report;
   } catch (const schema::SqliteError& e) {

@@ -703,7 +703,13 @@ void kernel_wait(const Context& c, std::vector<Finding>& out) {
   for (const auto& cls : kClasses) {
     ash_rows += class_rows(c.f, cls);
     for (const auto& [label, n] : c.f.ash_event_rows) {
-      if (label.starts_with(cls + ":")) events[label] += n;
+      if (!label.starts_with(cls + ":")) continue;
+      // Waits for a standby are replication_wait's (facts_pgstats.cpp).
+      if (is_replication_wait(label)) {
+        ash_rows -= n;
+        continue;
+      }
+      events[label] += n;
     }
   }
   const auto& k = c.f.kernel;
@@ -855,11 +861,15 @@ std::vector<Finding> find(const Report& r, const Facts& f) {
   memory_pressure(c, out);
   kernel_wait(c, out);
   connection_setup(c, out);
-  pool_wait(r, f, out);  // facts_pooler.cpp
+  pool_wait(r, f, out);         // facts_pooler.cpp
+  replication_wait(r, f, out);  // facts_pgstats.cpp
   single_thread(c, out);
   client_process_findings(r, f, out);      // record --pg files (sessions.cpp)
   network_stack(r, f, c.service_ns, out);  // network.cpp
   network_roundtrip(c, out, out);
+  // The setting behind server_cpu / io_wait, when PostgreSQL's statistics
+  // name one (facts_pgstats.cpp).
+  add_setting_culprits(r, f, out);
   if (acc && acc->lag_apportioned && acc->query_ns > 0) {
     // Scores count the schedule lag each cause made: say how much was direct.
     const double direct = double(service_ns(*acc)) / double(acc->query_ns);

@@ -36,6 +36,8 @@ std::string_view to_string(FindingKind kind) {
       return "pool_wait";
     case FindingKind::network_stack:
       return "network_stack";
+    case FindingKind::replication_wait:
+      return "replication_wait";
   }
   return "?";
 }
@@ -62,6 +64,8 @@ std::string_view to_string(StallCause cause) {
       return "kernel_wait";
     case StallCause::unexplained:
       return "unexplained";
+    case StallCause::replication_wait:
+      return "replication_wait";
   }
   return "?";
 }

@@ -40,7 +40,8 @@ std::pair<double, double> centre_scale(const std::vector<double>& v) {
 // The shares a stall is explained by, per window, as shares of its service time (WindowSignals).
 struct Shares {
   double io = 0, lock = 0, lwlock = 0, throttle = 0, runqueue = 0, steal = 0;
-  double kernel = 0;  // backends asleep outside wait events (kernel_sleep.cpp)
+  double kernel = 0;       // backends asleep outside wait events (kernel_sleep.cpp)
+  double replication = 0;  // waits for a synchronous standby
 };
 
 Shares shares_of(const WindowSignals& g) {
@@ -54,6 +55,7 @@ Shares shares_of(const WindowSignals& g) {
   s.runqueue = double(g.run_delay_ns) / c;
   s.steal = g.steal_share;
   s.kernel = double(g.kernel_sleep_ns) / c;
+  s.replication = double(g.replication_rows * g.ash_period_ns) / c;
   return s;
 }
 
@@ -103,7 +105,7 @@ struct TypicalSignals {
 TypicalSignals typical_signals(const std::vector<std::size_t>& idx,
                                const std::vector<bool>& is_stall,
                                const std::vector<WindowSignals>& sig) {
-  std::vector<double> io, lock, lwlock, thr, rq, st, kernel, ckpt_mib;
+  std::vector<double> io, lock, lwlock, thr, rq, st, kernel, ckpt_mib, repl;
   for (auto i : idx) {
     if (is_stall[i]) continue;
     const auto s = shares_of(sig[i]);
@@ -114,11 +116,13 @@ TypicalSignals typical_signals(const std::vector<std::size_t>& idx,
     rq.push_back(s.runqueue);
     st.push_back(s.steal);
     kernel.push_back(s.kernel);
+    repl.push_back(s.replication);
     ckpt_mib.push_back(checkpointer_write_mib(sig[i]));
   }
-  return {{median(io), median(lock), median(lwlock), median(thr), median(rq), median(st),
-           median(kernel)},
-          median(ckpt_mib)};
+  Shares shares{median(io), median(lock), median(lwlock), median(thr),
+                median(rq), median(st),   median(kernel)};
+  shares.replication = median(repl);
+  return {shares, median(ckpt_mib)};
 }
 
 // The stall's cause and its one-sentence explanation.
@@ -136,7 +140,8 @@ void explain_stall(Stall& x, const Window& w, const WindowSignals& g, const Typi
       {StallCause::cpu_throttle, s.throttle - typ.throttle},
       {StallCause::runqueue, s.runqueue - typ.runqueue},
       {StallCause::steal, s.steal - typ.steal},
-      {StallCause::kernel_wait, s.kernel - typ.kernel}};
+      {StallCause::kernel_wait, s.kernel - typ.kernel},
+      {StallCause::replication_wait, s.replication - typ.replication}};
   auto best = std::max_element(std::begin(deltas), std::end(deltas),
                                [](auto& a, auto& b) { return a.second < b.second; });
   const double ckpt_mib = checkpointer_write_mib(g);
@@ -219,6 +224,12 @@ void explain_stall(Stall& x, const Window& w, const WindowSignals& g, const Typi
                                  "the query path waited for a CPU for {} of query time "
                                  "(typical {}).",
                                  share_pct_text(s.runqueue), share_pct_text(typ.runqueue));
+    } else if (x.cause == StallCause::replication_wait) {
+      // The standby is named in the stall's culprit (name_replication_stalls).
+      x.explanation = head + fmt::format(
+                                 "backends waited for a synchronous standby to confirm their "
+                                 "commits (IPC:SyncRep) for {} of query time (typical {}).",
+                                 share_pct_text(s.replication), share_pct_text(typ.replication));
     } else {
       x.explanation = head + fmt::format(
                                  "the hypervisor took {} of the CPU time wanted "
@@ -344,6 +355,10 @@ std::vector<Stall> find_stalls(const Report& r, const std::vector<WindowSignals>
       x.latency_z = round4((*w.latency_mean_ms - t.latency_ms) / t.latency_scale);
     explain_stall(x, w, sig[i], t, typical, blocker_query);
     x.evidence = stall_evidence(sig[i], typical);
+    if (const auto s = shares_of(sig[i]); s.replication > 0 || typical.shares.replication > 0) {
+      x.evidence.emplace_back("replication_wait_share", round4(s.replication));
+      x.evidence.emplace_back("typical_replication_wait_share", round4(typical.shares.replication));
+    }
     x.evidence.insert(x.evidence.begin(),
                       {"query_time_s", round4(double(w.query_time_ns) / common::kNsPerSDouble)});
     out.push_back(std::move(x));

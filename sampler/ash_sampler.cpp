@@ -17,6 +17,7 @@
 #include "common/pg.h"
 #include "common/thread_name.h"
 #include "common/units.h"
+#include "sampler/pg_stats.h"
 #include "sampler/sampler.h"
 
 namespace stallscope::sampler {
@@ -107,6 +108,9 @@ struct AshSampler::Impl {
   std::map<std::pair<int, std::int64_t>, Session> sessions;
   std::int64_t next_session_id = 1;
   int server_port = 0;  // the server's `port` setting, for tcp_socket_owner
+  // pg_stat_database, pg_stat_wal, pg_stat_replication, settings and
+  // pg_stat_statements, on this thread and connection (sampler/pg_stats.h).
+  detail::PgStatsPoller stats;
 
   // Shared with other threads.
   mutable std::mutex mu;
@@ -329,6 +333,7 @@ void AshSampler::Impl::run_tick() {
     recent.clear();
     flush_idle();  // the next poll's ash_tick does not follow on
   }
+  if (batch && conn) stats.tick(conn.get(), mono_now_ns(), wall_now_ns(), *batch);
   if (batch && sink) sink(std::move(*batch));
 }
 
@@ -346,6 +351,12 @@ void AshSampler::start() {
     throw Error(ErrorKind::usage, fmt::format("cannot poll at {} Hz: must be > 0", s.options.hz));
   }
   s.connect();  // throws Error(postgres) naming the masked conninfo
+  {
+    // The settings and the first statistics, before the workload starts.
+    schema::Batch batch;
+    s.stats.first(s.conn.get(), mono_now_ns(), wall_now_ns(), batch);
+    if (!batch.empty() && s.sink) s.sink(std::move(batch));
+  }
   s.thread.start(kAshSamplerThreadName,
                  static_cast<std::int64_t>(common::kNsPerSDouble / s.options.hz),
                  [&s] { s.run_tick(); });
@@ -354,6 +365,12 @@ void AshSampler::start() {
 void AshSampler::stop() {
   if (!impl_) return;
   impl_->thread.stop();
+  if (impl_->conn) {
+    // The last statistics, after the workload.
+    schema::Batch batch;
+    impl_->stats.last(impl_->conn.get(), wall_now_ns(), batch);
+    if (!batch.empty() && impl_->sink) impl_->sink(std::move(batch));
+  }
   impl_->conn.reset();
   impl_->flush_idle();
 }

@@ -339,6 +339,73 @@ struct PoolerSampleRow {
   std::optional<std::int64_t> maxwait_ns;
 };
 
+// ---- PostgreSQL statistics (sampler/pg_stats_sampler.cpp, on the ASH
+// sampler's thread and connection; schema/v1.sql pg_setting,
+// pg_stats_sample, pg_replication_sample, pg_statement_sample,
+// pg_statement_text: units and sources per column) ----
+
+// One server setting, read once when the ASH sampler first connects.
+struct PgSettingRow {
+  std::string name;                    // pg_settings.name
+  std::optional<std::string> setting;  // pg_settings.setting, in `unit`
+  std::optional<std::string> unit;     // pg_settings.unit ('kB', 'ms', '8kB', ...), absent: none
+  std::int64_t time_ns = 0;            // wall clock when read
+};
+
+// One poll (about 1 Hz) of the server's cumulative counters. Absent: the
+// view or column does not exist on this server, or could not be read.
+struct PgStatsSampleRow {
+  std::int64_t time_ns = 0;      // wall clock when the poll was sent
+  std::int64_t duration_ns = 0;  // its round trip
+  std::optional<std::int64_t> xact_commit, xact_rollback, temp_files,
+      temp_bytes;                                                  // pg_stat_database
+  std::optional<std::int64_t> wal_records, wal_fpi, wal_bytes;     // pg_stat_wal
+  std::optional<std::int64_t> checkpoints_timed, checkpoints_req;  // pg_stat_bgwriter
+  std::int64_t walsenders = 0;  // pg_stat_replication rows at this poll (PgReplicationRow)
+  // pg_stat_statements rows stored at this poll (PgStatementRow); absent:
+  // pg_stat_statements was not read at this poll.
+  std::optional<std::int64_t> statements;
+};
+
+// One pg_stat_replication row (a WAL sender) at one poll.
+struct PgReplicationRow {
+  std::int64_t time_ns = 0;  // PgStatsSampleRow::time_ns of the poll
+  int pid = 0;               // the walsender's pid
+  std::optional<std::string> application_name, client_addr, state, sync_state;
+  std::optional<std::int64_t> sync_priority;
+  std::optional<std::int64_t> write_lag_ns, flush_lag_ns, replay_lag_ns;
+  std::optional<std::int64_t> flush_behind_bytes;  // pg_current_wal_lsn() − flush_lsn
+  std::optional<std::int64_t> reply_age_ns;        // clock_timestamp() − reply_time
+};
+
+// One pg_stat_statements entry of the sampled database at one snapshot:
+// its cumulative counters (times in ns). Stored when its calls changed since
+// the previous snapshot (every entry at the first).
+struct PgStatementRow {
+  std::int64_t time_ns = 0;  // PgStatsSampleRow::time_ns of the poll
+  std::int64_t query_id = 0, user_id = 0, db_id = 0;
+  bool toplevel = true;
+  std::int64_t calls = 0;
+  std::optional<std::int64_t> plans, total_plan_time_ns, total_exec_time_ns, rows;
+  std::optional<std::int64_t> temp_blks_written, wal_fpi, wal_bytes;
+  std::optional<std::int64_t> jit_functions, jit_generation_time_ns, jit_inlining_time_ns,
+      jit_optimization_time_ns, jit_emission_time_ns;
+  std::optional<std::string> query;  // its text, when read (pg_statement_text)
+};
+
+struct PgStatsRows {
+  std::vector<PgSettingRow> settings;
+  std::vector<PgStatsSampleRow> samples;
+  std::vector<PgReplicationRow> replication;
+  std::vector<PgStatementRow> statements;
+  bool empty() const {
+    return settings.empty() && samples.empty() && replication.empty() && statements.empty();
+  }
+  std::size_t size() const {
+    return settings.size() + samples.size() + replication.size() + statements.size();
+  }
+};
+
 // What one producer hands the writer at a time. Any vector may be empty.
 // Rows are inserted in the order of the members below.
 struct Batch {
@@ -368,6 +435,7 @@ struct Batch {
   std::vector<TcpSampleRow> tcp_samples;
   std::vector<PoolerSampleRow> pooler_samples;  // --pooler-admin
   std::vector<TcpStackSampleRow> tcp_stack_samples;
+  PgStatsRows pg_stats;  // PostgreSQL statistics (ASH sampler)
 
   bool empty() const {
     return samples.empty() && host_samples.empty() && processes.empty() &&
@@ -377,7 +445,8 @@ struct Batch {
            cgroup_samples.empty() && pg_query_texts.empty() && pgbench_aggregates.empty() &&
            clock_offsets.empty() && statements.empty() && statement_latencies.empty() &&
            tcp_samples.empty() && pooler_samples.empty() && pg_sessions.empty() &&
-           pg_session_idles.empty() && record_clients.empty() && tcp_stack_samples.empty();
+           pg_session_idles.empty() && record_clients.empty() && tcp_stack_samples.empty() &&
+           pg_stats.empty();
   }
 };
 

@@ -150,6 +150,7 @@ struct Store::Statements {
                       "xacts, queries, wait_ns, xact_ns, query_ns, cl_active, cl_waiting, "
                       "sv_active, sv_idle, sv_used, maxwait_ns) "
                       "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
+        pg_stats(db),
         query(db, query_sql(1).c_str()),
         query_many(db, query_sql(kQueryRowsPerInsert).c_str()),
         depth(db),
@@ -159,6 +160,21 @@ struct Store::Statements {
       tcp_sample;
   SQLite::Statement pg_session, pg_session_idle, record_client;  // schema version 3
   SQLite::Statement pooler_sample;                               // --pooler-admin
+  // PostgreSQL statistics (PgStatsRows).
+  struct PgStats {
+    explicit PgStats(SQLite::Database& db)
+        : setting(db, "INSERT OR REPLACE INTO pg_setting VALUES (?,?,?,?)"),
+          sample(db, "INSERT OR REPLACE INTO pg_stats_sample VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"),
+          replication(db,
+                      "INSERT OR REPLACE INTO pg_replication_sample VALUES "
+                      "(?,?,?,?,?,?,?,?,?,?,?,?)"),
+          statement(db,
+                    "INSERT OR REPLACE INTO pg_statement_sample VALUES "
+                    "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
+          text(db, "INSERT OR IGNORE INTO pg_statement_text VALUES (?,?)") {}
+    SQLite::Statement setting, sample, replication, statement, text;
+  };
+  PgStats pg_stats;
   // The driver's rows, tens of thousands a second, bound straight through
   // sqlite3_bind_* (Cursor), kQueryRowsPerInsert rows a statement (one
   // statement execution costs about as much as inserting a row); all rows of
@@ -638,12 +654,76 @@ void bind_row(SQLite::Statement& st, const PoolerSampleRow& r) {
   }
 }
 
+void bind_row(SQLite::Statement& st, const PgSettingRow& r) {
+  st.bind(1, r.name);
+  bind_opt(st, 2, r.setting);
+  bind_opt(st, 3, r.unit);
+  st.bind(4, static_cast<int64_t>(r.time_ns));
+}
+
+void bind_row(SQLite::Statement& st, const PgStatsSampleRow& r) {
+  int i = 1;
+  st.bind(i++, static_cast<int64_t>(r.time_ns));
+  st.bind(i++, static_cast<int64_t>(r.duration_ns));
+  for (const auto* v :
+       {&r.xact_commit, &r.xact_rollback, &r.temp_files, &r.temp_bytes, &r.wal_records, &r.wal_fpi,
+        &r.wal_bytes, &r.checkpoints_timed, &r.checkpoints_req}) {
+    bind_opt(st, i++, *v);
+  }
+  st.bind(i++, static_cast<int64_t>(r.walsenders));
+  bind_opt(st, i++, r.statements);
+}
+
+void bind_row(SQLite::Statement& st, const PgReplicationRow& r) {
+  int i = 1;
+  st.bind(i++, static_cast<int64_t>(r.time_ns));
+  st.bind(i++, r.pid);
+  for (const auto* v : {&r.application_name, &r.client_addr, &r.state, &r.sync_state}) {
+    bind_opt(st, i++, *v);
+  }
+  for (const auto* v : {&r.sync_priority, &r.write_lag_ns, &r.flush_lag_ns, &r.replay_lag_ns,
+                        &r.flush_behind_bytes, &r.reply_age_ns}) {
+    bind_opt(st, i++, *v);
+  }
+}
+
+void bind_row(SQLite::Statement& st, const PgStatementRow& r) {
+  int i = 1;
+  st.bind(i++, static_cast<int64_t>(r.time_ns));
+  st.bind(i++, static_cast<int64_t>(r.query_id));
+  st.bind(i++, static_cast<int64_t>(r.user_id));
+  st.bind(i++, static_cast<int64_t>(r.db_id));
+  st.bind(i++, r.toplevel ? 1 : 0);
+  st.bind(i++, static_cast<int64_t>(r.calls));
+  for (const auto* v :
+       {&r.plans, &r.total_plan_time_ns, &r.total_exec_time_ns, &r.rows, &r.temp_blks_written,
+        &r.wal_fpi, &r.wal_bytes, &r.jit_functions, &r.jit_generation_time_ns,
+        &r.jit_inlining_time_ns, &r.jit_optimization_time_ns, &r.jit_emission_time_ns}) {
+    bind_opt(st, i++, *v);
+  }
+}
+
 // Inserts `rows` with `st`, one statement step each: no allocation per row.
 template <typename Row>
 void write_each(SQLite::Statement& st, const std::vector<Row>& rows) {
   for (const Row& r : rows) {
     bind_row(st, r);
     run_row(st);
+  }
+}
+
+// PostgreSQL statistics; inside write()'s transaction.
+template <typename PgStats>
+void write_pg_stats(const PgStatsRows& rows, PgStats& st) {
+  write_each(st.setting, rows.settings);
+  write_each(st.sample, rows.samples);
+  write_each(st.replication, rows.replication);
+  write_each(st.statement, rows.statements);
+  for (const auto& r : rows.statements) {
+    if (!r.query) continue;
+    st.text.bind(1, static_cast<int64_t>(r.query_id));
+    st.text.bind(2, *r.query);
+    run_row(st.text);
   }
 }
 }  // namespace
@@ -671,6 +751,7 @@ void Store::write_rows(const Batch& b) {
     write_each(s.statement_latency, b.statement_latencies);
     write_each(s.tcp_sample, b.tcp_samples);
     write_each(s.pooler_sample, b.pooler_samples);
+    write_pg_stats(b.pg_stats, s.pg_stats);
     s.ticks.write_thread_samples(b.thread_samples);
     write_depth(b, s.depth);
   } catch (const SQLite::Exception& e) {

@@ -529,6 +529,91 @@ CREATE TABLE tcp_stack_sample (
   out_rsts            INTEGER                     -- Tcp OutRsts: resets sent
 );
 
+-- PostgreSQL statistics, read by the ASH sampler on its own connection
+-- (sampler/pg_stats_sampler.cpp): settings once, counters about once a
+-- second, pg_stat_statements every 10 s and at the end. Absent from files
+-- made before they existed; explain reads such a file as one without them.
+
+-- The settings explain names as culprits, read once when the ASH sampler
+-- first connects. Source: pg_settings.
+CREATE TABLE pg_setting (
+  name                TEXT PRIMARY KEY,           -- e.g. synchronous_standby_names, work_mem, jit
+  setting             TEXT,                       -- pg_settings.setting, in `unit`
+  unit                TEXT,                       -- pg_settings.unit: 'kB', '8kB', 'ms', 's', 'MB'; NULL: none
+  time_ns             INTEGER NOT NULL            -- wall clock when read
+) WITHOUT ROWID;
+
+-- One row per poll (about 1 Hz): cumulative counters as the server reports
+-- them (explain takes differences). NULL: the view or column does not exist
+-- on this server (pg_stat_wal: PostgreSQL 14+), or it could not be read.
+CREATE TABLE pg_stats_sample (
+  time_ns             INTEGER PRIMARY KEY,        -- wall clock when the poll was sent
+  duration_ns         INTEGER NOT NULL,           -- its round trip
+  xact_commit         INTEGER,                    -- pg_stat_database of current_database(): transactions committed (counter)
+  xact_rollback       INTEGER,                    -- ... rolled back (counter)
+  temp_files          INTEGER,                    -- ... temporary files created by queries (counter)
+  temp_bytes          INTEGER,                    -- ... bytes written to them (counter)
+  wal_records         INTEGER,                    -- pg_stat_wal: WAL records (counter)
+  wal_fpi             INTEGER,                    -- ... full-page images (counter)
+  wal_bytes           INTEGER,                    -- ... WAL bytes (counter)
+  checkpoints_timed   INTEGER,                    -- pg_stat_bgwriter (17+: pg_stat_checkpointer num_timed) (counter)
+  checkpoints_req     INTEGER,                    -- ... requested checkpoints (17+: num_requested) (counter)
+  walsenders          INTEGER NOT NULL,           -- pg_stat_replication rows at this poll (pg_replication_sample)
+  statements          INTEGER                     -- pg_stat_statements rows stored at this poll (pg_statement_sample); NULL: not read at this poll
+);
+
+-- pg_stat_replication at each poll: one row per WAL sender (a standby or a
+-- logical subscriber connected to this server).
+CREATE TABLE pg_replication_sample (
+  time_ns             INTEGER NOT NULL,           -- pg_stats_sample.time_ns of the poll
+  pid                 INTEGER NOT NULL,           -- the walsender's pid
+  application_name    TEXT,                       -- the standby's name (what synchronous_standby_names lists)
+  client_addr         TEXT,                       -- host(client_addr); NULL over a Unix socket
+  state               TEXT,                       -- startup, catchup, streaming, backup, stopping
+  sync_state          TEXT,                       -- async, potential, sync, quorum
+  sync_priority       INTEGER,
+  write_lag_ns        INTEGER,                    -- write_lag as ns (NULL: none reported lately)
+  flush_lag_ns        INTEGER,                    -- flush_lag as ns
+  replay_lag_ns       INTEGER,                    -- replay_lag as ns
+  flush_behind_bytes  INTEGER,                    -- pg_current_wal_lsn() − flush_lsn: WAL not yet confirmed flushed (NULL on a standby)
+  reply_age_ns        INTEGER,                    -- clock_timestamp() − reply_time: since the standby's last reply
+  PRIMARY KEY (time_ns, pid)
+) WITHOUT ROWID;
+
+-- pg_stat_statements of the sampled database (when the extension is
+-- installed there and preloaded; never required): at the first poll every
+-- entry, then every 10 s and at the end the entries whose calls changed —
+-- cumulative counters, times in ns (the view's ms × 1e6). An entry first
+-- stored after the first snapshot counted from 0 before it.
+CREATE TABLE pg_statement_sample (
+  time_ns             INTEGER NOT NULL,           -- pg_stats_sample.time_ns of the snapshot
+  query_id            INTEGER NOT NULL,           -- queryid
+  user_id             INTEGER NOT NULL,           -- userid
+  db_id               INTEGER NOT NULL,           -- dbid
+  toplevel            INTEGER NOT NULL,           -- 1: top-level statement (0: nested; before 1.9 always 1)
+  calls               INTEGER NOT NULL,
+  plans               INTEGER,
+  total_plan_time_ns  INTEGER,                    -- total_plan_time (pg_stat_statements.track_planning)
+  total_exec_time_ns  INTEGER,                    -- total_exec_time
+  rows                INTEGER,
+  temp_blks_written   INTEGER,                    -- temp file blocks (8 kB) written
+  wal_fpi             INTEGER,                    -- full-page images this statement wrote to WAL
+  wal_bytes           INTEGER,
+  jit_functions       INTEGER,                    -- functions JIT-compiled (1.10+)
+  jit_generation_time_ns   INTEGER,
+  jit_inlining_time_ns     INTEGER,
+  jit_optimization_time_ns INTEGER,
+  jit_emission_time_ns     INTEGER,
+  PRIMARY KEY (time_ns, query_id, user_id, db_id, toplevel)
+) WITHOUT ROWID;
+
+-- The text of each pg_stat_statements entry stored, once per queryid (the
+-- first seen, at most 1000 characters).
+CREATE TABLE pg_statement_text (
+  query_id            INTEGER PRIMARY KEY,
+  query               TEXT NOT NULL
+);
+
 -- explain's results. These two tables end this file, each CREATE TABLE IF
 -- NOT EXISTS: explain applies everything from the first of them on again
 -- (schema/report_store.cpp), which gives files written before they existed

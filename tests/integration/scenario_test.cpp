@@ -198,5 +198,44 @@ TEST(Scenario, LogPipeFullIsKernelWaitNamingThePipe) {
   EXPECT_NE(out.find("false alarms: 0"), std::string::npos) << out;
 }
 
+// sync-rep (cases.md C22): commits wait for a standby whose WAL receiver was
+// stopped; replication_wait names it, and IPC:SyncRep is not kernel_wait.
+TEST(Scenario, SyncRepToAStoppedStandbyIsReplicationWaitNamingTheStandby) {
+  std::string out;
+  run_scenario("sync-rep", "replication_wait", &out);
+  if (IsSkipped()) return;
+  EXPECT_NE(out.find("culprit: standby 'standby1'"), std::string::npos) << out;
+  EXPECT_NE(out.find("culprit named: yes"), std::string::npos) << out;
+  EXPECT_EQ(out.find("kernel_wait="), std::string::npos) << out;
+}
+
+// jit-cheap-queries: server_cpu, its culprit the JIT setting (pg_stat_statements).
+TEST(Scenario, JitOnCheapQueriesIsServerCpuNamingJit) {
+  std::string out;
+  run_scenario("jit-cheap-queries", "server_cpu", &out);
+  if (IsSkipped()) return;
+  EXPECT_NE(out.find("culprit: jit = on, jit_above_cost = 0: JIT compiled"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("culprit named: yes"), std::string::npos) << out;
+}
+
+// temp-spill (cases.md C26): server_cpu on this VM, its culprit work_mem.
+TEST(Scenario, TempSpillIsServerCpuNamingWorkMem) {
+  std::string out;
+  run_scenario("temp-spill", "server_cpu", &out);
+  if (IsSkipped()) return;
+  EXPECT_NE(out.find("culprit: work_mem = 64kB: queries spilled"), std::string::npos) << out;
+  EXPECT_NE(out.find("culprit named: yes"), std::string::npos) << out;
+}
+
+// fpw-checkpoint (cases.md C28): io_wait on this VM, its culprit full_page_writes.
+TEST(Scenario, FullPageWritesAfterCheckpointsNameFullPageWrites) {
+  std::string out;
+  run_scenario("fpw-checkpoint", "io_wait", &out);
+  if (IsSkipped()) return;
+  EXPECT_NE(out.find("culprit: full_page_writes = on: "), std::string::npos) << out;
+  EXPECT_NE(out.find("culprit named: yes"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace stallscope::test

@@ -44,6 +44,10 @@ std::function<void(schema::Batch)> Collected::sink() {
     move_into(all_.query_skips, b.query_skips);
     move_into(all_.ash_ticks, b.ash_ticks);
     move_into(all_.pg_activity, b.pg_activity);
+    move_into(all_.pg_stats.settings, b.pg_stats.settings);
+    move_into(all_.pg_stats.samples, b.pg_stats.samples);
+    move_into(all_.pg_stats.replication, b.pg_stats.replication);
+    move_into(all_.pg_stats.statements, b.pg_stats.statements);
     move_into(all_.pg_sessions, b.pg_sessions);
     move_into(all_.pg_session_idles, b.pg_session_idles);
   };
@@ -124,6 +128,11 @@ std::vector<schema::AshTickRow> Collected::ash_ticks() const {
 std::vector<schema::PgActivityRow> Collected::activity() const {
   std::lock_guard lock(mu_);
   return all_.pg_activity;
+}
+
+schema::PgStatsRows Collected::pg_stats() const {
+  std::lock_guard lock(mu_);
+  return all_.pg_stats;
 }
 
 std::vector<schema::PgSessionRow> Collected::sessions() const {

@@ -55,6 +55,7 @@ class Collected {
   std::vector<schema::PgActivityRow> activity() const;
   std::vector<schema::PgSessionRow> sessions() const;
   std::vector<schema::PgSessionIdleRow> idle_stretches() const;
+  schema::PgStatsRows pg_stats() const;  // PostgreSQL statistics (AshSampler)
 
  private:
   mutable std::mutex mu_;

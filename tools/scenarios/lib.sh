@@ -173,3 +173,65 @@ scenario_check_verdict() {
     scenario_fail "the culprit '${culprit}' does not match /$SCENARIO_CULPRIT/"
   echo "verdict: ok"
 }
+
+# Runs a command as the scratch server's owner (scratch-postgres runs the
+# cluster as an unprivileged user when started by root).
+scenario_as_owner() {
+  if [[ $(id -u) -eq 0 ]]; then
+    runuser -u "$(stat -c %U "$PGDIR/data")" -- "$@"
+  else
+    "$@"
+  fi
+}
+
+# scenario_start_standby NAME [postgres -c options…] — a streaming standby of
+# the scratch server on this host: pg_basebackup into $WORK/standby-NAME, its
+# primary_conninfo naming it NAME (its application_name in
+# pg_stat_replication), started on a free port with its socket in that dir.
+# Sets STANDBY_DIR and STANDBY_PORT; stopped (and its processes continued,
+# should a scenario have stopped its WAL receiver) when the script exits.
+scenario_start_standby() {
+  local name=$1; shift
+  local pgbin=""
+  for v in 15 16 17; do
+    if [[ -x /usr/lib/postgresql/$v/bin/pg_basebackup ]]; then pgbin=/usr/lib/postgresql/$v/bin; break; fi
+  done
+  [[ -n "$pgbin" ]] || scenario_skip "no pg_basebackup (postgresql-15)"
+  STANDBY_DIR=$WORK/standby-$name
+  STANDBY_PGBIN=$pgbin
+  mkdir -p "$STANDBY_DIR"
+  [[ $(id -u) -eq 0 ]] && chown "$(stat -c %U "$PGDIR/data")" "$STANDBY_DIR"
+  scenario_as_owner "$pgbin/pg_basebackup" -h "$PGDIR" -p "$PGPORT_" -U postgres \
+    -D "$STANDBY_DIR/data" -X stream -R >"$WORK/basebackup-$name.log" 2>&1 ||
+    scenario_fail "cannot pg_basebackup the standby: $(tail -n 3 "$WORK/basebackup-$name.log")"
+  STANDBY_PORT=$(( 20000 + (RANDOM * 32768 + RANDOM) % 40000 ))
+  cat >>"$STANDBY_DIR/data/postgresql.auto.conf" <<CONF
+primary_conninfo = 'host=$PGDIR port=$PGPORT_ user=postgres application_name=$name'
+CONF
+  cat >>"$STANDBY_DIR/data/postgresql.conf" <<CONF
+port = $STANDBY_PORT
+unix_socket_directories = '$STANDBY_DIR'
+CONF
+  scenario_defer scenario_stop_standby
+  local -a opts=()
+  [[ $# -gt 0 ]] && opts=(-o "$*")
+  scenario_as_owner "$pgbin/pg_ctl" -D "$STANDBY_DIR/data" -l "$STANDBY_DIR/server.log" -w -t 60 \
+    "${opts[@]}" start >/dev/null 2>&1 ||
+    scenario_fail "cannot start the standby: $(tail -n 3 "$STANDBY_DIR/server.log" 2>/dev/null)"
+  scenario_log "standby $name: port $STANDBY_PORT, $STANDBY_DIR"
+}
+
+# Continues the standby's processes (a scenario may have stopped its WAL
+# receiver) and stops it.
+scenario_stop_standby() {
+  local pm
+  pm=$(head -n 1 "$STANDBY_DIR/data/postmaster.pid" 2>/dev/null) && pkill -CONT -P "$pm"
+  scenario_as_owner "$STANDBY_PGBIN/pg_ctl" -D "$STANDBY_DIR/data" -m immediate -w stop
+}
+
+# The pid of the standby's WAL receiver (empty when it has none).
+scenario_standby_walreceiver() {
+  local pm
+  pm=$(head -n 1 "$STANDBY_DIR/data/postmaster.pid")
+  pgrep -P "$pm" -f walreceiver | head -n 1
+}
