@@ -175,6 +175,20 @@ struct PgActivityRow {
   std::optional<std::string> blocking_pids;
 };
 
+// pg_lock_wait: the ungranted pg_locks row of a Lock waiter in one ASH poll
+// (schema/v1.sql).
+struct PgLockWaitRow {
+  std::int64_t ash_tick = 0;
+  int pid = 0;
+  std::string locktype;
+  std::optional<std::string> mode;
+  std::optional<std::int64_t> database_oid, relation_oid;
+  std::optional<std::string> relation_name;
+  std::optional<std::int64_t> page, tuple;
+  std::optional<std::string> virtualxid;
+  std::optional<std::int64_t> transactionid, classid, objid, objsubid;
+};
+
 // pg_session: a database session at first sight (schema/v1.sql).
 struct PgSessionRow {
   std::int64_t session_id = 0;
@@ -352,6 +366,7 @@ struct Batch {
   std::vector<StatementLatencyRow> statement_latencies;
   std::vector<TcpSampleRow> tcp_samples;
   std::vector<PoolerSampleRow> pooler_samples;  // --pooler-admin
+  std::vector<PgLockWaitRow> pg_lock_waits;
 
   bool empty() const {
     return samples.empty() && host_samples.empty() && processes.empty() &&
@@ -361,7 +376,7 @@ struct Batch {
            cgroup_samples.empty() && pg_query_texts.empty() && pgbench_aggregates.empty() &&
            clock_offsets.empty() && statements.empty() && statement_latencies.empty() &&
            tcp_samples.empty() && pooler_samples.empty() && pg_sessions.empty() &&
-           pg_session_idles.empty() && record_clients.empty();
+           pg_session_idles.empty() && record_clients.empty() && pg_lock_waits.empty();
   }
 };
 
