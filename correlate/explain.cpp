@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "common/units.h"
 #include "correlate/correlate.h"
+#include "correlate/lock_chains.h"
 #include "correlate/passes.h"
 #include "correlate/sessions.h"
 #include "schema/store.h"
@@ -186,6 +187,11 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
     report.verdict = decide_verdict(report, f);
     count_connection_errors(store, report.windows, sums.signals);
     report.stalls = find_stalls(report, sums.signals, blocker_queries(store));
+    // The lock_wait finding and stalls: the root of the blocking chains.
+    name_lock_roots(
+        store, report, qp.backend_pids.empty() ? std::function<bool(int)>() : [&qp](int pid) {
+          return qp.backend_pids.contains(pid);
+        });
     clock.lap("findings, stalls");
     return report;
   } catch (const schema::SqliteError& e) {
