@@ -175,9 +175,12 @@ void make_culprit(LockChainSummary& x) {
     const bool notify = x.hot_lock.starts_with("the NOTIFY queue lock");
     x.culprit = fmt::format(
         "{}{} — a turnstile: {} sessions took turns holding it over {} polls, up to {} "
-        "waiting at once, so throughput ≈ 1 / hold time{}",
+        "waiting at once, so throughput ≈ 1 / hold time{}{}",
         x.hot_lock, notify ? ", taken at COMMIT by transactions that called NOTIFY" : "",
         x.distinct_roots, x.polls, x.max_poll_waiters,
+        x.tps && *x.tps > 0 ? fmt::format(" ({:.0f} tps: ≈ {:.1f} ms a hold)", *x.tps,
+                                          common::kMsPerSDouble / *x.tps)
+                            : std::string(),
         x.waiting_query.empty() ? "" : "; waiting: " + x.waiting_query);
     return;
   }
@@ -368,8 +371,12 @@ LockChainSummary summarize_lock_chains(const std::vector<schema::LockPoll>& poll
 void name_lock_roots(schema::Store& store, Report& report,
                      const std::function<bool(int)>& counted) {
   std::optional<schema::ActivityLookup> activity;
-  const auto chains = [&](std::int64_t from_ns, std::int64_t to_ns) {
+  const auto chains = [&](std::int64_t from_ns, std::int64_t to_ns, std::optional<double> tps) {
     auto x = summarize_lock_chains(schema::read_lock_polls(store, from_ns, to_ns), counted);
+    if (x.turnstile && tps) {
+      x.tps = tps;
+      make_culprit(x);
+    }
     if (x.root && !x.root->sampled && x.root->pid > 0 && !x.turnstile) {
       // Not in the polls it blocked in (a file from before idle roots got
       // rows): its latest row up to the span's end, as the old stall text did.
@@ -386,7 +393,7 @@ void name_lock_roots(schema::Store& store, Report& report,
   };
   for (auto& f : report.findings) {
     if (f.kind != FindingKind::lock_wait) continue;
-    const auto x = chains(f.start_ns, f.end_ns);
+    const auto x = chains(f.start_ns, f.end_ns, report.run.tps);
     if (x.culprit.empty()) continue;
     f.culprit = x.culprit;
     if (x.turnstile) {
@@ -402,7 +409,7 @@ void name_lock_roots(schema::Store& store, Report& report,
   }
   for (auto& s : report.stalls) {
     if (s.cause != StallCause::lock_wait) continue;
-    const auto x = chains(s.start_ns, s.end_ns);
+    const auto x = chains(s.start_ns, s.end_ns, s.tps);
     if (x.culprit.empty()) continue;
     s.culprit = x.culprit;
     // The old clause named the most frequent first blocker, which may itself

@@ -70,7 +70,10 @@ struct LockChainSummary {
   std::string hot_locktype;
   std::int64_t hot_lock_rows = 0;
   std::string waiting_query;  // the most frequent query of the counted waiters
-  std::string culprit;        // one line; "" when no waiter was counted
+  // Set by name_lock_roots: the span's queries per second, for a turnstile's
+  // hold time (≈ 1 / tps when every transaction takes the lock).
+  std::optional<double> tps;
+  std::string culprit;  // one line; "" when no waiter was counted
 };
 
 inline constexpr std::int64_t kTurnstileMinRoots = 3;
