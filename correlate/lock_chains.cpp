@@ -271,15 +271,18 @@ LockChainSummary summarize_lock_chains(const std::vector<schema::LockPoll>& poll
       if (!s.query.empty()) ++queries[short_query(s.query)];
       const auto link = ix.link(s.pid);
       // transactionid targets differ per holder and a hot row's tuple lock
-      // moves with each new row version: both are keyed by what stays.
+      // moves with each new row version: both are keyed by the row's table
+      // (a transactionid waiter's: the table it writes), else generically.
       std::string key = link.target;
-      if (link.locktype == "transactionid") {
-        key = "row locks (transactionid)";
-      } else if (auto it = ix.waits.find(s.pid); it != ix.waits.end() && link.locktype == "tuple") {
-        const auto& w = *it->second;
-        key = "row of relation " + (w.relation_name.empty() && w.relation_oid
-                                        ? fmt::format("OID {}", *w.relation_oid)
-                                        : w.relation_name);
+      const auto it = ix.waits.find(s.pid);
+      const schema::LockPollWait* w = it == ix.waits.end() ? nullptr : it->second;
+      if (link.locktype == "tuple" && w) {
+        key = "row of relation " + (w->relation_name.empty() && w->relation_oid
+                                        ? fmt::format("OID {}", *w->relation_oid)
+                                        : w->relation_name);
+      } else if (link.locktype == "transactionid") {
+        key = w && !w->write_relation_name.empty() ? "row of relation " + w->write_relation_name
+                                                   : "row locks (transactionid)";
       }
       ++targets[key];
       target_types[key] = link.locktype;
@@ -362,7 +365,7 @@ LockChainSummary summarize_lock_chains(const std::vector<schema::LockPoll>& poll
     x.hot_lock = best->first;
     x.hot_locktype = target_types[best->first];
     x.hot_lock_rows = best->second;
-    if (x.hot_locktype == "tuple") x.hot_lock = "the hot " + x.hot_lock;
+    if (x.hot_lock.starts_with("row of relation ")) x.hot_lock = "the hot " + x.hot_lock;
   }
   make_culprit(x);
   return x;

@@ -60,14 +60,22 @@ enum AshColumn : int {
   kUsename,
   kDatname
 };
-// Polls that saw a Lock waiter: the waiters' ungranted pg_locks rows. $1 is
-// the waiters' pids as an int[] literal ("{1,2}"). relation::regclass names
-// a relation of the poll's database (another database's prints its OID).
+// Polls that saw a Lock waiter: the waiters' ungranted pg_locks rows (one
+// read of pg_locks). $1 is the waiters' pids as an int[] literal ("{1,2}").
+// relation::regclass names a relation of the poll's database (another
+// database's prints its OID). A transactionid waiter also gets the table it
+// writes (a RowExclusiveLock it holds on a table): a hot row's relation,
+// which its transactionid lock does not name.
 constexpr const char* kLockWaitQuery =
-    "SELECT pid, locktype, mode, database::bigint, relation::bigint, "
-    "CASE WHEN relation IS NOT NULL THEN relation::regclass::text END, page, tuple, virtualxid, "
-    "transactionid::text::bigint, classid::bigint, objid::bigint, objsubid "
-    "FROM pg_locks WHERE NOT granted AND pid = ANY($1::int[])";
+    "WITH l AS MATERIALIZED (SELECT * FROM pg_locks WHERE pid = ANY($1::int[])) "
+    "SELECT w.pid, w.locktype, w.mode, w.database::bigint, w.relation::bigint, "
+    "CASE WHEN w.relation IS NOT NULL THEN w.relation::regclass::text END, w.page, w.tuple, "
+    "w.virtualxid, w.transactionid::text::bigint, w.classid::bigint, w.objid::bigint, "
+    "w.objsubid, CASE WHEN w.locktype = 'transactionid' THEN (SELECT r.relation::regclass::text "
+    "FROM l r JOIN pg_class c ON c.oid = r.relation WHERE r.pid = w.pid AND r.granted AND "
+    "r.locktype = 'relation' AND r.mode = 'RowExclusiveLock' AND c.relkind IN ('r', 'p') AND "
+    "r.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+    "ORDER BY r.relation LIMIT 1) END FROM l w WHERE NOT w.granted";
 enum LockWaitColumn : int {
   kLwPid,
   kLwLocktype,
@@ -81,7 +89,8 @@ enum LockWaitColumn : int {
   kLwTransactionid,
   kLwClassid,
   kLwObjid,
-  kLwObjsubid
+  kLwObjsubid,
+  kLwWriteRelationName
 };
 // Distinct query texts remembered; past this the map is cleared (memory stays
 // bounded) and a text seen again is stored again under a new id.
@@ -358,20 +367,22 @@ void AshSampler::Impl::poll_lock_waits(const std::vector<int>& waiters, schema::
     const auto pid = pg::int64_or_null(r, i, kLwPid);
     auto locktype = pg::text_or_null(r, i, kLwLocktype);
     if (!pid || !locktype) continue;
-    batch.pg_lock_waits.push_back({.ash_tick = ash_tick,
-                                   .pid = static_cast<int>(*pid),
-                                   .locktype = std::move(*locktype),
-                                   .mode = pg::text_or_null(r, i, kLwMode),
-                                   .database_oid = pg::int64_or_null(r, i, kLwDatabase),
-                                   .relation_oid = pg::int64_or_null(r, i, kLwRelation),
-                                   .relation_name = pg::text_or_null(r, i, kLwRelationName),
-                                   .page = pg::int64_or_null(r, i, kLwPage),
-                                   .tuple = pg::int64_or_null(r, i, kLwTuple),
-                                   .virtualxid = pg::text_or_null(r, i, kLwVirtualxid),
-                                   .transactionid = pg::int64_or_null(r, i, kLwTransactionid),
-                                   .classid = pg::int64_or_null(r, i, kLwClassid),
-                                   .objid = pg::int64_or_null(r, i, kLwObjid),
-                                   .objsubid = pg::int64_or_null(r, i, kLwObjsubid)});
+    batch.pg_lock_waits.push_back(
+        {.ash_tick = ash_tick,
+         .pid = static_cast<int>(*pid),
+         .locktype = std::move(*locktype),
+         .mode = pg::text_or_null(r, i, kLwMode),
+         .database_oid = pg::int64_or_null(r, i, kLwDatabase),
+         .relation_oid = pg::int64_or_null(r, i, kLwRelation),
+         .relation_name = pg::text_or_null(r, i, kLwRelationName),
+         .page = pg::int64_or_null(r, i, kLwPage),
+         .tuple = pg::int64_or_null(r, i, kLwTuple),
+         .virtualxid = pg::text_or_null(r, i, kLwVirtualxid),
+         .transactionid = pg::int64_or_null(r, i, kLwTransactionid),
+         .classid = pg::int64_or_null(r, i, kLwClassid),
+         .objid = pg::int64_or_null(r, i, kLwObjid),
+         .objsubid = pg::int64_or_null(r, i, kLwObjsubid),
+         .write_relation_name = pg::text_or_null(r, i, kLwWriteRelationName)});
   }
 }
 

@@ -64,7 +64,8 @@ std::vector<LockPoll> read_lock_polls(Store& store, std::int64_t from_ns, std::i
   }
   Cursor st(store.db(),
             "SELECT ash_tick, pid, locktype, mode, database_oid, relation_oid, relation_name, "
-            "page, tuple, virtualxid, transactionid, classid, objid, objsubid FROM pg_lock_wait "
+            "page, tuple, virtualxid, transactionid, classid, objid, objsubid, write_relation_name "
+            "FROM pg_lock_wait "
             "WHERE ash_tick >= ?1 AND ash_tick <= ?2 ORDER BY ash_tick, pid");
   st.bind(1, out.front().ash_tick);
   st.bind(2, out.back().ash_tick);
@@ -86,7 +87,8 @@ std::vector<LockPoll> read_lock_polls(Store& store, std::int64_t from_ns, std::i
                            .transactionid = opt(st, 10),
                            .classid = opt(st, 11),
                            .objid = opt(st, 12),
-                           .objsubid = opt(st, 13)});
+                           .objsubid = opt(st, 13),
+                           .write_relation_name = std::string(st.text(14))});
   }
   return out;
 }

@@ -45,6 +45,8 @@ struct LockPollWait {
   std::optional<std::int64_t> page, tuple;
   std::string virtualxid;
   std::optional<std::int64_t> transactionid, classid, objid, objsubid;
+  std::string
+      write_relation_name;  // transactionid waits: the table the waiter writes ("" when none)
 };
 
 // An ASH poll with at least one Lock waiter.

@@ -187,6 +187,7 @@ struct PgLockWaitRow {
   std::optional<std::int64_t> page, tuple;
   std::optional<std::string> virtualxid;
   std::optional<std::int64_t> transactionid, classid, objid, objsubid;
+  std::optional<std::string> write_relation_name;
 };
 
 // pg_session: a database session at first sight (schema/v1.sql).

@@ -150,7 +150,8 @@ struct Store::Statements {
                       "xacts, queries, wait_ns, xact_ns, query_ns, cl_active, cl_waiting, "
                       "sv_active, sv_idle, sv_used, maxwait_ns) "
                       "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
-        pg_lock_wait(db, "INSERT OR IGNORE INTO pg_lock_wait VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
+        pg_lock_wait(db,
+                     "INSERT OR IGNORE INTO pg_lock_wait VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
         query(db, query_sql(1).c_str()),
         query_many(db, query_sql(kQueryRowsPerInsert).c_str()),
         depth(db),
@@ -493,6 +494,7 @@ void bind_row(SQLite::Statement& st, const PgLockWaitRow& r) {
   bind_opt(st, 12, r.classid);
   bind_opt(st, 13, r.objid);
   bind_opt(st, 14, r.objsubid);
+  bind_opt(st, 15, r.write_relation_name);
 }
 
 void bind_row(SQLite::Statement& st, const RecordClientRow& r) {

@@ -516,6 +516,7 @@ CREATE TABLE pg_lock_wait (
   classid             INTEGER,                    -- object / advisory: catalog OID (1262 pg_database: objid 0 is the NOTIFY queue lock), or the advisory key's high half / first int
   objid               INTEGER,                    -- object OID, or the advisory key's low half / second int
   objsubid            INTEGER,                    -- column number; advisory: 1 one bigint key, 2 two int keys
+  write_relation_name TEXT,                       -- transactionid waits: a table (relkind r or p, of the poll's database) the waiter holds RowExclusiveLock on, the first by OID — the table it writes, whose row it waits for when it writes one table; NULL otherwise
   PRIMARY KEY (ash_tick, pid, locktype)
 ) WITHOUT ROWID;
 

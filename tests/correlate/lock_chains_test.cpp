@@ -191,6 +191,32 @@ TEST(LockChains, RootsThatChangeEveryPollAreATurnstileOnTheLockItself) {
             "pg_advisory_xact_lock(0, 21)");
 }
 
+TEST(LockChains, AHotRowSeenOnlyThroughTransactionidWaitsIsNamedByTheTableTheWaitersWrite) {
+  // Each poll a new holder; the waiters wait on its transactionid (no tuple
+  // lock sampled), each writing table hot.
+  std::vector<LockPoll> polls;
+  for (int i = 0; i < 4; ++i) {
+    const int root = 10 + i;
+    LockPoll p{.ash_tick = i + 1, .time_ns = kT0, .sessions = {}, .waits = {}};
+    p.sessions.push_back(
+        holder(root, "active", "bench", "UPDATE hot SET n = n + 1", common::kNsPerMs));
+    for (int w : {20, 21}) {
+      p.sessions.push_back(waiter(w + 10 * i, {root}, "transactionid", "UPDATE hot SET n = n + 1"));
+      auto l = lock(w + 10 * i, "transactionid", "ShareLock");
+      l.transactionid = 1000 + i;
+      l.write_relation_name = "hot";
+      p.waits.push_back(l);
+    }
+    polls.push_back(std::move(p));
+  }
+  const auto x = summarize_lock_chains(polls, nullptr);
+  EXPECT_TRUE(x.turnstile);
+  EXPECT_EQ(x.hot_lock, "the hot row of relation hot");
+  EXPECT_EQ(x.hot_lock_rows, 8);
+  EXPECT_EQ(x.culprit.rfind("the hot row of relation hot — a turnstile: 4 sessions", 0), 0u)
+      << x.culprit;
+}
+
 TEST(LockChains, LockTargetsAreNamed) {
   auto notify = lock(1, "object", "AccessExclusiveLock");
   notify.database_oid = 0;
@@ -229,7 +255,8 @@ TEST(LockChains, ReaderGivesEachLockPollItsRowsAndLockRows) {
                       .pid = 8,
                       .locktype = "transactionid",
                       .mode = "ShareLock",
-                      .transactionid = 745}};
+                      .transactionid = 745,
+                      .write_relation_name = "x"}};
   store.begin_run(test::run_info(kT0));
   store.write(b);
   const auto polls = schema::read_lock_polls(store, kT0, kT0 + 1000);
@@ -243,6 +270,7 @@ TEST(LockChains, ReaderGivesEachLockPollItsRowsAndLockRows) {
   ASSERT_EQ(polls[0].waits.size(), 1u);
   EXPECT_EQ(polls[0].waits[0].transactionid, 745);
   EXPECT_EQ(polls[0].waits[0].mode, "ShareLock");
+  EXPECT_EQ(polls[0].waits[0].write_relation_name, "x");
   EXPECT_EQ(schema::parse_blocking_pids("12,x,3"), (std::vector<int>{12, 3}));
 }
 

@@ -82,7 +82,8 @@ TEST(LockChain, RecordStoresTheIdleRootAndTheWaitersLockRow) {
   // The waiter's ungranted lock, once per poll: key 4242 as one bigint.
   EXPECT_EQ(db.execAndGet("SELECT count(*) FROM pg_lock_wait WHERE pid = " + wp +
                           " AND locktype = 'advisory' AND mode = 'ExclusiveLock' AND classid = 0 "
-                          "AND objid = 4242 AND objsubid = 1 AND database_oid > 0")
+                          "AND objid = 4242 AND objsubid = 1 AND database_oid > 0 AND "
+                          "write_relation_name IS NULL")
                 .getInt64(),
             polls);
   EXPECT_EQ(db.execAndGet("SELECT count(*) FROM pg_lock_wait WHERE pid <> " + wp).getInt64(), 0);
@@ -103,6 +104,42 @@ TEST(LockChain, RecordStoresTheIdleRootAndTheWaitersLockRow) {
                            " idle (client backend, app 'lock-test-holder'): SELECT "
                            "pg_advisory_lock(4242) — holds the advisory lock 1 backend waits "
                            "for; the application holds it (cycle through the application likely)");
+}
+
+TEST(LockChain, ATransactionidWaiterIsStoredWithTheTableItWrites) {
+  const auto conninfo = test::scratch_conninfo();
+  ASSERT_FALSE(conninfo.empty());
+  pg::Conn holder = pg::connect(conninfo, "lock-test-row-holder");
+  pg::Conn waiter = pg::connect(conninfo, "lock-test-row-waiter");
+  const int waiter_pid = pg::backend_pid(waiter.get());
+  exec_ok(holder,
+          "DROP TABLE IF EXISTS lock_test_hot; CREATE TABLE lock_test_hot (id int PRIMARY KEY, n "
+          "int); INSERT INTO lock_test_hot VALUES (1, 0)");
+  // The holder updates the row and stays idle in transaction; the waiter's
+  // UPDATE of the same row waits on the holder's transactionid.
+  exec_ok(holder, "BEGIN");
+  exec_ok(holder, "UPDATE lock_test_hot SET n = n + 1 WHERE id = 1");
+  ASSERT_EQ(PQsendQuery(waiter.get(), "UPDATE lock_test_hot SET n = n + 1 WHERE id = 1"), 1);
+  std::this_thread::sleep_for(200ms);
+  test::TempDir dir;
+  const auto db_path = dir.file("rows.db");
+  auto r = test::run_command(
+      {test::stallscope_bin(), "record", "-o", db_path, "--pg", conninfo, "-T", "1", "--hz", "20"});
+  exec_ok(holder, "COMMIT");
+  while (pg::Result done{PQgetResult(waiter.get())}) {
+    EXPECT_EQ(PQresultStatus(done.get()), PGRES_COMMAND_OK);
+  }
+  exec_ok(holder, "DROP TABLE lock_test_hot");
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  SQLite::Database db(db_path);
+  const auto polls = db.execAndGet("SELECT count(*) FROM ash_tick").getInt64();
+  ASSERT_GE(polls, 10);
+  EXPECT_EQ(
+      db.execAndGet("SELECT count(*) FROM pg_lock_wait WHERE pid = " + std::to_string(waiter_pid) +
+                    " AND locktype = 'transactionid' AND mode = 'ShareLock' AND "
+                    "transactionid > 0 AND write_relation_name = 'lock_test_hot'")
+          .getInt64(),
+      polls);
 }
 
 }  // namespace
