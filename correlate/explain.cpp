@@ -13,6 +13,7 @@
 #include "common/units.h"
 #include "correlate/correlate.h"
 #include "correlate/kernel_sleep.h"
+#include "correlate/lock_chains.h"
 #include "correlate/passes.h"
 #include "correlate/sessions.h"
 #include "schema/store.h"
@@ -193,6 +194,11 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
     count_connection_errors(store, report.windows, sums.signals);
     report.stalls = find_stalls(report, sums.signals, blocker_queries(store));
     name_replication_stalls(f, report.stalls);
+    // The lock_wait finding and stalls: the root of the blocking chains.
+    name_lock_roots(
+        store, report, qp.backend_pids.empty() ? std::function<bool(int)>() : [&qp](int pid) {
+          return qp.backend_pids.contains(pid);
+        });
     clock.lap("findings, stalls");
     return report;
   } catch (const schema::SqliteError& e) {

@@ -7,12 +7,14 @@
 #include <map>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
 #include "common/backoff.h"
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/parse.h"
 #include "common/periodic.h"
 #include "common/pg.h"
 #include "common/thread_name.h"
@@ -36,7 +38,9 @@ constexpr const char* kQueryFormat =
     "query, usename, datname "
     "FROM pg_stat_activity WHERE pid <> pg_backend_pid()";
 // Every session is listed, idle ones too: an idle session gets no
-// pg_activity_sample row, only its place in a pg_session_idle stretch.
+// pg_activity_sample row, only its place in a pg_session_idle stretch —
+// unless a Lock waiter of the same poll names it in pg_blocking_pids: then
+// it gets a row (state 'idle'), so the root of a lock chain is known.
 // Column numbers of the query.
 enum AshColumn : int {
   kPid,
@@ -56,6 +60,38 @@ enum AshColumn : int {
   kQueryText,
   kUsename,
   kDatname
+};
+// Polls that saw a Lock waiter: the waiters' ungranted pg_locks rows (one
+// read of pg_locks). $1 is the waiters' pids as an int[] literal ("{1,2}").
+// relation::regclass names a relation of the poll's database (another
+// database's prints its OID). A transactionid waiter also gets the table it
+// writes (a RowExclusiveLock it holds on a table): a hot row's relation,
+// which its transactionid lock does not name.
+constexpr const char* kLockWaitQuery =
+    "WITH l AS MATERIALIZED (SELECT * FROM pg_locks WHERE pid = ANY($1::int[])) "
+    "SELECT w.pid, w.locktype, w.mode, w.database::bigint, w.relation::bigint, "
+    "CASE WHEN w.relation IS NOT NULL THEN w.relation::regclass::text END, w.page, w.tuple, "
+    "w.virtualxid, w.transactionid::text::bigint, w.classid::bigint, w.objid::bigint, "
+    "w.objsubid, CASE WHEN w.locktype = 'transactionid' THEN (SELECT r.relation::regclass::text "
+    "FROM l r JOIN pg_class c ON c.oid = r.relation WHERE r.pid = w.pid AND r.granted AND "
+    "r.locktype = 'relation' AND r.mode = 'RowExclusiveLock' AND c.relkind IN ('r', 'p') AND "
+    "r.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+    "ORDER BY r.relation LIMIT 1) END FROM l w WHERE NOT w.granted";
+enum LockWaitColumn : int {
+  kLwPid,
+  kLwLocktype,
+  kLwMode,
+  kLwDatabase,
+  kLwRelation,
+  kLwRelationName,
+  kLwPage,
+  kLwTuple,
+  kLwVirtualxid,
+  kLwTransactionid,
+  kLwClassid,
+  kLwObjid,
+  kLwObjsubid,
+  kLwWriteRelationName
 };
 // Distinct query texts remembered; past this the map is cleared (memory stays
 // bounded) and a text seen again is stored again under a new id.
@@ -149,6 +185,8 @@ struct AshSampler::Impl {
   // One poll; returns its rows, or throws Error(postgres).
   schema::Batch poll();
   std::string top_event(std::int64_t mono_ns, std::vector<std::string> events);
+  // The ungranted pg_locks rows of `waiters` into `batch` (pg_lock_wait).
+  void poll_lock_waits(const std::vector<int>& waiters, schema::Batch& batch);
   void note_error(const std::string& message) {
     std::lock_guard lock(mu);
     ++snapshot.poll_errors;
@@ -216,6 +254,22 @@ schema::Batch AshSampler::Impl::poll() {
   batch.ash_ticks.push_back({.ash_tick = ash_tick, .time_ns = wall_ns, .duration_ns = duration_ns});
   std::vector<std::string> events;
   const int rows = PQntuples(res.get());
+  // The Lock waiters of this poll and the pids that block them: a blocker
+  // gets a row even when it is idle.
+  std::vector<int> waiters;
+  std::unordered_set<int> blockers;
+  for (int r = 0; r < rows; ++r) {
+    const auto pids = pg::text_or_null(res.get(), r, kBlockingPids);
+    if (!pids) continue;
+    if (auto pid = pg::int64_or_null(res.get(), r, kPid)) waiters.push_back(static_cast<int>(*pid));
+    std::string_view rest(*pids);
+    while (!rest.empty()) {
+      const auto comma = rest.find(',');
+      if (auto b = common::parse_int(rest.substr(0, comma))) blockers.insert(*b);
+      if (comma == std::string_view::npos) break;
+      rest.remove_prefix(comma + 1);
+    }
+  }
   int lookups = 0;
   for (int r = 0; r < rows; ++r) {
     // pg_stat_activity.pid is never NULL; a row without an integer pid
@@ -224,7 +278,8 @@ schema::Batch AshSampler::Impl::poll() {
     if (!pid) continue;
     Session& session = session_of(res.get(), r, static_cast<int>(*pid), batch, lookups);
     session.seen_tick = ash_tick;
-    if (pg::text_or_null(res.get(), r, kState) == "idle") {
+    if (pg::text_or_null(res.get(), r, kState) == "idle" &&
+        !blockers.contains(static_cast<int>(*pid))) {
       add_idle(session, batch);
       continue;
     }
@@ -277,6 +332,7 @@ schema::Batch AshSampler::Impl::poll() {
     }
     batch.pg_activity.push_back(std::move(row));
   }
+  if (!waiters.empty()) poll_lock_waits(waiters, batch);
   // Sessions that ended since the previous poll.
   for (auto it = sessions.begin(); it != sessions.end();) {
     if (it->second.seen_tick == ash_tick) {
@@ -293,6 +349,45 @@ schema::Batch AshSampler::Impl::poll() {
     snapshot.top_wait_event = std::move(top);
   }
   return batch;
+}
+
+void AshSampler::Impl::poll_lock_waits(const std::vector<int>& waiters, schema::Batch& batch) {
+  std::string pids = "{";
+  for (std::size_t i = 0; i < waiters.size(); ++i) {
+    if (i > 0) pids += ',';
+    pids += std::to_string(waiters[i]);
+  }
+  pids += '}';
+  const char* values[] = {pids.c_str()};
+  pg::Result res(PQexecParams(conn.get(), kLockWaitQuery, 1, nullptr, values, nullptr, nullptr, 0));
+  if (!res || PQresultStatus(res.get()) != PGRES_TUPLES_OK) {
+    // The poll's rows stand without them; a broken connection fails the
+    // next poll, which reconnects.
+    note_error(fmt::format("cannot read pg_locks: {}", pg::error_message(conn.get())));
+    return;
+  }
+  PGresult* r = res.get();
+  for (int i = 0; i < PQntuples(r); ++i) {
+    const auto pid = pg::int64_or_null(r, i, kLwPid);
+    auto locktype = pg::text_or_null(r, i, kLwLocktype);
+    if (!pid || !locktype) continue;
+    batch.pg_lock_waits.push_back(
+        {.ash_tick = ash_tick,
+         .pid = static_cast<int>(*pid),
+         .locktype = std::move(*locktype),
+         .mode = pg::text_or_null(r, i, kLwMode),
+         .database_oid = pg::int64_or_null(r, i, kLwDatabase),
+         .relation_oid = pg::int64_or_null(r, i, kLwRelation),
+         .relation_name = pg::text_or_null(r, i, kLwRelationName),
+         .page = pg::int64_or_null(r, i, kLwPage),
+         .tuple = pg::int64_or_null(r, i, kLwTuple),
+         .virtualxid = pg::text_or_null(r, i, kLwVirtualxid),
+         .transactionid = pg::int64_or_null(r, i, kLwTransactionid),
+         .classid = pg::int64_or_null(r, i, kLwClassid),
+         .objid = pg::int64_or_null(r, i, kLwObjid),
+         .objsubid = pg::int64_or_null(r, i, kLwObjsubid),
+         .write_relation_name = pg::text_or_null(r, i, kLwWriteRelationName)});
+  }
 }
 
 std::string AshSampler::Impl::top_event(std::int64_t mono_ns, std::vector<std::string> events) {

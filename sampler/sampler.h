@@ -98,7 +98,11 @@ class HostSampler {
 // 'idle' as run-length encoded stretches (pg_session_idle; a stretch ends
 // when the session leaves 'idle', disappears or a poll fails, and after
 // AshSamplerOptions::idle_stretch_max_ns, default kIdleStretchMaxNs). stop()
-// hands over the stretches still open.
+// hands over the stretches still open. A session named in a Lock waiter's
+// pg_blocking_pids gets a pg_activity_sample row in that poll even when it is
+// 'idle' (and that poll is not in its idle stretch); a poll that saw Lock
+// waiters also sends a second query for their ungranted pg_locks rows
+// (pg_lock_wait).
 inline constexpr std::int64_t kIdleStretchMaxNs = 60 * common::kNsPerS;
 // New sessions whose socket owner is looked up per poll, at most (each
 // lookup reads /proc/net/tcp{,6} and every process's fd directory, a few ms

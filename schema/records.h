@@ -175,6 +175,21 @@ struct PgActivityRow {
   std::optional<std::string> blocking_pids;
 };
 
+// pg_lock_wait: the ungranted pg_locks row of a Lock waiter in one ASH poll
+// (schema/v1.sql).
+struct PgLockWaitRow {
+  std::int64_t ash_tick = 0;
+  int pid = 0;
+  std::string locktype;
+  std::optional<std::string> mode;
+  std::optional<std::int64_t> database_oid, relation_oid;
+  std::optional<std::string> relation_name;
+  std::optional<std::int64_t> page, tuple;
+  std::optional<std::string> virtualxid;
+  std::optional<std::int64_t> transactionid, classid, objid, objsubid;
+  std::optional<std::string> write_relation_name;
+};
+
 // pg_session: a database session at first sight (schema/v1.sql).
 struct PgSessionRow {
   std::int64_t session_id = 0;
@@ -436,6 +451,7 @@ struct Batch {
   std::vector<PoolerSampleRow> pooler_samples;  // --pooler-admin
   std::vector<TcpStackSampleRow> tcp_stack_samples;
   PgStatsRows pg_stats;  // PostgreSQL statistics (ASH sampler)
+  std::vector<PgLockWaitRow> pg_lock_waits;
 
   bool empty() const {
     return samples.empty() && host_samples.empty() && processes.empty() &&
@@ -446,7 +462,7 @@ struct Batch {
            clock_offsets.empty() && statements.empty() && statement_latencies.empty() &&
            tcp_samples.empty() && pooler_samples.empty() && pg_sessions.empty() &&
            pg_session_idles.empty() && record_clients.empty() && tcp_stack_samples.empty() &&
-           pg_stats.empty();
+           pg_stats.empty() && pg_lock_waits.empty();
   }
 };
 

@@ -151,6 +151,8 @@ struct Store::Statements {
                       "sv_active, sv_idle, sv_used, maxwait_ns) "
                       "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
         pg_stats(db),
+        pg_lock_wait(db,
+                     "INSERT OR IGNORE INTO pg_lock_wait VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
         query(db, query_sql(1).c_str()),
         query_many(db, query_sql(kQueryRowsPerInsert).c_str()),
         depth(db),
@@ -175,6 +177,7 @@ struct Store::Statements {
     SQLite::Statement setting, sample, replication, statement, text;
   };
   PgStats pg_stats;
+  SQLite::Statement pg_lock_wait;
   // The driver's rows, tens of thousands a second, bound straight through
   // sqlite3_bind_* (Cursor), kQueryRowsPerInsert rows a statement (one
   // statement execution costs about as much as inserting a row); all rows of
@@ -524,6 +527,24 @@ void bind_row(SQLite::Statement& st, const PgSessionIdleRow& r) {
   st.bind(3, static_cast<int64_t>(r.polls));
 }
 
+void bind_row(SQLite::Statement& st, const PgLockWaitRow& r) {
+  st.bind(1, static_cast<int64_t>(r.ash_tick));
+  st.bind(2, r.pid);
+  st.bind(3, r.locktype);
+  bind_opt(st, 4, r.mode);
+  bind_opt(st, 5, r.database_oid);
+  bind_opt(st, 6, r.relation_oid);
+  bind_opt(st, 7, r.relation_name);
+  bind_opt(st, 8, r.page);
+  bind_opt(st, 9, r.tuple);
+  bind_opt(st, 10, r.virtualxid);
+  bind_opt(st, 11, r.transactionid);
+  bind_opt(st, 12, r.classid);
+  bind_opt(st, 13, r.objid);
+  bind_opt(st, 14, r.objsubid);
+  bind_opt(st, 15, r.write_relation_name);
+}
+
 void bind_row(SQLite::Statement& st, const RecordClientRow& r) {
   st.bind(1, r.source);
   bind_opt(st, 2, r.pid);
@@ -752,6 +773,7 @@ void Store::write_rows(const Batch& b) {
     write_each(s.tcp_sample, b.tcp_samples);
     write_each(s.pooler_sample, b.pooler_samples);
     write_pg_stats(b.pg_stats, s.pg_stats);
+    write_each(s.pg_lock_wait, b.pg_lock_waits);
     s.ticks.write_thread_samples(b.thread_samples);
     write_depth(b, s.depth);
   } catch (const SQLite::Exception& e) {

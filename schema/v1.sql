@@ -614,6 +614,30 @@ CREATE TABLE pg_statement_text (
   query               TEXT NOT NULL
 );
 
+-- The lock each Lock waiter waits for: per ASH poll that saw a backend in
+-- wait_event_type 'Lock', its ungranted pg_locks row (pg_locks WHERE NOT
+-- granted, for those pids; a second query, sent only when the poll saw Lock
+-- waiters). Join pg_activity_sample on (ash_tick, pid). Absent from files
+-- made before it existed; read as no rows.
+CREATE TABLE pg_lock_wait (
+  ash_tick            INTEGER NOT NULL,           -- the poll (ash_tick.ash_tick)
+  pid                 INTEGER NOT NULL,           -- the waiting backend
+  locktype            TEXT NOT NULL,              -- relation, tuple, transactionid, virtualxid, advisory, object, page, extend, ...
+  mode                TEXT,                       -- the mode asked for, e.g. ShareLock, AccessExclusiveLock
+  database_oid        INTEGER,                    -- pg_locks.database (0: a shared object, NULL: not a database object)
+  relation_oid        INTEGER,                    -- pg_locks.relation
+  relation_name       TEXT,                       -- relation::regclass as text (schema-qualified when not on the search path; the OID when in another database)
+  page                INTEGER,
+  tuple               INTEGER,
+  virtualxid          TEXT,
+  transactionid       INTEGER,                    -- pg_locks.transactionid (xid as a number)
+  classid             INTEGER,                    -- object / advisory: catalog OID (1262 pg_database: objid 0 is the NOTIFY queue lock), or the advisory key's high half / first int
+  objid               INTEGER,                    -- object OID, or the advisory key's low half / second int
+  objsubid            INTEGER,                    -- column number; advisory: 1 one bigint key, 2 two int keys
+  write_relation_name TEXT,                       -- transactionid waits: a table (relkind r or p, of the poll's database) the waiter holds RowExclusiveLock on, the first by OID — the table it writes, whose row it waits for when it writes one table; NULL otherwise
+  PRIMARY KEY (ash_tick, pid, locktype)
+) WITHOUT ROWID;
+
 -- explain's results. These two tables end this file, each CREATE TABLE IF
 -- NOT EXISTS: explain applies everything from the first of them on again
 -- (schema/report_store.cpp), which gives files written before they existed

@@ -16,7 +16,7 @@ std::int64_t row_count(const Batch& b) {
       b.cgroup_samples.size() + b.pg_query_texts.size() + b.pgbench_aggregates.size() +
       b.clock_offsets.size() + b.statements.size() + b.statement_latencies.size() +
       b.tcp_samples.size() + b.pooler_samples.size() + b.tcp_stack_samples.size() +
-      b.pg_stats.size());
+      b.pg_stats.size() + b.pg_lock_waits.size());
 }
 
 }  // namespace

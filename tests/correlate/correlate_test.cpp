@@ -728,6 +728,53 @@ TEST(CorrelateStall, ExplainsTheSlowWindowByItsLockWaitAndBlocker) {
             to_string(r.findings[0].kind));
 }
 
+TEST(CorrelateStall, NamesTheRootOfTheChainNotAFirstBlockerThatWaitsItself) {
+  Fixture fx;
+  fx.host({});
+  fx.rows(kDriverId, 50);
+  fx.rows(kBackendId[0], 50);
+  fx.rows(kBackendId[1], 50);
+  for (auto& q : fx.batch().queries) {
+    if (q.seq == 5) q.latency_ns = 3 * kS;
+  }
+  // Window 5: backend 201 waits for the tuple lock 202 holds, 202 for the
+  // transaction of pid 999, idle in transaction (an outside session, with
+  // a row in each of those polls, as the ASH sampler now stores it).
+  fx.ash(kBackendPid[0], "Lock", "tuple", 10, 50);
+  fx.ash(kBackendPid[1], "Lock", "transactionid", 10, 50);
+  fx.ash(999, "Client", "ClientRead", 10, 50, "idle in transaction");
+  fx.batch().pg_query_texts.push_back(
+      {.query_text_id = 1, .query = "UPDATE acct SET n = 0", .first_time_ns = kT0});
+  for (auto& a : fx.batch().pg_activity) {
+    if (a.pid == kBackendPid[0]) a.blocking_pids = std::to_string(kBackendPid[1]);
+    if (a.pid == kBackendPid[1]) a.blocking_pids = "999";
+    if (a.pid == 999) {
+      a.application_name = "batch";
+      a.query_text_id = 1;
+      a.xact_start_ns = kT0 + 2 * kS;
+    }
+  }
+  auto r = fx.explain();
+  ASSERT_FALSE(r.stalls.empty());
+  const auto& s = r.stalls[0];
+  EXPECT_EQ(to_string(s.cause), "lock_wait");
+  // 201's first blocker is 202, which itself waits: the root is named.
+  EXPECT_EQ(s.explanation.find("blocked mostly by"), std::string::npos) << s.explanation;
+  EXPECT_NE(s.explanation.find("the root blocker pid 999 idle in transaction for 3.9 s"),
+            std::string::npos)
+      << s.explanation;
+  // The last of the 10 polls is at +5.9 s, the transaction began at +2 s.
+  EXPECT_EQ(s.culprit,
+            "pid 999 idle in transaction for 3.9 s (client backend, app 'batch'): UPDATE acct SET "
+            "n = 0 — holds the transactionid lock 2 backends wait for (chain: tuple → "
+            "transactionid); the application holds it (cycle through the application likely)");
+  const auto* f = finding(r, "lock_wait");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->culprit, s.culprit);
+  EXPECT_EQ(evidence<std::int64_t>(*f, "root_blocker_pid"), 999);
+  EXPECT_EQ(evidence<std::int64_t>(*f, "root_blocker_waiter_samples"), 20);
+}
+
 TEST(CorrelateWindow, FlagsWindowsWhereTheSamplerTookMoreThanItsShare) {
   Fixture fx;
   fx.host({});  // 10 ms of sampler CPU per 1 s window: 1 % of a core
