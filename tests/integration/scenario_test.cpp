@@ -1,10 +1,10 @@
 // Scenario tests: each runs one script of tools/scenarios/ — which starts its
 // own scratch server, reproduces one cause by construction, runs `stallscope
 // run` and `explain --json` — and asserts that the script's verdict check
-// passed: the expected kind ranked first and none of io_wait, lock_wait,
-// steal, cpu_throttle raised where absent. Exit status 77 means the machine
-// cannot run the scenario (no loop device, cgroups not writable): the test
-// skips with the script's reason.
+// passed: the expected kind ranked first, its culprit named, and none of the
+// forbidden kinds (lib.sh's SCENARIO_FORBIDDEN) raised where absent. Exit status 77 means the
+// machine cannot run the scenario (no loop device, cgroups not writable): the test skips with the
+// script's reason.
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -44,6 +44,8 @@ void run_scenario(const std::string& name, const std::string& expected_kind,
   // explain wrote the same verdict into the run file's finding table.
   EXPECT_NE(r.out.find("stored: " + expected_kind + "\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("verdict: ok"), std::string::npos) << r.out;
+  // Every scenario names its culprit (scenario_expect_culprit in the script).
+  EXPECT_NE(r.out.find("culprit named: yes"), std::string::npos) << r.out;
   if (out) *out = r.out;
 }
 

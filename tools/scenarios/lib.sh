@@ -167,10 +167,17 @@ scenario_check_verdict() {
     echo "culprit: ${culprit:--}"
   fi
   echo "culprit named: $named${SCENARIO_CULPRIT:+ (expected /$SCENARIO_CULPRIT/)}"
+  local bad="" k
+  for k in $SCENARIO_FORBIDDEN; do
+    [[ "$k" == "$expected" ]] && continue
+    if jq -e --arg k "$k" 'any(.findings[]; .kind == $k)' "$WORK/explain.json" >/dev/null; then bad+=" $k"; fi
+  done
+  echo "false alarms: $(wc -w <<<"$bad")${bad:+ (${bad# })}"
   scenario_check_accounting
   [[ "$kind" == "$expected" ]] || scenario_fail "expected verdict $expected, got $kind"
   [[ -z "$SCENARIO_CULPRIT" || "$named" != no ]] ||
     scenario_fail "the culprit '${culprit}' does not match /$SCENARIO_CULPRIT/"
+  [[ -z "$bad" ]] || scenario_fail "forbidden kinds raised:$bad"
   echo "verdict: ok"
 }
 
