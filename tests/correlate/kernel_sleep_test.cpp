@@ -13,6 +13,7 @@
 #include "correlate/correlate.h"
 #include "correlate/detail.h"
 #include "correlate/kernel_sleep.h"
+#include "correlate/record_fixture.h"
 #include "schema/store.h"
 
 namespace stallscope::correlate {
@@ -342,60 +343,10 @@ TEST(KernelSleep, AStallWhileBackendsSleepOnAPipeIsKernelWaitAndSaysAshWasBlind)
 // slept 7 s on a full pipe. The session accounting takes the 7 s as
 // kernel_wait, not as CPU or remainder.
 TEST(KernelSleep, ARecordFilesSessionAccountingTakesTheSleepToo) {
-  constexpr int kRecordPid = 100, kClientPid = 300, kBackend = 201;
-  auto store = schema::Store::create(":memory:");
-  schema::RunInfo r;
-  r.mode = "record";
-  r.host = "db1";
-  r.kernel = "6.18.0";
-  r.cores = 2;
-  r.clock_ticks_per_s = 100;
-  r.start_ns = kT0 - kS;
-  r.command_line = "stallscope record --pg … -- python3 client.py";
-  r.tool_version = "0";
-  r.hz = 10;
-  r.stallscope_pid = kRecordPid;
-  store.begin_run(r);
-  store.end_run(kT0 + 11 * kS, "complete", "duration reached");
-  schema::Batch b;
-  b.processes.push_back({.process_id = 1,
-                         .pid = kRecordPid,
-                         .start_ticks = 5000,
-                         .start_ns = kT0 - 2 * kS,
-                         .comm = "stallscope",
-                         .first_sample_id = 1});
-  b.processes.push_back({.process_id = 2,
-                         .pid = kBackend,
-                         .start_ticks = 8000,
-                         .start_ns = kT0 - kS,
-                         .ppid = 50,
-                         .comm = "postgres",
-                         .first_sample_id = 1});
-  b.processes.push_back({.process_id = 3,
-                         .pid = kClientPid,
-                         .start_ticks = 7900,
-                         .start_ns = kT0 - kS - 5 * kMs,
-                         .ppid = kRecordPid,
-                         .comm = "python3",
-                         .first_sample_id = 1});
-  b.record_clients.push_back({.source = "command", .pid = kClientPid, .start_ticks = 7900});
-  for (int i = 0; i <= 10; ++i) {
-    b.samples.push_back({.sample_id = i + 1,
-                         .time_ns = kT0 + i * kS,
-                         .mono_ns = i * kS,
-                         .interval_ns = i ? std::optional<std::int64_t>(kS) : std::nullopt,
-                         .sampler_cpu_ns = 10 * kMs,
-                         .sampler_duration_ns = kMs});
-    schema::HostSampleRow h{.sample_id = i + 1};
-    if (i > 0) {
-      h.cpu_user_ns = 100 * kMs;
-      h.cpu_nice_ns = h.cpu_system_ns = h.cpu_iowait_ns = h.cpu_irq_ns = h.cpu_softirq_ns =
-          h.cpu_steal_ns = 0;
-      h.cpu_idle_ns = 1900 * kMs;
-    }
-    h.procs_running = 1;
-    b.host_samples.push_back(h);
-    if (i == 0) continue;
+  constexpr int kBackend = test_record::kRecordBackendPid;
+  auto f = test_record::record_file_skeleton(100);
+  auto& b = f.batch;
+  for (int i = 1; i <= 10; ++i) {
     schema::ProcessSampleRow backend{
         .sample_id = i + 1, .process_id = 2, .state = 'S', .run_delay_ns = 0, .span_ns = kS};
     backend.cpu_ns = i <= 3 ? 40 * kMs : 0;
@@ -409,7 +360,6 @@ TEST(KernelSleep, ARecordFilesSessionAccountingTakesTheSleepToo) {
                                  .span_ns = kS});
   }
   for (int k = 0; k <= 100; ++k) {
-    b.ash_ticks.push_back({.ash_tick = k + 1, .time_ns = kT0 + k * 100 * kMs, .duration_ns = kMs});
     b.pg_activity.push_back({.time_ns = kT0 + k * 100 * kMs,
                              .ash_tick = k + 1,
                              .pid = kBackend,
@@ -417,15 +367,7 @@ TEST(KernelSleep, ARecordFilesSessionAccountingTakesTheSleepToo) {
                              .state = "active",
                              .backend_start_ns = kT0 - kS});
   }
-  b.pg_sessions.push_back({.session_id = 1,
-                           .pid = kBackend,
-                           .backend_start_ns = kT0 - kS,
-                           .backend_type = "client backend",
-                           .application_name = "django",
-                           .client_port = -1,
-                           .usename = "app",
-                           .datname = "site",
-                           .first_ash_tick = 1});
+  auto& store = f.store;
   store.write(b);
   const auto rep = correlate::explain(store, {});
   ASSERT_TRUE(rep.sessions);

@@ -3,21 +3,23 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include <gtest/gtest.h>
 
 #include "correlate/correlate.h"
+#include "correlate/record_fixture.h"
 #include "schema/store.h"
 
 namespace stallscope::correlate {
 namespace {
 
-constexpr std::int64_t kS = 1'000'000'000;
-constexpr std::int64_t kMs = 1'000'000;
-constexpr std::int64_t kT0 = 1'700'000'000 * kS;
-constexpr int kRecordPid = 100;
-constexpr int kClientPid = 300;
-constexpr int kBackendPid = 201;
+using test_record::kMs;
+using test_record::kS;
+constexpr std::int64_t kT0 = test_record::kRecordT0;
+constexpr int kRecordPid = test_record::kRecordPid;
+constexpr int kClientPid = test_record::kRecordClientPid;
+constexpr int kBackendPid = test_record::kRecordBackendPid;
 
 // A record of 10 s (samples at t0 + i s, ASH polls every 100 ms, ticks 1..101
 // at t0 + k·100 ms): one client session of python3 (the command record
@@ -25,59 +27,9 @@ constexpr int kBackendPid = 201;
 // at 40 ms of CPU a second, the client at `client_cpu_ms` a second and
 // `client_delay_ms` of run-queue delay.
 schema::Store record_file(std::int64_t client_cpu_ms, std::int64_t client_delay_ms = 0) {
-  auto store = schema::Store::create(":memory:");
-  schema::RunInfo r;
-  r.mode = "record";
-  r.host = "db1";
-  r.kernel = "6.1.0";
-  r.cores = 2;
-  r.clock_ticks_per_s = 100;
-  r.start_ns = kT0 - kS;
-  r.command_line = "stallscope record --pg … -- python3 client.py";
-  r.tool_version = "0";
-  r.hz = 10;
-  r.stallscope_pid = kRecordPid;
-  store.begin_run(r);
-  store.end_run(kT0 + 11 * kS, "complete", "duration reached");
-  schema::Batch b;
-  b.processes.push_back({.process_id = 1,
-                         .pid = kRecordPid,
-                         .start_ticks = 5000,
-                         .start_ns = kT0 - 2 * kS,
-                         .comm = "stallscope",
-                         .first_sample_id = 1});
-  b.processes.push_back({.process_id = 2,
-                         .pid = kBackendPid,
-                         .start_ticks = 8000,
-                         .start_ns = kT0 - kS,
-                         .ppid = 50,
-                         .comm = "postgres",
-                         .first_sample_id = 1});
-  b.processes.push_back({.process_id = 3,
-                         .pid = kClientPid,
-                         .start_ticks = 7900,
-                         .start_ns = kT0 - kS - 5 * kMs,
-                         .ppid = kRecordPid,
-                         .comm = "python3",
-                         .first_sample_id = 1});
-  b.record_clients.push_back({.source = "command", .pid = kClientPid, .start_ticks = 7900});
-  for (int i = 0; i <= 10; ++i) {
-    b.samples.push_back({.sample_id = i + 1,
-                         .time_ns = kT0 + i * kS,
-                         .mono_ns = i * kS,
-                         .interval_ns = i ? std::optional<std::int64_t>(kS) : std::nullopt,
-                         .sampler_cpu_ns = 10 * kMs,
-                         .sampler_duration_ns = kMs});
-    schema::HostSampleRow h{.sample_id = i + 1};
-    if (i > 0) {
-      h.cpu_user_ns = (client_cpu_ms + 40) * kMs;
-      h.cpu_nice_ns = h.cpu_system_ns = h.cpu_iowait_ns = h.cpu_irq_ns = h.cpu_softirq_ns =
-          h.cpu_steal_ns = 0;
-      h.cpu_idle_ns = (2000 - client_cpu_ms - 40) * kMs;
-    }
-    h.procs_running = 1;
-    b.host_samples.push_back(h);
-    if (i == 0) continue;
+  auto f = test_record::record_file_skeleton(client_cpu_ms + 40);
+  auto& b = f.batch;
+  for (int i = 1; i <= 10; ++i) {
     for (auto [id, cpu_ms] : {std::pair<std::int64_t, std::int64_t>{2, 40}, {3, client_cpu_ms}}) {
       b.process_samples.push_back({.sample_id = i + 1,
                                    .process_id = id,
@@ -87,17 +39,6 @@ schema::Store record_file(std::int64_t client_cpu_ms, std::int64_t client_delay_
                                    .span_ns = kS});
     }
   }
-  for (int k = 0; k <= 100; ++k)
-    b.ash_ticks.push_back({.ash_tick = k + 1, .time_ns = kT0 + k * 100 * kMs, .duration_ns = kMs});
-  b.pg_sessions.push_back({.session_id = 1,
-                           .pid = kBackendPid,
-                           .backend_start_ns = kT0 - kS,
-                           .backend_type = "client backend",
-                           .application_name = "django",
-                           .client_port = -1,
-                           .usename = "app",
-                           .datname = "site",
-                           .first_ash_tick = 1});
   for (int k = 0; k < 5; ++k) {
     b.pg_activity.push_back({.time_ns = kT0 + k * 100 * kMs,
                              .ash_tick = k + 1,
@@ -108,8 +49,8 @@ schema::Store record_file(std::int64_t client_cpu_ms, std::int64_t client_delay_
   }
   b.pg_session_idles.push_back({.session_id = 1, .first_ash_tick = 6, .polls = 60});
   b.pg_session_idles.push_back({.session_id = 1, .first_ash_tick = 66, .polls = 36});
-  store.write(b);
-  return store;
+  f.store.write(b);
+  return std::move(f.store);
 }
 
 std::int64_t part_ns(const std::vector<SessionPart>& parts, const std::string& name) {
