@@ -22,17 +22,24 @@ std::string scenario_path(const std::string& name) {
   return std::string(dir ? dir : STALLSCOPE_SOURCE_DIR_DEFAULT) + "/tools/scenarios/" + name;
 }
 
-// Runs the scenario and asserts its verdict; its stdout goes to *out.
-void run_scenario(const std::string& name, const std::string& expected_kind,
-                  std::string* out = nullptr) {
+// Runs a scenario script with this build's stallscope. With
+// STALLSCOPE_SCENARIO_LOGS set (tools/test), its output and exit status also
+// go to <dir>/<name>.log, for tools/scenarios/score --from.
+CommandResult run_script(const std::string& name) {
   ::setenv("STALLSCOPE_BIN", stallscope_bin().c_str(), 1);
   auto r = run_command({scenario_path(name)});
-  // For tools/scenarios/score --from: the script's output and exit status.
   if (const char* logs = std::getenv("STALLSCOPE_SCENARIO_LOGS")) {
     std::filesystem::create_directories(logs);
     std::ofstream(std::filesystem::path(logs) / (name + ".log"))
         << r.out << "exit status: " << r.exit_status << "\n";
   }
+  return r;
+}
+
+// Runs the scenario and asserts its verdict; its stdout goes to *out.
+void run_scenario(const std::string& name, const std::string& expected_kind,
+                  std::string* out = nullptr) {
+  auto r = run_script(name);
   if (r.exit_status == 77) {
     auto reason = r.out.empty() ? r.err : r.out;
     GTEST_SKIP() << name << " cannot run here: " << reason;
@@ -128,8 +135,7 @@ TEST(Scenario, Seed000ThroughPgbouncerGivesThePoolerItsOwnLine) {
 // Runs a scenario that checks its own verdict (scenario_check_verdict or
 // its own checks) and returns its stdout; "" when it skipped.
 std::string run_checked(const std::string& name) {
-  ::setenv("STALLSCOPE_BIN", stallscope_bin().c_str(), 1);
-  auto r = run_command({scenario_path(name)});
+  auto r = run_script(name);
   if (r.exit_status == 77) return "";
   EXPECT_EQ(r.exit_status, 0) << name << " stdout:\n" << r.out << "\nstderr:\n" << r.err;
   EXPECT_NE(r.out.find("parts add up: ok"), std::string::npos) << r.out;
@@ -209,8 +215,7 @@ TEST(Scenario, RelationLockQueueBehindDdlNamesTheDdlAndItsBlocker) {
 // record-python-client accepts either client kind: single_thread when the
 // interpreter reaches a full core, client_cpu on a host too busy for that.
 TEST(Scenario, RecordOfAPythonClientNamesTheInterpreter) {
-  ::setenv("STALLSCOPE_BIN", stallscope_bin().c_str(), 1);
-  auto r = run_command({scenario_path("record-python-client")});
+  auto r = run_script("record-python-client");
   if (r.exit_status == 77) GTEST_SKIP() << "record-python-client cannot run here: " << r.out;
   ASSERT_EQ(r.exit_status, 0) << r.out << "\nstderr:\n" << r.err;
   const bool single = r.out.find("ranked: single_thread=") != std::string::npos;
