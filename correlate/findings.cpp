@@ -183,6 +183,11 @@ void server_cpu(const Context& c, const RunDelayCharge& rd, std::vector<Finding>
     x.evidence.emplace_back("top_cpu_query_share", round4(share));
     x.culprit = fmt::format("{} ({} of the backends' on-CPU samples)",
                             sql_one_line(c.f.top_cpu_query, 100), share_pct_text(share));
+  } else if (c.r.run.sql && !c.r.run.sql->empty()) {
+    // Short queries at high rates: ASH may catch no backend on CPU with its
+    // query (they show ClientRead between queries). The driver ran this SQL.
+    x.culprit = fmt::format("{} (the run's SQL; ASH caught no backend on CPU with its query)",
+                            sql_one_line(*c.r.run.sql, 100));
   }
   x.suggestion = saturated && !by_others
                      ? "The server's CPUs are the limit: make each query cheaper (EXPLAIN ANALYZE, "

@@ -1625,6 +1625,9 @@ TEST(CorrelateRender, JsonHasTheContractShape) {
   }
   EXPECT_EQ(j["findings"][0]["kind"], "network_roundtrip");
   EXPECT_EQ(j["findings"][1]["kind"], "server_cpu");
+  // No ASH sample caught a backend on CPU with its query: the run's SQL is named.
+  EXPECT_EQ(j["findings"][1]["culprit"],
+            "SELECT 1 (the run's SQL; ASH caught no backend on CPU with its query)");
   EXPECT_TRUE(j["notes"].is_array());
   EXPECT_FALSE(j["notes"].empty());
   EXPECT_NO_THROW((void)j.dump());
