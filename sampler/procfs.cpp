@@ -820,8 +820,7 @@ void ProcessTracker::observe(const TickInfo& tick,
       // at each one. It has not run, so it still sleeps where its last row
       // saw it.
       const bool kernel_thread = obs.pid == 2 || obs.ppid == 2;
-      if (quiet && obs.state == 'S' && !kernel_thread && t.last_wchan &&
-          !is_idle_wchan(*t.last_wchan)) {
+      if (quiet && obs.state == 'S' && !kernel_thread && t.held_in_kernel) {
         row = true;
       }
     }
@@ -915,8 +914,9 @@ void ProcessTracker::sample_row(const TickInfo& tick, const ProcessObservation& 
   };
   if (quiet) {
     sample.wchan = t.last_wchan;
-  } else if (obs.state != 'R') {
-    sample.wchan = read_wchan(proc_root_, obs.pid);
+  } else {
+    if (obs.state != 'R') sample.wchan = read_wchan(proc_root_, obs.pid);
+    t.held_in_kernel = sample.wchan && !is_idle_wchan(*sample.wchan);
   }
   t.last_wchan = sample.wchan;
   if (obs.state == 'D' && depth_.kernel_stacks) {

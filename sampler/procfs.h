@@ -431,6 +431,9 @@ class ProcessTracker {
     Baseline base;
     std::optional<std::string> cgroup;      // as last stored
     std::optional<std::string> last_wchan;  // of its last row (reused by quiet heartbeats)
+    // last_wchan is a sleep held up in the kernel (!is_idle_wchan), decided
+    // once when the wchan is read, not at every tick it is reused.
+    bool held_in_kernel = false;
     // CPU rate over about the last second, for the per-thread decision.
     std::int64_t window_mono_ns = 0;
     std::int64_t window_cpu_ns = -1;  // -1: no window yet
