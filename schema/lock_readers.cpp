@@ -9,8 +9,6 @@
 namespace stallscope::schema {
 namespace {
 
-using detail::sqlite_call;
-
 std::optional<std::int64_t> opt(const Cursor& st, int column) {
   return st.opt_int64(column);
 }
@@ -59,7 +57,7 @@ std::vector<LockPoll> read_lock_polls(Store& store, std::int64_t from_ns, std::i
                                      .blocking_pids = parse_blocking_pids(st.text(12))});
     }
   }
-  if (out.empty() || !sqlite_call([&] { return store.db().tableExists("pg_lock_wait"); })) {
+  if (out.empty() || !detail::table_exists(store, "pg_lock_wait")) {
     return out;
   }
   Cursor st(store.db(),

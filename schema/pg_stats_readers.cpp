@@ -10,10 +10,6 @@
 namespace stallscope::schema {
 namespace {
 
-bool has_table(Store& store, const char* name) {
-  return detail::sqlite_call([&] { return store.db().tableExists(name); });
-}
-
 constexpr const char* kStatsColumns =
     "time_ns, duration_ns, xact_commit, xact_rollback, temp_files, temp_bytes, wal_records, "
     "wal_fpi, wal_bytes, checkpoints_timed, checkpoints_req, walsenders, statements";
@@ -54,7 +50,7 @@ std::optional<std::string> opt_text(const Cursor& c, int column) {
 
 std::map<std::string, PgSetting> pg_settings(Store& store) {
   std::map<std::string, PgSetting> out;
-  if (!has_table(store, "pg_setting")) return out;
+  if (!detail::table_exists(store, "pg_setting")) return out;
   Cursor c(store.db(), "SELECT name, setting, unit FROM pg_setting");
   while (c.step()) out[std::string(c.text(0))] = {std::string(c.text(1)), std::string(c.text(2))};
   return out;
@@ -62,7 +58,7 @@ std::map<std::string, PgSetting> pg_settings(Store& store) {
 
 std::optional<PgStatsCounters> pg_stats_counters(Store& store, std::int64_t start_ns,
                                                  std::int64_t end_ns) {
-  if (!has_table(store, "pg_stats_sample")) return std::nullopt;
+  if (!detail::table_exists(store, "pg_stats_sample")) return std::nullopt;
   const std::string cols = kStatsColumns;
   auto first = one_stats_row(
       store,
@@ -100,7 +96,7 @@ std::optional<PgStatsCounters> pg_stats_counters(Store& store, std::int64_t star
 std::vector<PgReplicationRow> pg_replication_rows(Store& store, std::int64_t start_ns,
                                                   std::int64_t end_ns) {
   std::vector<PgReplicationRow> out;
-  if (!has_table(store, "pg_replication_sample")) return out;
+  if (!detail::table_exists(store, "pg_replication_sample")) return out;
   Cursor c(store.db(),
            "SELECT time_ns, pid, application_name, client_addr, state, sync_state, "
            "sync_priority, write_lag_ns, flush_lag_ns, replay_lag_ns, flush_behind_bytes, "
@@ -128,7 +124,7 @@ std::vector<PgReplicationRow> pg_replication_rows(Store& store, std::int64_t sta
 }
 
 std::optional<PgStatementDeltas> pg_statement_deltas(Store& store) {
-  if (!has_table(store, "pg_statement_sample")) return std::nullopt;
+  if (!detail::table_exists(store, "pg_statement_sample")) return std::nullopt;
   PgStatementDeltas out;
   {
     Cursor c(store.db(),
@@ -195,7 +191,7 @@ std::optional<PgStatementDeltas> pg_statement_deltas(Store& store) {
   for (auto& [id, d] : by_query) {
     if (d.calls > 0) out.entries.push_back(std::move(d));
   }
-  if (has_table(store, "pg_statement_text")) {
+  if (detail::table_exists(store, "pg_statement_text")) {
     Cursor t(store.db(), "SELECT query FROM pg_statement_text WHERE query_id = ?1");
     for (auto& d : out.entries) {
       t.reset();

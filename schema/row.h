@@ -72,6 +72,12 @@ decltype(auto) sqlite_call(F&& f) {
   }
 }
 
+// Whether the file has `table`: readers of tables added after a file was
+// written read a file without them as one without their rows.
+inline bool table_exists(Store& store, const char* table) {
+  return sqlite_call([&] { return store.db().tableExists(table); });
+}
+
 }  // namespace detail
 
 }  // namespace stallscope::schema

@@ -36,7 +36,7 @@ bool QueryErrorKeys::next(QueryKey& key) {
 }
 
 QuerySleeps::QuerySleeps(Store& store, std::int64_t until_ns) {
-  if (!store.db().tableExists("query_sleep")) return;
+  if (!detail::table_exists(store, "query_sleep")) return;
   st_.emplace(store.db(),
               "SELECT start_ns, client_id, seq, sleep_ns FROM query_sleep WHERE start_ns <= ?1 "
               "ORDER BY start_ns, client_id, seq");

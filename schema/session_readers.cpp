@@ -8,11 +8,7 @@
 namespace stallscope::schema {
 namespace {
 
-using detail::sqlite_call;
-
-bool table_exists(Store& store, const char* table) {
-  return sqlite_call([&] { return store.db().tableExists(table); });
-}
+using detail::table_exists;
 
 std::optional<int> opt_int(const Cursor& st, int column) {
   if (auto v = st.opt_int64(column)) return static_cast<int>(*v);

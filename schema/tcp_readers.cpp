@@ -6,7 +6,7 @@
 namespace stallscope::schema {
 
 std::optional<TcpRttSummary> tcp_rtt_in(Store& store, std::int64_t from_ns, std::int64_t to_ns) {
-  if (!store.db().tableExists("tcp_sample")) return std::nullopt;
+  if (!detail::table_exists(store, "tcp_sample")) return std::nullopt;
   TcpRttSummary out;
   {
     Cursor st(store.db(),
@@ -43,7 +43,7 @@ std::optional<TcpRttSummary> tcp_rtt_in(Store& store, std::int64_t from_ns, std:
 
 std::optional<TcpStackTotals> tcp_stack_totals(Store& store, std::int64_t after_ns,
                                                std::int64_t until_ns) {
-  if (!store.db().tableExists("tcp_stack_sample")) return std::nullopt;
+  if (!detail::table_exists(store, "tcp_stack_sample")) return std::nullopt;
   Cursor st(store.db(),
             "SELECT count(t.delayed_acks), sum(CASE WHEN t.delayed_acks IS NOT NULL THEN "
             "t.span_ns END), sum(t.delayed_acks), sum(t.delayed_ack_locked), "
