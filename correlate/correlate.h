@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -32,6 +33,10 @@
 
 #include "common/units.h"
 #include "schema/store.h"
+
+namespace stallscope::schema {
+class AttachedServerFile;
+}
 
 namespace stallscope::correlate {
 
@@ -543,6 +548,47 @@ struct HostAccounting {
   std::vector<AccountingPart> parts;
 };
 
+// The blocking chains of the whole analysed span (correlate/lock_chains.cpp):
+// every Lock waiter of the counted backends (this run's; a file without
+// queries: every client backend) walked through pg_blocking_pids to its
+// roots, poll by poll. Source: pg_activity_sample (blocking_pids) and
+// pg_lock_wait. Absent when ASH sampled no Lock waiter.
+struct LockChains {
+  // A session on a chain as the poll that showed the chain saw it.
+  struct Session {
+    int pid = 0;        // 0: a prepared transaction
+    bool sampled = false;  // the poll had a row for it (else the texts are empty)
+    std::string state;  // active, idle, idle in transaction, ...
+    std::string backend_type;
+    std::string application_name;
+    std::string query;  // current, or the last one when idle
+    std::optional<std::int64_t> xact_age_ns;  // poll time − xact_start
+  };
+  // A waiter on the chain and the lock it asked for.
+  struct Link {
+    Session waiter;
+    std::string locktype;  // pg_locks.locktype, else the Lock wait event
+    std::string mode;      // "" without a pg_lock_wait row
+    std::string target;    // "relation acct", "advisory lock (0, 21)", …
+  };
+  std::int64_t polls = 0;          // polls with a counted waiter
+  std::int64_t waiter_samples = 0;  // counted waiters × polls
+  std::int64_t cycle_samples = 0;   // of those, on a chain with no root (a deadlock cycle)
+  int max_waiters = 0;              // most counted waiters in one poll
+  std::int64_t distinct_roots = 0;
+  // The root blocking the most waiter samples; absent when no chain had one.
+  std::optional<Session> root;
+  std::int64_t root_waiter_samples = 0;
+  std::int64_t root_polls = 0;
+  // Waiter → … → root: the longest chain to that root in one poll.
+  std::vector<Link> chain;
+  // The roots change from poll to poll (no root blocks half the waiter
+  // samples): the lock itself is the culprit.
+  bool turnstile = false;
+  std::string hot_lock;  // turnstile: the lock most waited for
+  std::string culprit;   // one line, as Finding::culprit
+};
+
 struct Report {
   RunSummary run;
   std::optional<PgbenchAggregateSummary> pgbench_aggregate;  // files with aggregate rows
@@ -571,6 +617,7 @@ struct Report {
   std::vector<Finding> findings;  // highest score first
   Verdict verdict;
   std::vector<Stall> stalls;       // in time order
+  std::optional<LockChains> lock_chains;
   std::vector<std::string> notes;  // sampling limits and caveats
 };
 
@@ -591,6 +638,28 @@ Report explain(schema::Store& store, const ExplainOptions& options);
 // being the driver's; the client host is listed only when pgbench was found.
 Report explain_pair(schema::Store& client, const std::string& server_path,
                     const ExplainOptions& options);
+// The server's record file seen through the client run file's connection,
+// on the client's clock, as explain_pair's second pass sees it: while a
+// ServerFileView lives, every reader of `client` reads the server file's
+// host, process and ASH tables (their times shifted by the run file's
+// clock-offset estimates) instead of the client file's. For readers other
+// than explain: the HTML report's server timelines (report/). Throws
+// Error(usage) with one line when the file cannot be attached or holds no
+// stallscope samples.
+class ServerFileView {
+ public:
+  ServerFileView(schema::Store& client, const std::string& server_path);
+  ~ServerFileView();
+  ServerFileView(const ServerFileView&) = delete;
+  ServerFileView& operator=(const ServerFileView&) = delete;
+  const std::string& host() const { return host_; }
+  int cores() const { return cores_; }
+
+ private:
+  std::unique_ptr<schema::AttachedServerFile> attached_;
+  std::string host_;
+  int cores_ = 0;
+};
 // Compares `run` (explained from run_path) with `baseline`: both runs'
 // throughput and latency, their tps ratio and a one-line summary.
 RunComparison compare_runs(const Report& run, const std::string& run_path, const Report& baseline,

@@ -371,6 +371,37 @@ LockChainSummary summarize_lock_chains(const std::vector<schema::LockPoll>& poll
   return x;
 }
 
+namespace {
+
+LockChains::Session session_view(const ChainSession& c) {
+  return {.pid = c.pid,
+          .sampled = c.sampled,
+          .state = c.state,
+          .backend_type = c.backend_type,
+          .application_name = c.application_name,
+          .query = c.query,
+          .xact_age_ns = c.xact_age_ns};
+}
+
+LockChains view_of(const LockChainSummary& x) {
+  LockChains v{.polls = x.polls,
+               .waiter_samples = x.waiter_rows,
+               .cycle_samples = x.cycle_rows,
+               .max_waiters = x.max_poll_waiters,
+               .distinct_roots = x.distinct_roots,
+               .root_waiter_samples = x.root_waiter_rows,
+               .root_polls = x.root_polls,
+               .turnstile = x.turnstile,
+               .hot_lock = x.hot_lock,
+               .culprit = x.culprit};
+  if (x.root) v.root = session_view(*x.root);
+  for (const auto& l : x.chain)
+    v.chain.push_back({session_view(l.waiter), l.locktype, l.mode, l.target});
+  return v;
+}
+
+}  // namespace
+
 void name_lock_roots(schema::Store& store, Report& report,
                      const std::function<bool(int)>& counted) {
   std::optional<schema::ActivityLookup> activity;
@@ -394,6 +425,11 @@ void name_lock_roots(schema::Store& store, Report& report,
     }
     return x;
   };
+  if (!report.windows.empty()) {
+    const auto x =
+        chains(report.windows.front().start_ns, report.windows.back().end_ns, report.run.tps);
+    if (x.waiter_rows > 0) report.lock_chains = view_of(x);
+  }
   for (auto& f : report.findings) {
     if (f.kind != FindingKind::lock_wait) continue;
     const auto x = chains(f.start_ns, f.end_ns, report.run.tps);

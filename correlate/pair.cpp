@@ -182,6 +182,22 @@ RunComparison compare_runs(const Report& run, const std::string& run_path, const
   return c;
 }
 
+ServerFileView::ServerFileView(schema::Store& client, const std::string& server_path) {
+  try {
+    attached_ = std::make_unique<schema::AttachedServerFile>(client, server_path);
+    if (!attached_->sample_span()) {
+      throw_usage(fmt::format("cannot read {}: it holds no samples", server_path));
+    }
+    host_ = attached_->host();
+    cores_ = attached_->cores();
+  } catch (const schema::SqliteError& e) {
+    throw_usage(fmt::format("cannot read {}: not a stallscope file ({})", server_path, e.what()));
+  }
+  attached_->shadow_tables(clock_shift(schema::clock_offsets(client)));
+}
+
+ServerFileView::~ServerFileView() = default;
+
 Report explain_pair(schema::Store& client, const std::string& server_path,
                     const ExplainOptions& options) {
   // Pass 1: the client file alone (driver CPU, client host).

@@ -801,6 +801,47 @@ void render_text(const Report& report, std::ostream& out) {
   }
 }
 
+namespace {
+
+nlohmann::json lock_session_json(const LockChains::Session& s) {
+  using detail::valid_utf8;
+  return {{"pid", s.pid},
+          {"sampled", s.sampled},
+          {"state", valid_utf8(s.state)},
+          {"backend_type", valid_utf8(s.backend_type)},
+          {"application_name", valid_utf8(s.application_name)},
+          {"query", valid_utf8(s.query)},
+          {"xact_age_s", s.xact_age_ns ? nlohmann::json(static_cast<double>(*s.xact_age_ns) /
+                                                        common::kNsPerSDouble)
+                                       : nlohmann::json(nullptr)}};
+}
+
+nlohmann::json lock_chains_json(const LockChains& c) {
+  using detail::valid_utf8;
+  nlohmann::json chain = nlohmann::json::array();
+  for (const auto& l : c.chain) {
+    auto j = lock_session_json(l.waiter);
+    j["locktype"] = valid_utf8(l.locktype);
+    j["mode"] = valid_utf8(l.mode);
+    j["target"] = valid_utf8(l.target);
+    chain.push_back(std::move(j));
+  }
+  return {{"polls", c.polls},
+          {"waiter_samples", c.waiter_samples},
+          {"cycle_samples", c.cycle_samples},
+          {"max_waiters", c.max_waiters},
+          {"distinct_roots", c.distinct_roots},
+          {"root", c.root ? lock_session_json(*c.root) : nlohmann::json(nullptr)},
+          {"root_waiter_samples", c.root_waiter_samples},
+          {"root_polls", c.root_polls},
+          {"chain", std::move(chain)},
+          {"turnstile", c.turnstile},
+          {"hot_lock", valid_utf8(c.hot_lock)},
+          {"culprit", valid_utf8(c.culprit)}};
+}
+
+}  // namespace
+
 nlohmann::json to_json(const Report& r) {
   using namespace detail;
   nlohmann::json windows = nlohmann::json::array();
@@ -833,6 +874,7 @@ nlohmann::json to_json(const Report& r) {
                   {"summary", valid_utf8(r.verdict.summary)}};
   j["findings"] = std::move(findings);
   j["stalls"] = std::move(stalls);
+  if (r.lock_chains) j["lock_chains"] = lock_chains_json(*r.lock_chains);
   if (!r.hosts.empty()) {
     j["hosts"] = nlohmann::json::array();
     for (const auto& h : r.hosts) j["hosts"].push_back(host_json(h));

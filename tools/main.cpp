@@ -342,6 +342,45 @@ int finish_explain(ExplainCli& r) {
   return stallscope::tools::explain_command(r.options);
 }
 
+// `report`: the subcommand and its options.
+struct ReportCli {
+  CLI::App* cmd = nullptr;
+  stallscope::tools::ReportCommandOptions options;
+  std::string window_text;
+};
+
+void add_report_command(CLI::App& app, ReportCli& r) {
+  auto& o = r.options;
+  auto* cmd = r.cmd = app.add_subcommand(
+      "report",
+      "Write an HTML report of a run file: the verdict, findings and stalls, the time "
+      "accounting, and the client's, hosts' and database's timelines on one zoomable time axis.");
+  cmd->add_option("run.db", o.paths,
+                  "Run file (run, record or import-pgbench), optionally followed by the server "
+                  "host's 'stallscope record' file")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option("-o,--output", o.output_path, "HTML file to write ('-': standard output)")
+      ->required();
+  cmd->add_option("--baseline", o.baseline_path,
+                  "A run file of the same workload to compare with, side by side")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--window", r.window_text,
+                  "explain's window length, for stalls, e.g. 1s, 500ms (default 1s)");
+  cmd->add_option("--path-process", o.path_processes,
+                  "A pooler or proxy between driver and server, by process name (comm) "
+                  "(repeatable)");
+  cmd->add_option("--bins", o.max_bins, "Points per chart series at most (default 1000)")
+      ->check(CLI::Range(10, 20000));
+}
+
+int finish_report(ReportCli& r) {
+  if (!r.window_text.empty()) {
+    r.options.window_ns = stallscope::tools::parse_duration_ns(r.window_text, "--window");
+  }
+  return stallscope::tools::report_command(r.options);
+}
+
 // Parses the command line into the subcommands' options; the exit status
 // when parsing ends the program (--help, --version, a usage error), else
 // nullopt.
@@ -385,6 +424,8 @@ int main(int argc, char** argv) {
   add_import_command(app, import_pgbench);
   ExplainCli explain;
   add_explain_command(app, explain);
+  ReportCli report;
+  add_report_command(app, report);
   if (const auto status = parse_command_line(app, argc, argv)) return *status;
 
   try {
@@ -392,6 +433,7 @@ int main(int argc, char** argv) {
     if (record.cmd->parsed()) return finish_record(record, argc, argv);
     if (import_pgbench.cmd->parsed()) return finish_import(import_pgbench, argc, argv);
     if (explain.cmd->parsed()) return finish_explain(explain);
+    if (report.cmd->parsed()) return finish_report(report);
   } catch (const Error& e) {
     fmt::print(stderr, "stallscope {}: {}\n", app.get_subcommands().front()->get_name(),
                stallscope::fold_lines(e.what()));

@@ -1,0 +1,150 @@
+// The page's data (report.h Page) and the comparison with a baseline run.
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "common/units.h"
+#include "report/detail.h"
+#include "report/report.h"
+
+namespace stallscope::report {
+namespace {
+
+// A baseline's share moved by at least this many points is a difference.
+constexpr double kMovedShare = 0.05;
+
+nlohmann::json chart_json(const Chart& c) {
+  nlohmann::json series = nlohmann::json::array();
+  for (const auto& s : c.series) {
+    nlohmann::json values = nlohmann::json::array();
+    for (const auto& v : s.values) values.push_back(v ? nlohmann::json(*v) : nlohmann::json(nullptr));
+    series.push_back({{"label", s.label}, {"values", std::move(values)}});
+  }
+  nlohmann::json lines = nlohmann::json::array();
+  for (const auto& [label, value] : c.lines) lines.push_back({{"label", label}, {"value", value}});
+  return {{"id", c.id},       {"title", c.title},   {"unit", c.unit},
+          {"y_log", c.y_log}, {"stacked", c.stacked}, {"series", std::move(series)},
+          {"lines", std::move(lines)}, {"note", c.note}};
+}
+
+// explain's JSON without its per-window rows: the charts carry the timelines.
+nlohmann::json report_json(const correlate::Report& r) {
+  auto j = correlate::to_json(r);
+  j.erase("windows");
+  return j;
+}
+
+double share_of(const correlate::Report& r, const std::string& part) {
+  if (!r.accounting) return 0;
+  for (const auto& p : r.accounting->parts)
+    if (p.name == part) return p.share;
+  return 0;
+}
+
+double ms_per_query(const correlate::Report& r, const std::string& part) {
+  if (!r.accounting || r.run.queries == 0) return 0;
+  for (const auto& p : r.accounting->parts)
+    if (p.name == part)
+      return static_cast<double>(p.time_ns) / static_cast<double>(r.run.queries) /
+             common::kNsPerMsDouble;
+  return 0;
+}
+
+}  // namespace
+
+Page::Page(const correlate::Report& report, Options options)
+    : report_(report), options_(std::move(options)), grid_(grid_for(report, options_.max_bins)) {}
+
+void Page::set_baseline(const correlate::Report& baseline,
+                        const correlate::RunComparison& comparison, std::string title) {
+  auto b = correlate::to_json(baseline);
+  nlohmann::json slim = {{"run", b["run"]},
+                         {"accounting", b["accounting"]},
+                         {"verdict", b["verdict"]},
+                         {"findings", b["findings"]}};
+  auto c = correlate::to_json(report_);
+  baseline_ = {{"title", std::move(title)},
+               {"report", std::move(slim)},
+               {"comparison", c.contains("comparison") ? c["comparison"] : nlohmann::json(nullptr)},
+               {"differences", differences(report_, baseline, comparison)}};
+  if (baseline_["comparison"].is_null()) baseline_["comparison"] = {{"summary", comparison.summary}};
+}
+
+nlohmann::json Page::data() const {
+  nlohmann::json charts = nlohmann::json::array();
+  for (const auto& c : charts_) charts.push_back(chart_json(c));
+  auto report = report_json(report_);
+  auto tables = tables_;
+  tables["lock_chains"] = report.contains("lock_chains") ? report["lock_chains"] : nlohmann::json(nullptr);
+  if (!tables.contains("processes")) {
+    tables["processes"] = nlohmann::json::array();
+    tables["processes_note"] = "no process samples in the analysed span";
+  }
+  for (const char* t : {"wait_events", "sql"})
+    if (!tables.contains(t)) tables[t] = nlohmann::json::array();
+  nlohmann::json hosts = nlohmann::json::array();
+  if (report_.hosts.empty()) {
+    hosts.push_back({{"role", ""}, {"host", report_.run.host}, {"kernel", report_.run.kernel},
+                     {"cores", report_.run.cores}});
+  } else {
+    for (const auto& h : report_.hosts)
+      hosts.push_back({{"role", h.role}, {"host", h.host}, {"cores", h.cores},
+                       {"kernel", h.role == "client" ? nlohmann::json(report_.run.kernel) : nlohmann::json(nullptr)}});
+  }
+  return {{"title", options_.title},
+          {"generated_by", "stallscope " STALLSCOPE_VERSION},
+          {"files",
+           {{"run", options_.run_path},
+            {"server", options_.server_path ? nlohmann::json(*options_.server_path) : nlohmann::json(nullptr)},
+            {"baseline", options_.baseline_path ? nlohmann::json(*options_.baseline_path) : nlohmann::json(nullptr)}}},
+          {"facts", {{"command_line", command_line_}, {"hosts", std::move(hosts)}}},
+          {"report", std::move(report)},
+          {"timeline",
+           {{"start_ns", grid_.start_ns},
+            {"bin_ns", grid_.bin_ns},
+            {"bins", grid_.bins},
+            {"charts", std::move(charts)}}},
+          {"tables", std::move(tables)},
+          {"baseline", baseline_}};
+}
+
+std::vector<std::string> differences(const correlate::Report& run,
+                                     const correlate::Report& baseline,
+                                     const correlate::RunComparison& comparison) {
+  std::vector<std::string> out;
+  if (!comparison.summary.empty()) out.push_back(comparison.summary);
+  if (run.run.latency_mean_ms && baseline.run.latency_mean_ms) {
+    out.push_back(fmt::format("Mean latency {:.3g} ms against {:.3g} ms; p99 {} against {}.",
+                              *run.run.latency_mean_ms, *baseline.run.latency_mean_ms,
+                              run.run.latency_p99_ms ? fmt::format("{:.3g} ms", *run.run.latency_p99_ms) : "-",
+                              baseline.run.latency_p99_ms ? fmt::format("{:.3g} ms", *baseline.run.latency_p99_ms) : "-"));
+  }
+  if (!run.accounting || !baseline.accounting) return out;
+  std::map<std::string, int> names;
+  for (const auto& p : run.accounting->parts) names.emplace(p.name, 0);
+  for (const auto& p : baseline.accounting->parts) names.emplace(p.name, 0);
+  std::vector<std::pair<double, std::string>> moved;
+  for (const auto& [name, unused] : names) {
+    const double a = share_of(run, name), b = share_of(baseline, name);
+    if (std::fabs(a - b) < kMovedShare) continue;
+    moved.emplace_back(
+        std::fabs(a - b),
+        fmt::format("{} {} from {:.0f}% to {:.0f}% of query time ({:.3g} → {:.3g} ms a query).",
+                    name, a > b ? "rose" : "fell", 100 * b, 100 * a, ms_per_query(baseline, name),
+                    ms_per_query(run, name)));
+  }
+  std::sort(moved.begin(), moved.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+  for (auto& [d, text] : moved) out.push_back(std::move(text));
+  if (moved.empty()) out.push_back("No part of the query time moved by 5 points or more.");
+  if (run.verdict.kind != baseline.verdict.kind) {
+    const auto kind = [](const correlate::Report& r) {
+      return r.verdict.kind ? std::string(correlate::to_string(*r.verdict.kind)) : std::string("no bottleneck");
+    };
+    out.push_back(fmt::format("The verdict changed: {} (baseline: {}).", kind(run), kind(baseline)));
+  }
+  return out;
+}
+
+}  // namespace stallscope::report

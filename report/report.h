@@ -1,0 +1,143 @@
+// The HTML report (`stallscope report`): one self-contained page that shows
+// explain's verdict, findings, stalls and time accounting beside timelines of
+// the client's and the hosts' and the database's state on one time axis.
+//
+//   auto store = schema::Store::open_readonly("run.db");
+//   auto r = correlate::explain(store, {});
+//   report::Page page(r, {.title = "run.db", .run_path = "run.db"});
+//   page.add_queries(store);                          // throughput, latency, schedule lag
+//   page.add_host(store, r.run.host, r.run.cores);    // CPU, tasks, PSI, process CPU
+//   page.add_database(store, r.run.cores);            // database load (ASH), top SQL
+//   report::write_html(page.data(), out);
+//
+// The page's data is one JSON document (its shape: docs/report.md, "The
+// page's data"), embedded in the HTML with the page's script
+// (report/web/report.js), its CSS and uPlot (report/web/node_modules, pinned
+// in report/web/package-lock.json), so the page makes no network request and
+// opens from file:// or as an e-mail attachment. Untrusted text (process
+// names, command lines, SQL, wchan) is data: the page writes it as text.
+//
+// Charts are binned to at most Options::max_bins points a series over the
+// analysed span (report::Grid), whatever the run's length: a bin holds the
+// mean of a rate (CPU %, PSI %, load) or a count over its ticks, the peak
+// where one is drawn (max runnable tasks), and per-bin latency percentiles.
+// Readers throw schema::SqliteError on read failures.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "correlate/correlate.h"
+#include "schema/store.h"
+
+namespace stallscope::report {
+
+// The time bins every chart shares: bin i covers [start_ns + i·bin_ns,
+// start_ns + (i+1)·bin_ns), wall clock.
+struct Grid {
+  std::int64_t start_ns = 0;
+  std::int64_t bin_ns = 1;
+  int bins = 0;
+  // The bin of a time; nullopt outside the grid.
+  std::optional<int> bin_of(std::int64_t t_ns) const {
+    if (t_ns < start_ns) return std::nullopt;
+    const auto i = (t_ns - start_ns) / bin_ns;
+    if (i >= bins) return std::nullopt;
+    return static_cast<int>(i);
+  }
+};
+
+// The grid over a report's analysed span (its windows; without windows the
+// run's start to end): bins no shorter than one sample period (1 ÷ run.hz;
+// 100 ms without sampling), at most max_bins of them.
+Grid grid_for(const correlate::Report& report, int max_bins);
+
+struct Options {
+  std::string title;     // shown as the page's title: the file name(s)
+  std::string run_path;  // the files, as given
+  std::optional<std::string> server_path;
+  std::optional<std::string> baseline_path;
+  int max_bins = 1000;  // points per series at most
+  int top_rows = 15;    // rows per table ranking
+};
+
+// One series of a chart: values[i] belongs to bin i; nullopt is a gap.
+struct Series {
+  std::string label;
+  std::vector<std::optional<double>> values;
+};
+
+// One timeline chart, drawn by the page from this description.
+struct Chart {
+  std::string id;     // "throughput", "latency", "aas", "host_cpu:<host>", ...
+  std::string title;  // shown above the chart
+  std::string unit;   // the y axis
+  bool y_log = false;
+  bool stacked = false;  // series drawn as stacked areas
+  std::vector<Series> series;
+  std::vector<std::pair<std::string, double>> lines;  // horizontal reference lines
+  std::string note;  // a line under the title
+};
+
+// The page's data, gathered piece by piece from the files the report reads.
+class Page {
+ public:
+  Page(const correlate::Report& report, Options options);
+
+  // The run's commands line(s) and the rate asked for (-R), shown in the
+  // run facts. The command line is as stored: passwords masked.
+  void set_command_line(std::string command_line) { command_line_ = std::move(command_line); }
+  // Throughput, latency p50/p99 and (-R) schedule lag, from the file's
+  // query rows: each query counts in the bin where it was answered.
+  void add_queries(schema::Store& store);
+  // A host's CPU by mode, runnable and D-state tasks, pressure stall
+  // information, and CPU by process name (the busiest six, the rest as
+  // "other"), from the store's samples — the client's file, or a server file
+  // seen through correlate::ServerFileView; and its processes ranked by CPU
+  // and by off-CPU time (run-queue delay + D state). `host` labels the charts.
+  void add_host(schema::Store& store, const std::string& host, int cores);
+  // Database load as average active sessions by wait class (active sessions
+  // per ASH poll, in bins with at least one poll), with a line at `cores`;
+  // the top wait events and the top SQL by ASH samples.
+  void add_database(schema::Store& store, int cores);
+  // A second run to compare with (the report's --baseline): both runs'
+  // figures and accounting parts side by side, and their differences in
+  // words (report::differences).
+  void set_baseline(const correlate::Report& baseline, const correlate::RunComparison& comparison,
+                    std::string title);
+
+  nlohmann::json data() const;
+
+ private:
+  void add_processes(schema::Store& store, const std::string& host, int cores);
+
+  const correlate::Report& report_;
+  Options options_;
+  Grid grid_;
+  std::string command_line_;
+  std::vector<Chart> charts_;
+  nlohmann::json tables_ = nlohmann::json::object();
+  nlohmann::json baseline_ = nullptr;
+  std::vector<nlohmann::json> hosts_;
+};
+
+// How two runs' accounting differs, in sentences: the tps change, then each
+// part whose share of query time moved by at least 5 points ("server_wait:Lock
+// rose from 2% to 40% of query time (0.4 → 12.1 ms a query)"), largest move
+// first; "no part of the query time moved by 5 points or more" when none did.
+std::vector<std::string> differences(const correlate::Report& run,
+                                     const correlate::Report& baseline,
+                                     const correlate::RunComparison& comparison);
+
+// Writes the page: the data JSON (with <, >, & and U+2028/U+2029 escaped, so
+// no text in it can close its script element) between uPlot and the page's
+// script, under a Content-Security-Policy that forbids every request.
+void write_html(const nlohmann::json& data, std::ostream& out);
+
+}  // namespace stallscope::report

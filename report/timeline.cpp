@@ -1,0 +1,511 @@
+// The report's timelines and tables, binned on one grid (report.h).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "common/latency_histogram.h"
+#include "common/units.h"
+#include "report/detail.h"
+#include "report/report.h"
+#include "schema/ash_tick_readers.h"
+#include "schema/fact_readers.h"
+#include "schema/run_reader.h"
+#include "schema/sample_readers.h"
+#include "schema/timeline_readers.h"
+
+namespace stallscope::report {
+namespace {
+
+// Per-bin latency percentiles need not the explain's 0.2 %: a power of two
+// split in 16 (±3 %) keeps a bin's histogram at 7.5 KiB.
+constexpr common::LatencyResolution kBinResolution{4, false};
+// Processes named apart in the CPU-by-process chart; the rest are "other".
+constexpr std::size_t kProcessChartNames = 6;
+
+double seconds(std::int64_t ns) { return static_cast<double>(ns) / common::kNsPerSDouble; }
+double ms(std::int64_t ns) { return static_cast<double>(ns) / common::kNsPerMsDouble; }
+
+Series series(std::string label, int bins) {
+  return {std::move(label), std::vector<std::optional<double>>(static_cast<std::size_t>(bins))};
+}
+
+bool has_values(const Series& s) {
+  return std::any_of(s.values.begin(), s.values.end(),
+                     [](const auto& v) { return v.has_value(); });
+}
+
+// A chart with at least one series holding a value, else nothing.
+void keep(std::vector<Chart>& charts, Chart c) {
+  std::erase_if(c.series, [](const Series& s) { return !has_values(s); });
+  if (!c.series.empty()) charts.push_back(std::move(c));
+}
+
+// Adds `amount`, measured over (end_ns − span_ns, end_ns], to the bins that
+// span overlaps, in proportion to the overlap; without a span, to end_ns's bin.
+void spread(const Grid& g, std::int64_t end_ns, std::int64_t span_ns, double amount,
+            std::vector<double>& bins) {
+  if (span_ns <= 0) {
+    if (const auto b = g.bin_of(end_ns)) bins[*b] += amount;
+    return;
+  }
+  const auto from_ns = end_ns - span_ns;
+  const auto first = std::max<std::int64_t>(0, (from_ns - g.start_ns) / g.bin_ns);
+  for (auto i = first; i < g.bins; ++i) {
+    const auto bin_start = g.start_ns + i * g.bin_ns;
+    if (bin_start >= end_ns) break;
+    const auto overlap = std::min(end_ns, bin_start + g.bin_ns) - std::max(from_ns, bin_start);
+    if (overlap > 0)
+      bins[i] += amount * static_cast<double>(overlap) / static_cast<double>(span_ns);
+  }
+}
+
+}  // namespace
+
+Grid grid_for(const correlate::Report& report, int max_bins) {
+  std::int64_t from_ns = report.run.start_ns;
+  std::int64_t to_ns = report.run.end_ns.value_or(report.run.start_ns + common::kNsPerS);
+  if (!report.windows.empty()) {
+    from_ns = report.windows.front().start_ns;
+    to_ns = report.windows.back().end_ns;
+  }
+  const std::int64_t span_ns = std::max<std::int64_t>(to_ns - from_ns, common::kNsPerMs);
+  const std::int64_t period_ns =
+      report.run.hz > 0 ? static_cast<std::int64_t>(std::llround(common::kNsPerSDouble / report.run.hz))
+                        : 100 * common::kNsPerMs;
+  const std::int64_t per_bin_ns = (span_ns + max_bins - 1) / std::max(max_bins, 1);
+  Grid g;
+  g.start_ns = from_ns;
+  g.bin_ns = std::max(period_ns, per_bin_ns);
+  g.bins = static_cast<int>((span_ns + g.bin_ns - 1) / g.bin_ns);
+  return g;
+}
+
+void Page::add_queries(schema::Store& store) {
+  const int n = grid_.bins;
+  const auto bin_s = seconds(grid_.bin_ns);
+  std::vector<std::int64_t> answered(n), failed(n), lag_count(n), lag_sum_ns(n), lag_max_ns(n);
+  std::vector<std::optional<common::LatencyHistogram>> latency(n);
+  const auto until_ns = report_.run.queries_until_ns.value_or(std::numeric_limits<std::int64_t>::max());
+  const bool with_lag = schema::first_query_has_lag(store);
+  schema::QueryRows rows(store, until_ns, with_lag);
+  schema::QueryErrorKeys errors(store, until_ns);
+  schema::QueryKey next_error{};
+  bool more_errors = errors.next(next_error);
+  std::int64_t total = 0;
+  for (schema::QueryTiming q; rows.next(q);) {
+    const schema::QueryKey key{q.start_ns, q.client_id, q.seq};
+    while (more_errors && next_error < key) more_errors = errors.next(next_error);
+    const bool is_error = more_errors && next_error == key;
+    const auto b = grid_.bin_of(q.start_ns + q.latency_ns);
+    if (!b) continue;
+    ++total;
+    if (is_error) {
+      ++failed[*b];
+      continue;
+    }
+    ++answered[*b];
+    if (!latency[*b]) latency[*b].emplace(kBinResolution);
+    latency[*b]->record_ns(q.latency_ns);
+    if (q.lag_ns) {
+      ++lag_count[*b];
+      lag_sum_ns[*b] += *q.lag_ns;
+      lag_max_ns[*b] = std::max(lag_max_ns[*b], *q.lag_ns);
+    }
+  }
+  if (total == 0) return;
+  Chart tput{.id = "throughput", .title = "Throughput", .unit = "queries/s"};
+  auto ok = series("answered", n), err = series("failed", n);
+  Chart lat{.id = "latency", .title = "Latency", .unit = "ms", .y_log = true};
+  auto p50 = series("p50", n), p99 = series("p99", n), max = series("max", n);
+  Chart lag{.id = "schedule_lag", .title = "Schedule lag (-R)", .unit = "ms"};
+  auto lag_mean = series("mean", n), lag_max = series("max", n);
+  bool any_error = false, any_lag = false;
+  for (int i = 0; i < n; ++i) {
+    // A bin past the last answer (or before the first send) is a gap only
+    // when the whole run has not started or has ended there; inside the
+    // query span an empty bin is a full stop: 0 queries/s.
+    ok.values[i] = detail::round_sig(static_cast<double>(answered[i]) / bin_s);
+    if (failed[i] > 0) any_error = true;
+    err.values[i] = detail::round_sig(static_cast<double>(failed[i]) / bin_s);
+    if (const auto& h = latency[i]) {
+      p50.values[i] = detail::round_sig(ms(h->percentile_ns(0.5)));
+      p99.values[i] = detail::round_sig(ms(h->percentile_ns(0.99)));
+      max.values[i] = detail::round_sig(ms(h->percentile_ns(1.0)));
+    }
+    if (lag_count[i] > 0) {
+      any_lag = true;
+      lag_mean.values[i] = detail::round_sig(ms(lag_sum_ns[i] / lag_count[i]));
+      lag_max.values[i] = detail::round_sig(ms(lag_max_ns[i]));
+    }
+  }
+  if (report_.run.query_start_ns && report_.run.query_end_ns) {
+    // Outside the queries' span there is nothing to draw.
+    for (int i = 0; i < n; ++i) {
+      const auto bin_end = grid_.start_ns + (i + 1) * grid_.bin_ns;
+      const auto bin_start = grid_.start_ns + i * grid_.bin_ns;
+      if (bin_end <= *report_.run.query_start_ns || bin_start > *report_.run.query_end_ns) {
+        ok.values[i].reset();
+        err.values[i].reset();
+      }
+    }
+  }
+  tput.series.push_back(std::move(ok));
+  if (any_error) tput.series.push_back(std::move(err));
+  tput.note = fmt::format("queries answered per second, in {:.3g} s bins", bin_s);
+  keep(charts_, std::move(tput));
+  lat.series = {std::move(p50), std::move(p99), std::move(max)};
+  lat.note = with_lag ? "scheduled start → answered, as pgbench -R counts it (the schedule lag, "
+                        "below, is part of it), of the queries answered in each bin; log scale"
+                      : "sent → answered, of the queries answered in each bin; log scale";
+  keep(charts_, std::move(lat));
+  if (any_lag) {
+    lag.series = {std::move(lag_mean), std::move(lag_max)};
+    lag.note = "scheduled start → sent: transactions queued in the client behind slow ones";
+    keep(charts_, std::move(lag));
+  }
+}
+
+void Page::add_host(schema::Store& store, const std::string& host, int cores) {
+  const int n = grid_.bins;
+  const auto from_ns = grid_.start_ns;
+  const auto to_ns = grid_.start_ns + static_cast<std::int64_t>(n) * grid_.bin_ns;
+  struct Bin {
+    std::int64_t user = 0, system = 0, iowait = 0, irq = 0, steal = 0, idle = 0;
+    std::int64_t ticks = 0, running_sum = 0, d_sum = 0;
+    int running_max = 0, d_max = 0;
+    std::int64_t psi_span_ns = 0, cpu_some = 0, io_some = 0, io_full = 0, mem_some = 0,
+                 mem_full = 0;
+  };
+  std::vector<Bin> bins(n);
+  bool any_psi = false;
+  schema::HostStateTicks ticks(store, from_ns, to_ns);
+  for (schema::HostStateTick t; ticks.next(t);) {
+    const auto b = grid_.bin_of(t.time_ns);
+    if (!b || !t.has_host) continue;
+    auto& x = bins[*b];
+    ++x.ticks;
+    x.running_sum += t.procs_running;
+    x.d_sum += t.processes_d_state;
+    x.running_max = std::max(x.running_max, t.procs_running);
+    x.d_max = std::max(x.d_max, t.processes_d_state);
+    if (t.has_cpu) {
+      x.user += t.user_ns;
+      x.system += t.system_ns;
+      x.iowait += t.iowait_ns;
+      x.irq += t.irq_ns;
+      x.steal += t.steal_ns;
+      x.idle += t.idle_ns;
+    }
+    if (t.psi_cpu_some_us && t.interval_ns > 0) {
+      any_psi = true;
+      x.psi_span_ns += t.interval_ns;
+      x.cpu_some += *t.psi_cpu_some_us;
+      x.io_some += t.psi_io_some_us.value_or(0);
+      x.io_full += t.psi_io_full_us.value_or(0);
+      x.mem_some += t.psi_memory_some_us.value_or(0);
+      x.mem_full += t.psi_memory_full_us.value_or(0);
+    }
+  }
+  const std::string on = hosts_.empty() && report_.hosts.empty() ? "" : " — " + host;
+  Chart cpu{.id = "host_cpu:" + host, .title = "Host CPU" + on, .unit = "% of all CPUs",
+            .stacked = true};
+  const char* modes[] = {"user", "system", "iowait", "irq+softirq", "steal", "idle"};
+  for (const char* m : modes) cpu.series.push_back(series(m, n));
+  Chart tasks{.id = "tasks:" + host, .title = "Runnable and D-state tasks" + on, .unit = "tasks"};
+  auto run_mean = series("runnable", n), run_max = series("runnable (max)", n),
+       d_mean = series("D state", n), d_max = series("D state (max)", n);
+  Chart psi{.id = "psi:" + host, .title = "Pressure stall information" + on,
+            .unit = "% of time stalled"};
+  auto cpu_some = series("cpu some", n), io_some = series("io some", n),
+       io_full = series("io full", n), mem_some = series("memory some", n),
+       mem_full = series("memory full", n);
+  for (int i = 0; i < n; ++i) {
+    const auto& x = bins[i];
+    const auto total = x.user + x.system + x.iowait + x.irq + x.steal + x.idle;
+    if (total > 0) {
+      const std::int64_t parts[] = {x.user, x.system, x.iowait, x.irq, x.steal, x.idle};
+      for (std::size_t k = 0; k < 6; ++k)
+        cpu.series[k].values[i] =
+            detail::round_sig(100.0 * static_cast<double>(parts[k]) / static_cast<double>(total));
+    }
+    if (x.ticks > 0) {
+      const auto ticks_d = static_cast<double>(x.ticks);
+      run_mean.values[i] = detail::round_sig(static_cast<double>(x.running_sum) / ticks_d);
+      run_max.values[i] = x.running_max;
+      d_mean.values[i] = detail::round_sig(static_cast<double>(x.d_sum) / ticks_d);
+      d_max.values[i] = x.d_max;
+    }
+    if (x.psi_span_ns > 0) {
+      const auto pct = [&](std::int64_t us) {
+        return detail::round_sig(100.0 * static_cast<double>(us * common::kNsPerUs) /
+                                 static_cast<double>(x.psi_span_ns));
+      };
+      cpu_some.values[i] = pct(x.cpu_some);
+      io_some.values[i] = pct(x.io_some);
+      io_full.values[i] = pct(x.io_full);
+      mem_some.values[i] = pct(x.mem_some);
+      mem_full.values[i] = pct(x.mem_full);
+    }
+  }
+  cpu.note = fmt::format("{} cores; each bin's share of all CPUs' time by mode (/proc/stat)", cores);
+  keep(charts_, std::move(cpu));
+  tasks.series = {std::move(run_mean), std::move(run_max), std::move(d_mean), std::move(d_max)};
+  tasks.lines.emplace_back("cores", cores);
+  tasks.note = "/proc/stat procs_running (includes the sampler) and sampled tasks in D state: "
+               "mean and peak per bin";
+  keep(charts_, std::move(tasks));
+  if (any_psi) {
+    psi.series = {std::move(cpu_some), std::move(io_some), std::move(io_full), std::move(mem_some),
+                  std::move(mem_full)};
+    psi.note = "/proc/pressure: share of time some (or all) runnable tasks were stalled";
+    keep(charts_, std::move(psi));
+  }
+  add_processes(store, host, cores);
+  hosts_.push_back({{"host", host}, {"cores", cores}});
+}
+
+void Page::add_processes(schema::Store& store, const std::string& host, int cores) {
+  const int n = grid_.bins;
+  const auto from_ns = grid_.start_ns;
+  const auto to_ns = grid_.start_ns + static_cast<std::int64_t>(n) * grid_.bin_ns;
+  const auto ids = schema::sample_ids_in(store, from_ns - 1, to_ns - 1);
+  if (!ids) return;
+  std::unordered_map<std::int64_t, std::int64_t> sample_time_ns;
+  {
+    schema::SampleTimeRows times(store);
+    std::int64_t id = 0, t = 0;
+    while (times.next(id, t))
+      if (id >= ids->first && id <= ids->last) sample_time_ns.emplace(id, t);
+  }
+  const auto identities = schema::read_process_identities(store);
+  std::unordered_map<std::int64_t, std::size_t> by_id;
+  for (std::size_t i = 0; i < identities.size(); ++i) by_id.emplace(identities[i].process_id, i);
+  struct Totals {
+    std::int64_t cpu_ns = 0, run_delay_ns = 0, d_state_ns = 0;
+    std::map<std::string, std::int64_t, std::less<>> wchan_ns;  // off-CPU rows by wchan
+  };
+  std::unordered_map<std::int64_t, Totals> totals;
+  std::map<std::string, std::vector<double>, std::less<>> cpu_by_comm;  // ns per bin
+  std::map<std::string, std::int64_t, std::less<>> comm_total_ns;
+  schema::ProcessRows rows(store, ids->first);
+  while (rows.next()) {
+    if (rows.sample_id() > ids->last) break;
+    const auto it = sample_time_ns.find(rows.sample_id());
+    if (it == sample_time_ns.end()) continue;
+    if (!grid_.bin_of(it->second)) continue;
+    auto& t = totals[rows.process_id()];
+    const auto cpu = rows.cpu_ns().value_or(0);
+    const auto span = rows.span_ns().value_or(0);
+    t.cpu_ns += cpu;
+    t.run_delay_ns += rows.run_delay_ns().value_or(0);
+    const auto state = rows.state();
+    if (state == "D") t.d_state_ns += span;
+    if (const auto w = rows.wchan(); w && (state == "D" || (state == "S" && cpu == 0))) {
+      auto at = t.wchan_ns.find(*w);
+      if (at == t.wchan_ns.end()) at = t.wchan_ns.emplace(std::string(*w), 0).first;
+      at->second += std::max<std::int64_t>(span, 1);
+    }
+    if (cpu > 0) {
+      const auto id_at = by_id.find(rows.process_id());
+      const std::string& comm = id_at == by_id.end() ? std::string("?") : identities[id_at->second].comm;
+      auto c = cpu_by_comm.find(comm);
+      if (c == cpu_by_comm.end()) c = cpu_by_comm.emplace(comm, std::vector<double>(n)).first;
+      spread(grid_, it->second, span, static_cast<double>(cpu), c->second);
+      comm_total_ns[comm] += cpu;
+    }
+  }
+  // CPU by process name: the busiest kProcessChartNames names, the rest as "other".
+  std::vector<std::pair<std::string, std::int64_t>> names(comm_total_ns.begin(), comm_total_ns.end());
+  std::sort(names.begin(), names.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  const auto bin_ns_d = static_cast<double>(grid_.bin_ns);
+  const std::string on = hosts_.empty() && report_.hosts.empty() ? "" : " — " + host;
+  Chart proc{.id = "process_cpu:" + host, .title = "CPU by process name" + on, .unit = "cores"};
+  std::vector<double> other(n);
+  bool any_other = false;
+  for (std::size_t k = 0; k < names.size(); ++k) {
+    const auto& per_bin = cpu_by_comm[names[k].first];
+    if (k >= kProcessChartNames) {
+      any_other = true;
+      for (int i = 0; i < n; ++i) other[i] += per_bin[i];
+      continue;
+    }
+    auto s = series(names[k].first, n);
+    for (int i = 0; i < n; ++i) s.values[i] = detail::round_sig(per_bin[i] / bin_ns_d);
+    proc.series.push_back(std::move(s));
+  }
+  if (any_other) {
+    auto s = series("other", n);
+    for (int i = 0; i < n; ++i) s.values[i] = detail::round_sig(other[i] / bin_ns_d);
+    proc.series.push_back(std::move(s));
+  }
+  proc.lines.emplace_back("cores", cores);
+  proc.note = "on-CPU time of all processes of each name (schedstat), in cores; one process at "
+              "1.0 is one core saturated";
+  keep(charts_, std::move(proc));
+
+  // The processes ranked by CPU and by off-CPU time.
+  const auto span_s = seconds(static_cast<std::int64_t>(n) * grid_.bin_ns);
+  std::vector<std::pair<std::int64_t, const Totals*>> ranked;
+  for (const auto& [id, t] : totals) ranked.emplace_back(id, &t);
+  auto top = [&](auto key) {
+    std::sort(ranked.begin(), ranked.end(), [&](const auto& a, const auto& b) {
+      return key(*a.second) != key(*b.second) ? key(*a.second) > key(*b.second) : a.first < b.first;
+    });
+    std::vector<std::int64_t> out;
+    for (std::size_t i = 0; i < ranked.size() && i < static_cast<std::size_t>(options_.top_rows); ++i)
+      if (key(*ranked[i].second) > 0) out.push_back(ranked[i].first);
+    return out;
+  };
+  auto chosen = top([](const Totals& t) { return t.cpu_ns; });
+  for (auto id : top([](const Totals& t) { return t.run_delay_ns + t.d_state_ns; }))
+    if (std::find(chosen.begin(), chosen.end(), id) == chosen.end()) chosen.push_back(id);
+  auto& rows_json = tables_["processes"];
+  if (rows_json.is_null()) rows_json = nlohmann::json::array();
+  for (auto id : chosen) {
+    const auto& t = totals.at(id);
+    const auto at = by_id.find(id);
+    std::optional<std::string> top_wchan;
+    std::int64_t best = 0;
+    for (const auto& [w, ns] : t.wchan_ns)
+      if (ns > best) best = ns, top_wchan = w;
+    rows_json.push_back(
+        {{"host", host},
+         {"pid", at == by_id.end() ? 0 : identities[at->second].pid},
+         {"comm", at == by_id.end() ? "" : identities[at->second].comm},
+         {"cmdline", at == by_id.end() ? "" : identities[at->second].cmdline},
+         {"cpu_s", detail::round_sig(seconds(t.cpu_ns))},
+         {"cores", detail::round_sig(seconds(t.cpu_ns) / span_s)},
+         {"run_delay_s", detail::round_sig(seconds(t.run_delay_ns))},
+         {"d_state_s", detail::round_sig(seconds(t.d_state_ns))},
+         {"off_cpu_s", detail::round_sig(seconds(t.run_delay_ns + t.d_state_ns))},
+         {"top_wchan", top_wchan ? nlohmann::json(*top_wchan) : nlohmann::json(nullptr)}});
+  }
+}
+
+void Page::add_database(schema::Store& store, int cores) {
+  const int n = grid_.bins;
+  const auto from_ns = grid_.start_ns;
+  const auto to_ns = grid_.start_ns + static_cast<std::int64_t>(n) * grid_.bin_ns;
+  std::vector<std::int64_t> polls(n);
+  std::int64_t total_polls = 0;
+  {
+    schema::AshPolls p(store, from_ns, to_ns - 1);
+    for (schema::AshPoll poll; p.next(poll);) {
+      if (const auto b = grid_.bin_of(poll.time_ns)) {
+        ++polls[*b];
+        ++total_polls;
+      }
+    }
+  }
+  if (total_polls == 0) {
+    tables_["wait_events_note"] = "no ASH polls: the file was recorded without a database "
+                                  "connection (--pg), or the server file holds none";
+    tables_["sql_note"] = tables_["wait_events_note"];
+    return;
+  }
+  // Wait classes in the order the chart stacks them (CPU at the bottom).
+  std::map<std::string, std::vector<std::int64_t>, std::less<>> by_class;
+  std::map<std::pair<std::string, std::string>, std::int64_t> by_event;
+  struct Sql {
+    std::int64_t samples = 0, cpu = 0;
+    std::map<std::string, std::int64_t> waits;
+  };
+  std::map<std::int64_t, Sql> by_sql;
+  std::int64_t active = 0;
+  schema::AshRows rows(store, from_ns, to_ns, false);
+  while (rows.next()) {
+    const auto b = grid_.bin_of(rows.time_ns());
+    if (!b) continue;
+    const auto state = rows.state();
+    const auto type = rows.wait_event_type();
+    // Database load counts active sessions; background processes (no
+    // state) count unless idle in their main loop (Activity).
+    const bool counted = state ? *state == "active" : type.value_or("") != "Activity";
+    if (!counted) continue;
+    ++active;
+    const std::string cls = type ? std::string(*type) : std::string("CPU");
+    auto c = by_class.find(cls);
+    if (c == by_class.end()) c = by_class.emplace(cls, std::vector<std::int64_t>(n)).first;
+    ++c->second[*b];
+    const std::string event = type ? std::string(rows.wait_event().value_or("")) : "";
+    ++by_event[{cls, event}];
+    if (const auto q = rows.query_text_id()) {
+      auto& s = by_sql[*q];
+      ++s.samples;
+      if (!type) {
+        ++s.cpu;
+      } else {
+        ++s.waits[cls + ":" + event];
+      }
+    }
+  }
+  Chart aas{.id = "aas", .title = "Database load", .unit = "average active sessions",
+            .stacked = true};
+  std::vector<std::pair<std::string, std::int64_t>> classes;
+  for (const auto& [cls, per_bin] : by_class) {
+    std::int64_t sum = 0;
+    for (auto v : per_bin) sum += v;
+    classes.emplace_back(cls, sum);
+  }
+  std::sort(classes.begin(), classes.end(), [](const auto& a, const auto& b) {
+    if ((a.first == "CPU") != (b.first == "CPU")) return a.first == "CPU";
+    return a.second > b.second;
+  });
+  for (const auto& [cls, sum] : classes) {
+    auto s = series(cls, n);
+    const auto& per_bin = by_class[cls];
+    for (int i = 0; i < n; ++i)
+      if (polls[i] > 0)
+        s.values[i] = detail::round_sig(static_cast<double>(per_bin[i]) / static_cast<double>(polls[i]));
+    aas.series.push_back(std::move(s));
+  }
+  aas.lines.emplace_back("cores", cores);
+  aas.note = fmt::format("active sessions per ASH poll by wait class (CPU: active, no wait "
+                         "event); above the {}-core line sessions queue for CPU or wait",
+                         cores);
+  if (!aas.series.empty()) keep(charts_, std::move(aas));
+
+  const auto period_ns = report_.ash_period_ns.value_or(0);
+  const auto total_polls_d = static_cast<double>(total_polls);
+  const auto active_d = std::max<double>(1, static_cast<double>(active));
+  std::vector<std::pair<std::pair<std::string, std::string>, std::int64_t>> events(by_event.begin(),
+                                                                                   by_event.end());
+  std::sort(events.begin(), events.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  auto& ev = tables_["wait_events"] = nlohmann::json::array();
+  for (std::size_t i = 0; i < events.size() && i < static_cast<std::size_t>(options_.top_rows); ++i) {
+    const auto& [key, count] = events[i];
+    ev.push_back({{"wait_event_type", key.first},
+                  {"wait_event", key.second.empty() ? nlohmann::json(nullptr)
+                                                    : nlohmann::json(key.second)},
+                  {"samples", count},
+                  {"aas", detail::round_sig(static_cast<double>(count) / total_polls_d)},
+                  {"share", detail::round_sig(static_cast<double>(count) / active_d)}});
+  }
+  std::vector<std::pair<std::int64_t, const Sql*>> sql;
+  for (const auto& [id, s] : by_sql) sql.emplace_back(id, &s);
+  std::sort(sql.begin(), sql.end(), [](const auto& a, const auto& b) {
+    return a.second->samples != b.second->samples ? a.second->samples > b.second->samples : a.first < b.first;
+  });
+  auto& sj = tables_["sql"] = nlohmann::json::array();
+  for (std::size_t i = 0; i < sql.size() && i < static_cast<std::size_t>(options_.top_rows); ++i) {
+    const auto& [id, s] = sql[i];
+    std::optional<std::string> top_wait;
+    std::int64_t best = 0;
+    for (const auto& [w, c] : s->waits)
+      if (c > best) best = c, top_wait = w;
+    sj.push_back({{"query_id", nullptr},
+                  {"query", schema::query_text(store, id).value_or("")},
+                  {"samples", s->samples},
+                  {"db_time_s", detail::round_sig(seconds(s->samples * period_ns))},
+                  {"share", detail::round_sig(static_cast<double>(s->samples) / active_d)},
+                  {"cpu_share", detail::round_sig(static_cast<double>(s->cpu) / static_cast<double>(s->samples))},
+                  {"top_wait", top_wait ? nlohmann::json(*top_wait) : nlohmann::json(nullptr)}});
+  }
+  if (sj.empty()) tables_["sql_note"] = "ASH stored no query text for the active sessions";
+}
+
+}  // namespace stallscope::report

@@ -1,0 +1,123 @@
+// `stallscope report`: explain a run file (with its server's record file, or
+// against a baseline run) and write the HTML report.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "common/error.h"
+#include "correlate/correlate.h"
+#include "report/report.h"
+#include "schema/pgbench_readers.h"
+#include "schema/run_reader.h"
+#include "schema/store.h"
+#include "tools/commands.h"
+
+namespace stallscope::tools {
+namespace {
+
+std::string file_name(const std::string& path) {
+  return std::filesystem::path(path).filename().string();
+}
+
+// Writes `text` to `path` whole or not at all: a temporary file beside it,
+// renamed over it when complete.
+void write_whole(const std::string& path, const std::string& text) {
+  const auto tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw Error(ErrorKind::io, fmt::format("cannot write {}: cannot create the file", path));
+    out << text;
+    out.close();
+    if (!out) {
+      std::remove(tmp.c_str());
+      throw Error(ErrorKind::io, fmt::format("cannot write {}: the write failed (disk full?)", path));
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    throw Error(ErrorKind::io, fmt::format("cannot write {}: {}", path, ec.message()));
+  }
+}
+
+}  // namespace
+
+int report_command(const ReportCommandOptions& o) {
+  if (o.paths.empty() || o.paths.size() > 2) {
+    throw Error(ErrorKind::usage,
+                fmt::format("report takes a run file, optionally followed by the server's record "
+                            "file ({} given)",
+                            o.paths.size()));
+  }
+  auto store = schema::Store::open_readonly(o.paths.front());
+  correlate::ExplainOptions eo;
+  eo.window_ns = o.window_ns;
+  eo.path_process_names = o.path_processes;
+  // A second run file is a baseline, as in explain; a record file the server's.
+  std::optional<std::string> server_path;
+  std::optional<std::string> baseline_path = o.baseline_path;
+  if (o.paths.size() == 2) {
+    auto second = schema::Store::open_readonly(o.paths[1]);
+    const bool two_runs = schema::run_mode(store) == schema::RunMode::run &&
+                          schema::run_mode(second) == schema::RunMode::run;
+    if (two_runs && baseline_path) {
+      throw Error(ErrorKind::usage,
+                  fmt::format("{} is a run file, not a server's record file, and --baseline is "
+                              "given too: give one run to compare with",
+                              o.paths[1]));
+    }
+    (two_runs ? baseline_path : server_path) = o.paths[1];
+  }
+  correlate::Report report =
+      server_path ? correlate::explain_pair(store, *server_path, eo) : correlate::explain(store, eo);
+  std::optional<correlate::Report> baseline;
+  if (baseline_path) {
+    auto baseline_store = schema::Store::open_readonly(*baseline_path);
+    auto baseline_options = eo;
+    baseline_options.path_process_names.clear();
+    baseline = correlate::explain(baseline_store, baseline_options);
+    report.comparison = correlate::compare_runs(report, o.paths[0], *baseline, *baseline_path);
+  }
+
+  std::string title = file_name(o.paths[0]);
+  if (server_path) title += " + " + file_name(*server_path);
+  report::Page page(report, {.title = title,
+                             .run_path = o.paths[0],
+                             .server_path = server_path,
+                             .baseline_path = baseline_path,
+                             .max_bins = o.max_bins});
+  page.set_command_line(schema::run_command_line(store).value_or(""));
+  page.add_queries(store);
+  if (!server_path) {
+    page.add_host(store, report.run.host, report.run.cores);
+    page.add_database(store, report.run.cores);
+  } else {
+    // The client's host from its own file (an imported pgbench log has no
+    // samples: nothing), then the server's through its shifted views.
+    page.add_host(store, report.run.host, report.run.cores);
+    correlate::ServerFileView server(store, *server_path);
+    page.add_host(store, server.host(), server.cores());
+    page.add_database(store, server.cores());
+  }
+  if (baseline) page.set_baseline(*baseline, *report.comparison, file_name(*baseline_path));
+
+  std::ostringstream html;
+  report::write_html(page.data(), html);
+  const auto text = std::move(html).str();
+  if (o.output_path == "-") {
+    std::cout << text;
+  } else {
+    write_whole(o.output_path, text);
+    std::cerr << fmt::format("stallscope report: wrote {} ({:.1f} MB): {}\n", o.output_path,
+                             static_cast<double>(text.size()) / 1e6,
+                             report.verdict.summary);
+  }
+  return 0;
+}
+
+}  // namespace stallscope::tools
