@@ -330,6 +330,7 @@
       const ev = evidenceTable(x.evidence);
       if (ev) {
         const d = el('details', {class: 'evidence'});
+        d.open = true;
         d.appendChild(el('summary', {text: 'evidence (' + Object.keys(x.evidence).length + ')'}));
         d.appendChild(ev);
         li.appendChild(d);
@@ -506,7 +507,7 @@
     const lineData = lines.map((l) => new Array(n).fill(l.value));
     lines.forEach((l) => {
       useries.push({
-        label: String(l.label) + ' (' + fmtNum(l.value) + ')',
+        label: String(l.label),
         stroke: '#444', width: 1.25, dash: [6, 4], points: {show: false},
         value: () => fmtNum(l.value),
       });
@@ -563,13 +564,14 @@
             sync: {key: 'stallscope-x', setSeries: false},
             drag: {x: true, y: false, setScale: true},
             points: {size: 5},
+            y: false,
           },
           scales: {
             x: {time: true, min: xMin, max: xMax, auto: false},
             y: b.log ? {distr: 3} : {range: (u, mn, mx) => [Math.min(0, mn || 0), mx > 0 ? mx * 1.08 : 1]},
           },
           axes: [
-            {stroke: '#555', grid: {stroke: '#eee'}, ticks: {stroke: '#ddd'}},
+            {stroke: '#555', grid: {stroke: '#eee'}, ticks: {stroke: '#ddd'}, values: timeTicks},
             {stroke: '#555', grid: {stroke: '#eee'}, ticks: {stroke: '#ddd'}, size: 56,
              values: (u, vals) => vals.map((v) => (v === null ? '' : fmtAxis(v)))},
           ],
@@ -613,6 +615,17 @@
     window.addEventListener('resize', () => {
       const w = chartWidth(s);
       for (const c of charts) c.u.setSize({width: w, height: 190});
+    });
+  }
+  // x ticks as UTC clock time; milliseconds only when the ticks are closer than 1 s.
+  function timeTicks(u, splits) {
+    const step = splits.length > 1 ? Math.abs(splits[1] - splits[0]) : 1;
+    return splits.map((v) => {
+      if (v === null) return '';
+      if (step >= 0.999) return clockUTC(v, false);
+      // sub-second ticks: as many decimals as the step needs
+      const digits = step >= 0.099 ? 1 : step >= 0.0099 ? 2 : 3;
+      return clockUTC(v, true).slice(0, 9 + digits);
     });
   }
   function chartWidth(s) {
