@@ -119,6 +119,12 @@
     if (fam === 'process_cpu') return PALETTE[hashIdx(sub, PALETTE.length)];
     return NAMED[fam] || PALETTE[hashIdx(fam, PALETTE.length)];
   }
+  function isLight(hex) {
+    const m = /^#([0-9a-f]{6})$/i.exec(hex);
+    if (!m) return false;
+    const n = parseInt(m[1], 16);
+    return 0.299 * (n >> 16) + 0.587 * ((n >> 8) & 255) + 0.114 * (n & 255) > 170;
+  }
   function alpha(hex, a) {
     const m = /^#([0-9a-f]{6})$/i.exec(hex);
     if (!m) return hex;
@@ -184,7 +190,7 @@
     const hosts = facts.hosts && facts.hosts.length ? facts.hosts : [{role: '', host: ru.host, kernel: ru.kernel, cores: ru.cores}];
     for (const h of hosts) {
       const label = h.role ? 'host (' + h.role + ')' : 'host';
-      add(label, (h.host || '?') + (isNum(h.cores) ? ' · ' + h.cores + ' cores' : '') + (h.kernel ? ' · ' + h.kernel : ''));
+      add(label, (h.host || '?') + (isNum(h.cores) ? ' · ' + h.cores + ' cores' : '') + (h.kernel ? ' · ' + h.kernel : ''), 'span2');
     }
     add('server', ru.server_version);
     add('mode', ru.mode);
@@ -247,7 +253,7 @@
     const hostLabel = (role) => {
       const hs = (data.facts && data.facts.hosts) || [];
       const h = hs.find((x) => x.role === role);
-      if (role === '') return pair ? 'not on one host' : (hs[0] && hs[0].host) || ru.host || 'host';
+      if (role === '') return pair ? 'neither host' : (hs[0] && hs[0].host) || ru.host || 'host';
       return role + (h && h.host ? ' (' + h.host + ')' : '');
     };
     if (pair) s.appendChild(el('p', {class: 'sub', text: 'One bar per host; the parts that belong to neither host (round trips, remainder, schedule lag) are in a bar of their own. Bar widths are shares of the whole query time, so the bars add up to 100 %.'}));
@@ -264,7 +270,7 @@
         const seg = el('div', {class: 'acc-seg', title: p.name + ': ' + fmtPct(p.share) + (queries ? ', ' + fmtNum(p.time_ns / queries / 1e6) + ' ms/query' : '')});
         seg.style.width = (p.share * 100).toFixed(3) + '%';
         seg.style.background = partColour(p.name);
-        if (p.share >= 0.06) seg.appendChild(el('span', {text: p.name + ' ' + fmtPct(p.share, 0)}));
+        if (p.share >= 0.06) seg.appendChild(el('span', {class: isLight(partColour(p.name)) ? 'on-light' : '', text: p.name + ' ' + fmtPct(p.share, 0)}));
         bar.appendChild(seg);
       }
       row.appendChild(bar);
@@ -350,7 +356,8 @@
       ? 'Windows where throughput fell or latency rose well beyond the typical window. Click one to zoom every chart to it.'
       : null);
     if (!stalls.length) {
-      s.appendChild(el('p', {class: 'empty', text: 'No stalls: no window\'s throughput or latency was far from the typical one.'}));
+      const noQ = isNum(run().queries) && run().queries === 0;
+      s.appendChild(el('p', {class: 'empty', text: noQ ? 'No stalls: there are no queries in this file to find them in.' : 'No stalls: no window\'s throughput or latency was far from the typical one.'}));
       app.appendChild(s);
       return;
     }
@@ -473,12 +480,14 @@
     const bands = [];
     if (spec.stacked && !log) {
       const acc = new Array(n).fill(0);
+      const any = new Array(n).fill(false);
+      for (const r of raw) for (let i = 0; i < n; i++) if (r[i] !== null) any[i] = true;
       plotted = raw.map((r) => {
         const out = new Array(n);
         for (let i = 0; i < n; i++) {
           if (r[i] !== null) acc[i] += r[i];
           // a bin where no series has a value stays a gap
-          out[i] = raw.some((q) => q[i] !== null) ? acc[i] : null;
+          out[i] = any[i] ? acc[i] : null;
         }
         return out;
       });
@@ -642,8 +651,8 @@
   }
 
   // 6. Tables.
-  function gridTable(cols, rows) {
-    const t = el('table', {class: 'grid'});
+  function gridTable(cols, rows, cls) {
+    const t = el('table', {class: 'grid' + (cls ? ' ' + cls : '')});
     t.appendChild(el('thead', null, [el('tr', null, cols.map((c) => el('th', {class: c.num ? 'num' : '', text: c.h})))]));
     const tb = el('tbody');
     for (const r of rows) {
@@ -771,7 +780,7 @@
     s.appendChild(gridTable([
       {h: '', get: (r) => r.k}, {h: thisName, num: true, get: (r) => r.a},
       {h: baseName + ' (baseline)', num: true, get: (r) => r.b}, {h: 'this ÷ baseline', num: true, get: (r) => r.c},
-    ], rows));
+    ], rows, 'compact'));
 
     const pa = partsOf(rep()), pb = partsOf(b.report || {});
     const names = [];
@@ -795,7 +804,7 @@
         {h: 'share (this)', num: true, get: (r) => r.sa}, {h: 'share (baseline)', num: true, get: (r) => r.sb},
         {h: 'change', num: true, get: (r) => r.d},
         {h: 'ms/query (this)', num: true, get: (r) => r.ma}, {h: 'ms/query (baseline)', num: true, get: (r) => r.mb},
-      ], prow));
+      ], prow, 'compact'));
     }
     if (b.report && b.report.verdict) {
       s.appendChild(el('p', {class: 'sub'}, [el('strong', {text: 'Baseline verdict: '}), txt((b.report.verdict.kind || 'no bottleneck') + ' — ' + (b.report.verdict.summary || ''))]));
