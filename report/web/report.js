@@ -24,7 +24,7 @@
         if (k === 'class') e.className = v;
         else if (k === 'text') e.textContent = String(v);
         else if (k.startsWith('data-')) e.setAttribute(k, String(v));
-        else if (k === 'title' || k === 'colspan' || k === 'type' || k === 'lang') e.setAttribute(k, String(v));
+        else if (k === 'title' || k === 'colspan' || k === 'type' || k === 'tabindex') e.setAttribute(k, String(v));
         else if (k === 'style') e.setAttribute('style', String(v));
         else throw new Error('el(): attribute not allowed: ' + k);
       }
@@ -112,12 +112,27 @@
   }
   // An accounting part's colour: the family's, and for server_wait:<class>
   // the wait class's own colour, so the bar reads like the load chart.
+  // Further sub-parts of one family (server_d_state:a, server_d_state:b)
+  // get lighter shades of the family's colour, so neighbours stay apart.
+  const subIndex = new Map();
   function partColour(name) {
     const fam = partFamily(name);
     const sub = name.slice(fam.length + 1).toLowerCase();
     if (fam === 'server_wait' && NAMED[sub]) return NAMED[sub];
     if (fam === 'process_cpu') return PALETTE[hashIdx(sub, PALETTE.length)];
-    return NAMED[fam] || PALETTE[hashIdx(fam, PALETTE.length)];
+    const base = NAMED[fam] || PALETTE[hashIdx(fam, PALETTE.length)];
+    if (!sub) return base;
+    if (!subIndex.has(fam)) subIndex.set(fam, []);
+    const subs = subIndex.get(fam);
+    if (!subs.includes(sub)) subs.push(sub);
+    return lighten(base, Math.min(0.6, subs.indexOf(sub) * 0.22));
+  }
+  function lighten(hex, f) {
+    const m = /^#([0-9a-f]{6})$/i.exec(hex);
+    if (!m || !f) return hex;
+    const n = parseInt(m[1], 16);
+    const ch = (v) => Math.round(v + (255 - v) * f).toString(16).padStart(2, '0');
+    return '#' + ch(n >> 16) + ch((n >> 8) & 255) + ch(n & 255);
   }
   function isLight(hex) {
     const m = /^#([0-9a-f]{6})$/i.exec(hex);
@@ -367,7 +382,7 @@
     const tb = el('tbody');
     stalls.forEach((x, i) => {
       const off = isNum(t0) ? '+' + fmtNum((x.start_ns - t0) / 1e9, 1) + ' s' : '';
-      const tr = el('tr', {class: 'stall-row', 'data-stall': i, title: 'click: zoom every chart to this stall'}, [
+      const tr = el('tr', {class: 'stall-row', 'data-stall': i, tabindex: 0, title: 'click: zoom every chart to this stall'}, [
         el('td', {class: 'nowrap'}, [el('div', {text: off}), el('div', {class: 'dim', text: clockUTC(x.start_ns / 1e9, true)})]),
         el('td', {class: 'num', text: fmtDurNs(x.end_ns - x.start_ns)}),
         el('td', null, [el('span', {class: 'cause cause-' + String(x.cause).replace(/[^a-z_]/g, ''), text: x.cause || 'unexplained'})]),
@@ -377,6 +392,9 @@
         el('td', {class: 'culprit-cell', text: x.culprit || '—'}),
       ]);
       tr.addEventListener('click', () => selectStall(i));
+      tr.addEventListener('keydown', (e) => {
+        if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); selectStall(i); }
+      });
       tb.appendChild(tr);
     });
     t.appendChild(tb);
@@ -445,7 +463,7 @@
             const z = u.valToPos(x.end_ns / 1e9, 'x', true);
             if (z < b.left || a > b.left + b.width) continue;
             ctx.fillStyle = 'rgba(214, 39, 40, 0.10)';
-            ctx.fillRect(a, b.top, Math.max(z - a, 1), b.height);
+            ctx.fillRect(a, b.top, Math.max(z - a, 3 * devicePixelRatio), b.height);
             ctx.fillStyle = 'rgba(214, 39, 40, 0.45)';
             ctx.fillRect(a, b.top, Math.max(1, devicePixelRatio), b.height);
           }

@@ -97,7 +97,8 @@ async function checkPage(browser, spec) {
     // Navigation start → data-ready: the page marks 'stallscope-ready'.
     readyMs = await page.evaluate(() => {
       const m = performance.getEntriesByName('stallscope-ready');
-      return m.length ? m[0].startTime : null;
+      // without the mark (another page script): now, right after data-ready was seen
+      return m.length ? m[0].startTime : performance.now();
     });
     const err = await page.evaluate(() => document.body.dataset.error || null);
     if (err) bad('data-error: ' + err);
