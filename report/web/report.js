@@ -598,7 +598,7 @@
             y: b.log ? {distr: 3} : {range: (u, mn, mx) => [Math.min(0, mn || 0), mx > 0 ? mx * 1.08 : 1]},
           },
           axes: [
-            {stroke: '#555', grid: {stroke: '#eee'}, ticks: {stroke: '#ddd'}, values: timeTicks},
+            {stroke: '#555', grid: {stroke: '#eee'}, ticks: {stroke: '#ddd'}, values: timeTicks, space: 90},
             {stroke: '#555', grid: {stroke: '#eee'}, ticks: {stroke: '#ddd'}, size: 56,
              values: (u, vals) => vals.map((v) => (v === null ? '' : fmtAxis(v)))},
           ],
