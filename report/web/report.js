@@ -45,7 +45,7 @@
     if (!isNum(v)) return '—';
     if (digits === undefined) {
       const a = Math.abs(v);
-      digits = a >= 100 ? 0 : a >= 10 ? 1 : a >= 1 ? 2 : a >= 0.01 ? 3 : a === 0 ? 0 : 4;
+      digits = Number.isInteger(v) || a >= 100 ? 0 : a >= 10 ? 1 : a >= 1 ? 2 : a >= 0.01 ? 3 : a === 0 ? 0 : 4;
     }
     return v.toLocaleString('en-US', {minimumFractionDigits: digits, maximumFractionDigits: digits});
   }
