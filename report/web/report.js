@@ -681,7 +681,7 @@
           const short = full.length > c.trunc ? full.slice(0, c.trunc - 1) + '…' : full;
           return el('td', {class: 'mono trunc', title: full.length > c.trunc ? full : null, text: short || '—'});
         }
-        return el('td', {class: (c.num ? 'num' : '') + (c.mono ? ' mono' : ''), text: v === null || v === undefined || v === '' ? '—' : v});
+        return el('td', {class: (c.num ? 'num' : '') + (c.mono ? ' mono' : '') + (c.nowrap ? ' nowrap' : ''), text: v === null || v === undefined || v === '' ? '—' : v});
       })));
     }
     t.appendChild(tb);
@@ -704,7 +704,7 @@
     const procs = Array.isArray(t.processes) ? t.processes : [];
     const multiHost = new Set(procs.map((p) => p.host)).size > 1;
     const pcols = [];
-    if (multiHost) pcols.push({h: 'host', get: (p) => p.host});
+    if (multiHost) pcols.push({h: 'host', nowrap: true, get: (p) => p.host});
     pcols.push(
       {h: 'pid', num: true, get: (p) => p.pid},
       {h: 'comm', mono: true, get: (p) => p.comm},

@@ -116,6 +116,7 @@ function tables(opts) {
     {host: 'vm', pid: 612, comm: 'jbd2/vda1-8', cmdline: '', cpu_s: 0.0, cores: 0.0,
      run_delay_s: 0.0, d_state_s: 0.2, off_cpu_s: 0.2, top_wchan: 'jbd2_journal_commit_transaction'},
   ];
+  for (const p of procs) p.host = opts.hosts[0];
   const t = {
     processes: opts.hosts.length > 1
       ? procs.concat(procs.slice(0, 2).map((p) => Object.assign({}, p, {host: opts.hosts[1], pid: p.pid + 10000})))
