@@ -11,6 +11,13 @@
 //          "texts": ["<img src=x oner", ...], "stall_click": true}
 // Prints `ok PAGE (N ms to ready, M charts)` per page, or with --time only
 // `open_ms PAGE N`; one line per failure naming the page; exits 1 on any.
+// A PNG screenshot of each page (as opened) goes to OUT_DIR/<page basename>.png.
+//
+// With the dev samples (no C++ build needed):
+//   cd report/web/dev && for s in closed pair record baseline; do
+//     node make-page.cjs sample-$s.json /tmp/sample-$s.html; done; cd ../../..
+//   node tests/report/browser_test.cjs --node-modules report/web/node_modules \
+//     --out-dir /tmp/shots /tmp/sample-closed.html:report/web/dev/sample-closed.expect.json ...
 'use strict';
 const fs = require('fs');
 const path = require('path');

@@ -149,7 +149,11 @@ function tables(opts) {
 }
 
 function write(name, obj) {
-  fs.writeFileSync(path.join(__dirname, name), JSON.stringify(obj, null, 1) + '\n');
+  // Arrays of numbers on one line each: the samples stay short to read.
+  const text = JSON.stringify(obj, null, 1)
+    .replace(/\[\n\s*((?:-?[\d.e+]+|null)(?:,\n\s*(?:-?[\d.e+]+|null))*)\n\s*\]/g,
+             (m, body) => '[' + body.replace(/,\n\s*/g, ', ') + ']');
+  fs.writeFileSync(path.join(__dirname, name), text + '\n');
 }
 
 // 1. Closed-loop run with a stall and a lock_wait finding.
