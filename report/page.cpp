@@ -72,9 +72,31 @@ void Page::set_baseline(const correlate::Report& baseline,
   if (baseline_["comparison"].is_null()) baseline_["comparison"] = {{"summary", comparison.summary}};
 }
 
+namespace {
+
+// The charts' order on the page: the client's view, the database's, then
+// each host's (hosts in the order they were added).
+int chart_rank(const std::string& id) {
+  static constexpr const char* kOrder[] = {"throughput", "latency",  "schedule_lag", "aas",
+                                           "host_cpu:",  "tasks:",   "psi:",         "process_cpu:"};
+  for (int i = 0; i < static_cast<int>(std::size(kOrder)); ++i)
+    if (id.starts_with(kOrder[i])) return i;
+  return static_cast<int>(std::size(kOrder));
+}
+
+}  // namespace
+
 nlohmann::json Page::data() const {
+  std::vector<const Chart*> ordered;
+  for (const auto& c : charts_) ordered.push_back(&c);
+  std::stable_sort(ordered.begin(), ordered.end(), [](const Chart* a, const Chart* b) {
+    const bool a_host = chart_rank(a->id) >= 4, b_host = chart_rank(b->id) >= 4;
+    // Host charts stay grouped by host: only the charts before them move.
+    if (a_host && b_host) return false;
+    return chart_rank(a->id) < chart_rank(b->id);
+  });
   nlohmann::json charts = nlohmann::json::array();
-  for (const auto& c : charts_) charts.push_back(chart_json(c));
+  for (const auto* c : ordered) charts.push_back(chart_json(*c));
   auto report = report_json(report_);
   auto tables = tables_;
   tables["lock_chains"] = report.contains("lock_chains") ? report["lock_chains"] : nlohmann::json(nullptr);

@@ -124,13 +124,19 @@ void Page::add_queries(schema::Store& store) {
   Chart lag{.id = "schedule_lag", .title = "Schedule lag (-R)", .unit = "ms"};
   auto lag_mean = series("mean", n), lag_max = series("max", n);
   bool any_error = false, any_lag = false;
+  // Throughput over the part of each bin inside the queries' span (the
+  // first and last bins are partly outside it); a bin wholly outside is a
+  // gap, one inside with no answer a full stop: 0 queries/s.
+  const auto q_from = report_.run.query_start_ns.value_or(grid_.start_ns);
+  const auto q_to = report_.run.query_end_ns.value_or(grid_.start_ns + n * grid_.bin_ns);
   for (int i = 0; i < n; ++i) {
-    // A bin past the last answer (or before the first send) is a gap only
-    // when the whole run has not started or has ended there; inside the
-    // query span an empty bin is a full stop: 0 queries/s.
-    ok.values[i] = detail::round_sig(static_cast<double>(answered[i]) / bin_s);
+    const auto bin_start = grid_.start_ns + i * grid_.bin_ns;
+    const auto inside_ns = std::min(q_to, bin_start + grid_.bin_ns) - std::max(q_from, bin_start);
+    if (inside_ns <= 0) continue;
+    const auto inside_s = std::max(seconds(inside_ns), bin_s / 10);
+    ok.values[i] = detail::round_sig(static_cast<double>(answered[i]) / inside_s);
     if (failed[i] > 0) any_error = true;
-    err.values[i] = detail::round_sig(static_cast<double>(failed[i]) / bin_s);
+    err.values[i] = detail::round_sig(static_cast<double>(failed[i]) / inside_s);
     if (const auto& h = latency[i]) {
       p50.values[i] = detail::round_sig(ms(h->percentile_ns(0.5)));
       p99.values[i] = detail::round_sig(ms(h->percentile_ns(0.99)));
@@ -140,17 +146,6 @@ void Page::add_queries(schema::Store& store) {
       any_lag = true;
       lag_mean.values[i] = detail::round_sig(ms(lag_sum_ns[i] / lag_count[i]));
       lag_max.values[i] = detail::round_sig(ms(lag_max_ns[i]));
-    }
-  }
-  if (report_.run.query_start_ns && report_.run.query_end_ns) {
-    // Outside the queries' span there is nothing to draw.
-    for (int i = 0; i < n; ++i) {
-      const auto bin_end = grid_.start_ns + (i + 1) * grid_.bin_ns;
-      const auto bin_start = grid_.start_ns + i * grid_.bin_ns;
-      if (bin_end <= *report_.run.query_start_ns || bin_start > *report_.run.query_end_ns) {
-        ok.values[i].reset();
-        err.values[i].reset();
-      }
     }
   }
   tput.series.push_back(std::move(ok));
