@@ -398,7 +398,9 @@
       tb.appendChild(tr);
     });
     t.appendChild(tb);
-    s.appendChild(t);
+    // Many stalls scroll in a box of their own, so the charts stay near.
+    s.appendChild(stalls.length > 8 ? el('div', {class: 'scroll-box'}, [t]) : t);
+    if (stalls.length > 8) s.appendChild(el('p', {class: 'sub', text: stalls.length + ' stalls; the list scrolls.'}));
     app.appendChild(s);
   }
 
