@@ -12,7 +12,8 @@
 namespace stallscope::report {
 namespace {
 
-// A baseline's share moved by at least this many points is a difference.
+// A part's time per query moved by this share of the mean latency, or its
+// share of query time by this many points, is a difference.
 constexpr double kMovedShare = 0.05;
 
 nlohmann::json chart_json(const Chart& c) {
@@ -147,19 +148,25 @@ std::vector<std::string> differences(const correlate::Report& run,
   std::map<std::string, int> names;
   for (const auto& p : run.accounting->parts) names.emplace(p.name, 0);
   for (const auto& p : baseline.accounting->parts) names.emplace(p.name, 0);
+  // A part moved when its time per query changed by kMovedShare of the
+  // slower run's mean latency, or its share of query time by kMovedShare.
+  const double scale_ms = std::max(run.run.latency_mean_ms.value_or(0), baseline.run.latency_mean_ms.value_or(0));
   std::vector<std::pair<double, std::string>> moved;
   for (const auto& [name, unused] : names) {
     const double a = share_of(run, name), b = share_of(baseline, name);
-    if (std::fabs(a - b) < kMovedShare) continue;
+    const double a_ms = ms_per_query(run, name), b_ms = ms_per_query(baseline, name);
+    const double d_ms = std::fabs(a_ms - b_ms);
+    if (std::fabs(a - b) < kMovedShare && !(scale_ms > 0 && d_ms >= kMovedShare * scale_ms)) continue;
     moved.emplace_back(
-        std::fabs(a - b),
-        fmt::format("{} {} from {:.0f}% to {:.0f}% of query time ({:.3g} → {:.3g} ms a query).",
-                    name, a > b ? "rose" : "fell", 100 * b, 100 * a, ms_per_query(baseline, name),
-                    ms_per_query(run, name)));
+        scale_ms > 0 ? d_ms / scale_ms : std::fabs(a - b),
+        fmt::format("{} {} from {:.3g} to {:.3g} ms a query ({:.0f}% → {:.0f}% of query time).",
+                    name, a_ms >= b_ms ? "rose" : "fell", b_ms, a_ms, 100 * b, 100 * a));
   }
   std::sort(moved.begin(), moved.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
   for (auto& [d, text] : moved) out.push_back(std::move(text));
-  if (moved.empty()) out.push_back("No part of the query time moved by 5 points or more.");
+  if (moved.empty()) {
+    out.push_back("No part of the query time moved by 5% of the mean latency or 5 points of its share.");
+  }
   if (run.verdict.kind != baseline.verdict.kind) {
     const auto kind = [](const correlate::Report& r) {
       return r.verdict.kind ? std::string(correlate::to_string(*r.verdict.kind)) : std::string("no bottleneck");

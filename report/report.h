@@ -127,10 +127,11 @@ class Page {
   std::vector<nlohmann::json> hosts_;
 };
 
-// How two runs' accounting differs, in sentences: the tps change, then each
-// part whose share of query time moved by at least 5 points ("server_wait:Lock
-// rose from 2% to 40% of query time (0.4 → 12.1 ms a query)"), largest move
-// first; "no part of the query time moved by 5 points or more" when none did.
+// How two runs' accounting differs, in sentences: the tps change, the
+// latency, then each part whose time per query moved by 5% of the slower
+// run's mean latency or whose share of query time moved by 5 points, the
+// largest move first ("server_wait:Lock rose from 0.2 to 4 ms a query (2% →
+// 40% of query time)."), and a changed verdict.
 std::vector<std::string> differences(const correlate::Report& run,
                                      const correlate::Report& baseline,
                                      const correlate::RunComparison& comparison);
