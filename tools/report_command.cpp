@@ -1,6 +1,8 @@
 // `stallscope report`: explain a run file (with its server's record file, or
 // against a baseline run) and write the HTML report.
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -29,7 +31,10 @@ void write_whole(const std::string& path, const std::string& text) {
   const auto tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error(ErrorKind::io, fmt::format("cannot write {}: cannot create the file", path));
+    if (!out) {
+      throw Error(ErrorKind::usage,
+                  fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+    }
     out << text;
     out.close();
     if (!out) {

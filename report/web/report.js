@@ -378,7 +378,7 @@
     }
     const t0 = run().start_ns;
     const t = el('table', {class: 'grid stalls'});
-    t.appendChild(el('thead', null, [el('tr', null, ['time', 'length', 'cause', 'tps (typical)', 'latency ms (typical)', 'explanation', 'culprit'].map((x) => el('th', {text: x})))]));
+    t.appendChild(el('thead', null, [el('tr', null, ['time', 'length', 'cause', 'tps (typical)', 'latency ms (typical)', 'explanation and culprit'].map((x) => el('th', {text: x})))]));
     const tb = el('tbody');
     stalls.forEach((x, i) => {
       const off = isNum(t0) ? '+' + fmtNum((x.start_ns - t0) / 1e9, 1) + ' s' : '';
@@ -388,8 +388,8 @@
         el('td', null, [el('span', {class: 'cause cause-' + String(x.cause).replace(/[^a-z_]/g, ''), text: x.cause || 'unexplained'})]),
         el('td', {class: 'num', text: fmtNum(x.tps, 0) + ' (' + fmtNum(x.typical_tps, 0) + ')'}),
         el('td', {class: 'num', text: fmtNum(x.latency_mean_ms) + ' (' + fmtNum(x.typical_latency_mean_ms) + ')'}),
-        el('td', {class: 'expl', text: x.explanation || ''}),
-        el('td', {class: 'culprit-cell', text: x.culprit || '—'}),
+        el('td', {class: 'expl'}, [el('div', {text: x.explanation || ''}),
+          x.culprit ? el('div', {class: 'culprit'}, [el('span', {class: 'label', text: 'culprit: '}), txt(x.culprit)]) : null]),
       ]);
       tr.addEventListener('click', () => selectStall(i));
       tr.addEventListener('keydown', (e) => {
