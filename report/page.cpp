@@ -78,8 +78,9 @@ namespace {
 // The charts' order on the page: the client's view, the database's, then
 // each host's (hosts in the order they were added).
 int chart_rank(const std::string& id) {
-  static constexpr const char* kOrder[] = {"throughput", "latency",  "schedule_lag", "aas",
-                                           "host_cpu:",  "tasks:",   "psi:",         "process_cpu:"};
+  static constexpr const char* kOrder[] = {"throughput", "latency", "schedule_lag", "aas",
+                                           "query_path_cpu", "host_cpu:", "tasks:", "psi:",
+                                           "process_cpu:"};
   for (int i = 0; i < static_cast<int>(std::size(kOrder)); ++i)
     if (id.starts_with(kOrder[i])) return i;
   return static_cast<int>(std::size(kOrder));
@@ -91,7 +92,7 @@ nlohmann::json Page::data() const {
   std::vector<const Chart*> ordered;
   for (const auto& c : charts_) ordered.push_back(&c);
   std::stable_sort(ordered.begin(), ordered.end(), [](const Chart* a, const Chart* b) {
-    const bool a_host = chart_rank(a->id) >= 4, b_host = chart_rank(b->id) >= 4;
+    const bool a_host = chart_rank(a->id) >= 5, b_host = chart_rank(b->id) >= 5;
     // Host charts stay grouped by host: only the charts before them move.
     if (a_host && b_host) return false;
     return chart_rank(a->id) < chart_rank(b->id);

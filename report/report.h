@@ -96,6 +96,11 @@ class Page {
   // Throughput, latency p50/p99 and (-R) schedule lag, from the file's
   // query rows: each query counts in the bin where it was answered.
   void add_queries(schema::Store& store);
+  // The query path's CPU over time — the driver's, the poolers' and
+  // proxies', the run's backends' — and their run-queue delay, in cores, as
+  // the time accounting counts them per window (correlate::Window::accounting);
+  // nothing for a file without an accounting.
+  void add_query_path();
   // A host's CPU by mode, runnable and D-state tasks, pressure stall
   // information, and CPU by process name (the busiest six, the rest as
   // "other"), from the store's samples — the client's file, or a server file

@@ -164,6 +164,45 @@ void Page::add_queries(schema::Store& store) {
   }
 }
 
+void Page::add_query_path() {
+  const int n = grid_.bins;
+  std::vector<double> driver(n), backends(n), run_queue(n);
+  std::map<std::string, std::vector<double>, std::less<>> path;
+  bool any = false;
+  for (const auto& w : report_.windows) {
+    if (!w.accounting || w.end_ns <= w.start_ns) continue;
+    const auto& a = *w.accounting;
+    if (a.cannot_account) continue;
+    any = true;
+    const auto span_ns = w.end_ns - w.start_ns;
+    spread(grid_, w.end_ns, span_ns, static_cast<double>(a.driver_cpu_ns), driver);
+    spread(grid_, w.end_ns, span_ns, static_cast<double>(a.server_cpu_ns), backends);
+    spread(grid_, w.end_ns, span_ns, static_cast<double>(a.run_delay_ns), run_queue);
+    for (const auto& [comm, ns] : a.path_cpu_by_comm_ns) {
+      auto at = path.find(comm);
+      if (at == path.end()) at = path.emplace(comm, std::vector<double>(n)).first;
+      spread(grid_, w.end_ns, span_ns, static_cast<double>(ns), at->second);
+    }
+  }
+  if (!any) return;
+  const auto bin_ns_d = static_cast<double>(grid_.bin_ns);
+  Chart c{.id = "query_path_cpu", .title = "Query path CPU", .unit = "cores"};
+  const auto add = [&](std::string label, const std::vector<double>& ns) {
+    auto s = series(std::move(label), n);
+    for (int i = 0; i < n; ++i) s.values[i] = detail::round_sig(ns[i] / bin_ns_d);
+    if (std::any_of(ns.begin(), ns.end(), [](double v) { return v > 0; })) c.series.push_back(std::move(s));
+  };
+  add("driver", driver);
+  for (const auto& [comm, ns] : path) add(comm + " (path)", ns);
+  add("backends", backends);
+  add("run-queue delay", run_queue);
+  c.note = "the run's own processes as the time accounting counts them per window: the driver's "
+           "CPU, poolers' and proxies' CPU, its backends' CPU, and their time runnable but not "
+           "running, in cores";
+  if (report_.run.cores > 0) c.lines.emplace_back("cores", report_.run.cores);
+  keep(charts_, std::move(c));
+}
+
 void Page::add_host(schema::Store& store, const std::string& host, int cores) {
   const int n = grid_.bins;
   const auto from_ns = grid_.start_ns;

@@ -98,6 +98,7 @@ int report_command(const ReportCommandOptions& o) {
                              .max_bins = o.max_bins});
   page.set_command_line(schema::run_command_line(store).value_or(""));
   page.add_queries(store);
+  page.add_query_path();
   if (!server_path) {
     page.add_host(store, report.run.host, report.run.cores);
     page.add_database(store, report.run.cores);
