@@ -20,14 +20,20 @@ nlohmann::json chart_json(const Chart& c) {
   nlohmann::json series = nlohmann::json::array();
   for (const auto& s : c.series) {
     nlohmann::json values = nlohmann::json::array();
-    for (const auto& v : s.values) values.push_back(v ? nlohmann::json(*v) : nlohmann::json(nullptr));
+    for (const auto& v : s.values)
+      values.push_back(v ? nlohmann::json(*v) : nlohmann::json(nullptr));
     series.push_back({{"label", s.label}, {"values", std::move(values)}});
   }
   nlohmann::json lines = nlohmann::json::array();
   for (const auto& [label, value] : c.lines) lines.push_back({{"label", label}, {"value", value}});
-  return {{"id", c.id},       {"title", c.title},   {"unit", c.unit},
-          {"y_log", c.y_log}, {"stacked", c.stacked}, {"series", std::move(series)},
-          {"lines", std::move(lines)}, {"note", c.note}};
+  return {{"id", c.id},
+          {"title", c.title},
+          {"unit", c.unit},
+          {"y_log", c.y_log},
+          {"stacked", c.stacked},
+          {"series", std::move(series)},
+          {"lines", std::move(lines)},
+          {"note", c.note}};
 }
 
 // explain's JSON without its per-window rows: the charts carry the timelines.
@@ -70,7 +76,8 @@ void Page::set_baseline(const correlate::Report& baseline,
                {"report", std::move(slim)},
                {"comparison", c.contains("comparison") ? c["comparison"] : nlohmann::json(nullptr)},
                {"differences", differences(report_, baseline, comparison)}};
-  if (baseline_["comparison"].is_null()) baseline_["comparison"] = {{"summary", comparison.summary}};
+  if (baseline_["comparison"].is_null())
+    baseline_["comparison"] = {{"summary", comparison.summary}};
 }
 
 namespace {
@@ -78,9 +85,9 @@ namespace {
 // The charts' order on the page: the client's view, the database's, then
 // each host's (hosts in the order they were added).
 int chart_rank(const std::string& id) {
-  static constexpr const char* kOrder[] = {"throughput", "latency", "schedule_lag", "aas",
-                                           "query_path_cpu", "host_cpu:", "tasks:", "psi:",
-                                           "process_cpu:"};
+  static constexpr const char* kOrder[] = {
+      "throughput", "latency", "schedule_lag", "aas",         "query_path_cpu",
+      "host_cpu:",  "tasks:",  "psi:",         "process_cpu:"};
   for (int i = 0; i < static_cast<int>(std::size(kOrder)); ++i)
     if (id.starts_with(kOrder[i])) return i;
   return static_cast<int>(std::size(kOrder));
@@ -101,7 +108,8 @@ nlohmann::json Page::data() const {
   for (const auto* c : ordered) charts.push_back(chart_json(*c));
   auto report = report_json(report_);
   auto tables = tables_;
-  tables["lock_chains"] = report.contains("lock_chains") ? report["lock_chains"] : nlohmann::json(nullptr);
+  tables["lock_chains"] =
+      report.contains("lock_chains") ? report["lock_chains"] : nlohmann::json(nullptr);
   if (!tables.contains("processes")) {
     tables["processes"] = nlohmann::json::array();
     tables["processes_note"] = "no process samples in the analysed span";
@@ -110,19 +118,26 @@ nlohmann::json Page::data() const {
     if (!tables.contains(t)) tables[t] = nlohmann::json::array();
   nlohmann::json hosts = nlohmann::json::array();
   if (report_.hosts.empty()) {
-    hosts.push_back({{"role", ""}, {"host", report_.run.host}, {"kernel", report_.run.kernel},
+    hosts.push_back({{"role", ""},
+                     {"host", report_.run.host},
+                     {"kernel", report_.run.kernel},
                      {"cores", report_.run.cores}});
   } else {
     for (const auto& h : report_.hosts)
-      hosts.push_back({{"role", h.role}, {"host", h.host}, {"cores", h.cores},
-                       {"kernel", h.role == "client" ? nlohmann::json(report_.run.kernel) : nlohmann::json(nullptr)}});
+      hosts.push_back({{"role", h.role},
+                       {"host", h.host},
+                       {"cores", h.cores},
+                       {"kernel", h.role == "client" ? nlohmann::json(report_.run.kernel)
+                                                     : nlohmann::json(nullptr)}});
   }
   return {{"title", options_.title},
           {"generated_by", "stallscope " STALLSCOPE_VERSION},
           {"files",
            {{"run", options_.run_path},
-            {"server", options_.server_path ? nlohmann::json(*options_.server_path) : nlohmann::json(nullptr)},
-            {"baseline", options_.baseline_path ? nlohmann::json(*options_.baseline_path) : nlohmann::json(nullptr)}}},
+            {"server", options_.server_path ? nlohmann::json(*options_.server_path)
+                                            : nlohmann::json(nullptr)},
+            {"baseline", options_.baseline_path ? nlohmann::json(*options_.baseline_path)
+                                                : nlohmann::json(nullptr)}}},
           {"facts", {{"command_line", command_line_}, {"hosts", std::move(hosts)}}},
           {"report", std::move(report)},
           {"timeline",
@@ -140,10 +155,12 @@ std::vector<std::string> differences(const correlate::Report& run,
   std::vector<std::string> out;
   if (!comparison.summary.empty()) out.push_back(comparison.summary);
   if (run.run.latency_mean_ms && baseline.run.latency_mean_ms) {
-    out.push_back(fmt::format("Mean latency {:.3g} ms against {:.3g} ms; p99 {} against {}.",
-                              *run.run.latency_mean_ms, *baseline.run.latency_mean_ms,
-                              run.run.latency_p99_ms ? fmt::format("{:.3g} ms", *run.run.latency_p99_ms) : "-",
-                              baseline.run.latency_p99_ms ? fmt::format("{:.3g} ms", *baseline.run.latency_p99_ms) : "-"));
+    out.push_back(fmt::format(
+        "Mean latency {:.3g} ms against {:.3g} ms; p99 {} against {}.", *run.run.latency_mean_ms,
+        *baseline.run.latency_mean_ms,
+        run.run.latency_p99_ms ? fmt::format("{:.3g} ms", *run.run.latency_p99_ms) : "-",
+        baseline.run.latency_p99_ms ? fmt::format("{:.3g} ms", *baseline.run.latency_p99_ms)
+                                    : "-"));
   }
   if (!run.accounting || !baseline.accounting) return out;
   std::map<std::string, int> names;
@@ -151,28 +168,34 @@ std::vector<std::string> differences(const correlate::Report& run,
   for (const auto& p : baseline.accounting->parts) names.emplace(p.name, 0);
   // A part moved when its time per query changed by kMovedShare of the
   // slower run's mean latency, or its share of query time by kMovedShare.
-  const double scale_ms = std::max(run.run.latency_mean_ms.value_or(0), baseline.run.latency_mean_ms.value_or(0));
+  const double scale_ms =
+      std::max(run.run.latency_mean_ms.value_or(0), baseline.run.latency_mean_ms.value_or(0));
   std::vector<std::pair<double, std::string>> moved;
   for (const auto& [name, unused] : names) {
     const double a = share_of(run, name), b = share_of(baseline, name);
     const double a_ms = ms_per_query(run, name), b_ms = ms_per_query(baseline, name);
     const double d_ms = std::fabs(a_ms - b_ms);
-    if (std::fabs(a - b) < kMovedShare && !(scale_ms > 0 && d_ms >= kMovedShare * scale_ms)) continue;
+    if (std::fabs(a - b) < kMovedShare && !(scale_ms > 0 && d_ms >= kMovedShare * scale_ms))
+      continue;
     moved.emplace_back(
         scale_ms > 0 ? d_ms / scale_ms : std::fabs(a - b),
         fmt::format("{} {} from {:.3g} to {:.3g} ms a query ({:.0f}% → {:.0f}% of query time).",
                     name, a_ms >= b_ms ? "rose" : "fell", b_ms, a_ms, 100 * b, 100 * a));
   }
-  std::sort(moved.begin(), moved.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+  std::sort(moved.begin(), moved.end(),
+            [](const auto& x, const auto& y) { return x.first > y.first; });
   for (auto& [d, text] : moved) out.push_back(std::move(text));
   if (moved.empty()) {
-    out.push_back("No part of the query time moved by 5% of the mean latency or 5 points of its share.");
+    out.push_back(
+        "No part of the query time moved by 5% of the mean latency or 5 points of its share.");
   }
   if (run.verdict.kind != baseline.verdict.kind) {
     const auto kind = [](const correlate::Report& r) {
-      return r.verdict.kind ? std::string(correlate::to_string(*r.verdict.kind)) : std::string("no bottleneck");
+      return r.verdict.kind ? std::string(correlate::to_string(*r.verdict.kind))
+                            : std::string("no bottleneck");
     };
-    out.push_back(fmt::format("The verdict changed: {} (baseline: {}).", kind(run), kind(baseline)));
+    out.push_back(
+        fmt::format("The verdict changed: {} (baseline: {}).", kind(run), kind(baseline)));
   }
   return out;
 }

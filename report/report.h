@@ -82,7 +82,7 @@ struct Chart {
   bool stacked = false;  // series drawn as stacked areas
   std::vector<Series> series;
   std::vector<std::pair<std::string, double>> lines;  // horizontal reference lines
-  std::string note;  // a line under the title
+  std::string note;                                   // a line under the title
 };
 
 // The page's data, gathered piece by piece from the files the report reads.

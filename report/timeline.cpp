@@ -26,16 +26,19 @@ constexpr common::LatencyResolution kBinResolution{4, false};
 // Processes named apart in the CPU-by-process chart; the rest are "other".
 constexpr std::size_t kProcessChartNames = 6;
 
-double seconds(std::int64_t ns) { return static_cast<double>(ns) / common::kNsPerSDouble; }
-double ms(std::int64_t ns) { return static_cast<double>(ns) / common::kNsPerMsDouble; }
+double seconds(std::int64_t ns) {
+  return static_cast<double>(ns) / common::kNsPerSDouble;
+}
+double ms(std::int64_t ns) {
+  return static_cast<double>(ns) / common::kNsPerMsDouble;
+}
 
 Series series(std::string label, int bins) {
   return {std::move(label), std::vector<std::optional<double>>(static_cast<std::size_t>(bins))};
 }
 
 bool has_values(const Series& s) {
-  return std::any_of(s.values.begin(), s.values.end(),
-                     [](const auto& v) { return v.has_value(); });
+  return std::any_of(s.values.begin(), s.values.end(), [](const auto& v) { return v.has_value(); });
 }
 
 // A chart with at least one series holding a value, else nothing.
@@ -74,8 +77,9 @@ Grid grid_for(const correlate::Report& report, int max_bins) {
   }
   const std::int64_t span_ns = std::max<std::int64_t>(to_ns - from_ns, common::kNsPerMs);
   const std::int64_t period_ns =
-      report.run.hz > 0 ? static_cast<std::int64_t>(std::llround(common::kNsPerSDouble / report.run.hz))
-                        : 100 * common::kNsPerMs;
+      report.run.hz > 0
+          ? static_cast<std::int64_t>(std::llround(common::kNsPerSDouble / report.run.hz))
+          : 100 * common::kNsPerMs;
   const std::int64_t per_bin_ns = (span_ns + max_bins - 1) / std::max(max_bins, 1);
   Grid g;
   g.start_ns = from_ns;
@@ -89,7 +93,8 @@ void Page::add_queries(schema::Store& store) {
   const auto bin_s = seconds(grid_.bin_ns);
   std::vector<std::int64_t> answered(n), failed(n), lag_count(n), lag_sum_ns(n), lag_max_ns(n);
   std::vector<std::optional<common::LatencyHistogram>> latency(n);
-  const auto until_ns = report_.run.queries_until_ns.value_or(std::numeric_limits<std::int64_t>::max());
+  const auto until_ns =
+      report_.run.queries_until_ns.value_or(std::numeric_limits<std::int64_t>::max());
   const bool with_lag = schema::first_query_has_lag(store);
   schema::QueryRows rows(store, until_ns, with_lag);
   schema::QueryErrorKeys errors(store, until_ns);
@@ -190,15 +195,17 @@ void Page::add_query_path() {
   const auto add = [&](std::string label, const std::vector<double>& ns) {
     auto s = series(std::move(label), n);
     for (int i = 0; i < n; ++i) s.values[i] = detail::round_sig(ns[i] / bin_ns_d);
-    if (std::any_of(ns.begin(), ns.end(), [](double v) { return v > 0; })) c.series.push_back(std::move(s));
+    if (std::any_of(ns.begin(), ns.end(), [](double v) { return v > 0; }))
+      c.series.push_back(std::move(s));
   };
   add("driver", driver);
   for (const auto& [comm, ns] : path) add(comm + " (path)", ns);
   add("backends", backends);
   add("run-queue delay", run_queue);
-  c.note = "the run's own processes as the time accounting counts them per window: the driver's "
-           "CPU, poolers' and proxies' CPU, its backends' CPU, and their time runnable but not "
-           "running, in cores";
+  c.note =
+      "the run's own processes as the time accounting counts them per window: the driver's "
+      "CPU, poolers' and proxies' CPU, its backends' CPU, and their time runnable but not "
+      "running, in cores";
   if (report_.run.cores > 0) c.lines.emplace_back("cores", report_.run.cores);
   keep(charts_, std::move(c));
 }
@@ -245,15 +252,15 @@ void Page::add_host(schema::Store& store, const std::string& host, int cores) {
     }
   }
   const std::string on = hosts_.empty() && report_.hosts.empty() ? "" : " — " + host;
-  Chart cpu{.id = "host_cpu:" + host, .title = "Host CPU" + on, .unit = "% of all CPUs",
-            .stacked = true};
+  Chart cpu{
+      .id = "host_cpu:" + host, .title = "Host CPU" + on, .unit = "% of all CPUs", .stacked = true};
   const char* modes[] = {"user", "system", "iowait", "irq+softirq", "steal", "idle"};
   for (const char* m : modes) cpu.series.push_back(series(m, n));
   Chart tasks{.id = "tasks:" + host, .title = "Runnable and D-state tasks" + on, .unit = "tasks"};
   auto run_mean = series("runnable", n), run_max = series("runnable (max)", n),
        d_mean = series("D state", n), d_max = series("D state (max)", n);
-  Chart psi{.id = "psi:" + host, .title = "Pressure stall information" + on,
-            .unit = "% of time stalled"};
+  Chart psi{
+      .id = "psi:" + host, .title = "Pressure stall information" + on, .unit = "% of time stalled"};
   auto cpu_some = series("cpu some", n), io_some = series("io some", n),
        io_full = series("io full", n), mem_some = series("memory some", n),
        mem_full = series("memory full", n);
@@ -285,12 +292,14 @@ void Page::add_host(schema::Store& store, const std::string& host, int cores) {
       mem_full.values[i] = pct(x.mem_full);
     }
   }
-  cpu.note = fmt::format("{} cores; each bin's share of all CPUs' time by mode (/proc/stat)", cores);
+  cpu.note =
+      fmt::format("{} cores; each bin's share of all CPUs' time by mode (/proc/stat)", cores);
   keep(charts_, std::move(cpu));
   tasks.series = {std::move(run_mean), std::move(run_max), std::move(d_mean), std::move(d_max)};
   tasks.lines.emplace_back("cores", cores);
-  tasks.note = "/proc/stat procs_running (includes the sampler) and sampled tasks in D state: "
-               "mean and peak per bin";
+  tasks.note =
+      "/proc/stat procs_running (includes the sampler) and sampled tasks in D state: "
+      "mean and peak per bin";
   keep(charts_, std::move(tasks));
   if (any_psi) {
     psi.series = {std::move(cpu_some), std::move(io_some), std::move(io_full), std::move(mem_some),
@@ -345,7 +354,8 @@ void Page::add_processes(schema::Store& store, const std::string& host, int core
     }
     if (cpu > 0) {
       const auto id_at = by_id.find(rows.process_id());
-      const std::string& comm = id_at == by_id.end() ? std::string("?") : identities[id_at->second].comm;
+      const std::string& comm =
+          id_at == by_id.end() ? std::string("?") : identities[id_at->second].comm;
       auto c = cpu_by_comm.find(comm);
       if (c == cpu_by_comm.end()) c = cpu_by_comm.emplace(comm, std::vector<double>(n)).first;
       spread(grid_, it->second, span, static_cast<double>(cpu), c->second);
@@ -353,8 +363,10 @@ void Page::add_processes(schema::Store& store, const std::string& host, int core
     }
   }
   // CPU by process name: the busiest kProcessChartNames names, the rest as "other".
-  std::vector<std::pair<std::string, std::int64_t>> names(comm_total_ns.begin(), comm_total_ns.end());
-  std::sort(names.begin(), names.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::vector<std::pair<std::string, std::int64_t>> names(comm_total_ns.begin(),
+                                                          comm_total_ns.end());
+  std::sort(names.begin(), names.end(),
+            [](const auto& a, const auto& b) { return a.second > b.second; });
   const auto bin_ns_d = static_cast<double>(grid_.bin_ns);
   const std::string on = hosts_.empty() && report_.hosts.empty() ? "" : " — " + host;
   Chart proc{.id = "process_cpu:" + host, .title = "CPU by process name" + on, .unit = "cores"};
@@ -377,8 +389,9 @@ void Page::add_processes(schema::Store& store, const std::string& host, int core
     proc.series.push_back(std::move(s));
   }
   proc.lines.emplace_back("cores", cores);
-  proc.note = "on-CPU time of all processes of each name (schedstat), in cores; one process at "
-              "1.0 is one core saturated";
+  proc.note =
+      "on-CPU time of all processes of each name (schedstat), in cores; one process at "
+      "1.0 is one core saturated";
   keep(charts_, std::move(proc));
 
   // The processes ranked by CPU and by off-CPU time.
@@ -390,7 +403,8 @@ void Page::add_processes(schema::Store& store, const std::string& host, int core
       return key(*a.second) != key(*b.second) ? key(*a.second) > key(*b.second) : a.first < b.first;
     });
     std::vector<std::int64_t> out;
-    for (std::size_t i = 0; i < ranked.size() && i < static_cast<std::size_t>(options_.top_rows); ++i)
+    for (std::size_t i = 0; i < ranked.size() && i < static_cast<std::size_t>(options_.top_rows);
+         ++i)
       if (key(*ranked[i].second) > 0) out.push_back(ranked[i].first);
     return out;
   };
@@ -436,8 +450,9 @@ void Page::add_database(schema::Store& store, int cores) {
     }
   }
   if (total_polls == 0) {
-    tables_["wait_events_note"] = "no ASH polls: the file was recorded without a database "
-                                  "connection (--pg), or the server file holds none";
+    tables_["wait_events_note"] =
+        "no ASH polls: the file was recorded without a database "
+        "connection (--pg), or the server file holds none";
     tables_["sql_note"] = tables_["wait_events_note"];
     return;
   }
@@ -477,8 +492,8 @@ void Page::add_database(schema::Store& store, int cores) {
       }
     }
   }
-  Chart aas{.id = "aas", .title = "Database load", .unit = "average active sessions",
-            .stacked = true};
+  Chart aas{
+      .id = "aas", .title = "Database load", .unit = "average active sessions", .stacked = true};
   std::vector<std::pair<std::string, std::int64_t>> classes;
   for (const auto& [cls, per_bin] : by_class) {
     std::int64_t sum = 0;
@@ -494,13 +509,15 @@ void Page::add_database(schema::Store& store, int cores) {
     const auto& per_bin = by_class[cls];
     for (int i = 0; i < n; ++i)
       if (polls[i] > 0)
-        s.values[i] = detail::round_sig(static_cast<double>(per_bin[i]) / static_cast<double>(polls[i]));
+        s.values[i] =
+            detail::round_sig(static_cast<double>(per_bin[i]) / static_cast<double>(polls[i]));
     aas.series.push_back(std::move(s));
   }
   aas.lines.emplace_back("cores", cores);
-  aas.note = fmt::format("active sessions per ASH poll by wait class (CPU: active, no wait "
-                         "event); above the {}-core line sessions queue for CPU or wait",
-                         cores);
+  aas.note = fmt::format(
+      "active sessions per ASH poll by wait class (CPU: active, no wait "
+      "event); above the {}-core line sessions queue for CPU or wait",
+      cores);
   if (!aas.series.empty()) keep(charts_, std::move(aas));
 
   const auto period_ns = report_.ash_period_ns.value_or(0);
@@ -508,21 +525,24 @@ void Page::add_database(schema::Store& store, int cores) {
   const auto active_d = std::max<double>(1, static_cast<double>(active));
   std::vector<std::pair<std::pair<std::string, std::string>, std::int64_t>> events(by_event.begin(),
                                                                                    by_event.end());
-  std::sort(events.begin(), events.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::sort(events.begin(), events.end(),
+            [](const auto& a, const auto& b) { return a.second > b.second; });
   auto& ev = tables_["wait_events"] = nlohmann::json::array();
-  for (std::size_t i = 0; i < events.size() && i < static_cast<std::size_t>(options_.top_rows); ++i) {
+  for (std::size_t i = 0; i < events.size() && i < static_cast<std::size_t>(options_.top_rows);
+       ++i) {
     const auto& [key, count] = events[i];
-    ev.push_back({{"wait_event_type", key.first},
-                  {"wait_event", key.second.empty() ? nlohmann::json(nullptr)
-                                                    : nlohmann::json(key.second)},
-                  {"samples", count},
-                  {"aas", detail::round_sig(static_cast<double>(count) / total_polls_d)},
-                  {"share", detail::round_sig(static_cast<double>(count) / active_d)}});
+    ev.push_back(
+        {{"wait_event_type", key.first},
+         {"wait_event", key.second.empty() ? nlohmann::json(nullptr) : nlohmann::json(key.second)},
+         {"samples", count},
+         {"aas", detail::round_sig(static_cast<double>(count) / total_polls_d)},
+         {"share", detail::round_sig(static_cast<double>(count) / active_d)}});
   }
   std::vector<std::pair<std::int64_t, const Sql*>> sql;
   for (const auto& [id, s] : by_sql) sql.emplace_back(id, &s);
   std::sort(sql.begin(), sql.end(), [](const auto& a, const auto& b) {
-    return a.second->samples != b.second->samples ? a.second->samples > b.second->samples : a.first < b.first;
+    return a.second->samples != b.second->samples ? a.second->samples > b.second->samples
+                                                  : a.first < b.first;
   });
   auto& sj = tables_["sql"] = nlohmann::json::array();
   for (std::size_t i = 0; i < sql.size() && i < static_cast<std::size_t>(options_.top_rows); ++i) {
@@ -536,7 +556,8 @@ void Page::add_database(schema::Store& store, int cores) {
                   {"samples", s->samples},
                   {"db_time_s", detail::round_sig(seconds(s->samples * period_ns))},
                   {"share", detail::round_sig(static_cast<double>(s->samples) / active_d)},
-                  {"cpu_share", detail::round_sig(static_cast<double>(s->cpu) / static_cast<double>(s->samples))},
+                  {"cpu_share", detail::round_sig(static_cast<double>(s->cpu) /
+                                                  static_cast<double>(s->samples))},
                   {"top_wait", top_wait ? nlohmann::json(*top_wait) : nlohmann::json(nullptr)}});
   }
   if (sj.empty()) tables_["sql_note"] = "ASH stored no query text for the active sessions";

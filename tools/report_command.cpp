@@ -32,14 +32,14 @@ void write_whole(const std::string& path, const std::string& text) {
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) {
-      throw Error(ErrorKind::usage,
-                  fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+      throw Error(ErrorKind::usage, fmt::format("cannot write {}: {}", path, std::strerror(errno)));
     }
     out << text;
     out.close();
     if (!out) {
       std::remove(tmp.c_str());
-      throw Error(ErrorKind::io, fmt::format("cannot write {}: the write failed (disk full?)", path));
+      throw Error(ErrorKind::io,
+                  fmt::format("cannot write {}: the write failed (disk full?)", path));
     }
   }
   std::error_code ec;
@@ -78,8 +78,8 @@ int report_command(const ReportCommandOptions& o) {
     }
     (two_runs ? baseline_path : server_path) = o.paths[1];
   }
-  correlate::Report report =
-      server_path ? correlate::explain_pair(store, *server_path, eo) : correlate::explain(store, eo);
+  correlate::Report report = server_path ? correlate::explain_pair(store, *server_path, eo)
+                                         : correlate::explain(store, eo);
   std::optional<correlate::Report> baseline;
   if (baseline_path) {
     auto baseline_store = schema::Store::open_readonly(*baseline_path);
@@ -120,8 +120,7 @@ int report_command(const ReportCommandOptions& o) {
   } else {
     write_whole(o.output_path, text);
     std::cerr << fmt::format("stallscope report: wrote {} ({:.1f} MB): {}\n", o.output_path,
-                             static_cast<double>(text.size()) / 1e6,
-                             report.verdict.summary);
+                             static_cast<double>(text.size()) / 1e6, report.verdict.summary);
   }
   return 0;
 }

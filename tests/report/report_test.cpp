@@ -44,12 +44,22 @@ RecordFile record_case() {
                          .cmdline = "<img src=x onerror=alert(1)> --flag",
                          .first_sample_id = 1});
   for (int i = 2; i <= 11; ++i) {
-    b.process_samples.push_back({.sample_id = i, .process_id = 2, .state = 'R',
-                                 .cpu_ns = 300 * kMs, .run_delay_ns = 50 * kMs, .span_ns = kS});
-    b.process_samples.push_back({.sample_id = i, .process_id = 4, .state = 'D', .cpu_ns = 0,
-                                 .run_delay_ns = 0, .wchan = "io_schedule", .span_ns = kS});
+    b.process_samples.push_back({.sample_id = i,
+                                 .process_id = 2,
+                                 .state = 'R',
+                                 .cpu_ns = 300 * kMs,
+                                 .run_delay_ns = 50 * kMs,
+                                 .span_ns = kS});
+    b.process_samples.push_back({.sample_id = i,
+                                 .process_id = 4,
+                                 .state = 'D',
+                                 .cpu_ns = 0,
+                                 .run_delay_ns = 0,
+                                 .wchan = "io_schedule",
+                                 .span_ns = kS});
   }
-  b.pg_query_texts.push_back({.query_text_id = 1, .query = kHostileSql, .first_time_ns = kRecordT0});
+  b.pg_query_texts.push_back(
+      {.query_text_id = 1, .query = kHostileSql, .first_time_ns = kRecordT0});
   for (int k = 0; k < 100; ++k) {
     schema::PgActivityRow a{.time_ns = kRecordT0 + k * 100 * kMs,
                             .ash_tick = k + 1,
@@ -108,8 +118,10 @@ TEST(ReportPage, HostDatabaseAndProcessTimelinesOfARecordFile) {
   ASSERT_NE(aas, nullptr);
   EXPECT_EQ((*aas)["series"][0]["label"], "CPU") << "CPU is stacked first";
   double lock_sum = 0, cpu_sum = 0;
-  for (const auto& v : (*series(*aas, "Lock"))["values"]) lock_sum += v.is_null() ? 0 : v.get<double>();
-  for (const auto& v : (*series(*aas, "CPU"))["values"]) cpu_sum += v.is_null() ? 0 : v.get<double>();
+  for (const auto& v : (*series(*aas, "Lock"))["values"])
+    lock_sum += v.is_null() ? 0 : v.get<double>();
+  for (const auto& v : (*series(*aas, "CPU"))["values"])
+    cpu_sum += v.is_null() ? 0 : v.get<double>();
   EXPECT_DOUBLE_EQ(lock_sum, 50);
   EXPECT_DOUBLE_EQ(cpu_sum, 50);
   EXPECT_EQ((*aas)["lines"][0]["value"], 2);
@@ -150,7 +162,8 @@ TEST(ReportPage, UntrustedTextCannotLeaveTheDataScript) {
   const auto html = out.str();
   EXPECT_EQ(html.find(kHostileSql), std::string::npos);
   EXPECT_EQ(html.find("<img src=x"), std::string::npos);
-  EXPECT_NE(html.find("<title>stallscope report — &lt;/script&gt;&lt;script&gt;"), std::string::npos);
+  EXPECT_NE(html.find("<title>stallscope report — &lt;/script&gt;&lt;script&gt;"),
+            std::string::npos);
   // The data element holds exactly the data.
   const std::string open = "<script type=\"application/json\" id=\"stallscope-data\">";
   const auto from = html.find(open);
