@@ -556,12 +556,12 @@ struct HostAccounting {
 struct LockChains {
   // A session on a chain as the poll that showed the chain saw it.
   struct Session {
-    int pid = 0;        // 0: a prepared transaction
+    int pid = 0;           // 0: a prepared transaction
     bool sampled = false;  // the poll had a row for it (else the texts are empty)
-    std::string state;  // active, idle, idle in transaction, ...
+    std::string state;     // active, idle, idle in transaction, ...
     std::string backend_type;
     std::string application_name;
-    std::string query;  // current, or the last one when idle
+    std::string query;                        // current, or the last one when idle
     std::optional<std::int64_t> xact_age_ns;  // poll time − xact_start
   };
   // A waiter on the chain and the lock it asked for.
@@ -571,7 +571,7 @@ struct LockChains {
     std::string mode;      // "" without a pg_lock_wait row
     std::string target;    // "relation acct", "advisory lock (0, 21)", …
   };
-  std::int64_t polls = 0;          // polls with a counted waiter
+  std::int64_t polls = 0;           // polls with a counted waiter
   std::int64_t waiter_samples = 0;  // counted waiters × polls
   std::int64_t cycle_samples = 0;   // of those, on a chain with no root (a deadlock cycle)
   int max_waiters = 0;              // most counted waiters in one poll
@@ -616,7 +616,7 @@ struct Report {
   std::vector<Window> windows;
   std::vector<Finding> findings;  // highest score first
   Verdict verdict;
-  std::vector<Stall> stalls;       // in time order
+  std::vector<Stall> stalls;  // in time order
   std::optional<LockChains> lock_chains;
   std::vector<std::string> notes;  // sampling limits and caveats
 };

@@ -79,12 +79,12 @@ struct ExplainCommandOptions {
 int explain_command(const ExplainCommandOptions& options);
 
 struct ReportCommandOptions {
-  std::vector<std::string> paths;             // run file [server's record file]
-  std::string output_path;                    // -o: the HTML file, "-" for stdout
-  std::optional<std::string> baseline_path;   // --baseline
-  std::int64_t window_ns = common::kNsPerS;   // --window (explain's windows, stalls)
-  std::vector<std::string> path_processes;    // --path-process NAME (repeatable)
-  int max_bins = 1000;                        // --bins: points per chart series at most
+  std::vector<std::string> paths;            // run file [server's record file]
+  std::string output_path;                   // -o: the HTML file, "-" for stdout
+  std::optional<std::string> baseline_path;  // --baseline
+  std::int64_t window_ns = common::kNsPerS;  // --window (explain's windows, stalls)
+  std::vector<std::string> path_processes;   // --path-process NAME (repeatable)
+  int max_bins = 1000;                       // --bins: points per chart series at most
 };
 // Explains the file(s) as explain does (without saving findings into them)
 // and writes the HTML report whole (a temporary file renamed), or not at all.
