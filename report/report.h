@@ -94,7 +94,8 @@ class Page {
   // run facts. The command line is as stored: passwords masked.
   void set_command_line(std::string command_line) { command_line_ = std::move(command_line); }
   // Throughput, latency p50/p99 and (-R) schedule lag, from the file's
-  // query rows: each query counts in the bin where it was answered.
+  // query rows: each query counts in the bin where it was answered. An
+  // imported aggregate pgbench log: throughput and mean latency per interval.
   void add_queries(schema::Store& store);
   // The query path's CPU over time — the driver's, the poolers' and
   // proxies', the run's backends' — and their run-queue delay, in cores, as
@@ -121,6 +122,9 @@ class Page {
 
  private:
   void add_processes(schema::Store& store, const std::string& host, int cores);
+  // An aggregate pgbench log (import-pgbench of --aggregate-interval logs):
+  // throughput and mean latency per interval.
+  void add_aggregate_intervals(schema::Store& store);
 
   const correlate::Report& report_;
   Options options_;

@@ -121,7 +121,10 @@ void Page::add_queries(schema::Store& store) {
       lag_max_ns[*b] = std::max(lag_max_ns[*b], *q.lag_ns);
     }
   }
-  if (total == 0) return;
+  if (total == 0) {
+    add_aggregate_intervals(store);
+    return;
+  }
   Chart tput{.id = "throughput", .title = "Throughput", .unit = "queries/s"};
   auto ok = series("answered", n), err = series("failed", n);
   Chart lat{.id = "latency", .title = "Latency", .unit = "ms", .y_log = true};
@@ -167,6 +170,41 @@ void Page::add_queries(schema::Store& store) {
     lag.note = "scheduled start → sent: transactions queued in the client behind slow ones";
     keep(charts_, std::move(lag));
   }
+}
+
+void Page::add_aggregate_intervals(schema::Store& store) {
+  if (!report_.pgbench_aggregate) return;
+  const int n = grid_.bins;
+  const auto interval_ns = std::max<std::int64_t>(report_.pgbench_aggregate->interval_ns, 1);
+  std::vector<double> transactions(n), failures(n), latency_ns(n);
+  for (const auto& row : schema::pgbench_aggregate_intervals(store)) {
+    const auto end_ns = row.start_ns + interval_ns;
+    spread(grid_, end_ns, interval_ns, static_cast<double>(row.transactions), transactions);
+    spread(grid_, end_ns, interval_ns, static_cast<double>(row.failures), failures);
+    spread(grid_, end_ns, interval_ns, static_cast<double>(row.latency_sum_ns), latency_ns);
+  }
+  const auto bin_s = seconds(grid_.bin_ns);
+  Chart tput{.id = "throughput", .title = "Throughput", .unit = "transactions/s"};
+  Chart lat{.id = "latency", .title = "Latency", .unit = "ms", .y_log = true};
+  auto ok = series("transactions", n), err = series("failed", n), mean = series("mean", n);
+  bool any_failure = false;
+  for (int i = 0; i < n; ++i) {
+    if (transactions[i] <= 0 && failures[i] <= 0) continue;
+    ok.values[i] = detail::round_sig(transactions[i] / bin_s);
+    err.values[i] = detail::round_sig(failures[i] / bin_s);
+    any_failure = any_failure || failures[i] > 0;
+    if (transactions[i] > 0)
+      mean.values[i] = detail::round_sig(latency_ns[i] / transactions[i] / common::kNsPerMsDouble);
+  }
+  tput.series.push_back(std::move(ok));
+  if (any_failure) tput.series.push_back(std::move(err));
+  tput.note = fmt::format(
+      "pgbench's aggregate log (--aggregate-interval {:.3g} s): transactions per second",
+      seconds(interval_ns));
+  keep(charts_, std::move(tput));
+  lat.series.push_back(std::move(mean));
+  lat.note = "mean latency of each aggregate interval (the log holds no percentiles); log scale";
+  keep(charts_, std::move(lat));
 }
 
 void Page::add_query_path() {

@@ -226,6 +226,53 @@ TEST(ReportPage, ThroughputLatencyAndLagOfQueriesBinnedByAnswer) {
   EXPECT_DOUBLE_EQ((*series(*lag, "mean"))["values"][20].get<double>(), 1.0);
 }
 
+TEST(ReportPage, AnAggregatePgbenchLogGivesThroughputAndMeanLatencyPerInterval) {
+  auto store = schema::Store::create(":memory:");
+  schema::RunInfo info;
+  info.mode = "import-pgbench";
+  info.host = "c1";
+  info.kernel = "6.1.0";
+  info.cores = 4;
+  info.clock_ticks_per_s = 100;
+  info.start_ns = kRecordT0;
+  info.command_line = "stallscope import-pgbench -o agg.db pgbench_log.1";
+  info.tool_version = "0";
+  info.hz = 0;
+  store.begin_run(info);
+  store.end_run(kRecordT0 + 10 * kS, "complete", "imported");
+  schema::Batch b;
+  // 10 one-second intervals of 500 transactions at 4 ms, the 4th at 40 ms.
+  for (int i = 0; i < 10; ++i) {
+    const std::int64_t latency_ns = (i == 3 ? 40 : 4) * kMs;
+    b.pgbench_aggregates.push_back({.file = "pgbench_log.1",
+                                    .line = i + 1,
+                                    .interval_start_ns = kRecordT0 + i * kS,
+                                    .transactions = 500,
+                                    .latency_sum_ns = 500 * latency_ns});
+  }
+  store.write(b);
+  const auto r = correlate::explain(store, {});
+  ASSERT_TRUE(r.pgbench_aggregate.has_value());
+  Page page(r, {.title = "agg.db", .run_path = "agg.db"});
+  page.add_queries(store);
+  const auto data = page.data();
+  const auto bin_ns = data["timeline"]["bin_ns"].get<std::int64_t>();
+  const auto bin_of = [&](std::int64_t t_ns) {
+    return static_cast<std::size_t>((t_ns - data["timeline"]["start_ns"].get<std::int64_t>()) /
+                                    bin_ns);
+  };
+  const auto* tput = chart(data, "throughput");
+  ASSERT_NE(tput, nullptr);
+  EXPECT_DOUBLE_EQ(
+      (*series(*tput, "transactions"))["values"][bin_of(kRecordT0 + 1500 * kMs)].get<double>(),
+      500);
+  const auto* lat = chart(data, "latency");
+  ASSERT_NE(lat, nullptr);
+  const auto& mean = (*series(*lat, "mean"))["values"];
+  EXPECT_DOUBLE_EQ(mean[bin_of(kRecordT0 + 1500 * kMs)].get<double>(), 4);
+  EXPECT_DOUBLE_EQ(mean[bin_of(kRecordT0 + 3500 * kMs)].get<double>(), 40);
+}
+
 TEST(ReportGrid, AtMostMaxBinsAndNoShorterThanASamplePeriod) {
   correlate::Report r;
   r.run.hz = 10;
