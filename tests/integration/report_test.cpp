@@ -1,0 +1,369 @@
+// `stallscope report` on real files — a `run` beside a hostile process, a
+// `record --pg` beside pgbench, an imported pgbench log alone and with that
+// record file, a run + record pair, a run against a baseline — each page
+// opened in Debian's chromium by tests/report/browser_test.cjs (no console
+// error, no network request, no dialog, the expected charts with data and
+// findings, untrusted text shown as text). The browser test keeps a PNG of
+// each page in STALLSCOPE_REPORT_SCREENSHOTS (default
+// <build>/report-screenshots): the test artifact.
+#include <signal.h>
+#include <spawn.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "support/test_support.h"
+
+extern char** environ;
+
+namespace stallscope {
+namespace {
+
+std::string source_dir() {
+  const char* dir = std::getenv("STALLSCOPE_SOURCE_DIR");
+  return dir ? dir : STALLSCOPE_SOURCE_DIR_DEFAULT;
+}
+
+std::string screenshot_dir() {
+  const char* dir = std::getenv("STALLSCOPE_REPORT_SCREENSHOTS");
+  return dir ? dir : STALLSCOPE_REPORT_SCREENSHOTS_DEFAULT;
+}
+
+// This host's name as the run files hold it (run.host: uname's nodename).
+std::string host_name() {
+  struct utsname u {};
+  ::uname(&u);
+  return u.nodename;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Starts argv (argv[0] looked up in PATH, or a path) without waiting; its pid.
+pid_t spawn(std::vector<std::string> argv) {
+  std::vector<char*> args;
+  for (auto& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  if (posix_spawnp(&pid, args[0], nullptr, nullptr, args.data(), environ) != 0) return -1;
+  return pid;
+}
+
+// Waits for pid; whether it exited with status 0.
+bool exited_ok(pid_t pid) {
+  int status = 0;
+  return waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+// A process killed (SIGKILL) and reaped when this goes out of scope, also
+// when the test fails half way.
+class Child {
+ public:
+  explicit Child(pid_t pid) : pid_(pid) {}
+  ~Child() { stop(); }
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+  pid_t pid() const { return pid_; }
+  void stop() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+    }
+  }
+
+ private:
+  pid_t pid_;
+};
+
+// What the browser test is told to find on a page.
+struct Expect {
+  std::vector<std::string> charts;
+  std::vector<std::string> findings;
+  std::vector<std::string> texts;
+  bool stall_click = false;
+};
+
+// `stallscope report ARGS… -o <dir>/<name>.html`; the page's path ("" when
+// the command failed). The run files it reads are left as they were.
+std::string write_report(const test::TempDir& dir, const std::string& name,
+                         const std::vector<std::string>& args) {
+  std::vector<std::string> inputs;
+  for (const auto& a : args)
+    if (a.ends_with(".db")) inputs.push_back(a);
+  std::vector<std::string> before;
+  for (const auto& f : inputs) before.push_back(slurp(f));
+  const auto page = dir.file(name + ".html");
+  std::vector<std::string> argv{test::stallscope_bin(), "report"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  argv.insert(argv.end(), {"-o", page});
+  const auto r = test::run_command(argv);
+  EXPECT_EQ(r.exit_status, 0) << r.err;
+  EXPECT_NE(r.err.find("stallscope report: wrote " + page), std::string::npos) << r.err;
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    EXPECT_TRUE(slurp(inputs[i]) == before[i]) << "report changed " << inputs[i];
+  return r.exit_status == 0 && std::filesystem::exists(page) ? page : "";
+}
+
+// Opens the pages in chromium through tests/report/browser_test.cjs, each
+// with its Expect; the test fails unless it exits 0 with an `ok` line per
+// page. Returns its output.
+std::string browse(const test::TempDir& dir,
+                   const std::vector<std::pair<std::string, Expect>>& pages) {
+  std::vector<std::string> argv{"node",
+                                source_dir() + "/tests/report/browser_test.cjs",
+                                "--node-modules",
+                                source_dir() + "/report/web/node_modules",
+                                "--out-dir",
+                                screenshot_dir()};
+  for (const auto& [page, e] : pages) {
+    const auto expect_path = page.substr(0, page.size() - 5) + ".expect.json";
+    nlohmann::json j = {{"charts", e.charts},
+                        {"findings", e.findings},
+                        {"texts", e.texts},
+                        {"stall_click", e.stall_click}};
+    std::ofstream(expect_path) << j.dump();
+    argv.push_back(page + ":" + expect_path);
+  }
+  const auto r = test::run_command(argv);
+  EXPECT_EQ(r.exit_status, 0) << r.out << r.err;
+  for (const auto& [page, e] : pages) {
+    EXPECT_NE(r.out.find("ok " + page + " ("), std::string::npos) << r.out << r.err;
+    const auto shot = std::filesystem::path(screenshot_dir()) /
+                      (std::filesystem::path(page).stem().string() + ".png");
+    EXPECT_TRUE(std::filesystem::exists(shot)) << shot;
+  }
+  (void)dir;
+  return r.out;
+}
+
+// `explain --json` of copies of the files (explain saves its findings and
+// stalls into the first file; the report must not need that).
+nlohmann::json explain_copy(const test::TempDir& dir, const std::vector<std::string>& files) {
+  std::vector<std::string> argv{test::stallscope_bin(), "explain", "--json"};
+  for (const auto& f : files) {
+    const auto copy = dir.file("explained-" + std::filesystem::path(f).filename().string());
+    std::filesystem::copy_file(f, copy, std::filesystem::copy_options::overwrite_existing);
+    argv.push_back(copy);
+  }
+  const auto r = test::run_command(argv);
+  EXPECT_EQ(r.exit_status, 0) << r.err;
+  return r.exit_status == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+}
+
+std::vector<std::string> finding_kinds(const nlohmann::json& j) {
+  std::vector<std::string> kinds;
+  if (j.contains("findings"))
+    for (const auto& f : j["findings"]) kinds.push_back(f["kind"].get<std::string>());
+  return kinds;
+}
+
+std::vector<std::string> host_charts(const std::string& host) {
+  return {"host_cpu:" + host, "tasks:" + host, "process_cpu:" + host};
+}
+
+class Report : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    conninfo_ = test::scratch_conninfo();
+    ASSERT_FALSE(conninfo_.empty());
+    host_ = host_name();
+  }
+  std::string conninfo_;
+  std::string host_;
+  test::TempDir dir_;
+};
+
+// A process named `<img src=x onerror=alert(1)>` (a symlink to /bin/sh of
+// that name: its comm is the first 15 bytes) spins beside a run whose SQL
+// holds `</script><script>…`: both are shown as text, nothing runs.
+TEST_F(Report, RunBesideAHostileProcessShowsItsNameAndSqlAsText) {
+  const std::string hostile_name = "<img src=x onerror=alert(1)>";
+  const std::string comm = hostile_name.substr(0, 15);
+  ASSERT_EQ(comm, "<img src=x oner");
+  const auto bin_dir = dir_.path() / "bin";
+  std::filesystem::create_directory(bin_dir);
+  std::filesystem::create_symlink("/bin/sh", bin_dir / hostile_name);
+  Child hostile(spawn({"nice", "-n", "19", (bin_dir / hostile_name).string(), "-c",
+                       "while :; do :; done"}));
+  ASSERT_GT(hostile.pid(), 0);
+  const std::string sql = "SELECT '</script><script>alert(1)</script>' AS x, pg_sleep(0.005);";
+  std::ofstream(dir_.file("hostile.sql")) << sql << "\n";
+  const auto run_db = dir_.file("hostile-run.db");
+  const auto r = test::run_command({test::stallscope_bin(), "run", "-o", run_db, conninfo_, "-c",
+                                    "4", "-T", "4", "-P", "0", "-f", dir_.file("hostile.sql")});
+  hostile.stop();
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+
+  const auto page = write_report(dir_, "report-run-hostile", {run_db});
+  ASSERT_FALSE(page.empty());
+  const auto html = slurp(page);
+  // The raw page never holds the names as markup: the data is escaped
+  // inside its <script type="application/json">.
+  EXPECT_EQ(html.find("<img"), std::string::npos);
+  EXPECT_EQ(html.find("<script>alert"), std::string::npos);
+
+  const auto j = explain_copy(dir_, {run_db});
+  Expect e{.charts = {"throughput", "latency", "aas"},
+           .findings = finding_kinds(j),
+           .texts = {comm, "</script><script>alert(1)</script>"}};
+  for (const auto& c : host_charts(host_)) e.charts.push_back(c);
+  browse(dir_, {{page, e}});
+}
+
+// A record --pg file beside pgbench (started by record), pgbench's log of
+// that same run imported: the record file, the log alone, and the log with
+// the record file as a client + server pair each render. The recording is
+// made once per test program (ctest runs each test in its own, so once per
+// test there).
+class ReportPgbench : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new test::TempDir();
+    const auto conninfo = test::scratch_conninfo();
+    if (conninfo.empty()) return;
+    test::psql(conninfo, "DROP DATABASE IF EXISTS stallscope_report");
+    test::psql(conninfo, "CREATE DATABASE stallscope_report");
+    const auto db = conninfo + " dbname=stallscope_report";
+    const auto init = test::run_command({"pgbench", "-i", "-s", "1", "-q", db});
+    if (init.exit_status != 0) {
+      setup_error_ = "pgbench -i: " + init.err;
+      return;
+    }
+    const auto rec = test::run_command({test::stallscope_bin(), "record", "-o", rec_db(), "--pg",
+                                        db, "-T", "4", "--", "pgbench", "-n", "-c", "4", "-T",
+                                        "3", "-l", "--log-prefix=" + dir_->file("pb"), db});
+    if (rec.exit_status != 0) {
+      setup_error_ = "record -- pgbench: " + rec.err;
+      return;
+    }
+    std::vector<std::string> argv{test::stallscope_bin(), "import-pgbench", "-o", imp_db()};
+    for (const auto& f : std::filesystem::directory_iterator(dir_->path()))
+      if (f.path().filename().string().starts_with("pb.")) argv.push_back(f.path().string());
+    const auto imp = test::run_command(argv);
+    if (imp.exit_status != 0) setup_error_ = "import-pgbench: " + imp.err;
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  void SetUp() override {
+    ASSERT_FALSE(test::scratch_conninfo().empty());
+    ASSERT_EQ(setup_error_, "");
+    host_ = host_name();
+  }
+  static std::string rec_db() { return dir_->file("pgbench-rec.db"); }
+  static std::string imp_db() { return dir_->file("pgbench-log.db"); }
+  static test::TempDir* dir_;
+  static std::string setup_error_;
+  std::string host_;
+};
+test::TempDir* ReportPgbench::dir_ = nullptr;
+std::string ReportPgbench::setup_error_;
+
+TEST_F(ReportPgbench, RecordFileBesidePgbenchRenders) {
+  const auto page = write_report(*dir_, "report-record-pgbench", {rec_db()});
+  ASSERT_FALSE(page.empty());
+  const auto j = explain_copy(*dir_, {rec_db()});
+  browse(*dir_, {{page,
+                  {.charts = {"aas", "host_cpu:" + host_, "tasks:" + host_},
+                   .findings = finding_kinds(j)}}});
+}
+
+TEST_F(ReportPgbench, ImportedPgbenchLogRendersAlone) {
+  const auto page = write_report(*dir_, "report-pgbench-log", {imp_db()});
+  ASSERT_FALSE(page.empty());
+  const auto j = explain_copy(*dir_, {imp_db()});
+  browse(*dir_, {{page, {.charts = {"throughput", "latency"}, .findings = finding_kinds(j)}}});
+}
+
+TEST_F(ReportPgbench, ImportedPgbenchLogWithItsRecordFileRendersAsAPair) {
+  const auto page = write_report(*dir_, "report-pgbench-log-pair", {imp_db(), rec_db()});
+  ASSERT_FALSE(page.empty());
+  const auto j = explain_copy(*dir_, {imp_db(), rec_db()});
+  browse(*dir_, {{page,
+                  {.charts = {"throughput", "latency", "aas", "host_cpu:" + host_},
+                   .findings = finding_kinds(j)}}});
+}
+
+// `run` on the client and `record --pg` on the server (here one host),
+// recorded at the same time: the client's view, the database's load and the
+// host charts on one page.
+TEST_F(Report, RunWithAConcurrentRecordRendersAsAPair) {
+  const auto run_db = dir_.file("pair-run.db"), rec_db = dir_.file("pair-rec.db");
+  const pid_t rec =
+      spawn({test::stallscope_bin(), "record", "-o", rec_db, "--pg", conninfo_, "-T", "5"});
+  ASSERT_GT(rec, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  const auto r = test::run_command({test::stallscope_bin(), "run", "-o", run_db, conninfo_, "-c",
+                                    "2", "-T", "3", "-P", "0", "--sql",
+                                    "SELECT count(*) FROM pg_class a, pg_class b"});
+  const bool rec_ok = exited_ok(rec);
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  ASSERT_TRUE(rec_ok);
+
+  const auto page = write_report(dir_, "report-run-record-pair", {run_db, rec_db});
+  ASSERT_FALSE(page.empty());
+  const auto j = explain_copy(dir_, {run_db, rec_db});
+  ASSERT_EQ(j["hosts"].size(), 2u) << j.dump();
+  Expect e{.charts = {"throughput", "latency", "aas"}, .findings = finding_kinds(j)};
+  for (const auto& c : host_charts(host_)) e.charts.push_back(c);
+  browse(dir_, {{page, e}});
+}
+
+// --baseline: two runs of the same workload at 1 and 4 clients; the page
+// states the comparison explain gives for the pair.
+TEST_F(Report, BaselineComparisonIsStatedOnThePage) {
+  const auto one = dir_.file("base-c1.db"), four = dir_.file("base-c4.db");
+  for (const auto& [file, clients] : {std::pair{four, "4"}, std::pair{one, "1"}}) {
+    const auto r = test::run_command({test::stallscope_bin(), "run", "-o", file, conninfo_, "-c",
+                                      clients, "-T", "2", "-P", "0", "--sql",
+                                      "SELECT pg_sleep(0.002)"});
+    ASSERT_EQ(r.exit_status, 0) << r.err;
+  }
+  const auto page = write_report(dir_, "report-baseline", {four, "--baseline", one});
+  ASSERT_FALSE(page.empty());
+  const auto j = explain_copy(dir_, {four, one});
+  ASSERT_TRUE(j.contains("comparison")) << j.dump();
+  const auto summary = j["comparison"]["summary"].get<std::string>();
+  ASSERT_FALSE(summary.empty());
+  // explain's summary names the copies; the page's names the files given.
+  std::string expected = summary;
+  for (const auto& [from, to] :
+       {std::pair<std::string, std::string>{"explained-base-c4.db", "base-c4.db"},
+        {"explained-base-c1.db", "base-c1.db"}}) {
+    for (auto at = expected.find(from); at != std::string::npos; at = expected.find(from, at))
+      expected.replace(at, from.size(), to);
+  }
+  browse(dir_, {{page,
+                 {.charts = {"throughput", "latency", "aas"},
+                  .findings = finding_kinds(j),
+                  .texts = {expected}}}});
+}
+
+TEST_F(Report, MissingRunFileIsAOneLineErrorAndNoPage) {
+  const auto missing = dir_.file("missing.db"), page = dir_.file("x.html");
+  const auto r =
+      test::run_command({test::stallscope_bin(), "report", missing, "-o", page});
+  EXPECT_EQ(r.exit_status, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find(missing), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(page));
+  EXPECT_FALSE(std::filesystem::exists(missing)) << "report created the run file";
+}
+
+}  // namespace
+}  // namespace stallscope
