@@ -135,17 +135,19 @@ std::string write_report(const test::TempDir& dir, const std::string& name,
   return r.exit_status == 0 && std::filesystem::exists(page) ? page : "";
 }
 
+// Where the browser test keeps its PNG of `page`.
+std::filesystem::path screenshot(const std::string& page) {
+  return std::filesystem::path(screenshot_dir()) /
+         (std::filesystem::path(page).stem().string() + ".png");
+}
+
 // Opens the pages in chromium through tests/report/browser_test.cjs, each
 // with its Expect; the test fails unless it exits 0 with an `ok` line per
 // page. Returns its output.
-std::string browse(const test::TempDir& dir,
-                   const std::vector<std::pair<std::string, Expect>>& pages) {
-  std::vector<std::string> argv{"node",
-                                source_dir() + "/tests/report/browser_test.cjs",
-                                "--node-modules",
-                                source_dir() + "/report/web/node_modules",
-                                "--out-dir",
-                                screenshot_dir()};
+std::string browse(const std::vector<std::pair<std::string, Expect>>& pages) {
+  std::vector<std::string> argv{"node",           source_dir() + "/tests/report/browser_test.cjs",
+                                "--node-modules", source_dir() + "/report/web/node_modules",
+                                "--out-dir",      screenshot_dir()};
   for (const auto& [page, e] : pages) {
     const auto expect_path = page.substr(0, page.size() - 5) + ".expect.json";
     nlohmann::json j = {{"charts", e.charts},
@@ -154,23 +156,23 @@ std::string browse(const test::TempDir& dir,
                         {"stall_click", e.stall_click}};
     std::ofstream(expect_path) << j.dump();
     argv.push_back(page + ":" + expect_path);
+    std::filesystem::remove(screenshot(page));
   }
   const auto r = test::run_command(argv);
   EXPECT_EQ(r.exit_status, 0) << r.out << r.err;
   for (const auto& [page, e] : pages) {
     EXPECT_NE(r.out.find("ok " + page + " ("), std::string::npos) << r.out << r.err;
-    const auto shot = std::filesystem::path(screenshot_dir()) /
-                      (std::filesystem::path(page).stem().string() + ".png");
-    EXPECT_TRUE(std::filesystem::exists(shot)) << shot;
+    EXPECT_TRUE(std::filesystem::exists(screenshot(page))) << screenshot(page);
   }
-  (void)dir;
   return r.out;
 }
 
 // `explain --json` of copies of the files (explain saves its findings and
 // stalls into the first file; the report must not need that).
-nlohmann::json explain_copy(const test::TempDir& dir, const std::vector<std::string>& files) {
+nlohmann::json explain_copy(const test::TempDir& dir, const std::vector<std::string>& files,
+                            const std::vector<std::string>& options = {}) {
   std::vector<std::string> argv{test::stallscope_bin(), "explain", "--json"};
+  argv.insert(argv.end(), options.begin(), options.end());
   for (const auto& f : files) {
     const auto copy = dir.file("explained-" + std::filesystem::path(f).filename().string());
     std::filesystem::copy_file(f, copy, std::filesystem::copy_options::overwrite_existing);
@@ -205,6 +207,11 @@ int charts_with_data(const nlohmann::json& data, const std::string& prefix) {
     n += any;
   }
   return n;
+}
+
+// Whether explain found stalls (then the browser test clicks the first).
+bool has_stalls(const nlohmann::json& j) {
+  return j.contains("stalls") && !j["stalls"].empty();
 }
 
 std::vector<std::string> finding_kinds(const nlohmann::json& j) {
@@ -264,9 +271,10 @@ TEST_F(Report, RunBesideAHostileProcessShowsItsNameAndSqlAsText) {
   const auto j = explain_copy(dir_, {run_db});
   Expect e{.charts = {"throughput", "latency", "aas"},
            .findings = finding_kinds(j),
-           .texts = {comm, hostile_name, "</script><script>alert(1)</script>"}};
+           .texts = {comm, hostile_name, "</script><script>alert(1)</script>"},
+           .stall_click = has_stalls(j)};
   for (const auto& c : host_charts(host_)) e.charts.push_back(c);
-  browse(dir_, {{page, e}});
+  browse({{page, e}});
 }
 
 // A record --pg file beside pgbench (started by record), pgbench's log of
@@ -289,8 +297,8 @@ class ReportPgbench : public ::testing::Test {
       return;
     }
     const auto rec = test::run_command({test::stallscope_bin(), "record", "-o", rec_db(), "--pg",
-                                        db, "-T", "4", "--", "pgbench", "-n", "-c", "4", "-T",
-                                        "3", "-l", "--log-prefix=" + dir_->file("pb"), db});
+                                        db, "-T", "4", "--", "pgbench", "-n", "-c", "4", "-T", "3",
+                                        "-l", "--log-prefix=" + dir_->file("pb"), db});
     if (rec.exit_status != 0) {
       setup_error_ = "record -- pgbench: " + rec.err;
       return;
@@ -323,50 +331,66 @@ TEST_F(ReportPgbench, RecordFileBesidePgbenchRenders) {
   const auto page = write_report(*dir_, "report-record-pgbench", {rec_db()});
   ASSERT_FALSE(page.empty());
   const auto j = explain_copy(*dir_, {rec_db()});
-  browse(*dir_, {{page,
-                  {.charts = {"aas", "host_cpu:" + host_, "tasks:" + host_},
-                   .findings = finding_kinds(j)}}});
+  browse({{page,
+           {.charts = {"aas", "host_cpu:" + host_, "tasks:" + host_},
+            .findings = finding_kinds(j),
+            .stall_click = has_stalls(j)}}});
 }
 
 TEST_F(ReportPgbench, ImportedPgbenchLogRendersAlone) {
   const auto page = write_report(*dir_, "report-pgbench-log", {imp_db()});
   ASSERT_FALSE(page.empty());
   const auto j = explain_copy(*dir_, {imp_db()});
-  browse(*dir_, {{page, {.charts = {"throughput", "latency"}, .findings = finding_kinds(j)}}});
+  browse({{page,
+           {.charts = {"throughput", "latency"},
+            .findings = finding_kinds(j),
+            .stall_click = has_stalls(j)}}});
 }
 
 TEST_F(ReportPgbench, ImportedPgbenchLogWithItsRecordFileRendersAsAPair) {
   const auto page = write_report(*dir_, "report-pgbench-log-pair", {imp_db(), rec_db()});
   ASSERT_FALSE(page.empty());
   const auto j = explain_copy(*dir_, {imp_db(), rec_db()});
-  browse(*dir_, {{page,
-                  {.charts = {"throughput", "latency", "aas", "host_cpu:" + host_},
-                   .findings = finding_kinds(j)}}});
+  browse({{page,
+           {.charts = {"throughput", "latency", "aas", "host_cpu:" + host_},
+            .findings = finding_kinds(j),
+            .stall_click = has_stalls(j)}}});
 }
 
 // `run` on the client and `record --pg` on the server (here one host),
-// recorded at the same time: the client's view, the database's load and the
-// host charts on one page.
+// recorded at the same time, the run's table locked for a second in its
+// middle: the client's view, the database's load and the host charts on one
+// page, and the stall (in 500 ms windows) zooms the charts when clicked.
 TEST_F(Report, RunWithAConcurrentRecordRendersAsAPair) {
+  test::psql(conninfo_, "CREATE TABLE IF NOT EXISTS report_lock (x int)");
   const auto run_db = dir_.file("pair-run.db"), rec_db = dir_.file("pair-rec.db");
   const pid_t rec =
-      spawn({test::stallscope_bin(), "record", "-o", rec_db, "--pg", conninfo_, "-T", "5"});
+      spawn({test::stallscope_bin(), "record", "-o", rec_db, "--pg", conninfo_, "-T", "6"});
   ASSERT_GT(rec, 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
-  const auto r = test::run_command({test::stallscope_bin(), "run", "-o", run_db, conninfo_, "-c",
-                                    "2", "-T", "3", "-P", "0", "--sql",
-                                    "SELECT count(*) FROM pg_class a, pg_class b"});
+  std::thread locker([this] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    test::psql(conninfo_, "BEGIN; LOCK TABLE report_lock; SELECT pg_sleep(1); COMMIT; SELECT 1");
+  });
+  const auto r =
+      test::run_command({test::stallscope_bin(), "run", "-o", run_db, conninfo_, "-c", "2", "-T",
+                         "4", "-P", "0", "--sql", "SELECT count(*) FROM report_lock, pg_class"});
+  locker.join();
   const bool rec_ok = exited_ok(rec);
   ASSERT_EQ(r.exit_status, 0) << r.err;
   ASSERT_TRUE(rec_ok);
 
-  const auto page = write_report(dir_, "report-run-record-pair", {run_db, rec_db});
+  const auto page =
+      write_report(dir_, "report-run-record-pair", {run_db, rec_db, "--window", "500ms"});
   ASSERT_FALSE(page.empty());
-  const auto j = explain_copy(dir_, {run_db, rec_db});
+  const auto j = explain_copy(dir_, {run_db, rec_db}, {"--window", "500ms"});
   ASSERT_EQ(j["hosts"].size(), 2u) << j.dump();
-  Expect e{.charts = {"throughput", "latency", "aas"}, .findings = finding_kinds(j)};
+  ASSERT_TRUE(has_stalls(j)) << "the lock held for 1 s is a stall";
+  Expect e{.charts = {"throughput", "latency", "aas"},
+           .findings = finding_kinds(j),
+           .stall_click = true};
   for (const auto& c : host_charts(host_)) e.charts.push_back(c);
-  browse(dir_, {{page, e}});
+  browse({{page, e}});
   // Each host's charts, the client's (run.db) and the server's (rec.db),
   // hold data (the two are on one host here: the browser test, which finds
   // charts by id, cannot tell them apart).
@@ -380,9 +404,9 @@ TEST_F(Report, RunWithAConcurrentRecordRendersAsAPair) {
 TEST_F(Report, BaselineComparisonIsStatedOnThePage) {
   const auto one = dir_.file("base-c1.db"), four = dir_.file("base-c4.db");
   for (const auto& [file, clients] : {std::pair{four, "4"}, std::pair{one, "1"}}) {
-    const auto r = test::run_command({test::stallscope_bin(), "run", "-o", file, conninfo_, "-c",
-                                      clients, "-T", "2", "-P", "0", "--sql",
-                                      "SELECT pg_sleep(0.002)"});
+    const auto r =
+        test::run_command({test::stallscope_bin(), "run", "-o", file, conninfo_, "-c", clients,
+                           "-T", "2", "-P", "0", "--sql", "SELECT pg_sleep(0.002)"});
     ASSERT_EQ(r.exit_status, 0) << r.err;
   }
   const auto page = write_report(dir_, "report-baseline", {four, "--baseline", one});
@@ -399,16 +423,16 @@ TEST_F(Report, BaselineComparisonIsStatedOnThePage) {
     for (auto at = expected.find(from); at != std::string::npos; at = expected.find(from, at))
       expected.replace(at, from.size(), to);
   }
-  browse(dir_, {{page,
-                 {.charts = {"throughput", "latency", "aas"},
-                  .findings = finding_kinds(j),
-                  .texts = {expected}}}});
+  browse({{page,
+           {.charts = {"throughput", "latency", "aas"},
+            .findings = finding_kinds(j),
+            .texts = {expected},
+            .stall_click = has_stalls(j)}}});
 }
 
 TEST_F(Report, MissingRunFileIsAOneLineErrorAndNoPage) {
   const auto missing = dir_.file("missing.db"), page = dir_.file("x.html");
-  const auto r =
-      test::run_command({test::stallscope_bin(), "report", missing, "-o", page});
+  const auto r = test::run_command({test::stallscope_bin(), "report", missing, "-o", page});
   EXPECT_EQ(r.exit_status, 2) << r.out << r.err;
   EXPECT_NE(r.err.find(missing), std::string::npos) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
