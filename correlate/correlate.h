@@ -653,11 +653,13 @@ class ServerFileView {
   ServerFileView(const ServerFileView&) = delete;
   ServerFileView& operator=(const ServerFileView&) = delete;
   const std::string& host() const { return host_; }
+  const std::string& kernel() const { return kernel_; }
   int cores() const { return cores_; }
 
  private:
   std::unique_ptr<schema::AttachedServerFile> attached_;
   std::string host_;
+  std::string kernel_;
   int cores_ = 0;
 };
 // Compares `run` (explained from run_path) with `baseline`: both runs'

@@ -189,6 +189,7 @@ ServerFileView::ServerFileView(schema::Store& client, const std::string& server_
       throw_usage(fmt::format("cannot read {}: it holds no samples", server_path));
     }
     host_ = attached_->host();
+    kernel_ = attached_->kernel();
     cores_ = attached_->cores();
   } catch (const schema::SqliteError& e) {
     throw_usage(fmt::format("cannot read {}: not a stallscope file ({})", server_path, e.what()));

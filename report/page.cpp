@@ -116,19 +116,16 @@ nlohmann::json Page::data() const {
   }
   for (const char* t : {"wait_events", "sql"})
     if (!tables.contains(t)) tables[t] = nlohmann::json::array();
+  // The hosts whose samples were read; without any (an imported log alone),
+  // the run's own host.
   nlohmann::json hosts = nlohmann::json::array();
-  if (report_.hosts.empty()) {
+  for (const auto& h : hosts_)
+    hosts.push_back({{"role", h.role}, {"host", h.name}, {"kernel", h.kernel}, {"cores", h.cores}});
+  if (hosts.empty()) {
     hosts.push_back({{"role", ""},
                      {"host", report_.run.host},
                      {"kernel", report_.run.kernel},
                      {"cores", report_.run.cores}});
-  } else {
-    for (const auto& h : report_.hosts)
-      hosts.push_back({{"role", h.role},
-                       {"host", h.host},
-                       {"cores", h.cores},
-                       {"kernel", h.role == "client" ? nlohmann::json(report_.run.kernel)
-                                                     : nlohmann::json(nullptr)}});
   }
   return {{"title", options_.title},
           {"generated_by", "stallscope " STALLSCOPE_VERSION},

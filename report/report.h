@@ -102,12 +102,22 @@ class Page {
   // the time accounting counts them per window (correlate::Window::accounting);
   // nothing for a file without an accounting.
   void add_query_path();
+  // A host whose samples add_host reads: in a client + server pair its role
+  // ("client" or "server") tells the charts apart — the two may be one
+  // machine with one name; "" for a single file.
+  struct Host {
+    std::string role;
+    std::string name;  // uname nodename
+    std::string kernel;
+    int cores = 0;
+  };
   // A host's CPU by mode, runnable and D-state tasks, pressure stall
   // information, and CPU by process name (the busiest six, the rest as
   // "other"), from the store's samples — the client's file, or a server file
   // seen through correlate::ServerFileView; and its processes ranked by CPU
-  // and by off-CPU time (run-queue delay + D state). `host` labels the charts.
-  void add_host(schema::Store& store, const std::string& host, int cores);
+  // and by off-CPU time (run-queue delay + D state). Its charts' ids end in
+  // ":<role>" in a pair, ":<name>" alone; it is listed in the run facts.
+  void add_host(schema::Store& store, const Host& host);
   // Database load as average active sessions by wait class (active sessions
   // per ASH poll, in bins with at least one poll), with a line at `cores`;
   // the top wait events and the top SQL by ASH samples.
@@ -121,7 +131,8 @@ class Page {
   nlohmann::json data() const;
 
  private:
-  void add_processes(schema::Store& store, const std::string& host, int cores);
+  void add_processes(schema::Store& store, const Host& host, const std::string& key,
+                     const std::string& on);
   // An aggregate pgbench log (import-pgbench of --aggregate-interval logs):
   // throughput and mean latency per interval.
   void add_aggregate_intervals(schema::Store& store);
@@ -133,7 +144,7 @@ class Page {
   std::vector<Chart> charts_;
   nlohmann::json tables_ = nlohmann::json::object();
   nlohmann::json baseline_ = nullptr;
-  std::vector<nlohmann::json> hosts_;
+  std::vector<Host> hosts_;
 };
 
 // How two runs' accounting differs, in sentences: the tps change, the

@@ -248,7 +248,8 @@ void Page::add_query_path() {
   keep(charts_, std::move(c));
 }
 
-void Page::add_host(schema::Store& store, const std::string& host, int cores) {
+void Page::add_host(schema::Store& store, const Host& host) {
+  const int cores = host.cores;
   const int n = grid_.bins;
   const auto from_ns = grid_.start_ns;
   const auto to_ns = grid_.start_ns + static_cast<std::int64_t>(n) * grid_.bin_ns;
@@ -289,16 +290,19 @@ void Page::add_host(schema::Store& store, const std::string& host, int cores) {
       x.mem_full += t.psi_memory_full_us.value_or(0);
     }
   }
-  const std::string on = hosts_.empty() && report_.hosts.empty() ? "" : " — " + host;
+  // Chart ids and titles: by role in a pair (client and server may be one
+  // machine), else by host name.
+  const std::string key = host.role.empty() ? host.name : host.role;
+  const std::string on = host.role.empty() ? "" : fmt::format(" — {} ({})", host.role, host.name);
   Chart cpu{
-      .id = "host_cpu:" + host, .title = "Host CPU" + on, .unit = "% of all CPUs", .stacked = true};
+      .id = "host_cpu:" + key, .title = "Host CPU" + on, .unit = "% of all CPUs", .stacked = true};
   const char* modes[] = {"user", "system", "iowait", "irq+softirq", "steal", "idle"};
   for (const char* m : modes) cpu.series.push_back(series(m, n));
-  Chart tasks{.id = "tasks:" + host, .title = "Runnable and D-state tasks" + on, .unit = "tasks"};
+  Chart tasks{.id = "tasks:" + key, .title = "Runnable and D-state tasks" + on, .unit = "tasks"};
   auto run_mean = series("runnable", n), run_max = series("runnable (max)", n),
        d_mean = series("D state", n), d_max = series("D state (max)", n);
   Chart psi{
-      .id = "psi:" + host, .title = "Pressure stall information" + on, .unit = "% of time stalled"};
+      .id = "psi:" + key, .title = "Pressure stall information" + on, .unit = "% of time stalled"};
   auto cpu_some = series("cpu some", n), io_some = series("io some", n),
        io_full = series("io full", n), mem_some = series("memory some", n),
        mem_full = series("memory full", n);
@@ -345,11 +349,13 @@ void Page::add_host(schema::Store& store, const std::string& host, int cores) {
     psi.note = "/proc/pressure: share of time some (or all) runnable tasks were stalled";
     keep(charts_, std::move(psi));
   }
-  add_processes(store, host, cores);
-  hosts_.push_back({{"host", host}, {"cores", cores}});
+  add_processes(store, host, key, on);
+  hosts_.push_back(host);
 }
 
-void Page::add_processes(schema::Store& store, const std::string& host, int cores) {
+void Page::add_processes(schema::Store& store, const Host& host, const std::string& key,
+                         const std::string& on) {
+  const int cores = host.cores;
   const int n = grid_.bins;
   const auto from_ns = grid_.start_ns;
   const auto to_ns = grid_.start_ns + static_cast<std::int64_t>(n) * grid_.bin_ns;
@@ -406,8 +412,7 @@ void Page::add_processes(schema::Store& store, const std::string& host, int core
   std::sort(names.begin(), names.end(),
             [](const auto& a, const auto& b) { return a.second > b.second; });
   const auto bin_ns_d = static_cast<double>(grid_.bin_ns);
-  const std::string on = hosts_.empty() && report_.hosts.empty() ? "" : " — " + host;
-  Chart proc{.id = "process_cpu:" + host, .title = "CPU by process name" + on, .unit = "cores"};
+  Chart proc{.id = "process_cpu:" + key, .title = "CPU by process name" + on, .unit = "cores"};
   std::vector<double> other(n);
   bool any_other = false;
   for (std::size_t k = 0; k < names.size(); ++k) {
@@ -459,7 +464,7 @@ void Page::add_processes(schema::Store& store, const std::string& host, int core
     for (const auto& [w, ns] : t.wchan_ns)
       if (ns > best) best = ns, top_wchan = w;
     rows_json.push_back(
-        {{"host", host},
+        {{"host", host.role.empty() ? host.name : fmt::format("{} ({})", host.role, host.name)},
          {"pid", at == by_id.end() ? 0 : identities[at->second].pid},
          {"comm", at == by_id.end() ? "" : identities[at->second].comm},
          {"cmdline", at == by_id.end() ? "" : identities[at->second].cmdline},

@@ -94,6 +94,11 @@ std::string AttachedServerFile::host() {
       [&] { return store_.db().execAndGet("SELECT host FROM srv.run").getString(); });
 }
 
+std::string AttachedServerFile::kernel() {
+  return detail::sqlite_call(
+      [&] { return store_.db().execAndGet("SELECT kernel FROM srv.run").getString(); });
+}
+
 int AttachedServerFile::cores() {
   return detail::sqlite_call([&] {
     return static_cast<int>(store_.db().execAndGet("SELECT cores FROM srv.run").getInt64());

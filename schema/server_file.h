@@ -64,6 +64,7 @@ class AttachedServerFile {
   // srv.run's host and cores. Throw schema::SqliteError when srv has no run
   // table.
   std::string host();
+  std::string kernel();
   int cores();
   // Shadows each server table explain reads (those srv has) by a temporary
   // view of it, its wall-clock columns shifted by `shift`.

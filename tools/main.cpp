@@ -358,13 +358,11 @@ void add_report_command(CLI::App& app, ReportCli& r) {
   cmd->add_option("run.db", o.paths,
                   "Run file (run, record or import-pgbench), optionally followed by the server "
                   "host's 'stallscope record' file")
-      ->required()
-      ->check(CLI::ExistingFile);
+      ->required();
   cmd->add_option("-o,--output", o.output_path, "HTML file to write ('-': standard output)")
       ->required();
   cmd->add_option("--baseline", o.baseline_path,
-                  "A run file of the same workload to compare with, side by side")
-      ->check(CLI::ExistingFile);
+                  "A run file of the same workload to compare with, side by side");
   cmd->add_option("--window", r.window_text,
                   "explain's window length, for stalls, e.g. 1s, 500ms (default 1s)");
   cmd->add_option("--path-process", o.path_processes,

@@ -99,15 +99,22 @@ int report_command(const ReportCommandOptions& o) {
   page.set_command_line(schema::run_command_line(store).value_or(""));
   page.add_queries(store);
   page.add_query_path();
+  const report::Page::Host run_host{.role = server_path ? "client" : "",
+                                    .name = report.run.host,
+                                    .kernel = report.run.kernel,
+                                    .cores = report.run.cores};
   if (!server_path) {
-    page.add_host(store, report.run.host, report.run.cores);
+    page.add_host(store, run_host);
     page.add_database(store, report.run.cores);
   } else {
     // The client's host from its own file (an imported pgbench log has no
     // samples: nothing), then the server's through its shifted views.
-    page.add_host(store, report.run.host, report.run.cores);
+    page.add_host(store, run_host);
     correlate::ServerFileView server(store, *server_path);
-    page.add_host(store, server.host(), server.cores());
+    page.add_host(store, {.role = "server",
+                          .name = server.host(),
+                          .kernel = server.kernel(),
+                          .cores = server.cores()});
     page.add_database(store, server.cores());
   }
   if (baseline) page.set_baseline(*baseline, *report.comparison, file_name(*baseline_path));

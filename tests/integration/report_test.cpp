@@ -269,7 +269,7 @@ TEST_F(Report, RunBesideAHostileProcessShowsItsNameAndSqlAsText) {
   EXPECT_EQ(html.find("<script>alert"), std::string::npos);
 
   const auto j = explain_copy(dir_, {run_db});
-  Expect e{.charts = {"throughput", "latency", "aas"},
+  Expect e{.charts = {"throughput", "latency", "aas", "query_path_cpu"},
            .findings = finding_kinds(j),
            .texts = {comm, hostile_name, "</script><script>alert(1)</script>"},
            .stall_click = has_stalls(j)};
@@ -352,7 +352,7 @@ TEST_F(ReportPgbench, ImportedPgbenchLogWithItsRecordFileRendersAsAPair) {
   ASSERT_FALSE(page.empty());
   const auto j = explain_copy(*dir_, {imp_db(), rec_db()});
   browse({{page,
-           {.charts = {"throughput", "latency", "aas", "host_cpu:" + host_},
+           {.charts = {"throughput", "latency", "aas", "host_cpu:server"},
             .findings = finding_kinds(j),
             .stall_click = has_stalls(j)}}});
 }
@@ -389,11 +389,11 @@ TEST_F(Report, RunWithAConcurrentRecordRendersAsAPair) {
   Expect e{.charts = {"throughput", "latency", "aas"},
            .findings = finding_kinds(j),
            .stall_click = true};
-  for (const auto& c : host_charts(host_)) e.charts.push_back(c);
+  // Each host's charts, the client's (run.db) and the server's (rec.db), by
+  // role: the two are one host here.
+  for (const char* role : {"client", "server"})
+    for (const auto& c : host_charts(role)) e.charts.push_back(c);
   browse({{page, e}});
-  // Each host's charts, the client's (run.db) and the server's (rec.db),
-  // hold data (the two are on one host here: the browser test, which finds
-  // charts by id, cannot tell them apart).
   const auto data = page_data(page);
   for (const char* prefix : {"host_cpu:", "tasks:", "process_cpu:"})
     EXPECT_EQ(charts_with_data(data, prefix), 2) << prefix;

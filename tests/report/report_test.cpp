@@ -84,7 +84,7 @@ TEST(ReportPage, HostDatabaseAndProcessTimelinesOfARecordFile) {
   const auto r = correlate::explain(f.store, {});
   Page page(r, {.title = "rec.db", .run_path = "rec.db"});
   page.add_queries(f.store);
-  page.add_host(f.store, r.run.host, r.run.cores);
+  page.add_host(f.store, {.name = r.run.host, .kernel = r.run.kernel, .cores = r.run.cores});
   page.add_database(f.store, r.run.cores);
   const auto data = page.data();
 
@@ -154,7 +154,7 @@ TEST(ReportPage, UntrustedTextCannotLeaveTheDataScript) {
   auto f = record_case();
   const auto r = correlate::explain(f.store, {});
   Page page(r, {.title = std::string(kHostileSql) + "\xe2\x80\xa8<!--", .run_path = "rec.db"});
-  page.add_host(f.store, r.run.host, r.run.cores);
+  page.add_host(f.store, {.name = r.run.host, .kernel = r.run.kernel, .cores = r.run.cores});
   page.add_database(f.store, r.run.cores);
   const auto data = page.data();
   std::ostringstream out;
