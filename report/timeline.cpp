@@ -133,15 +133,17 @@ void Page::add_queries(schema::Store& store) {
   auto lag_mean = series("mean", n), lag_max = series("max", n);
   bool any_error = false, any_lag = false;
   // Throughput over the part of each bin inside the queries' span (the
-  // first and last bins are partly outside it); a bin wholly outside is a
+  // first and last bins are partly outside it); a bin mostly outside is a
   // gap, one inside with no answer a full stop: 0 queries/s.
   const auto q_from = report_.run.query_start_ns.value_or(grid_.start_ns);
   const auto q_to = report_.run.query_end_ns.value_or(grid_.start_ns + n * grid_.bin_ns);
   for (int i = 0; i < n; ++i) {
     const auto bin_start = grid_.start_ns + i * grid_.bin_ns;
     const auto inside_ns = std::min(q_to, bin_start + grid_.bin_ns) - std::max(q_from, bin_start);
-    if (inside_ns <= 0) continue;
-    const auto inside_s = std::max(seconds(inside_ns), bin_s / 10);
+    // A sliver of a bin (the span's first or last few ms) gives no rate worth
+    // drawing: too few answers over too short a time.
+    if (inside_ns * 2 < grid_.bin_ns) continue;
+    const auto inside_s = seconds(inside_ns);
     ok.values[i] = detail::round_sig(static_cast<double>(answered[i]) / inside_s);
     if (failed[i] > 0) any_error = true;
     err.values[i] = detail::round_sig(static_cast<double>(failed[i]) / inside_s);
