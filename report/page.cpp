@@ -127,23 +127,28 @@ nlohmann::json Page::data() const {
                      {"kernel", report_.run.kernel},
                      {"cores", report_.run.cores}});
   }
-  return {{"title", options_.title},
-          {"generated_by", "stallscope " STALLSCOPE_VERSION},
-          {"files",
-           {{"run", options_.run_path},
-            {"server", options_.server_path ? nlohmann::json(*options_.server_path)
-                                            : nlohmann::json(nullptr)},
-            {"baseline", options_.baseline_path ? nlohmann::json(*options_.baseline_path)
-                                                : nlohmann::json(nullptr)}}},
-          {"facts", {{"command_line", command_line_}, {"hosts", std::move(hosts)}}},
-          {"report", std::move(report)},
-          {"timeline",
-           {{"start_ns", grid_.start_ns},
-            {"bin_ns", grid_.bin_ns},
-            {"bins", grid_.bins},
-            {"charts", std::move(charts)}}},
-          {"tables", std::move(tables)},
-          {"baseline", baseline_}};
+  return {
+      {"title", options_.title},
+      {"generated_by", "stallscope " STALLSCOPE_VERSION},
+      {"files",
+       {{"run", options_.run_path},
+        {"server",
+         options_.server_path ? nlohmann::json(*options_.server_path) : nlohmann::json(nullptr)},
+        {"baseline", options_.baseline_path ? nlohmann::json(*options_.baseline_path)
+                                            : nlohmann::json(nullptr)}}},
+      {"facts", {{"command_line", command_line_}, {"hosts", std::move(hosts)}}},
+      {"report", std::move(report)},
+      {"timeline",
+       {{"start_ns", grid_.start_ns()},
+        {"end_ns", grid_.end_ns()},
+        {"bin_ns", grid_.bin_ns},
+        {"fine_bin_ns", grid_.fine_bin_ns},
+        {"bins", grid_.bins()},
+        // Every bin's edges when some are shorter (around stalls).
+        {"edges_ns", grid_.fine_bin_ns ? nlohmann::json(grid_.edges_ns) : nlohmann::json(nullptr)},
+        {"charts", std::move(charts)}}},
+      {"tables", std::move(tables)},
+      {"baseline", baseline_}};
 }
 
 std::vector<std::string> differences(const correlate::Report& run,

@@ -24,6 +24,7 @@
 // Readers throw schema::SqliteError on read failures.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <ostream>
@@ -38,24 +39,33 @@
 
 namespace stallscope::report {
 
-// The time bins every chart shares: bin i covers [start_ns + i·bin_ns,
-// start_ns + (i+1)·bin_ns), wall clock.
+// The time bins every chart shares: bin i covers [edges_ns[i], edges_ns[i+1]),
+// wall clock. Overview bins are bin_ns long; around the stalls (Grid::
+// kDetailStalls at most) they are one sample period long (fine_bin_ns), so
+// that a stall zoomed into shows its own detail, not two overview points.
 struct Grid {
-  std::int64_t start_ns = 0;
-  std::int64_t bin_ns = 1;
-  int bins = 0;
+  // Stalls given fine bins, and fine bins per stall at most.
+  static constexpr int kDetailStalls = 10;
+  static constexpr int kDetailBinsPerStall = 300;
+  std::vector<std::int64_t> edges_ns;  // bins() + 1 of them, increasing
+  std::int64_t bin_ns = 1;             // the overview bins' length
+  std::int64_t fine_bin_ns = 0;        // the bins around stalls; 0: none (every bin is bin_ns)
+  int bins() const { return edges_ns.empty() ? 0 : static_cast<int>(edges_ns.size()) - 1; }
+  std::int64_t start_ns() const { return edges_ns.empty() ? 0 : edges_ns.front(); }
+  std::int64_t end_ns() const { return edges_ns.empty() ? 0 : edges_ns.back(); }
+  std::int64_t bin_start_ns(int i) const { return edges_ns[static_cast<std::size_t>(i)]; }
+  std::int64_t bin_end_ns(int i) const { return edges_ns[static_cast<std::size_t>(i) + 1]; }
+  std::int64_t width_ns(int i) const { return bin_end_ns(i) - bin_start_ns(i); }
   // The bin of a time; nullopt outside the grid.
-  std::optional<int> bin_of(std::int64_t t_ns) const {
-    if (t_ns < start_ns) return std::nullopt;
-    const auto i = (t_ns - start_ns) / bin_ns;
-    if (i >= bins) return std::nullopt;
-    return static_cast<int>(i);
-  }
+  std::optional<int> bin_of(std::int64_t t_ns) const;
 };
 
 // The grid over a report's analysed span (its windows; without windows the
-// run's start to end): bins no shorter than one sample period (1 ÷ run.hz;
-// 100 ms without sampling), at most max_bins of them.
+// run's start to end): overview bins no shorter than one sample period
+// (1 ÷ run.hz; 100 ms without sampling), at most max_bins of them; where
+// they are longer than two sample periods, the first kDetailStalls stalls
+// and their surroundings (3 overview bins and the stall's length each side)
+// get bins of one sample period (at most kDetailBinsPerStall a stall).
 Grid grid_for(const correlate::Report& report, int max_bins);
 
 struct Options {

@@ -56,17 +56,25 @@ void spread(const Grid& g, std::int64_t end_ns, std::int64_t span_ns, double amo
     return;
   }
   const auto from_ns = end_ns - span_ns;
-  const auto first = std::max<std::int64_t>(0, (from_ns - g.start_ns) / g.bin_ns);
-  for (auto i = first; i < g.bins; ++i) {
-    const auto bin_start = g.start_ns + i * g.bin_ns;
+  const auto first = g.bin_of(std::max(from_ns, g.start_ns()));
+  if (!first) return;
+  for (int i = *first; i < g.bins(); ++i) {
+    const auto bin_start = g.bin_start_ns(i);
     if (bin_start >= end_ns) break;
-    const auto overlap = std::min(end_ns, bin_start + g.bin_ns) - std::max(from_ns, bin_start);
+    const auto overlap = std::min(end_ns, g.bin_end_ns(i)) - std::max(from_ns, bin_start);
     if (overlap > 0)
       bins[i] += amount * static_cast<double>(overlap) / static_cast<double>(span_ns);
   }
 }
 
 }  // namespace
+
+std::optional<int> Grid::bin_of(std::int64_t t_ns) const {
+  if (edges_ns.size() < 2 || t_ns < edges_ns.front() || t_ns >= edges_ns.back())
+    return std::nullopt;
+  const auto at = std::upper_bound(edges_ns.begin(), edges_ns.end(), t_ns);
+  return static_cast<int>(at - edges_ns.begin()) - 1;
+}
 
 Grid grid_for(const correlate::Report& report, int max_bins) {
   std::int64_t from_ns = report.run.start_ns;
@@ -82,15 +90,53 @@ Grid grid_for(const correlate::Report& report, int max_bins) {
           : 100 * common::kNsPerMs;
   const std::int64_t per_bin_ns = (span_ns + max_bins - 1) / std::max(max_bins, 1);
   Grid g;
-  g.start_ns = from_ns;
   g.bin_ns = std::max(period_ns, per_bin_ns);
-  g.bins = static_cast<int>((span_ns + g.bin_ns - 1) / g.bin_ns);
+  const auto coarse_bins = (span_ns + g.bin_ns - 1) / g.bin_ns;
+  for (std::int64_t i = 0; i <= coarse_bins; ++i) g.edges_ns.push_back(from_ns + i * g.bin_ns);
+  if (g.bin_ns <= 2 * period_ns || report.stalls.empty()) return g;
+
+  // Regions of fine bins around the stalls, on overview edges, merged.
+  std::vector<std::pair<std::int64_t, std::int64_t>> regions;
+  const auto snap_down = [&](std::int64_t t) {
+    return from_ns + std::clamp<std::int64_t>((t - from_ns) / g.bin_ns, 0, coarse_bins) * g.bin_ns;
+  };
+  const auto snap_up = [&](std::int64_t t) {
+    return from_ns +
+           std::clamp<std::int64_t>((t - from_ns + g.bin_ns - 1) / g.bin_ns, 0, coarse_bins) *
+               g.bin_ns;
+  };
+  for (std::size_t k = 0; k < report.stalls.size() && k < std::size_t{Grid::kDetailStalls}; ++k) {
+    const auto& s = report.stalls[k];
+    const auto pad_ns = 3 * g.bin_ns + (s.end_ns - s.start_ns);
+    const auto a = snap_down(s.start_ns - pad_ns), b = snap_up(s.end_ns + pad_ns);
+    if (b <= a) continue;
+    if (!regions.empty() && a <= regions.back().second) {
+      regions.back().second = std::max(regions.back().second, b);
+    } else {
+      regions.emplace_back(a, b);
+    }
+  }
+  std::vector<std::int64_t> edges;
+  std::size_t r = 0;
+  for (const auto e : g.edges_ns) {
+    while (r < regions.size() && e > regions[r].second) ++r;
+    const bool inside = r < regions.size() && e > regions[r].first && e < regions[r].second;
+    if (!inside) edges.push_back(e);
+  }
+  for (const auto& [a, b] : regions) {
+    const auto fine_ns =
+        std::max(period_ns, (b - a + Grid::kDetailBinsPerStall - 1) / Grid::kDetailBinsPerStall);
+    g.fine_bin_ns = g.fine_bin_ns ? std::min(g.fine_bin_ns, fine_ns) : fine_ns;
+    for (auto t = a + fine_ns; t < b; t += fine_ns) edges.push_back(t);
+  }
+  std::sort(edges.begin(), edges.end());
+  edges.erase(std::unique(edges.begin(), edges.end()), edges.end());
+  g.edges_ns = std::move(edges);
   return g;
 }
 
 void Page::add_queries(schema::Store& store) {
-  const int n = grid_.bins;
-  const auto bin_s = seconds(grid_.bin_ns);
+  const int n = grid_.bins();
   std::vector<std::int64_t> answered(n), failed(n), lag_count(n), lag_sum_ns(n), lag_max_ns(n);
   std::vector<std::optional<common::LatencyHistogram>> latency(n);
   const auto until_ns =
@@ -135,14 +181,14 @@ void Page::add_queries(schema::Store& store) {
   // Throughput over the part of each bin inside the queries' span (the
   // first and last bins are partly outside it); a bin mostly outside is a
   // gap, one inside with no answer a full stop: 0 queries/s.
-  const auto q_from = report_.run.query_start_ns.value_or(grid_.start_ns);
-  const auto q_to = report_.run.query_end_ns.value_or(grid_.start_ns + n * grid_.bin_ns);
+  const auto q_from = report_.run.query_start_ns.value_or(grid_.start_ns());
+  const auto q_to = report_.run.query_end_ns.value_or(grid_.end_ns());
   for (int i = 0; i < n; ++i) {
-    const auto bin_start = grid_.start_ns + i * grid_.bin_ns;
-    const auto inside_ns = std::min(q_to, bin_start + grid_.bin_ns) - std::max(q_from, bin_start);
+    const auto bin_start = grid_.bin_start_ns(i);
+    const auto inside_ns = std::min(q_to, grid_.bin_end_ns(i)) - std::max(q_from, bin_start);
     // A sliver of a bin (the span's first or last few ms) gives no rate worth
     // drawing: too few answers over too short a time.
-    if (inside_ns * 2 < grid_.bin_ns) continue;
+    if (inside_ns * 2 < grid_.width_ns(i)) continue;
     const auto inside_s = seconds(inside_ns);
     ok.values[i] = detail::round_sig(static_cast<double>(answered[i]) / inside_s);
     if (failed[i] > 0) any_error = true;
@@ -160,7 +206,7 @@ void Page::add_queries(schema::Store& store) {
   }
   tput.series.push_back(std::move(ok));
   if (any_error) tput.series.push_back(std::move(err));
-  tput.note = fmt::format("queries answered per second, in {:.3g} s bins", bin_s);
+  tput.note = "queries answered per second in each bin";
   keep(charts_, std::move(tput));
   lat.series = {std::move(p50), std::move(p99), std::move(max)};
   lat.note = with_lag ? "scheduled start → answered, as pgbench -R counts it (the schedule lag, "
@@ -176,7 +222,7 @@ void Page::add_queries(schema::Store& store) {
 
 void Page::add_aggregate_intervals(schema::Store& store) {
   if (!report_.pgbench_aggregate) return;
-  const int n = grid_.bins;
+  const int n = grid_.bins();
   const auto interval_ns = std::max<std::int64_t>(report_.pgbench_aggregate->interval_ns, 1);
   std::vector<double> transactions(n), failures(n), latency_ns(n);
   for (const auto& row : schema::pgbench_aggregate_intervals(store)) {
@@ -185,13 +231,13 @@ void Page::add_aggregate_intervals(schema::Store& store) {
     spread(grid_, end_ns, interval_ns, static_cast<double>(row.failures), failures);
     spread(grid_, end_ns, interval_ns, static_cast<double>(row.latency_sum_ns), latency_ns);
   }
-  const auto bin_s = seconds(grid_.bin_ns);
   Chart tput{.id = "throughput", .title = "Throughput", .unit = "transactions/s"};
   Chart lat{.id = "latency", .title = "Latency", .unit = "ms", .y_log = true};
   auto ok = series("transactions", n), err = series("failed", n), mean = series("mean", n);
   bool any_failure = false;
   for (int i = 0; i < n; ++i) {
     if (transactions[i] <= 0 && failures[i] <= 0) continue;
+    const auto bin_s = seconds(grid_.width_ns(i));
     ok.values[i] = detail::round_sig(transactions[i] / bin_s);
     err.values[i] = detail::round_sig(failures[i] / bin_s);
     any_failure = any_failure || failures[i] > 0;
@@ -210,7 +256,7 @@ void Page::add_aggregate_intervals(schema::Store& store) {
 }
 
 void Page::add_query_path() {
-  const int n = grid_.bins;
+  const int n = grid_.bins();
   std::vector<double> driver(n), backends(n), run_queue(n);
   std::map<std::string, std::vector<double>, std::less<>> path;
   bool any = false;
@@ -230,11 +276,11 @@ void Page::add_query_path() {
     }
   }
   if (!any) return;
-  const auto bin_ns_d = static_cast<double>(grid_.bin_ns);
+  const auto bin_ns_d = [&](int i) { return static_cast<double>(grid_.width_ns(i)); };
   Chart c{.id = "query_path_cpu", .title = "Query path CPU", .unit = "cores"};
   const auto add = [&](std::string label, const std::vector<double>& ns) {
     auto s = series(std::move(label), n);
-    for (int i = 0; i < n; ++i) s.values[i] = detail::round_sig(ns[i] / bin_ns_d);
+    for (int i = 0; i < n; ++i) s.values[i] = detail::round_sig(ns[i] / bin_ns_d(i));
     if (std::any_of(ns.begin(), ns.end(), [](double v) { return v > 0; }))
       c.series.push_back(std::move(s));
   };
@@ -252,9 +298,9 @@ void Page::add_query_path() {
 
 void Page::add_host(schema::Store& store, const Host& host) {
   const int cores = host.cores;
-  const int n = grid_.bins;
-  const auto from_ns = grid_.start_ns;
-  const auto to_ns = grid_.start_ns + static_cast<std::int64_t>(n) * grid_.bin_ns;
+  const int n = grid_.bins();
+  const auto from_ns = grid_.start_ns();
+  const auto to_ns = grid_.end_ns();
   struct Bin {
     std::int64_t user = 0, system = 0, iowait = 0, irq = 0, steal = 0, idle = 0;
     std::int64_t ticks = 0, running_sum = 0, d_sum = 0;
@@ -358,9 +404,9 @@ void Page::add_host(schema::Store& store, const Host& host) {
 void Page::add_processes(schema::Store& store, const Host& host, const std::string& key,
                          const std::string& on) {
   const int cores = host.cores;
-  const int n = grid_.bins;
-  const auto from_ns = grid_.start_ns;
-  const auto to_ns = grid_.start_ns + static_cast<std::int64_t>(n) * grid_.bin_ns;
+  const int n = grid_.bins();
+  const auto from_ns = grid_.start_ns();
+  const auto to_ns = grid_.end_ns();
   const auto ids = schema::sample_ids_in(store, from_ns - 1, to_ns - 1);
   if (!ids) return;
   std::unordered_map<std::int64_t, std::int64_t> sample_time_ns;
@@ -413,7 +459,7 @@ void Page::add_processes(schema::Store& store, const Host& host, const std::stri
                                                           comm_total_ns.end());
   std::sort(names.begin(), names.end(),
             [](const auto& a, const auto& b) { return a.second > b.second; });
-  const auto bin_ns_d = static_cast<double>(grid_.bin_ns);
+  const auto bin_ns_d = [&](int i) { return static_cast<double>(grid_.width_ns(i)); };
   Chart proc{.id = "process_cpu:" + key, .title = "CPU by process name" + on, .unit = "cores"};
   std::vector<double> other(n);
   bool any_other = false;
@@ -425,12 +471,12 @@ void Page::add_processes(schema::Store& store, const Host& host, const std::stri
       continue;
     }
     auto s = series(names[k].first, n);
-    for (int i = 0; i < n; ++i) s.values[i] = detail::round_sig(per_bin[i] / bin_ns_d);
+    for (int i = 0; i < n; ++i) s.values[i] = detail::round_sig(per_bin[i] / bin_ns_d(i));
     proc.series.push_back(std::move(s));
   }
   if (any_other) {
     auto s = series("other", n);
-    for (int i = 0; i < n; ++i) s.values[i] = detail::round_sig(other[i] / bin_ns_d);
+    for (int i = 0; i < n; ++i) s.values[i] = detail::round_sig(other[i] / bin_ns_d(i));
     proc.series.push_back(std::move(s));
   }
   proc.lines.emplace_back("cores", cores);
@@ -440,7 +486,7 @@ void Page::add_processes(schema::Store& store, const Host& host, const std::stri
   keep(charts_, std::move(proc));
 
   // The processes ranked by CPU and by off-CPU time.
-  const auto span_s = seconds(static_cast<std::int64_t>(n) * grid_.bin_ns);
+  const auto span_s = seconds(grid_.end_ns() - grid_.start_ns());
   std::vector<std::pair<std::int64_t, const Totals*>> ranked;
   for (const auto& [id, t] : totals) ranked.emplace_back(id, &t);
   auto top = [&](auto key) {
@@ -480,9 +526,9 @@ void Page::add_processes(schema::Store& store, const Host& host, const std::stri
 }
 
 void Page::add_database(schema::Store& store, int cores) {
-  const int n = grid_.bins;
-  const auto from_ns = grid_.start_ns;
-  const auto to_ns = grid_.start_ns + static_cast<std::int64_t>(n) * grid_.bin_ns;
+  const int n = grid_.bins();
+  const auto from_ns = grid_.start_ns();
+  const auto to_ns = grid_.end_ns();
   std::vector<std::int64_t> polls(n);
   std::int64_t total_polls = 0;
   {

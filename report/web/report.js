@@ -439,7 +439,7 @@
   }
   function resetZoom() {
     const tl = data.timeline;
-    setAllX(tl.start_ns / 1e9, (tl.start_ns + tl.bins * tl.bin_ns) / 1e9);
+    setAllX(tlStart(tl) / 1e9, tlEnd(tl) / 1e9);
     if (stallPanel) stallPanel.hidden = true;
     document.querySelectorAll('tr.stall-row.selected').forEach((tr) => tr.classList.remove('selected'));
   }
@@ -475,11 +475,19 @@
     };
   }
 
+  // The timeline's extent; bins are uniform (start_ns + i * bin_ns) unless
+  // edges_ns lists every bin's edges (shorter bins around stalls).
+  function hasEdges(tl) { return Array.isArray(tl.edges_ns) && tl.edges_ns.length === tl.bins + 1; }
+  function tlStart(tl) { return hasEdges(tl) ? tl.edges_ns[0] : tl.start_ns; }
+  function tlEnd(tl) { return hasEdges(tl) ? tl.edges_ns[tl.bins] : tl.start_ns + tl.bins * tl.bin_ns; }
   // Build uPlot data and series from a chart spec.
   function buildChart(spec, tl) {
     const n = tl.bins;
     const xs = new Array(n);
-    for (let i = 0; i < n; i++) xs[i] = (tl.start_ns + (i + 0.5) * tl.bin_ns) / 1e9;
+    const edges = hasEdges(tl) ? tl.edges_ns : null;
+    for (let i = 0; i < n; i++) {
+      xs[i] = (edges ? (edges[i] + edges[i + 1]) / 2 : tl.start_ns + (i + 0.5) * tl.bin_ns) / 1e9;
+    }
     const log = !!spec.y_log;
     const series = Array.isArray(spec.series) ? spec.series : [];
     const raw = series.map((s) => {
@@ -552,8 +560,9 @@
       app.appendChild(s);
       return;
     }
-    const binTxt = fmtDurNs(tl.bin_ns);
-    s.appendChild(el('p', {class: 'sub', text: 'One time axis (UTC) for all charts, ' + binTxt + ' bins. Drag across a chart to zoom all of them; double-click to reset. Stalls are shaded red; click inside one to select it.'}));
+    const binTxt = fmtDurNs(tl.bin_ns) + ' bins' +
+      (hasEdges(tl) && tl.fine_bin_ns ? ' (' + fmtDurNs(tl.fine_bin_ns) + ' around the stalls, to zoom into)' : '');
+    s.appendChild(el('p', {class: 'sub', text: 'One time axis (UTC) for all charts, ' + binTxt + '. Drag across a chart to zoom all of them; double-click to reset. Stalls are shaded red; click inside one to select it.'}));
     const bar = el('div', {class: 'chart-toolbar'});
     const btn = el('button', {type: 'button', class: 'reset', text: 'reset zoom'});
     btn.addEventListener('click', resetZoom);
@@ -565,7 +574,7 @@
     app.appendChild(s);
 
     const width = chartWidth(s);
-    const xMin = tl.start_ns / 1e9, xMax = (tl.start_ns + tl.bins * tl.bin_ns) / 1e9;
+    const xMin = tlStart(tl) / 1e9, xMax = tlEnd(tl) / 1e9;
     for (const spec of tl.charts) {
       guard('chart ' + (spec && spec.id), () => {
         const box = el('div', {class: 'chart', 'data-chart-id': spec.id});

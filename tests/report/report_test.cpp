@@ -280,14 +280,40 @@ TEST(ReportGrid, AtMostMaxBinsAndNoShorterThanASamplePeriod) {
   r.run.end_ns = kRecordT0 + 3600 * kS;
   auto g = grid_for(r, 1000);
   EXPECT_EQ(g.bin_ns, 3600 * kMs);
-  EXPECT_EQ(g.bins, 1000);
+  EXPECT_EQ(g.bins(), 1000);
   r.run.end_ns = kRecordT0 + 20 * kS;
   g = grid_for(r, 1000);
   EXPECT_EQ(g.bin_ns, 100 * kMs);
-  EXPECT_EQ(g.bins, 200);
+  EXPECT_EQ(g.bins(), 200);
   EXPECT_EQ(g.bin_of(kRecordT0 + 150 * kMs), 1);
   EXPECT_EQ(g.bin_of(kRecordT0 + 20 * kS), std::nullopt);
   EXPECT_EQ(g.bin_of(kRecordT0 - 1), std::nullopt);
+}
+
+TEST(ReportGrid, AStallOfALongRunGetsBinsOfOneSamplePeriod) {
+  correlate::Report r;
+  r.run.hz = 10;
+  r.run.start_ns = kRecordT0;
+  r.run.end_ns = kRecordT0 + 3600 * kS;
+  correlate::Stall s;
+  s.start_ns = kRecordT0 + 1800 * kS;
+  s.end_ns = s.start_ns + kS;
+  r.stalls.push_back(s);
+  const auto g = grid_for(r, 1000);
+  EXPECT_EQ(g.bin_ns, 3600 * kMs);
+  EXPECT_EQ(g.fine_bin_ns, 100 * kMs);
+  // Inside the stall and 3 overview bins + its length either side: 100 ms.
+  EXPECT_EQ(g.width_ns(*g.bin_of(s.start_ns + 550 * kMs)), 100 * kMs);
+  EXPECT_EQ(g.width_ns(*g.bin_of(s.start_ns - 11 * kS)), 100 * kMs);
+  EXPECT_EQ(g.width_ns(*g.bin_of(s.end_ns + 11 * kS)), 100 * kMs);
+  // Far from it: overview bins, on the same edges as without the stall.
+  EXPECT_EQ(g.width_ns(*g.bin_of(kRecordT0 + 60 * kS)), 3600 * kMs);
+  EXPECT_EQ(g.bin_start_ns(*g.bin_of(kRecordT0 + 3000 * kS)) % (3600 * kMs),
+            kRecordT0 % (3600 * kMs));
+  EXPECT_EQ(g.start_ns(), kRecordT0);
+  EXPECT_EQ(g.end_ns(), kRecordT0 + 3600 * kS);
+  EXPECT_LE(g.bins(), 1000 + Grid::kDetailBinsPerStall);
+  for (int i = 0; i < g.bins(); ++i) ASSERT_GT(g.width_ns(i), 0);
 }
 
 TEST(ReportDifferences, PartsThatMovedByFivePointsLargestFirst) {
