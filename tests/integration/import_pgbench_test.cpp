@@ -1,6 +1,5 @@
 // `stallscope import-pgbench` on logs written by the real pgbench, and such
 // a log explained with a record file taken beside pgbench.
-#include <spawn.h>
 #include <sys/wait.h>
 
 #include <SQLiteCpp/Database.h>
@@ -18,8 +17,6 @@
 #include <fmt/ranges.h>
 
 #include "support/test_support.h"
-
-extern char** environ;
 
 namespace stallscope {
 namespace {
@@ -233,22 +230,6 @@ TEST_F(ImportPgbench, MalformedLineIsAOneLineErrorAndNoFileIsLeft) {
   }
 }
 
-// Starts argv (looked up in PATH) without waiting; its pid.
-pid_t spawn(std::vector<std::string> argv) {
-  std::vector<char*> args;
-  for (auto& a : argv) args.push_back(a.data());
-  args.push_back(nullptr);
-  pid_t pid = 0;
-  if (posix_spawnp(&pid, args[0], nullptr, nullptr, args.data(), environ) != 0) return -1;
-  return pid;
-}
-
-// Waits for pid; whether it exited with status 0.
-bool exited_ok(pid_t pid) {
-  int status = 0;
-  return waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-
 // The accounting part named `name` (null when absent).
 nlohmann::json part(const nlohmann::json& accounting, const std::string& name) {
   for (const auto& p : accounting["parts"])
@@ -277,21 +258,21 @@ class ImportWithRecord : public ImportPgbench {
  protected:
   pid_t record_beside_pgbench(const std::string& pgbench_bin, const std::string& stem) {
     std::ofstream(dir_.file("pg_class.sql")) << "SELECT count(*) FROM pg_class;\n";
-    const pid_t rec = spawn({test::stallscope_bin(), "record", "-o", dir_.file(stem + "-rec.db"),
-                             "--pg", conninfo_, "-T", "8"});
+    const pid_t rec = test::spawn({test::stallscope_bin(), "record", "-o",
+                                   dir_.file(stem + "-rec.db"), "--pg", conninfo_, "-T", "8"});
     EXPECT_GT(rec, 0);
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));
     const pid_t pgbench =
-        spawn({pgbench_bin, "-n", "-f", dir_.file("pg_class.sql"), "-c", "4", "-j", "2", "-T", "4",
-               "-l", "--log-prefix=" + dir_.file(stem), conninfo_});
+        test::spawn({pgbench_bin, "-n", "-f", dir_.file("pg_class.sql"), "-c", "4", "-j", "2", "-T",
+                     "4", "-l", "--log-prefix=" + dir_.file(stem), conninfo_});
     EXPECT_GT(pgbench, 0);
     // pgbench's own backends, by the server's account, half way through.
     std::this_thread::sleep_for(std::chrono::milliseconds(2000));
     backends_ = test::psql(conninfo_,
                            "SELECT string_agg(pid::text, ',' ORDER BY pid) FROM pg_stat_activity "
                            "WHERE application_name = 'pgbench'");
-    const bool pgbench_ok = exited_ok(pgbench);
-    const bool rec_ok = exited_ok(rec);
+    const bool pgbench_ok = test::exited_ok(pgbench);
+    const bool rec_ok = test::exited_ok(rec);
     EXPECT_TRUE(pgbench_ok && rec_ok);
     const auto files = logs_with_prefix(dir_.path(), stem);
     std::vector<std::string> argv{test::stallscope_bin(), "import-pgbench", "-o",

@@ -7,7 +7,6 @@
 // each page in STALLSCOPE_REPORT_SCREENSHOTS (default
 // <build>/report-screenshots): the test artifact.
 #include <signal.h>
-#include <spawn.h>
 #include <sys/resource.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -25,7 +24,6 @@
 
 #include "support/test_support.h"
 
-extern char** environ;
 
 namespace stallscope {
 namespace {
@@ -52,22 +50,6 @@ std::string slurp(const std::string& path) {
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
-}
-
-// Starts argv (argv[0] looked up in PATH, or a path) without waiting; its pid.
-pid_t spawn(std::vector<std::string> argv) {
-  std::vector<char*> args;
-  for (auto& a : argv) args.push_back(a.data());
-  args.push_back(nullptr);
-  pid_t pid = 0;
-  if (posix_spawnp(&pid, args[0], nullptr, nullptr, args.data(), environ) != 0) return -1;
-  return pid;
-}
-
-// Waits for pid; whether it exited with status 0.
-bool exited_ok(pid_t pid) {
-  int status = 0;
-  return waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
 // Starts `path` niced to 19 with argv (argv[0] as given, not the path);
@@ -365,7 +347,7 @@ TEST_F(Report, RunWithAConcurrentRecordRendersAsAPair) {
   test::psql(conninfo_, "CREATE TABLE IF NOT EXISTS report_lock (x int)");
   const auto run_db = dir_.file("pair-run.db"), rec_db = dir_.file("pair-rec.db");
   const pid_t rec =
-      spawn({test::stallscope_bin(), "record", "-o", rec_db, "--pg", conninfo_, "-T", "6"});
+      test::spawn({test::stallscope_bin(), "record", "-o", rec_db, "--pg", conninfo_, "-T", "6"});
   ASSERT_GT(rec, 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
   std::thread locker([this] {
@@ -376,7 +358,7 @@ TEST_F(Report, RunWithAConcurrentRecordRendersAsAPair) {
       test::run_command({test::stallscope_bin(), "run", "-o", run_db, conninfo_, "-c", "2", "-T",
                          "4", "-P", "0", "--sql", "SELECT count(*) FROM report_lock, pg_class"});
   locker.join();
-  const bool rec_ok = exited_ok(rec);
+  const bool rec_ok = test::exited_ok(rec);
   ASSERT_EQ(r.exit_status, 0) << r.err;
   ASSERT_TRUE(rec_ok);
 

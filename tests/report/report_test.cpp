@@ -8,6 +8,7 @@
 #include "correlate/correlate.h"
 #include "correlate/record_fixture.h"
 #include "report/report.h"
+#include "support/test_support.h"
 
 namespace stallscope::report {
 namespace {
@@ -178,16 +179,7 @@ TEST(ReportPage, UntrustedTextCannotLeaveTheDataScript) {
 
 TEST(ReportPage, ThroughputLatencyAndLagOfQueriesBinnedByAnswer) {
   auto store = schema::Store::create(":memory:");
-  schema::RunInfo info;
-  info.mode = "run";
-  info.host = "c1";
-  info.kernel = "6.1.0";
-  info.cores = 4;
-  info.clock_ticks_per_s = 100;
-  info.start_ns = kRecordT0;
-  info.command_line = "stallscope run -R 100 ...";
-  info.tool_version = "0";
-  info.hz = 10;
+  auto info = test::run_info(kRecordT0);
   info.clients = 1;
   store.begin_run(info);
   store.end_run(kRecordT0 + 10 * kS, "complete", "duration reached");
@@ -228,16 +220,16 @@ TEST(ReportPage, ThroughputLatencyAndLagOfQueriesBinnedByAnswer) {
 
 TEST(ReportPage, AnAggregatePgbenchLogGivesThroughputAndMeanLatencyPerInterval) {
   auto store = schema::Store::create(":memory:");
-  schema::RunInfo info;
-  info.mode = "import-pgbench";
-  info.host = "c1";
-  info.kernel = "6.1.0";
-  info.cores = 4;
-  info.clock_ticks_per_s = 100;
-  info.start_ns = kRecordT0;
-  info.command_line = "stallscope import-pgbench -o agg.db pgbench_log.1";
-  info.tool_version = "0";
-  info.hz = 0;
+  // One aggregate initialiser (see test::run_info): an imported log, no sampling.
+  const schema::RunInfo info{.mode = "import-pgbench",
+                             .host = "c1",
+                             .kernel = "6.1.0",
+                             .cores = 4,
+                             .clock_ticks_per_s = 100,
+                             .start_ns = kRecordT0,
+                             .command_line = "stallscope import-pgbench -o agg.db pgbench_log.1",
+                             .tool_version = "0",
+                             .hz = 0};
   store.begin_run(info);
   store.end_run(kRecordT0 + 10 * kS, "complete", "imported");
   schema::Batch b;

@@ -81,6 +81,12 @@ struct CommandResult {
 // Runs argv (no shell), capturing stdout and stderr; waits for it.
 CommandResult run_command(const std::vector<std::string>& argv);
 
+// Starts argv (argv[0] looked up in PATH, or a path; no shell) without
+// waiting, its output going where the test's goes; its pid, or -1.
+int spawn(std::vector<std::string> argv);
+// Waits for a spawned pid; whether it exited with status 0.
+bool exited_ok(int pid);
+
 // Runs one SQL string against `conninfo` with libpq; ADD_FAILURE on error.
 // Returns the first column of the first row, or "" when there is none.
 std::string psql(const std::string& conninfo, const std::string& sql);
