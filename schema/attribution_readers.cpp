@@ -43,10 +43,7 @@ QuerySendScan::QuerySendScan(Store& store, std::int64_t until_ns)
     : QuerySendScan(nullptr, store.db(), until_ns) {}
 
 QuerySendScan QuerySendScan::open(const std::string& path, std::int64_t until_ns) {
-  auto db = detail::sqlite_call([&] {
-    return std::make_unique<SQLite::Database>(path, SQLite::OPEN_READONLY | SQLite::OPEN_NOMUTEX,
-                                              5000);
-  });
+  auto db = Store::open_readonly_database(path);
   auto& ref = *db;
   return QuerySendScan(std::move(db), ref, until_ns);
 }

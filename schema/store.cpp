@@ -39,15 +39,30 @@ int read_user_version(SQLite::Database& db) {
   return db.execAndGet("PRAGMA user_version").getInt();
 }
 
+// SQLite's reason a file could not be read: a file SQLite could not take
+// as a database ("file is not a database") is not a run file; anything else
+// (no permission to create the WAL index beside it, ...) is said as it is.
+[[noreturn]] void throw_unreadable(const std::string& path, const SQLite::Exception& e) {
+  const int primary = e.getErrorCode();
+  if (primary == SQLITE_NOTADB || primary == SQLITE_CORRUPT) {
+    throw Error(ErrorKind::usage,
+                fmt::format("cannot read {}: not a stallscope run file ({})", path, e.what()),
+                e.getExtendedErrorCode());
+  }
+  throw Error(ErrorKind::usage, fmt::format("cannot read {}: {}", path, e.what()),
+              e.getExtendedErrorCode());
+}
+
 void check_run_file(SQLite::Database& db, const std::string& path) {
   int version = 0;
   bool has_run = false;
   try {
     version = read_user_version(db);
     has_run = db.tableExists("run");
+    // A read of a table: a WAL file's first one needs its WAL index (-shm).
+    if (has_run) db.execAndGet("SELECT count(*) FROM run");
   } catch (const SQLite::Exception& e) {
-    throw Error(ErrorKind::usage,
-                fmt::format("cannot read {}: not a stallscope run file ({})", path, e.what()));
+    throw_unreadable(path, e);
   }
   if (version > kSchemaVersion) {
     throw Error(ErrorKind::usage,
@@ -66,6 +81,19 @@ void check_run_file(SQLite::Database& db, const std::string& path) {
   }
 }
 
+// A file: URI with immutable=1 for `path` (%, ? and # escaped).
+std::string immutable_uri(const std::string& path) {
+  std::string uri = "file:";
+  for (const char c : path) {
+    if (c == '%' || c == '?' || c == '#') {
+      uri += fmt::format("%{:02X}", static_cast<unsigned char>(c));
+    } else {
+      uri += c;
+    }
+  }
+  return uri + "?immutable=1";
+}
+
 std::unique_ptr<SQLite::Database> open_existing(const std::string& path, int flags) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) {
@@ -78,7 +106,20 @@ std::unique_ptr<SQLite::Database> open_existing(const std::string& path, int fla
     // NOMUTEX: a Store belongs to one thread at a time, so SQLite's per-call
     // connection mutex is pure cost (≈ 10 % of explain's long scans).
     auto db = std::make_unique<SQLite::Database>(path, flags | SQLite::OPEN_NOMUTEX, 5000);
-    check_run_file(*db, path);
+    try {
+      check_run_file(*db, path);
+    } catch (const Error& e) {
+      // A WAL file read by a user who may not write beside it (another
+      // user's run file, a read-only mount) cannot get its WAL index: read
+      // it as an immutable file instead, which needs none.
+      const bool readonly = (flags & SQLite::OPEN_READWRITE) == 0;
+      const int primary = e.code() & 0xff;
+      if (!readonly || (primary != SQLITE_READONLY && primary != SQLITE_CANTOPEN)) throw;
+      db = std::make_unique<SQLite::Database>(immutable_uri(path),
+                                              flags | SQLite::OPEN_NOMUTEX | SQLite::OPEN_URI,
+                                              5000);
+      check_run_file(*db, path);
+    }
     return db;
   } catch (const SQLite::Exception& e) {
     throw Error(ErrorKind::usage, fmt::format("cannot open {}: {}", path, e.what()),
@@ -273,6 +314,10 @@ Store Store::create(const std::string& path) {
 
 Store Store::open_readonly(const std::string& path) {
   return Store(open_existing(path, SQLite::OPEN_READONLY), path);
+}
+
+std::unique_ptr<SQLite::Database> Store::open_readonly_database(const std::string& path) {
+  return open_existing(path, SQLite::OPEN_READONLY);
 }
 
 Store Store::open_readwrite(const std::string& path) {

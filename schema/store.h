@@ -59,8 +59,15 @@ class Store {
   // synchronous=NORMAL, and applies the schema. ":memory:" gives an
   // in-memory store for tests.
   static Store create(const std::string& path);
-  // Opens an existing run file for reading; checks user_version.
+  // Opens an existing run file for reading; checks user_version. A file in
+  // WAL mode whose WAL index this user cannot create or write (another
+  // user's file, a read-only directory or mount) is opened as an immutable
+  // file (SQLite's immutable=1: no WAL index, no locks) — right for a file
+  // nobody writes any more, and the only way to read it without writing.
   static Store open_readonly(const std::string& path);
+  // The same connection alone, for a reader on another thread
+  // (schema/attribution_readers.h QuerySendScan). Throws as open_readonly.
+  static std::unique_ptr<SQLite::Database> open_readonly_database(const std::string& path);
   // Opens an existing run file for reading and writing (explain writes its
   // results back); checks user_version.
   static Store open_readwrite(const std::string& path);

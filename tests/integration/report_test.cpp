@@ -24,7 +24,6 @@
 
 #include "support/test_support.h"
 
-
 namespace stallscope {
 namespace {
 
@@ -420,6 +419,43 @@ TEST_F(Report, MissingRunFileIsAOneLineErrorAndNoPage) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   EXPECT_FALSE(std::filesystem::exists(page));
   EXPECT_FALSE(std::filesystem::exists(missing)) << "report created the run file";
+}
+
+// Another user's run file in a directory that user may not write (a
+// colleague's results, a read-only mount): report reads it — SQLite cannot
+// create its WAL index there, so it is read as an immutable file — and
+// leaves nothing beside it.
+TEST_F(Report, AnotherUsersRunFileInAReadOnlyDirectoryIsRead) {
+  if (::geteuid() != 0 || ::access("/usr/sbin/runuser", X_OK) != 0) {
+    GTEST_SKIP() << "needs root and runuser to read the file as another user";
+  }
+  namespace fs = std::filesystem;
+  const fs::path ro = dir_.path() / "ro", out = dir_.path() / "out";
+  fs::create_directories(ro);
+  fs::create_directories(out);
+  const auto run_db = (ro / "run.db").string(), page = (out / "page.html").string();
+  const auto r = test::run_command({test::stallscope_bin(), "run", "-o", run_db, conninfo_, "-c",
+                                    "1", "-T", "1", "-P", "0", "--sql", "SELECT 1"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  // root's directory and file, readable by all, writable by root alone.
+  fs::permissions(dir_.path(),
+                  fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
+  fs::permissions(ro, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                          fs::perms::others_read | fs::perms::others_exec);
+  fs::permissions(run_db, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
+                              fs::perms::others_read);
+  fs::permissions(out, fs::perms::all);
+  const auto before = slurp(run_db);
+  const auto as_nobody = test::run_command({"/usr/sbin/runuser", "-u", "nobody", "--",
+                                            test::stallscope_bin(), "report", run_db, "-o", page});
+  if (as_nobody.exit_status == 126 || as_nobody.exit_status == 127) {
+    GTEST_SKIP() << "nobody cannot run " << test::stallscope_bin() << ": " << as_nobody.err;
+  }
+  EXPECT_EQ(as_nobody.exit_status, 0) << as_nobody.err;
+  EXPECT_TRUE(fs::exists(page));
+  EXPECT_EQ(slurp(run_db), before);
+  EXPECT_FALSE(fs::exists(run_db + "-wal"));
+  EXPECT_FALSE(fs::exists(run_db + "-shm"));
 }
 
 }  // namespace
