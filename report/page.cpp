@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <regex>
 
 #include <fmt/format.h>
 
@@ -95,6 +96,21 @@ int chart_rank(const std::string& id) {
 
 }  // namespace
 
+nlohmann::json Page::rate_json() const {
+  // A record file drives nothing; the rest ran closed loop unless their
+  // queries carry a schedule lag (-R).
+  if (report_.run.mode == "record") return nullptr;
+  const bool fixed = report_.run.lag_mean_ms ||
+                     (report_.pgbench_aggregate && report_.pgbench_aggregate->lag_mean_ms);
+  nlohmann::json target = nullptr;
+  // The target as given on stallscope run's command line (-R N, --rate N).
+  static const std::regex rate_flag(R"((?:^|\s)(?:-R\s*|--rate[= ])([0-9]+(?:\.[0-9]+)?)(?:\s|$))");
+  std::smatch m;
+  if (fixed && report_.run.mode == "run" && std::regex_search(command_line_, m, rate_flag))
+    target = std::stod(m[1].str());
+  return {{"mode", fixed ? "fixed" : "closed loop"}, {"target_tps", target}};
+}
+
 nlohmann::json Page::data() const {
   std::vector<const Chart*> ordered;
   for (const auto& c : charts_) ordered.push_back(&c);
@@ -136,7 +152,8 @@ nlohmann::json Page::data() const {
          options_.server_path ? nlohmann::json(*options_.server_path) : nlohmann::json(nullptr)},
         {"baseline", options_.baseline_path ? nlohmann::json(*options_.baseline_path)
                                             : nlohmann::json(nullptr)}}},
-      {"facts", {{"command_line", command_line_}, {"hosts", std::move(hosts)}}},
+      {"facts",
+       {{"command_line", command_line_}, {"hosts", std::move(hosts)}, {"rate", rate_json()}}},
       {"report", std::move(report)},
       {"timeline",
        {{"start_ns", grid_.start_ns()},

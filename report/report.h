@@ -141,6 +141,9 @@ class Page {
   nlohmann::json data() const;
 
  private:
+  // facts.rate: {"mode": "fixed" | "closed loop", "target_tps"}, null for a
+  // record file.
+  nlohmann::json rate_json() const;
   void add_processes(schema::Store& store, const Host& host, const std::string& key,
                      const std::string& on);
   // An aggregate pgbench log (import-pgbench of --aggregate-interval logs):

@@ -49,10 +49,15 @@ void keep(std::vector<Chart>& charts, Chart c) {
 
 // Adds `amount`, measured over (end_ns − span_ns, end_ns], to the bins that
 // span overlaps, in proportion to the overlap; without a span, to end_ns's bin.
+// Bins a spread touched are marked in *covered when given (the others had
+// no measurement: a gap, not 0).
 void spread(const Grid& g, std::int64_t end_ns, std::int64_t span_ns, double amount,
-            std::vector<double>& bins) {
+            std::vector<double>& bins, std::vector<char>* covered = nullptr) {
   if (span_ns <= 0) {
-    if (const auto b = g.bin_of(end_ns)) bins[*b] += amount;
+    if (const auto b = g.bin_of(end_ns)) {
+      bins[*b] += amount;
+      if (covered) (*covered)[*b] = 1;
+    }
     return;
   }
   const auto from_ns = end_ns - span_ns;
@@ -62,8 +67,10 @@ void spread(const Grid& g, std::int64_t end_ns, std::int64_t span_ns, double amo
     const auto bin_start = g.bin_start_ns(i);
     if (bin_start >= end_ns) break;
     const auto overlap = std::min(end_ns, g.bin_end_ns(i)) - std::max(from_ns, bin_start);
-    if (overlap > 0)
+    if (overlap > 0) {
       bins[i] += amount * static_cast<double>(overlap) / static_cast<double>(span_ns);
+      if (covered) (*covered)[i] = 1;
+    }
   }
 }
 
@@ -258,6 +265,7 @@ void Page::add_aggregate_intervals(schema::Store& store) {
 void Page::add_query_path() {
   const int n = grid_.bins();
   std::vector<double> driver(n), backends(n), run_queue(n);
+  std::vector<char> covered(n);
   std::map<std::string, std::vector<double>, std::less<>> path;
   bool any = false;
   for (const auto& w : report_.windows) {
@@ -266,7 +274,7 @@ void Page::add_query_path() {
     if (a.cannot_account) continue;
     any = true;
     const auto span_ns = w.end_ns - w.start_ns;
-    spread(grid_, w.end_ns, span_ns, static_cast<double>(a.driver_cpu_ns), driver);
+    spread(grid_, w.end_ns, span_ns, static_cast<double>(a.driver_cpu_ns), driver, &covered);
     spread(grid_, w.end_ns, span_ns, static_cast<double>(a.server_cpu_ns), backends);
     spread(grid_, w.end_ns, span_ns, static_cast<double>(a.run_delay_ns), run_queue);
     for (const auto& [comm, ns] : a.path_cpu_by_comm_ns) {
@@ -280,7 +288,8 @@ void Page::add_query_path() {
   Chart c{.id = "query_path_cpu", .title = "Query path CPU", .unit = "cores"};
   const auto add = [&](std::string label, const std::vector<double>& ns) {
     auto s = series(std::move(label), n);
-    for (int i = 0; i < n; ++i) s.values[i] = detail::round_sig(ns[i] / bin_ns_d(i));
+    for (int i = 0; i < n; ++i)
+      if (covered[i]) s.values[i] = detail::round_sig(ns[i] / bin_ns_d(i));
     if (std::any_of(ns.begin(), ns.end(), [](double v) { return v > 0; }))
       c.series.push_back(std::move(s));
   };
@@ -289,9 +298,10 @@ void Page::add_query_path() {
   add("backends", backends);
   add("run-queue delay", run_queue);
   c.note =
-      "the run's own processes as the time accounting counts them per window: the driver's "
-      "CPU, poolers' and proxies' CPU, its backends' CPU, and their time runnable but not "
-      "running, in cores";
+      "the run's own processes as the time accounting counts them, constant over each window: "
+      "the driver's CPU, poolers' and proxies' CPU, its backends' CPU, and their time runnable "
+      "but not running — in cores; several tasks waiting at once put the run-queue delay above "
+      "the core count";
   if (report_.run.cores > 0) c.lines.emplace_back("cores", report_.run.cores);
   keep(charts_, std::move(c));
 }
@@ -372,8 +382,11 @@ void Page::add_host(schema::Store& store, const Host& host) {
     }
     if (x.psi_span_ns > 0) {
       const auto pct = [&](std::int64_t us) {
-        return detail::round_sig(100.0 * static_cast<double>(us * common::kNsPerUs) /
-                                 static_cast<double>(x.psi_span_ns));
+        // ≤ 100 %: a tick's PSI delta and its interval are read at
+        // slightly different moments.
+        return std::min(100.0,
+                        detail::round_sig(100.0 * static_cast<double>(us * common::kNsPerUs) /
+                                          static_cast<double>(x.psi_span_ns)));
       };
       cpu_some.values[i] = pct(x.cpu_some);
       io_some.values[i] = pct(x.io_some);
@@ -415,6 +428,17 @@ void Page::add_processes(schema::Store& store, const Host& host, const std::stri
     std::int64_t id = 0, t = 0;
     while (times.next(id, t))
       if (id >= ids->first && id <= ids->last) sample_time_ns.emplace(id, t);
+  }
+  // The bins some tick's deltas cover (from the tick before it): beyond them
+  // the process CPU is unmeasured, a gap rather than 0.
+  std::vector<char> covered(n);
+  {
+    std::vector<std::int64_t> times;
+    for (const auto& [id, t] : sample_time_ns) times.push_back(t);
+    std::sort(times.begin(), times.end());
+    std::vector<double> unused(n);
+    for (std::size_t k = 1; k < times.size(); ++k)
+      spread(grid_, times[k], times[k] - times[k - 1], 0, unused, &covered);
   }
   const auto identities = schema::read_process_identities(store);
   std::unordered_map<std::int64_t, std::size_t> by_id;
@@ -471,12 +495,14 @@ void Page::add_processes(schema::Store& store, const Host& host, const std::stri
       continue;
     }
     auto s = series(names[k].first, n);
-    for (int i = 0; i < n; ++i) s.values[i] = detail::round_sig(per_bin[i] / bin_ns_d(i));
+    for (int i = 0; i < n; ++i)
+      if (covered[i]) s.values[i] = detail::round_sig(per_bin[i] / bin_ns_d(i));
     proc.series.push_back(std::move(s));
   }
   if (any_other) {
     auto s = series("other", n);
-    for (int i = 0; i < n; ++i) s.values[i] = detail::round_sig(other[i] / bin_ns_d(i));
+    for (int i = 0; i < n; ++i)
+      if (covered[i]) s.values[i] = detail::round_sig(other[i] / bin_ns_d(i));
     proc.series.push_back(std::move(s));
   }
   proc.lines.emplace_back("cores", cores);
@@ -629,27 +655,62 @@ void Page::add_database(schema::Store& store, int cores) {
          {"aas", detail::round_sig(static_cast<double>(count) / total_polls_d)},
          {"share", detail::round_sig(static_cast<double>(count) / active_d)}});
   }
-  std::vector<std::pair<std::int64_t, const Sql*>> sql;
-  for (const auto& [id, s] : by_sql) sql.emplace_back(id, &s);
-  std::sort(sql.begin(), sql.end(), [](const auto& a, const auto& b) {
-    return a.second->samples != b.second->samples ? a.second->samples > b.second->samples
-                                                  : a.first < b.first;
-  });
+  // One row per statement: texts stored apart (one seen before the server
+  // computed its query_id, say) are one when their text or query_id is.
+  struct Statement {
+    std::optional<std::int64_t> query_id;
+    std::string query;
+    Sql sums;
+    std::int64_t text_samples = 0;  // of the text shown
+  };
+  std::vector<Statement> statements;
+  std::map<std::string, std::size_t> by_text;
+  std::map<std::int64_t, std::size_t> by_query_id;
+  for (const auto& [id, sums] : by_sql) {
+    auto entry = schema::query_text_entry(store, id).value_or(schema::QueryTextEntry{});
+    std::optional<std::size_t> at;
+    if (auto t = by_text.find(entry.query); t != by_text.end()) at = t->second;
+    if (entry.query_id)
+      if (auto q = by_query_id.find(*entry.query_id); q != by_query_id.end()) at = q->second;
+    if (!at) {
+      at = statements.size();
+      statements.push_back({entry.query_id, entry.query, {}, 0});
+    }
+    auto& st = statements[*at];
+    by_text.emplace(entry.query, *at);
+    if (entry.query_id) {
+      by_query_id.emplace(*entry.query_id, *at);
+      if (!st.query_id) st.query_id = entry.query_id;
+    }
+    st.sums.samples += sums.samples;
+    st.sums.cpu += sums.cpu;
+    for (const auto& [w, c] : sums.waits) st.sums.waits[w] += c;
+    if (sums.samples > st.text_samples) {
+      st.text_samples = sums.samples;
+      st.query = entry.query;
+    }
+  }
+  std::sort(statements.begin(), statements.end(),
+            [](const auto& a, const auto& b) { return a.sums.samples > b.sums.samples; });
   auto& sj = tables_["sql"] = nlohmann::json::array();
-  for (std::size_t i = 0; i < sql.size() && i < static_cast<std::size_t>(options_.top_rows); ++i) {
-    const auto& [id, s] = sql[i];
+  for (std::size_t i = 0; i < statements.size() && i < static_cast<std::size_t>(options_.top_rows);
+       ++i) {
+    const auto& st = statements[i];
     std::optional<std::string> top_wait;
     std::int64_t best = 0;
-    for (const auto& [w, c] : s->waits)
+    for (const auto& [w, c] : st.sums.waits)
       if (c > best) best = c, top_wait = w;
-    sj.push_back({{"query_id", nullptr},
-                  {"query", schema::query_text(store, id).value_or("")},
-                  {"samples", s->samples},
-                  {"db_time_s", detail::round_sig(seconds(s->samples * period_ns))},
-                  {"share", detail::round_sig(static_cast<double>(s->samples) / active_d)},
-                  {"cpu_share", detail::round_sig(static_cast<double>(s->cpu) /
-                                                  static_cast<double>(s->samples))},
-                  {"top_wait", top_wait ? nlohmann::json(*top_wait) : nlohmann::json(nullptr)}});
+    sj.push_back(
+        // As text: a 64-bit query_id does not fit a JavaScript number.
+        {{"query_id",
+          st.query_id ? nlohmann::json(std::to_string(*st.query_id)) : nlohmann::json(nullptr)},
+         {"query", st.query},
+         {"samples", st.sums.samples},
+         {"db_time_s", detail::round_sig(seconds(st.sums.samples * period_ns))},
+         {"share", detail::round_sig(static_cast<double>(st.sums.samples) / active_d)},
+         {"cpu_share", detail::round_sig(static_cast<double>(st.sums.cpu) /
+                                         static_cast<double>(st.sums.samples))},
+         {"top_wait", top_wait ? nlohmann::json(*top_wait) : nlohmann::json(nullptr)}});
   }
   if (sj.empty()) tables_["sql_note"] = "ASH stored no query text for the active sessions";
 }

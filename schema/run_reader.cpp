@@ -377,6 +377,13 @@ std::optional<std::string> query_text(Store& store, std::int64_t query_text_id) 
   return std::string(st.text(0));
 }
 
+std::optional<QueryTextEntry> query_text_entry(Store& store, std::int64_t query_text_id) {
+  Cursor st(store.db(), "SELECT query_id, query FROM pg_query_text WHERE query_text_id = ?1");
+  st.bind(1, query_text_id);
+  if (!st.step()) return std::nullopt;
+  return QueryTextEntry{st.opt_int64(0), std::string(st.text(1))};
+}
+
 std::optional<LatestActivity> ActivityLookup::latest(int pid, std::int64_t at_ns) {
   st_.reset();
   st_.bind(1, pid);

@@ -263,5 +263,12 @@ class ActivityLookup {
 
 // pg_query_text.query of one query_text_id; nullopt when there is no such row.
 std::optional<std::string> query_text(Store& store, std::int64_t query_text_id);
+// The same row with its query_id (pg_stat_activity.query_id; nullopt when the
+// poll that stored it saw none).
+struct QueryTextEntry {
+  std::optional<std::int64_t> query_id;
+  std::string query;
+};
+std::optional<QueryTextEntry> query_text_entry(Store& store, std::int64_t query_text_id);
 
 }  // namespace stallscope::schema

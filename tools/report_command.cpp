@@ -28,6 +28,9 @@ std::string file_name(const std::string& path) {
 // Writes `text` to `path` whole or not at all: a temporary file beside it,
 // renamed over it when complete.
 void write_whole(const std::string& path, const std::string& text) {
+  if (std::error_code ec; std::filesystem::is_directory(path, ec)) {
+    throw Error(ErrorKind::usage, fmt::format("cannot write {}: is a directory", path));
+  }
   const auto tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
@@ -86,6 +89,13 @@ int report_command(const ReportCommandOptions& o) {
     auto baseline_options = eo;
     baseline_options.path_process_names.clear();
     baseline = correlate::explain(baseline_store, baseline_options);
+    if (baseline->run.queries == 0 || report.run.queries == 0) {
+      throw Error(ErrorKind::usage,
+                  fmt::format("cannot compare {} with {}: {} holds no queries (--baseline takes a "
+                              "run or an imported pgbench log of the same workload)",
+                              o.paths[0], *baseline_path,
+                              report.run.queries == 0 ? o.paths[0] : *baseline_path));
+    }
     report.comparison = correlate::compare_runs(report, o.paths[0], *baseline, *baseline_path);
   }
 
@@ -124,10 +134,18 @@ int report_command(const ReportCommandOptions& o) {
   const auto text = std::move(html).str();
   if (o.output_path == "-") {
     std::cout << text;
+    std::cout.flush();
   } else {
     write_whole(o.output_path, text);
-    std::cerr << fmt::format("stallscope report: wrote {} ({:.1f} MB): {}\n", o.output_path,
-                             static_cast<double>(text.size()) / 1e6, report.verdict.summary);
+  }
+  std::cerr << fmt::format("stallscope report: wrote {} ({:.1f} MB): {}\n",
+                           o.output_path == "-" ? "standard output" : o.output_path,
+                           static_cast<double>(text.size()) / 1e6, report.verdict.summary);
+  if (!report.run.end_ns) {
+    std::cerr << fmt::format(
+        "stallscope report: warning: {} has no end yet (status {}: still being written, or its "
+        "writer was killed); the page shows what was stored so far\n",
+        o.paths[0], report.run.status);
   }
   return 0;
 }

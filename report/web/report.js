@@ -189,8 +189,11 @@
     head.appendChild(el('h1', {text: data.title || (data.files && data.files.run) || 'run'}));
 
     const v = r.verdict || {};
-    const kind = v.kind || 'no bottleneck';
-    const verdict = el('div', {class: 'verdict' + (v.kind ? ' has-kind' : ' none'), 'data-verdict': kind}, [
+    // As explain's verdict line: a kind; else "no bottleneck" (paced), "unknown"
+    // (nothing measured splits the query time) or "none found".
+    const unknown = !v.kind && (v.reason === 'cannot_account' || v.reason === 'no_queries');
+    const kind = v.kind || (v.reason === 'paced' ? 'no bottleneck' : v.reason === 'cannot_account' ? 'unknown' : 'none found');
+    const verdict = el('div', {class: 'verdict' + (v.kind ? ' has-kind' : unknown ? ' unknown' : ' none'), 'data-verdict': kind}, [
       el('div', {class: 'verdict-kind', text: kind}),
       el('div', {class: 'verdict-summary', text: v.summary || '(no summary)'}),
     ]);
@@ -215,7 +218,9 @@
     add('clients', isNum(ru.clients) ? String(ru.clients) : null);
     add('threads', isNum(ru.threads) ? String(ru.threads) : null);
     add('protocol', ru.protocol);
-    add('rate', isNum(facts.rate) ? fmtNum(facts.rate) + ' q/s target' : (ru.mode === 'record' ? null : 'closed loop (no -R)'));
+    const rate = facts.rate || {};
+    add('rate', rate.mode === 'fixed' ? 'fixed rate' + (isNum(rate.target_tps) ? ' ' + fmtNum(rate.target_tps) + ' tps (-R)' : ' (-R)')
+      : rate.mode === 'closed loop' ? 'closed loop (no -R)' : null);
     add('queries', isNum(ru.queries) ? fmtNum(ru.queries, 0) + (ru.errors ? ' (' + fmtNum(ru.errors, 0) + ' errors)' : '') : null);
     add('tps', isNum(ru.tps) ? fmtNum(ru.tps, 1) : null);
     if (isNum(ru.latency_mean_ms)) {
@@ -334,7 +339,9 @@
     const f = Array.isArray(r.findings) ? r.findings : [];
     const s = section('findings', 'Findings', f.length ? 'Ranked by score: the share of query time (or of the run) each explains.' : null);
     if (!f.length) {
-      s.appendChild(el('div', {class: 'empty-finding'}, [el('strong', {text: 'No bottleneck found. '}), txt((r.verdict && r.verdict.summary) || '')]));
+      const reason = r.verdict && r.verdict.reason;
+      const lead = reason === 'cannot_account' || reason === 'no_queries' ? 'No finding: nothing measured accounts for the time. ' : 'No bottleneck found. ';
+      s.appendChild(el('div', {class: 'empty-finding'}, [el('strong', {text: lead}), txt((r.verdict && r.verdict.summary) || '')]));
     }
     const list = el('ol', {class: 'findings'});
     f.forEach((x, i) => {

@@ -59,8 +59,13 @@ RecordFile record_case() {
                                  .wchan = "io_schedule",
                                  .span_ns = kS});
   }
+  // The same statement stored twice: first seen without a query_id, then with.
   b.pg_query_texts.push_back(
       {.query_text_id = 1, .query = kHostileSql, .first_time_ns = kRecordT0});
+  b.pg_query_texts.push_back({.query_text_id = 2,
+                              .query_id = 923593237829113620,
+                              .query = kHostileSql,
+                              .first_time_ns = kRecordT0 + 5 * kS});
   for (int k = 0; k < 100; ++k) {
     schema::PgActivityRow a{.time_ns = kRecordT0 + k * 100 * kMs,
                             .ash_tick = k + 1,
@@ -68,7 +73,7 @@ RecordFile record_case() {
                             .backend_type = "client backend",
                             .state = "active",
                             .application_name = "django",
-                            .query_text_id = 1,
+                            .query_text_id = k < 50 ? 1 : 2,
                             .backend_start_ns = kRecordT0 - kS};
     if (k % 2 == 0) {
       a.wait_event_type = "Lock";
@@ -145,7 +150,8 @@ TEST(ReportPage, HostDatabaseAndProcessTimelinesOfARecordFile) {
   const auto& sql = data["tables"]["sql"];
   ASSERT_EQ(sql.size(), 1u);
   EXPECT_EQ(sql[0]["query"], kHostileSql);
-  EXPECT_EQ(sql[0]["samples"], 100);
+  EXPECT_EQ(sql[0]["samples"], 100) << "one statement, one row";
+  EXPECT_EQ(sql[0]["query_id"], "923593237829113620");
   EXPECT_DOUBLE_EQ(sql[0]["cpu_share"].get<double>(), 0.5);
   EXPECT_EQ(sql[0]["top_wait"], "Lock:transactionid");
   EXPECT_EQ(data["tables"]["wait_events"][0]["samples"], 50);

@@ -161,7 +161,7 @@ const closed = {
   title: 'lock.db', generated_by: 'stallscope 0.1.0',
   files: {run: 'lock.db', server: null, baseline: null},
   facts: {command_line: "stallscope run --pg 'host=/tmp dbname=bench' -c 8 -j 2 -T 6 -f lock.sql -o lock.db " + XSS,
-          rate: null, hosts: [{role: '', host: 'vm', kernel: base.run.kernel, cores: 2}]},
+          rate: {mode: 'closed loop', target_tps: null}, hosts: [{role: '', host: 'vm', kernel: base.run.kernel, cores: 2}]},
   report: clone(base),
   timeline: {start_ns: START, bin_ns: BIN, bins: BINS, charts: charts({queries: true, hosts: ['vm'], cores: 2})},
   tables: tables({hosts: ['vm']}),
@@ -179,7 +179,7 @@ write('sample-closed.json', closed);
 const pair = clone(closed);
 pair.title = 'client.db + server.db';
 pair.files = {run: 'client.db', server: 'server.db', baseline: null};
-pair.facts.rate = 500.0;
+pair.facts.rate = {mode: "fixed", target_tps: 500};
 pair.facts.command_line = 'stallscope run --pg host=db1 -c 8 -j 2 -R 500 -T 6 -o client.db';
 pair.facts.hosts = [{role: 'client', host: 'app1', kernel: '6.1.0-18-amd64', cores: 4},
                     {role: 'server', host: 'db1', kernel: base.run.kernel, cores: 2}];
@@ -271,7 +271,7 @@ write('sample-closed.expect.json', {
   stall_click: true});
 write('sample-pair.expect.json', {
   charts: ['throughput', 'latency', 'schedule_lag', 'aas'].concat(hostCharts('app1'), hostCharts('db1')),
-  findings: ['lock_wait'], texts: ['client (app1)', 'server (db1)', '500 q/s target'], stall_click: true});
+  findings: ['lock_wait'], texts: ['client (app1)', 'server (db1)', 'fixed rate 500 tps (-R)'], stall_click: true});
 write('sample-record.expect.json', {
   charts: hostCharts('builder'), findings: [],
   texts: ['No bottleneck found', 'Host CPU time', 'no ASH in this file', '<img src=x onerror=alert(1)>']});
