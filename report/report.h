@@ -5,9 +5,10 @@
 //   auto store = schema::Store::open_readonly("run.db");
 //   auto r = correlate::explain(store, {});
 //   report::Page page(r, {.title = "run.db", .run_path = "run.db"});
-//   page.add_queries(store);                          // throughput, latency, schedule lag
-//   page.add_host(store, r.run.host, r.run.cores);    // CPU, tasks, PSI, process CPU
-//   page.add_database(store, r.run.cores);            // database load (ASH), top SQL
+//   page.add_queries(store);     // throughput, latency, schedule lag
+//   page.add_query_path();       // driver, poolers, backends: CPU per window
+//   page.add_host(store, {.name = r.run.host, .kernel = r.run.kernel, .cores = r.run.cores});
+//   page.add_database(store, r.run.cores);  // database load (ASH), top SQL
 //   report::write_html(page.data(), out);
 //
 // The page's data is one JSON document (its shape: docs/report.md, "The
@@ -17,10 +18,11 @@
 // opens from file:// or as an e-mail attachment. Untrusted text (process
 // names, command lines, SQL, wchan) is data: the page writes it as text.
 //
-// Charts are binned to at most Options::max_bins points a series over the
-// analysed span (report::Grid), whatever the run's length: a bin holds the
-// mean of a rate (CPU %, PSI %, load) or a count over its ticks, the peak
-// where one is drawn (max runnable tasks), and per-bin latency percentiles.
+// Charts are binned to at most Options::max_bins overview points a series
+// over the analysed span, plus finer bins around stalls (report::Grid),
+// whatever the run's length: a bin holds the mean of a rate (CPU %, PSI %,
+// load) or a count over its ticks, the peak where one is drawn (max runnable
+// tasks), and per-bin latency percentiles.
 // Readers throw schema::SqliteError on read failures.
 #pragma once
 
@@ -73,7 +75,7 @@ struct Options {
   std::string run_path;  // the files, as given
   std::optional<std::string> server_path;
   std::optional<std::string> baseline_path;
-  int max_bins = 1000;  // points per series at most
+  int max_bins = 1000;  // overview points per series at most (Grid)
   int top_rows = 15;    // rows per table ranking
 };
 
