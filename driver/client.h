@@ -24,6 +24,12 @@ enum class ClientState {
   resetting,     // PQresetStart/PQresetPoll in progress
   backoff,       // waiting before the next reset attempt (-C: the next connect)
   sleeping,      // script \sleep until sleep_until_mono_ns
+  // The next transaction is due at once, after one that sent no SQL (only
+  // \set and \sleep, or a script error before any SQL): it is started by
+  // the event loop, not from inside the last one — a run of such
+  // transactions neither recurses nor keeps other clients and the stop flag
+  // waiting.
+  ready,
   done,
 };
 
@@ -42,6 +48,7 @@ struct Client {
   // Scripts: the one running, its next command, the variables' values.
   std::size_t script = 0;
   std::size_t command = 0;
+  bool sent_sql = false;  // the running script's transaction has sent SQL
   std::vector<std::optional<std::int64_t>> values;
   std::int64_t sleep_until_mono_ns = 0;
   std::int64_t sleep_started_mono_ns = 0;  // the \sleep in progress began

@@ -18,6 +18,7 @@ namespace stallscope::driver::detail {
 void Worker::start_script(Client& c) {
   pick_script(c);
   c.command = 0;
+  c.sent_sql = false;
   c.statement_rows.clear();
   c.state = ClientState::busy;
   step_script(c);
@@ -77,16 +78,28 @@ void Worker::step_script(Client& c) {
     }
     if (options_.per_statement) c.statement_sent_mono_ns = mono_now_ns();
     if (send_command(c, cmd, c.script, c.command)) {
+      c.sent_sql = true;
       c.state = ClientState::busy;
       return;
     }
     send_failed(c);
     return;
   }
+  end_script_transaction(c);
+}
+
+// The script's transaction is over (done, or failed by the script): record
+// it and go on to the next — from the event loop when it sent no SQL
+// (ClientState::ready), else at once.
+void Worker::end_script_transaction(Client& c) {
   std::int64_t now = mono_now_ns();
   record(c, now);
   c.state = ClientState::idle;
   if (options_.connect_per_transaction) close_connection(c);
+  if (!c.sent_sql) {
+    c.state = ClientState::ready;
+    return;
+  }
   send_next(c, now);
 }
 
@@ -149,11 +162,7 @@ void Worker::script_failed(Client& c, const std::string& message) {
   c.failed = true;
   c.sqlstate = kInternalError;
   c.error = message;
-  std::int64_t now = mono_now_ns();
-  record(c, now);
-  c.state = ClientState::idle;
-  if (options_.connect_per_transaction) close_connection(c);
-  send_next(c, now);
+  end_script_transaction(c);
 }
 
 }  // namespace stallscope::driver::detail

@@ -83,6 +83,9 @@ inline void Worker::tick(std::int64_t now) {
       case ClientState::sleeping:
         wake_ns = std::min(wake_ns, c->sleep_until_mono_ns);
         break;
+      case ClientState::ready:
+        wake_ns = now;
+        break;
       case ClientState::idle:
       case ClientState::done:
         break;
@@ -152,6 +155,9 @@ void Worker::advance_timers(std::int64_t now_ns) {
         start_reset_attempt(*c, now_ns);
       }
     } else if (c->state == ClientState::throttling && now_ns >= *c->scheduled_mono_ns) {
+      c->state = ClientState::idle;
+      send_next(*c, now_ns);
+    } else if (c->state == ClientState::ready) {
       c->state = ClientState::idle;
       send_next(*c, now_ns);
     } else if (c->state == ClientState::sleeping && now_ns >= c->sleep_until_mono_ns) {

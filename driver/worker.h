@@ -129,6 +129,7 @@ class Worker {
   void start_script(Client& c);
   void pick_script(Client& c);
   void step_script(Client& c);
+  void end_script_transaction(Client& c);
   // Fills c.query_text (simple) or c.param_text/param_ptrs for SQL command
   // `cmd`; returns the message of a transaction that cannot go on (an unset
   // variable), else nullopt.

@@ -94,6 +94,28 @@ TEST(Scripts, UnsupportedMetaCommandIsAUsageErrorNamingTheLine) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
+// A \set that fails in every transaction, before any SQL: each transaction
+// is a failed one (XX000, the script line named) and the next starts from
+// the event loop — 100,000 of them in a row once recursed 100,000 deep and
+// crashed the driver, leaving the file 'running' with no queries.
+TEST(Scripts, ASetThatAlwaysFailsFailsEachTransactionWithoutRecursing) {
+  auto conninfo = test::scratch_conninfo();
+  test::TempDir dir;
+  write_file(dir.file("bad.sql"), "\\set x random(10, 1)\nSELECT :x;\n");
+  const auto db = dir.file("run.db");
+  auto r = test::run_command({test::stallscope_bin(), "run", "-o", db, conninfo, "-c", "2", "-t",
+                              "100000", "-P", "0", "-f", dir.file("bad.sql")});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  SQLite::Database file(db);
+  EXPECT_EQ(file.execAndGet("SELECT status || '/' || end_reason FROM run").getString(),
+            "complete/transactions done");
+  EXPECT_EQ(file.execAndGet("SELECT count(*) FROM query").getInt64(), 200000);
+  EXPECT_EQ(file.execAndGet("SELECT count(*) FROM query_error WHERE sqlstate = 'XX000' AND "
+                            "error LIKE '%bad.sql:1:%'")
+                .getInt64(),
+            200000);
+}
+
 // -S and -b tpcb-like against tables made by pgbench -i (in a database of
 // this test's own).
 TEST(Scripts, BuiltinsRunAgainstPgbenchTables) {
