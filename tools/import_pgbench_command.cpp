@@ -12,6 +12,7 @@
 //   max_latency sum_lag sum_lag_2 min_lag max_lag skipped retried retries
 //   serialization_failures deadlock_failures
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -162,6 +163,29 @@ void aggregate_row(const std::vector<std::string_view>& f, const LineError& at,
   out.pgbench_aggregates.push_back(std::move(r));
 }
 
+// A pgbench log line is at most ~300 bytes (15 numbers); a longer one — a
+// binary file, /dev/zero — is not a log, and reading it whole would grow
+// without bound.
+constexpr std::size_t kMaxLineBytes = 4096;
+
+// The next line of `in` into `text` (without its newline); false at the end.
+// A line longer than kMaxLineBytes is an error naming the file and line.
+bool read_line(std::istream& in, std::string& text, const LineError& at) {
+  std::array<char, kMaxLineBytes + 1> buf;
+  in.getline(buf.data(), static_cast<std::streamsize>(buf.size()));
+  const auto n = static_cast<std::size_t>(in.gcount());
+  if (in.bad()) at.fail(fmt::format("cannot read: {}", std::strerror(errno)));
+  if (in.fail()) {
+    if (n == 0 && in.eof()) return false;
+    if (!in.eof()) {
+      at.fail(fmt::format("the line is longer than {} bytes: not a pgbench log", kMaxLineBytes));
+    }
+  }
+  // The newline was extracted (and counted) unless the file ended first.
+  text.assign(buf.data(), in.eof() ? n : n - 1);
+  return true;
+}
+
 }  // namespace
 
 int import_pgbench_command(const ImportPgbenchOptions& o) {
@@ -176,8 +200,9 @@ int import_pgbench_command(const ImportPgbenchOptions& o) {
     std::string text;
     std::optional<LogKind> kind;
     LineError at{path, 0};
-    while (std::getline(in, text)) {
+    for (;;) {
       ++at.line;
+      if (!read_line(in, text, at)) break;
       auto f = split_fields(text);
       if (f.empty()) continue;
       if (!kind) kind = detect(f, at);

@@ -230,6 +230,18 @@ TEST_F(ImportPgbench, MalformedLineIsAOneLineErrorAndNoFileIsLeft) {
   }
 }
 
+// Input that is no log and has no end (/dev/zero): a one-line error at its
+// first line, read no further — not a process growing without bound.
+TEST_F(ImportPgbench, AnEndlessLineIsAnErrorNotUnboundedMemory) {
+  const auto r = test::run_command(
+      {test::stallscope_bin(), "import-pgbench", "-o", dir_.file("zero.db"), "/dev/zero"});
+  EXPECT_EQ(r.exit_status, 2);
+  EXPECT_NE(r.err.find("/dev/zero:1: the line is longer than 4096 bytes"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("zero.db")));
+}
+
 // The accounting part named `name` (null when absent).
 nlohmann::json part(const nlohmann::json& accounting, const std::string& name) {
   for (const auto& p : accounting["parts"])
