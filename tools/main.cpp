@@ -4,6 +4,7 @@
 // 0 success, 1 the run or analysis failed, 2 bad usage or bad input — always
 // with a one-line message naming the offending thing.
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -53,10 +54,34 @@ const CLI::Validator kPositive(
     [](std::string& value) -> std::string {
       std::string_view text(value);
       if (text.starts_with('+')) text.remove_prefix(1);
-      if (const auto v = stallscope::common::parse_double(text); v && *v > 0) return {};
+      if (const auto v = stallscope::common::parse_double(text); v && std::isfinite(*v) && *v > 0)
+        return {};
       return "'" + value + "' is not a positive number";
     },
     "POSITIVE");
+
+// A finite number, checked before a CLI::Range: NaN passes every range
+// check (each comparison with it is false), and would reach the run file.
+const CLI::Validator kFinite(
+    [](std::string& value) -> std::string {
+      std::string_view text(value);
+      if (text.starts_with('+')) text.remove_prefix(1);
+      if (const auto v = stallscope::common::parse_double(text); v && std::isfinite(*v)) return {};
+      return "'" + value + "' is not a finite number";
+    },
+    "NUMBER");
+
+// -P: 0 (no progress) or at least 0.1 s, at most an hour.
+const CLI::Validator kProgressPeriod(
+    [](std::string& value) -> std::string {
+      std::string_view text(value);
+      if (text.starts_with('+')) text.remove_prefix(1);
+      if (const auto v = stallscope::common::parse_double(text);
+          v && std::isfinite(*v) && (*v == 0 || (*v >= 0.1 && *v <= 3600)))
+        return {};
+      return "'" + value + "' is neither 0 (no progress) nor 0.1 to 3600 seconds";
+    },
+    "SECONDS");
 
 // `run`: the subcommand, the options CLI11 fills in, and the flags main
 // turns into RunOptions once the command line parsed (finish_run).
@@ -163,21 +188,24 @@ void add_run_sampling_options(RunCli& r) {
   cmd->add_option("--clock-offset-period", o.clock_offset_period_s,
                   "Seconds between server clock-offset estimates (also at start and end)")
       ->capture_default_str()
+      ->check(kFinite)
       ->check(CLI::Range(0.1, 3600.0));
   cmd->add_option("--pooler-admin", o.pooler_admin,
                   "Conninfo of pgbouncer's admin console (dbname=pgbouncer): poll SHOW "
                   "STATS / SHOW POOLS into pooler_sample");
   cmd->add_option("--pooler-period", o.pooler_period_s, "Seconds between pooler polls")
       ->capture_default_str()
+      ->check(kFinite)
       ->check(CLI::Range(0.01, 3600.0));
   cmd->add_option("--hz", o.hz, "Host and ASH samples per second")
       ->capture_default_str()
+      ->check(kFinite)
       ->check(CLI::Range(0.1, 100.0));
   cmd->add_flag("--delayacct", o.delayacct,
                 "Turn kernel.task_delayacct on while running (restored at exit)");
   cmd->add_option("-P,--progress", o.progress_s, "Progress line every N seconds (0 = none)")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 3600.0));
+      ->check(kProgressPeriod);
 }
 
 void add_run_command(CLI::App& app, RunCli& r) {
@@ -254,18 +282,21 @@ void add_record_command(CLI::App& app, RecordCli& r) {
   cmd->add_option("--pg", r.pg, "Conninfo of a PostgreSQL to sample (ASH)");
   cmd->add_option("--hz", o.hz, "Samples per second")
       ->capture_default_str()
+      ->check(kFinite)
       ->check(CLI::Range(0.1, 100.0));
   cmd->add_option("-T,--time", o.duration_s, "Duration in seconds")->check(kPositive);
   cmd->add_option("-P,--progress", o.progress_s, "Progress line every N seconds (0 = none)")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 3600.0));
+      ->check(kProgressPeriod);
   cmd->add_option("--ash-hz", o.ash_hz, "ASH polls per second (default: --hz)")
+      ->check(kFinite)
       ->check(CLI::Range(0.1, 100.0));
   cmd->add_option("--pooler-admin", o.pooler_admin,
                   "Conninfo of pgbouncer's admin console (dbname=pgbouncer): poll SHOW "
                   "STATS / SHOW POOLS into pooler_sample");
   cmd->add_option("--pooler-period", o.pooler_period_s, "Seconds between pooler polls")
       ->capture_default_str()
+      ->check(kFinite)
       ->check(CLI::Range(0.01, 3600.0));
   cmd->add_flag("--threads", o.all_threads,
                 "Sample every thread (default: only processes using >= half a core)");

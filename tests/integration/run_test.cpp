@@ -3,7 +3,9 @@
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <array>
 
+#include <array>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -214,6 +216,35 @@ TEST(RunCommand, DefineSetsAScriptVariable) {
   EXPECT_EQ(bad.exit_status, 2);
   EXPECT_NE(bad.err.find("-D 'x=forty'"), std::string::npos) << bad.err;
   EXPECT_FALSE(std::filesystem::exists(dir.file("e.db")));
+}
+
+// Numbers no run can use — NaN and infinity pass a plain range check (every
+// comparison with NaN is false), a progress period of a nanosecond prints
+// millions of lines — are refused before any file exists.
+TEST(RunCommand, NumericFlagsOutOfRangeOrNotFiniteAreRefusedBeforeAFileExists) {
+  auto conninfo = test::scratch_conninfo();
+  test::TempDir dir;
+  const auto db = dir.file("n.db");
+  for (const auto& [command, flag, value] :
+       std::vector<std::array<std::string, 3>>{{"run", "--hz", "nan"},
+                                               {"run", "--hz", "inf"},
+                                               {"run", "-P", "1e-9"},
+                                               {"run", "-T", "inf"},
+                                               {"run", "-R", "nan"},
+                                               {"run", "--pooler-period", "nan"},
+                                               {"record", "--hz", "nan"},
+                                               {"record", "--ash-hz", "-inf"},
+                                               {"record", "-P", "0.01"}}) {
+    std::vector<std::string> argv{test::stallscope_bin(), command, "-o", db};
+    if (command == "run") argv.insert(argv.end(), {conninfo, "--sql", "SELECT 1"});
+    argv.insert(argv.end(), {flag, value});
+    if (flag != "-T") argv.insert(argv.end(), {"-T", "1"});
+    const auto r = test::run_command(argv);
+    EXPECT_EQ(r.exit_status, 2) << command << " " << flag << " " << value << ": " << r.err;
+    EXPECT_NE(r.err.find("'" + value + "'"), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(db)) << command << " " << flag << " " << value;
+  }
 }
 
 TEST(RunCommand, BadInputGivesOneLineErrorAndStatus) {
