@@ -17,12 +17,48 @@ bool is_uri(const std::string& s) {
 }
 
 std::string mask_by_pattern(std::string s) {
-  // URI userinfo: scheme://user:secret@host
-  static const std::regex userinfo(R"(((?:postgres|postgresql)://[^:/@\s]*):[^@\s]*@)");
+  // URI userinfo anywhere in the text, any scheme: scheme://user:secret@host
+  static const std::regex userinfo(R"(([A-Za-z][A-Za-z0-9+.-]*://[^:/@\s]*):[^@\s/]*@)");
   s = std::regex_replace(s, userinfo, "$1:***@");
-  // key=value or URI parameter: password=secret, password = 'se cret'
-  static const std::regex kv(R"((password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]*))", std::regex::icase);
+  // key=value, URI parameter or option=value: password=secret, password =
+  // 'se cret', PGPASSWORD=…, --passwd=…, --secret=…, --token=…, --api-key=…
+  static const std::regex kv(
+      R"(((?:password|passwd|secret|token|api[-_]?key|access[-_]?key)\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]*))",
+      std::regex::icase);
   return std::regex_replace(s, kv, "$1***");
+}
+
+// An option whose next argument is a secret: --password S3cret.
+bool is_secret_option(const std::string& a) {
+  static const std::regex option(
+      R"(--?(?:password|passwd|secret|token|api[-_]?key|access[-_]?key))", std::regex::icase);
+  return std::regex_match(a, option);
+}
+
+// Clients whose -pSECRET (no space) is a password, not a port as psql's -p.
+bool takes_password_after_p(const std::vector<std::string>& argv) {
+  if (argv.empty()) return false;
+  const auto slash = argv.front().find_last_of('/');
+  const auto name = argv.front().substr(slash == std::string::npos ? 0 : slash + 1);
+  return name == "mysql" || name == "mysqldump" || name == "mysqladmin" || name == "mariadb";
+}
+
+// Every argument with its secrets masked: the patterns above in each, the
+// argument after a secret option, a MySQL client's -pSECRET.
+std::vector<std::string> masked_args(const std::vector<std::string>& argv) {
+  std::vector<std::string> out;
+  out.reserve(argv.size());
+  const bool mysql = takes_password_after_p(argv);
+  for (std::size_t i = 0; i < argv.size(); ++i) {
+    if (i > 0 && is_secret_option(argv[i - 1])) {
+      out.emplace_back("***");
+    } else if (mysql && i > 0 && argv[i].size() > 2 && argv[i].rfind("-p", 0) == 0) {
+      out.emplace_back("-p***");
+    } else {
+      out.push_back(mask_by_pattern(argv[i]));
+    }
+  }
+  return out;
 }
 
 std::string quote_value(const std::string& v) {
@@ -128,20 +164,20 @@ void check_conninfo(const std::string& conninfo) {
 
 std::string mask_command_line(const std::vector<std::string>& argv) {
   std::string out;
-  for (const auto& a : argv) {
+  for (const auto& a : masked_args(argv)) {
     if (!out.empty()) out += ' ';
-    bool conninfo_like = is_uri(a) || a.find('=') != std::string::npos;
-    std::string shown = conninfo_like ? mask_by_pattern(a) : a;
-    out += shell_quote(shown);
+    out += shell_quote(a);
   }
   return out;
 }
 
 std::string join_args_masked(const std::vector<std::string>& args) {
   std::string out;
-  for (const auto& a : args) {
-    if (!out.empty()) out += ' ';
-    out += (is_uri(a) || a.find('=') != std::string::npos) ? mask_by_pattern(a) : a;
+  bool first = true;
+  for (const auto& a : masked_args(args)) {
+    if (!first) out += ' ';
+    first = false;
+    out += a;
   }
   return out;
 }

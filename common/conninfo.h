@@ -40,14 +40,17 @@ std::string with_connection_flags(const std::string& conninfo,
 std::optional<std::string> conninfo_value(const std::string& conninfo, const std::string& keyword);
 
 // Joins argv into one line a POSIX shell would split back into the same
-// arguments (single-quoted where needed), masking passwords in every argument
-// that looks like a conninfo or URI.
+// arguments (single-quoted where needed), with its secrets masked as "***":
+// password=, PGPASSWORD=, --passwd=, --secret=, --token=, --api-key= (any
+// case) and URI user-info (scheme://user:secret@, any scheme) anywhere in an
+// argument; the argument after --password, --passwd, --secret, --token or
+// --api-key; and -pSECRET of the MySQL clients (psql's -p is a port).
 // Example: {"run", "--sql", "SELECT 'x'"} → "run --sql 'SELECT '\''x'\'''".
 std::string mask_command_line(const std::vector<std::string>& argv);
 
-// Joins arguments with single spaces exactly as they are (no quoting), masking
-// passwords in every argument that looks like a conninfo or URI. For process
-// command lines read from /proc, which are stored as the process shows them.
+// Joins arguments with single spaces exactly as they are (no quoting), masked
+// as mask_command_line masks them. For process command lines read from
+// /proc, which are stored as the process shows them.
 std::string join_args_masked(const std::vector<std::string>& args);
 
 }  // namespace stallscope

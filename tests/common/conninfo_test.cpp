@@ -56,6 +56,27 @@ TEST(CheckConninfo, RejectsUnparsableConninfoNamingIt) {
 namespace stallscope {
 namespace {
 
+// The spellings of a secret seen in command lines, each masked, in stored
+// command lines and in the processes' (issue 15: all of these were stored in
+// clear).
+TEST(MaskCommandLine, MasksEverySpellingOfASecret) {
+  EXPECT_EQ(join_args_masked({"tool", "--password", "S3cret", "next"}), "tool --password *** next");
+  EXPECT_EQ(join_args_masked({"tool", "--passwd=S3cret"}), "tool --passwd=***");
+  EXPECT_EQ(join_args_masked({"tool", "--secret=S3cret", "--token=abc.def"}),
+            "tool --secret=*** --token=***");
+  EXPECT_EQ(join_args_masked({"tool", "--API-KEY=k1"}), "tool --API-KEY=***");
+  EXPECT_EQ(join_args_masked({"env", "PGPASSWORD=S3cret", "psql"}), "env PGPASSWORD=*** psql");
+  EXPECT_EQ(join_args_masked({"/usr/bin/mysql", "-uroot", "-pS3cret", "db"}),
+            "/usr/bin/mysql -uroot -p*** db");
+  EXPECT_EQ(join_args_masked({"psql", "-p", "5432"}), "psql -p 5432") << "psql's -p is a port";
+  EXPECT_EQ(join_args_masked({"sh -c psql postgresql://app:S3cret@db/x"}),
+            "sh -c psql postgresql://app:***@db/x");
+  EXPECT_EQ(join_args_masked({"worker", "redis://:S3cret@cache:6379/0"}),
+            "worker redis://:***@cache:6379/0");
+  EXPECT_EQ(mask_command_line({"stallscope", "record", "--", "app", "--token", "abc"}),
+            "stallscope record -- app --token '***'");
+}
+
 TEST(JoinArgsMasked, JoinsExactlyAndMasksPasswords) {
   EXPECT_EQ(join_args_masked({"postgres: checkpointer ", ""}), "postgres: checkpointer  ");
   EXPECT_EQ(join_args_masked({"psql", "host=db password=hunter2"}), "psql host=db password=***");
