@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <limits>
 #include <numbers>
 
 #include <fmt/format.h>
@@ -267,6 +268,14 @@ void add_sql(Script& script, std::string_view sql, int line, const Variables& va
 
 }  // namespace
 
+namespace {
+
+[[noreturn]] void out_of_range(const char* operation) {
+  throw_usage(fmt::format("cannot evaluate a \\set expression: bigint {} out of range", operation));
+}
+
+}  // namespace
+
 std::int64_t evaluate(const Expr& e, const std::vector<std::optional<std::int64_t>>& values,
                       std::mt19937_64& rng) {
   auto arg = [&](std::size_t k) { return evaluate(*e.args[k], values, rng); };
@@ -280,18 +289,37 @@ std::int64_t evaluate(const Expr& e, const std::vector<std::optional<std::int64_
       if (!v) throw_usage("cannot evaluate a \\set expression: it uses a variable not set yet");
       return *v;
     }
-    case Expr::Op::neg:
-      return -arg(0);
-    case Expr::Op::add:
-      return arg(0) + arg(1);
-    case Expr::Op::sub:
-      return arg(0) - arg(1);
-    case Expr::Op::mul:
-      return arg(0) * arg(1);
+    // Integer overflow is an error, as pgbench's "bigint add out of range".
+    case Expr::Op::neg: {
+      const std::int64_t a = arg(0);
+      if (a == std::numeric_limits<std::int64_t>::min()) out_of_range("negation");
+      return -a;
+    }
+    case Expr::Op::add: {
+      std::int64_t r = 0;
+      if (__builtin_add_overflow(arg(0), arg(1), &r)) out_of_range("add");
+      return r;
+    }
+    case Expr::Op::sub: {
+      std::int64_t r = 0;
+      if (__builtin_sub_overflow(arg(0), arg(1), &r)) out_of_range("subtract");
+      return r;
+    }
+    case Expr::Op::mul: {
+      std::int64_t r = 0;
+      if (__builtin_mul_overflow(arg(0), arg(1), &r)) out_of_range("multiply");
+      return r;
+    }
     case Expr::Op::div:
     case Expr::Op::mod: {
       std::int64_t a = arg(0), b = arg(1);
       if (b == 0) throw_usage("cannot evaluate a \\set expression: division by zero");
+      if (b == -1) {
+        // INT64_MIN / -1 does not fit; INT64_MIN % -1 is 0 (as pgbench).
+        if (e.op == Expr::Op::mod) return 0;
+        if (a == std::numeric_limits<std::int64_t>::min()) out_of_range("divide");
+        return -a;
+      }
       return e.op == Expr::Op::div ? a / b : a % b;
     }
     case Expr::Op::random:

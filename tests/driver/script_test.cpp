@@ -24,6 +24,33 @@ TEST(Script, IntegerArithmeticFollowsPrecedenceAndTruncates) {
   EXPECT_THROW(eval_set("1 / (2 - 2)", rng), Error);
 }
 
+// Overflow is an error naming the operation, as pgbench's, not a wrapped
+// value (\set y :x + 1 at 2^63 − 1 gave −2^63).
+TEST(Script, IntegerOverflowIsAnErrorNotAWrappedValue) {
+  std::mt19937_64 rng(1);
+  const auto message = [&](const std::string& expr) {
+    try {
+      eval_set(expr, rng);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message("9223372036854775807 + 1"),
+            "cannot evaluate a \\set expression: bigint add out of range");
+  EXPECT_EQ(message("-9223372036854775807 - 2"),
+            "cannot evaluate a \\set expression: bigint subtract out of range");
+  EXPECT_EQ(message("4611686018427387904 * 2"),
+            "cannot evaluate a \\set expression: bigint multiply out of range");
+  EXPECT_EQ(message("(-9223372036854775807 - 1) / -1"),
+            "cannot evaluate a \\set expression: bigint divide out of range");
+  EXPECT_EQ(message("-(-9223372036854775807 - 1)"),
+            "cannot evaluate a \\set expression: bigint negation out of range");
+  EXPECT_EQ(eval_set("9223372036854775806 + 1", rng), 9223372036854775807);
+  EXPECT_EQ(eval_set("(-9223372036854775807 - 1) % -1", rng), 0);
+  EXPECT_EQ(eval_set("7 / -1", rng), -7);
+}
+
 TEST(Script, RandomFunctionsStayInRange) {
   std::mt19937_64 rng(7);
   std::int64_t lo_seen = 1'000'000, hi_seen = -1;
