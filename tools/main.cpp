@@ -47,41 +47,33 @@ std::string read_sql_file(const std::string& path) {
   return sql;
 }
 
-// A positive number; CLI11's own PositiveNumber prints DBL_MAX in full. A
-// leading '+' is allowed (CLI11 converts the value itself, and reads "+5" as
-// 5), as it was when this check used std::stod.
-const CLI::Validator kPositive(
-    [](std::string& value) -> std::string {
-      std::string_view text(value);
-      if (text.starts_with('+')) text.remove_prefix(1);
-      if (const auto v = stallscope::common::parse_double(text); v && std::isfinite(*v) && *v > 0)
-        return {};
-      return "'" + value + "' is not a positive number";
-    },
-    "POSITIVE");
+// A validator accepting the finite numbers for which `ok` holds, else
+// "'VALUE' <complaint>". A leading '+' is allowed (CLI11 converts the value
+// itself, and reads "+5" as 5). NaN and infinity never pass: NaN passes
+// every CLI::Range (each comparison with it is false) and would reach the
+// run file.
+CLI::Validator number_check(bool (*ok)(double), const char* complaint, const char* name) {
+  return CLI::Validator(
+      [ok, complaint](std::string& value) -> std::string {
+        std::string_view text(value);
+        if (text.starts_with('+')) text.remove_prefix(1);
+        if (const auto v = stallscope::common::parse_double(text); v && std::isfinite(*v) && ok(*v))
+          return {};
+        return "'" + value + "' " + complaint;
+      },
+      name);
+}
 
-// A finite number, checked before a CLI::Range: NaN passes every range
-// check (each comparison with it is false), and would reach the run file.
-const CLI::Validator kFinite(
-    [](std::string& value) -> std::string {
-      std::string_view text(value);
-      if (text.starts_with('+')) text.remove_prefix(1);
-      if (const auto v = stallscope::common::parse_double(text); v && std::isfinite(*v)) return {};
-      return "'" + value + "' is not a finite number";
-    },
-    "NUMBER");
-
+// A positive number (CLI11's own PositiveNumber prints DBL_MAX in full).
+const CLI::Validator kPositive =
+    number_check([](double v) { return v > 0; }, "is not a positive number", "POSITIVE");
+// A finite number, checked before a CLI::Range.
+const CLI::Validator kFinite =
+    number_check([](double) { return true; }, "is not a finite number", "NUMBER");
 // -P: 0 (no progress) or at least 0.1 s, at most an hour.
-const CLI::Validator kProgressPeriod(
-    [](std::string& value) -> std::string {
-      std::string_view text(value);
-      if (text.starts_with('+')) text.remove_prefix(1);
-      if (const auto v = stallscope::common::parse_double(text);
-          v && std::isfinite(*v) && (*v == 0 || (*v >= 0.1 && *v <= 3600)))
-        return {};
-      return "'" + value + "' is neither 0 (no progress) nor 0.1 to 3600 seconds";
-    },
-    "SECONDS");
+const CLI::Validator kProgressPeriod =
+    number_check([](double v) { return v == 0 || (v >= 0.1 && v <= 3600); },
+                 "is neither 0 (no progress) nor 0.1 to 3600 seconds", "SECONDS");
 
 // `run`: the subcommand, the options CLI11 fills in, and the flags main
 // turns into RunOptions once the command line parsed (finish_run).

@@ -218,9 +218,10 @@ class Report : public ::testing::Test {
   test::TempDir dir_;
 };
 
-// A process named `<img src=x onerror=alert(1)>` (a symlink to /bin/sh of
-// that name: its comm is the first 15 bytes) spins beside a run whose SQL
-// holds `</script><script>…`: both are shown as text, nothing runs.
+// A process named `<img src=x onerror=alert(1)>` (the system shell started
+// through a symlink of that name: its comm is the first 15 bytes) spins
+// beside a run whose SQL holds `</script><script>…`: both are shown as text,
+// nothing runs.
 TEST_F(Report, RunBesideAHostileProcessShowsItsNameAndSqlAsText) {
   const std::string hostile_name = "<img src=x onerror=alert(1)>";
   const std::string comm = hostile_name.substr(0, 15);
