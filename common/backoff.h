@@ -3,8 +3,8 @@
 // attempts keep failing; a success starts over.
 //
 // BackoffDelays is the schedule alone, for a caller that tracks its own
-// attempts (the driver's reconnects, which are asynchronous and give up
-// after a number of attempts: driver/reconnect.cpp). RetryBackoff runs a
+// attempts (the driver's reconnects, which are asynchronous and record each
+// failed attempt: driver/reconnect.cpp). RetryBackoff runs a
 // synchronous attempt when it is due, for a polling thread (ASH, pooler)
 // that may reconnect after losing its connection:
 //

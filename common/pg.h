@@ -9,6 +9,9 @@
 #include <optional>
 #include <string>
 
+#include "common/stop.h"
+#include "common/units.h"
+
 struct pg_conn;
 struct pg_result;
 
@@ -26,11 +29,36 @@ using Conn = std::unique_ptr<pg_conn, ConnDeleter>;
 // Owns a PGresult; PQclear on destruction. Moving empties the source.
 using Result = std::unique_ptr<pg_result, ResultDeleter>;
 
-// Opens a blocking connection with PQconnectdb. `conninfo` is anything libpq
-// accepts (key=value or URI; empty = PG* environment and defaults).
-// `application_name` is set unless empty (it overrides one in conninfo).
-// Throws Error(postgres): "cannot connect to <masked conninfo>: <libpq message>".
-Conn connect(const std::string& conninfo, const std::string& application_name);
+// connect_timeout (s) used when neither the conninfo nor PGCONNECT_TIMEOUT
+// sets one: a server that accepts and never answers fails a connect after
+// this long instead of holding it for minutes.
+inline constexpr int kDefaultConnectTimeoutS = 10;
+// How often a connect in progress looks at its stop token and deadline.
+inline constexpr std::int64_t kConnectSliceNs = 50 * common::kNsPerMs;
+
+// What may end a connect before libpq does.
+struct ConnectControl {
+  // Requested (SIGINT/SIGTERM for the global token): the connect ends at
+  // once (within kConnectSliceNs).
+  StopToken stop = global_stop_token();
+  // CLOCK_MONOTONIC ns: the caller's own limit (e.g. record's -T end).
+  std::optional<std::int64_t> deadline_mono_ns;
+};
+
+// Opens a connection (PQconnectStartParams, then PQconnectPoll with poll()
+// in slices of kConnectSliceNs, so a stop request or the deadline ends it at
+// once). `conninfo` is anything libpq accepts (key=value or URI; empty = PG*
+// environment and defaults). `application_name` is set unless empty (it
+// overrides one in conninfo). connect_timeout is kDefaultConnectTimeoutS
+// unless the conninfo or PGCONNECT_TIMEOUT sets it (≤ 0: no limit; 1 counts
+// as 2, as in libpq); it bounds the whole connect (all hosts of a multi-host
+// conninfo together).
+// Throws Error(postgres) "cannot connect to <masked conninfo>: <libpq
+// message>" (or "…: timeout expired after N s (connect_timeout)"), and
+// Error(runtime) "cannot connect to <masked conninfo>: interrupted" when
+// `control` ended it.
+Conn connect(const std::string& conninfo, const std::string& application_name,
+             const ConnectControl& control = {});
 
 // Runs `sql` with PQexec and returns its result; throws Error(postgres) with
 // the SQLSTATE and "cannot run <what>: <message>" unless the status is

@@ -45,6 +45,9 @@ struct Client {
   std::optional<std::int64_t> scheduled_mono_ns;
   std::optional<std::int64_t> lag_ns;  // of the transaction in flight
   int connect_failures = 0;            // -C: consecutive failed connects
+  // Rows of failed reconnect attempts (driver/reconnect.cpp): failed
+  // transactions in the file, not counted towards -t.
+  std::int64_t attempt_rows = 0;
   // Scripts: the one running, its next command, the variables' values.
   std::size_t script = 0;
   std::size_t command = 0;
@@ -66,7 +69,17 @@ struct Client {
   bool needs_rollback = false;
   std::optional<std::string> sqlstate;
   std::optional<std::string> error;
-  // Reconnecting.
+  // Reconnecting (driver/reconnect.cpp). `reconnecting`: counted in
+  // ThreadStats::reconnecting, from the lost connection (or -C's first
+  // failed connect) to the next connection. down_since: when it lost it;
+  // waiting_since: the end of its previous row, the start of the next failed
+  // attempt's row (wall and monotonic).
+  bool reconnecting = false;
+  std::int64_t down_since_mono_ns = 0;
+  std::int64_t waiting_since_mono_ns = 0;
+  std::int64_t waiting_since_wall_ns = 0;
+  std::optional<std::string> failed_attempt;  // message of the attempt whose row is pending
+  std::optional<std::string> lost_error;      // gave up (-t): the last failure
   int reset_attempts = 0;
   std::int64_t retry_at_mono_ns = 0;
   std::int64_t reset_started_mono_ns = 0;

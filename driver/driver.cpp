@@ -37,6 +37,9 @@ struct Driver::Impl {
   std::vector<detail::Client> clients;
   detail::ThreadStatsList stats;
   std::string server_version;
+  std::optional<std::string> server_lost;  // set by run() when every client gave up
+  // Ends a connect in progress: connect()'s is SIGINT/SIGTERM's, run()'s its `stop`.
+  StopToken connect_stop = global_stop_token();
   bool connected = false;
   bool ran = false;
   std::atomic<bool> abort{false};
@@ -156,7 +159,7 @@ void Driver::Impl::open_client(int i, schema::Batch& batch, std::mutex& batch_mu
   if (o.connect_per_transaction && i > 0) return;  // -C: they connect per transaction
   std::string application_name = fmt::format("stallscope/{}", i);
   std::int64_t begin_ns = mono_now_ns();
-  c.conn = pg::connect(o.conninfo, application_name);
+  c.conn = pg::connect(o.conninfo, application_name, {.stop = connect_stop});
   std::int64_t latency_ns = mono_now_ns() - begin_ns;
   std::int64_t connected_wall_ns = wall_now_ns();
   PGconn* conn = c.conn.get();
@@ -224,6 +227,7 @@ void Driver::run(StopToken stop) {
   impl_->ran = true;
 
   Impl* impl = impl_.get();
+  impl->connect_stop = stop;
   try {
     impl->connect_clients();
     impl->make_workers(stop);
@@ -234,6 +238,11 @@ void Driver::run(StopToken stop) {
   }
   impl->release(Impl::Gate::open);
   impl->running.clear();  // joins
+  const bool all_lost =
+      !impl->clients.empty() &&
+      std::all_of(impl->clients.begin(), impl->clients.end(),
+                  [](const detail::Client& c) { return c.lost_error.has_value(); });
+  if (all_lost) impl->server_lost = impl->clients.back().lost_error;
   for (auto& c : impl->clients) c.conn.reset();
   if (impl->options.per_statement) impl->sum_statements();
   for (auto& f : impl->failures) {
@@ -340,6 +349,7 @@ IntervalStats Driver::take_interval_stats() {
   }
   out.skipped = counters.skipped - before.skipped;
   out.late = counters.late - before.late;
+  out.reconnecting = counters.reconnecting;
   impl_->interval_previous_counters = counters;
   impl_->interval_previous = std::move(total);
   impl_->interval_previous_errors = errors;
@@ -371,12 +381,17 @@ Summary Driver::summary() const {
   out.skipped = counters.skipped;
   out.late = counters.late;
   out.connections = counters.connections;
+  out.clients_lost = counters.clients_lost;
   if (impl_->options.per_statement) out.statements = impl_->statement_stats();
   return out;
 }
 
 std::string Driver::server_version() const {
   return impl_->server_version;
+}
+
+std::optional<std::string> Driver::server_lost() const {
+  return impl_->server_lost;
 }
 
 }  // namespace stallscope::driver

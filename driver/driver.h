@@ -79,6 +79,10 @@ struct DriverOptions {
   // TCP_INFO of every TCP connection (schema::TcpSampleRow) at most this
   // often, read by the driver thread that owns the socket; 0 = never.
   std::int64_t tcp_info_period_ns = common::kNsPerS;
+  // -t: a client whose connection stays lost (every reconnect attempt, or
+  // -C connect, failing) for this long gives up (-T: clients never give up
+  // before the run's end).
+  std::int64_t give_up_after_ns = 60 * common::kNsPerS;
 };
 
 // -r: mean latency of one SQL command of the scripts.
@@ -103,6 +107,7 @@ struct IntervalStats {
   std::optional<double> mean_lag_ms;  // -R only: mean schedule lag of those sent
   std::int64_t skipped = 0;           // --skip-late only
   std::int64_t late = 0;              // -L only: latency above the limit
+  std::int64_t reconnecting = 0;      // clients without a connection now, reconnecting
 };
 
 struct Summary {
@@ -117,6 +122,7 @@ struct Summary {
   std::int64_t skipped = 0;                // --skip-late: not sent (not in `queries`)
   std::int64_t late = 0;                   // -L: latency above the limit
   std::int64_t connections = 0;            // connections opened, incl. reconnects and -C
+  std::int64_t clients_lost = 0;           // -t: clients that gave up reconnecting
   std::vector<StatementStats> statements;  // -r only, after run()
 };
 
@@ -148,11 +154,18 @@ class Driver {
   // A failing query is recorded with its SQLSTATE and the run goes on; after
   // a failure that leaves an explicit transaction aborted the driver sends a
   // ROLLBACK (not recorded) before the next transaction. A broken connection
-  // is recorded and reset (at once, then with backoff 0.1 s … 1.6 s; the new
-  // backend is delivered as a `client` row with the next connection number;
-  // every query row carries the backend pid that served it; with -C a failed
-  // connect is recorded as a failed transaction); after six failed attempts
-  // that client stops and the others go on. At the end (-T reached or
+  // is recorded (the transactions in flight fail with the server's SQLSTATE,
+  // e.g. 57P01, or 08006) and reset: at once, then with backoff 0.1 s, 0.2 s,
+  // 0.4 s, 0.8 s and every 1 s after, until it is back or the run ends (-T,
+  // `stop`). Each failed attempt is a failed transaction row (SQLSTATE
+  // 08001, error "cannot reconnect: <libpq message>", no connection) whose
+  // start is the end of the client's previous row, so the rows cover the
+  // whole outage; they do not count towards -t. The new backend is
+  // delivered as a `client` row with the next connection number; every
+  // query row carries the backend pid that served it; with -C a failed
+  // connect is recorded the same way. With -t a client still failing after
+  // give_up_after_ns gives up (server_lost() says when all did); the others
+  // go on. At the end (-T reached or
   // `stop` requested) nothing new is sent; in-flight transactions get 200 ms
   // to finish, then a cancel request and 500 ms more, else their connection
   // is closed. A transaction cut short by that cancel request (57014 after
@@ -166,6 +179,9 @@ class Driver {
   Summary summary() const;
   // server_version of the first connection, after connect().
   std::string server_version() const;
+  // After run(): when every client gave up reconnecting (-t; see run()), the
+  // last failure's message ("cannot reconnect: …"); else nullopt.
+  std::optional<std::string> server_lost() const;
 
  private:
   struct Impl;

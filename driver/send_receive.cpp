@@ -23,8 +23,7 @@ void Worker::send_next(Client& c, std::int64_t now_ns) {
     pipeline_fill(c, now_ns);
     return;
   }
-  if (stopping_ || (deadline_mono_ns_ && now_ns >= *deadline_mono_ns_) ||
-      (options_.queries_per_client && c.next_seq >= *options_.queries_per_client)) {
+  if (stopping_ || (deadline_mono_ns_ && now_ns >= *deadline_mono_ns_) || transactions_done(c)) {
     finish(c);
     return;
   }
@@ -57,7 +56,7 @@ void Worker::send_next(Client& c, std::int64_t now_ns) {
               *options_.latency_limit_ms * common::kNsPerMsDouble) {
         c.scheduled_mono_ns.reset();
         record_skipped(c, sched, now_ns);
-        if (options_.queries_per_client && c.next_seq >= *options_.queries_per_client) {
+        if (transactions_done(c)) {
           finish(c);
           return;
         }

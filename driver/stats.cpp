@@ -13,6 +13,8 @@ Counters sum_counters(const ThreadStatsList& stats) {
     c.skipped += s->skipped.load(std::memory_order_relaxed);
     c.late += s->late.load(std::memory_order_relaxed);
     c.connections += s->connections.load(std::memory_order_relaxed);
+    c.reconnecting += s->reconnecting.load(std::memory_order_relaxed);
+    c.clients_lost += s->clients_lost.load(std::memory_order_relaxed);
   }
   return c;
 }

@@ -26,6 +26,9 @@ struct alignas(64) ThreadStats {
   std::atomic<std::int64_t> skipped{0};
   std::atomic<std::int64_t> late{0};
   std::atomic<std::int64_t> connections{0};
+  // Clients reconnecting now (a gauge), and clients that gave up (-t).
+  std::atomic<std::int64_t> reconnecting{0};
+  std::atomic<std::int64_t> clients_lost{0};
 };
 
 // The counters above are bumped with common::bump (single writer).
@@ -36,7 +39,7 @@ using ThreadStatsList = std::vector<std::unique_ptr<ThreadStats>>;
 // Sums over the threads of the counters other than latency and errors.
 struct Counters {
   std::int64_t lag_sum_ns = 0, lag_count = 0, lag_max_ns = 0, skipped = 0, late = 0,
-               connections = 0;
+               connections = 0, reconnecting = 0, clients_lost = 0;
 };
 Counters sum_counters(const ThreadStatsList& stats);
 

@@ -166,7 +166,9 @@ void Worker::advance_timers(std::int64_t now_ns) {
       step_script(*c);
     } else if (c->state == ClientState::resetting &&
                now_ns - c->reset_started_mono_ns >= kResetAttemptTimeoutNs) {
-      reset_attempt_failed(*c, now_ns);
+      reset_attempt_failed(
+          *c, now_ns,
+          fmt::format("no answer within {} s", kResetAttemptTimeoutNs / common::kNsPerS));
     }
   }
 }
@@ -201,7 +203,9 @@ void Worker::advance_stop(std::int64_t now_ns) {
 
 void Worker::finish(Client& c) {
   if (c.state == ClientState::done) return;
+  if (c.failed_attempt) flush_failed_attempt(c, mono_now_ns());
   c.state = ClientState::done;
+  set_reconnecting(c, false);
   close_connection(c);  // the backend exits now, not when the driver is destroyed
   --active_;
 }

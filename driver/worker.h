@@ -48,12 +48,16 @@ inline constexpr std::int64_t kPollSliceNs = 50 * common::kNsPerMs;
 // query still without reply is dropped and its connection closed.
 inline constexpr std::int64_t kStopGraceNs = 200 * common::kNsPerMs;
 inline constexpr std::int64_t kCancelWaitNs = 500 * common::kNsPerMs;
-// A broken connection is reset at once, then after 0.1, 0.2, 0.4, 0.8, 1.6 s;
-// after kMaxResetAttempts failures its client stops (-C: the same for its
+// A broken connection is reset at once, then after 0.1, 0.2, 0.4, 0.8 s and
+// every 1 s (so a restarted server is found within a second) until it is
+// back or the run ends (-T, a stop); with -t a client gives up after
+// DriverOptions::give_up_after_ns of failing in a row (-C: the same for its
 // connects). driver/reconnect.cpp says why this is not a RetryBackoff.
-inline constexpr int kMaxResetAttempts = 6;
 inline constexpr BackoffDelays kReconnectBackoff{.first_delay_ns = 100 * common::kNsPerMs,
-                                                 .max_delay_ns = 1'600 * common::kNsPerMs};
+                                                 .max_delay_ns = common::kNsPerS};
+// SQLSTATE of a failed reconnect attempt or -C connect (libpq gives none):
+// sqlclient_unable_to_establish_sqlconnection.
+inline constexpr const char* kConnectFailure = "08001";
 // Asynchronous connects ignore connect_timeout: bound each attempt ourselves.
 inline constexpr std::int64_t kResetAttemptTimeoutNs = 10 * common::kNsPerS;
 
@@ -152,7 +156,15 @@ class Worker {
   void begin_reset(Client& c, std::int64_t now_ns);
   void start_reset_attempt(Client& c, std::int64_t now_ns);
   void continue_reset(Client& c);
-  void reset_attempt_failed(Client& c, std::int64_t now_ns);
+  void reset_attempt_failed(Client& c, std::int64_t now_ns, std::string message);
+  // The row of the last failed attempt (if any), ending at end_mono_ns.
+  void flush_failed_attempt(Client& c, std::int64_t end_mono_ns);
+  void set_reconnecting(Client& c, bool on);
+  // -t: transactions that count towards it (failed reconnect attempts do not).
+  bool transactions_done(const Client& c) const {
+    return options_.queries_per_client &&
+           c.next_seq - c.attempt_rows >= *options_.queries_per_client;
+  }
   bool connect_for_transaction(Client& c);
   void record_connection(Client& c, std::int64_t connect_latency_ns, std::string application_name);
 

@@ -188,7 +188,9 @@ std::string driver_progress(driver::Driver& driver, const RunOptions& o) {
   if (s.mean_lag_ms) out += fmt::format(", lag {:.3f} ms", *s.mean_lag_ms);
   if (o.skip_late) out += fmt::format(", {} skipped", s.skipped);
   if (o.latency_limit_ms) out += fmt::format(", {} late", s.late);
-  return out + fmt::format(", {} failed", s.errors);
+  out += fmt::format(", {} failed", s.errors);
+  if (s.reconnecting > 0) out += fmt::format(", {} reconnecting", s.reconnecting);
+  return out;
 }
 
 // How the run ended: the run row's status and reason.
@@ -270,7 +272,12 @@ RunEnd drive_and_sample(const RunOptions& o, driver::Driver& driver, schema::Wri
           &ash_sampler);
       driver.run(stop);
     }
-    if (stop.stop_requested()) {
+    if (const auto lost = driver.server_lost()) {
+      // -t: every client gave up reconnecting (driver/driver.h).
+      end.status = "failed";
+      end.reason = "server lost: " + *lost;
+      fmt::print(stderr, "stallscope run: {}\n", end.reason);
+    } else if (stop.stop_requested()) {
       end.status = "interrupted";
       end.reason = stop_signal() == SIGTERM ? "SIGTERM" : "SIGINT";
     } else {
@@ -309,6 +316,8 @@ int run_command(const RunOptions& o) {
   // The run file is created once the scripts parsed: bad input leaves none.
   auto store = schema::Store::create(o.output_path);
   driver::Driver driver(dopt, [&early](schema::Batch b) { early.submit(std::move(b)); });
+  // SIGINT/SIGTERM end a connect in progress too (pg::connect polls the flag).
+  install_stop_handlers();
   try {
     driver.connect();
   } catch (...) {
@@ -345,7 +354,7 @@ int run_command(const RunOptions& o) {
 
   const RunEnd end = drive_and_sample(o, driver, writer, pooler, info.start_ns);
   print_summary(o, dopt, driver, end);
-  return 0;
+  return end.status == "failed" ? 1 : 0;
 }
 
 }  // namespace stallscope::tools
