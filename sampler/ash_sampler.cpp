@@ -123,7 +123,9 @@ struct AshSampler::Impl {
   pg::Conn conn;
   std::string query;  // poll_query() of conn
   std::int64_t ash_tick = 0;
-  RetryBackoff reconnect;
+  RetryBackoff reconnect{100 * common::kNsPerMs, kSamplerReconnectMaxDelayNs};
+  // Requested by stop(): ends a reconnect in progress on the polling thread.
+  StopSource stopping;
   // Per recent poll: the "Type:Event" (or "CPU") of each active client backend.
   struct RecentPoll {
     std::int64_t mono_ns = 0;
@@ -155,8 +157,8 @@ struct AshSampler::Impl {
 
   Impl(AshSamplerOptions o, Sink s) : options(std::move(o)), sink(std::move(s)) {}
 
-  void connect() {
-    conn = pg::connect(options.conninfo, options.application_name);
+  void connect(const pg::ConnectControl& control) {
+    conn = pg::connect(options.conninfo, options.application_name, control);
     query = poll_query(conn.get());
     pg::Result port(PQexec(conn.get(), "SHOW port"));
     if (port && PQresultStatus(port.get()) == PGRES_TUPLES_OK && PQntuples(port.get()) == 1) {
@@ -411,7 +413,8 @@ std::string AshSampler::Impl::top_event(std::int64_t mono_ns, std::vector<std::s
 
 void AshSampler::Impl::run_tick() {
   if (!conn) {
-    if (auto error = reconnect.attempt_if_due(mono_now_ns(), [this] { connect(); })) {
+    if (auto error = reconnect.attempt_if_due(mono_now_ns(),
+                                              [this] { connect({.stop = stopping.token()}); })) {
       conn.reset();
       note_error(*error);
     }
@@ -426,6 +429,10 @@ void AshSampler::Impl::run_tick() {
     note_error(e.what());
     conn.reset();
     recent.clear();
+    {
+      std::lock_guard lock(mu);
+      snapshot.top_wait_event.clear();  // no poll until it reconnects: nothing seen
+    }
     flush_idle();  // the next poll's ash_tick does not follow on
   }
   if (batch && conn) stats.tick(conn.get(), mono_now_ns(), wall_now_ns(), *batch);
@@ -445,7 +452,9 @@ void AshSampler::start() {
   if (!(s.options.hz > 0)) {
     throw Error(ErrorKind::usage, fmt::format("cannot poll at {} Hz: must be > 0", s.options.hz));
   }
-  s.connect();  // throws Error(postgres) naming the masked conninfo
+  // Throws Error(postgres) naming the masked conninfo, Error(runtime) when
+  // interrupted.
+  s.connect({.deadline_mono_ns = s.options.connect_deadline_mono_ns});
   {
     // The settings and the first statistics, before the workload starts.
     schema::Batch batch;
@@ -459,6 +468,7 @@ void AshSampler::start() {
 
 void AshSampler::stop() {
   if (!impl_) return;
+  impl_->stopping.request_stop();
   impl_->thread.stop();
   if (impl_->conn) {
     // The last statistics, after the workload.

@@ -68,7 +68,9 @@ struct PoolerSampler::Impl {
 
   // Owned by the polling thread once it runs.
   pg::Conn conn;
-  RetryBackoff reconnect;
+  RetryBackoff reconnect{100 * common::kNsPerMs, kSamplerReconnectMaxDelayNs};
+  // Requested by stop(): ends a reconnect in progress on the polling thread.
+  StopSource stopping;
   bool warned_lost = false;
   // The previous poll on this connection (none after a reconnect).
   std::optional<std::int64_t> prev_time_ns;
@@ -80,8 +82,8 @@ struct PoolerSampler::Impl {
 
   Impl(PoolerSamplerOptions o, Sink s) : options(std::move(o)), sink(std::move(s)) {}
 
-  void connect() {
-    conn = pg::connect(options.conninfo, "stallscope/pooler");
+  void connect(const pg::ConnectControl& control = {}) {
+    conn = pg::connect(options.conninfo, "stallscope/pooler", control);
     prev.clear();
     prev_time_ns.reset();
   }
@@ -170,7 +172,8 @@ schema::Batch PoolerSampler::Impl::poll() {
 
 void PoolerSampler::Impl::run_tick() {
   if (!conn) {
-    if (auto error = reconnect.attempt_if_due(mono_now_ns(), [this] { connect(); })) {
+    if (auto error = reconnect.attempt_if_due(mono_now_ns(),
+                                              [this] { connect({.stop = stopping.token()}); })) {
       conn.reset();
       note_error(*error);
     }
@@ -221,6 +224,7 @@ void PoolerSampler::stop() {
   if (!impl_) return;
   Impl& s = *impl_;
   const bool was_running = s.thread.running();
+  s.stopping.request_stop();
   s.thread.stop();
   if (was_running && s.conn) {
     // One last poll, so the rows cover the time up to the end of the run.

@@ -123,7 +123,16 @@ struct AshSamplerOptions {
   // Seam for tests: where a new session's client socket owner is looked up
   // (tcp_socket_owner).
   std::string proc_root = "/proc";
+  // start()'s connect gives up at this CLOCK_MONOTONIC time (record: the end
+  // of -T), as at SIGINT/SIGTERM, with Error(runtime) "…: interrupted".
+  std::optional<std::int64_t> connect_deadline_mono_ns;
 };
+
+// After losing its connection (a server restart), a sampler reconnects at
+// its next poll, then after 0.1, 0.2, 0.4, 0.8 s and every 1 s while it
+// keeps failing; a connect in progress ends at stop(). Failed polls store
+// nothing: explain sees the gap in ash_tick as blind time, not as no waits.
+inline constexpr std::int64_t kSamplerReconnectMaxDelayNs = 1'000'000'000;
 
 // A process, identified by pid and start time (clock ticks since boot).
 struct SocketOwner {
@@ -165,8 +174,9 @@ class AshSampler {
   AshSampler(const AshSampler&) = delete;
   AshSampler& operator=(const AshSampler&) = delete;
 
-  // Connects (throws Error(postgres) with the masked conninfo on failure)
-  // and starts polling on its own thread.
+  // Connects (throws Error(postgres) with the masked conninfo on failure;
+  // Error(runtime) "…: interrupted" at SIGINT/SIGTERM or the options'
+  // connect_deadline_mono_ns) and starts polling on its own thread.
   void start();
   void stop();
   AshSnapshot latest() const;

@@ -203,24 +203,40 @@ int record_command(const RecordOptions& o) {
   std::optional<int> child_status;
   bool ended_by_limit = false;  // -T ended the command: record's own exit status is 0
   std::string reason;
+  std::string ash_missing;  // why the ASH sampler never polled (its connect was cut short)
   bool sampling_started = false;
+  // -T counts from here: a connect to --pg that hangs does not stretch it.
+  const std::int64_t start_ns = mono_now_ns();
   try {
+    // Host state first: it is sampled while --pg connects, however long.
+    samplers.host.start();
     if (o.conninfo) {
+      const auto limit_ns = duration_limit_ns(o);
       samplers.ash.emplace(
           sampler::AshSamplerOptions{
-              .conninfo = *o.conninfo, .hz = ash_hz, .find_client_sockets = true},
+              .conninfo = *o.conninfo,
+              .hz = ash_hz,
+              .find_client_sockets = true,
+              .connect_deadline_mono_ns =
+                  limit_ns ? std::optional<std::int64_t>(start_ns + *limit_ns) : std::nullopt},
           sink);
-      samplers.ash->start();
+      try {
+        samplers.ash->start();
+      } catch (const Error& e) {
+        // -T or SIGINT/SIGTERM came first: the record ends now, with its
+        // host samples and no ASH poll, and its end_reason says why.
+        if (e.kind() != ErrorKind::runtime) throw;
+        samplers.ash.reset();
+        ash_missing = e.what();
+      }
     }
     if (o.pooler_admin) {
       samplers.pooler.emplace(pooler_options(*o.pooler_admin, o.pooler_period_s), sink);
       samplers.pooler->start();  // Error(postgres) naming the masked conninfo
     }
-    samplers.host.start();
     sampling_started = true;
     ProgressPrinter progress(o.progress_s, {}, samplers.host,
                              samplers.ash ? &*samplers.ash : nullptr);
-    const std::int64_t start_ns = mono_now_ns();
     if (!o.command.empty()) {
       ChildOptions child{.nofile = have_nofile ? &nofile_before : nullptr,
                          .limit_ns = duration_limit_ns(o),
@@ -234,6 +250,9 @@ int record_command(const RecordOptions& o) {
       ended_by_limit = end.limit_reached;
     } else {
       reason = wait_for_end(o, start_ns);
+    }
+    if (!ash_missing.empty()) {
+      reason += fmt::format("; no ASH samples: the ASH sampler never connected ({})", ash_missing);
     }
   } catch (const Error& e) {
     samplers.stop();
