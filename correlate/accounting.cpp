@@ -43,7 +43,8 @@ void add_d_state(const WindowAcc& a, const Facts& f, Accounting& acc) {
 // (taken as the clients' idle share): they are measured per thread over the
 // whole span, and some of them fall between queries (handling an answer,
 // timers, waking from \sleep or the -R schedule), outside query time. Then
-// all measured parts, in proportion; the schedule lag is exact and kept.
+// all measured parts, in proportion; the schedule lag and the time of lost
+// connections are exact and kept.
 void trim_to_query_time(Accounting& acc) {
   std::int64_t sum_ns = 0;
   for (const auto& p : acc.parts) sum_ns += p.time_ns;
@@ -76,15 +77,18 @@ void trim_to_query_time(Accounting& acc) {
     over -= cut_sum;
   }
   if (over <= 0) return;
+  const auto exact = [](const AccountingPart& p) {
+    return p.name == "schedule_lag" || p.name == "connection_lost";
+  };
   std::int64_t scalable_ns = 0;
   for (const auto& p : acc.parts)
-    if (p.name != "schedule_lag") scalable_ns += p.time_ns;
+    if (!exact(p)) scalable_ns += p.time_ns;
   if (scalable_ns <= 0) return;
   const auto keep_ns = std::max<std::int64_t>(0, scalable_ns - over);
   std::int64_t kept_ns = 0;
   AccountingPart* largest = nullptr;
   for (auto& p : acc.parts) {
-    if (p.name == "schedule_lag") continue;
+    if (exact(p)) continue;
     p.time_ns = static_cast<std::int64_t>(static_cast<__int128>(p.time_ns) * keep_ns / scalable_ns);
     kept_ns += p.time_ns;
     if (!largest || p.time_ns > largest->time_ns) largest = &p;
@@ -163,6 +167,7 @@ void add_parts(const Facts& f, bool pair, Accounting& acc) {
   } else if (cpu_known) {
     part("run_queue", acc.run_delay_ns, "");
   }
+  if (acc.connection_lost_ns > 0) part("connection_lost", acc.connection_lost_ns, "client");
   if (acc.schedule_lag_ns > 0) part("schedule_lag", acc.schedule_lag_ns, "client");
   trim_to_query_time(acc);
   take_trimmed_parts(acc);
@@ -197,6 +202,7 @@ void add_into(WindowAcc& total, const WindowAcc& a) {
   total.server_cpu_ns += a.server_cpu_ns;
   for (const auto& [k, v] : a.path_cpu_ns) total.path_cpu_ns[k] += v;
   total.path_wait_ns += a.path_wait_ns;
+  total.connection_lost_ns += a.connection_lost_ns;
   total.run_delay_ns += a.run_delay_ns;
   total.driver_run_delay_ns += a.driver_run_delay_ns;
   total.cpu_delta_rows += a.cpu_delta_rows;
@@ -339,6 +345,8 @@ Accounting make_accounting(const QueryTime& time, const WindowAcc& a, const Fact
   acc.schedule_lag_ns = std::min(time.schedule_lag_ns, time.query_ns);
   acc.lag_apportioned = time.apportion_lag && acc.schedule_lag_ns > 0;
   acc.idle_ns = std::max<std::int64_t>(0, acc.client_ns - acc.query_ns);
+  acc.connection_lost_ns =
+      std::clamp<std::int64_t>(a.connection_lost_ns, 0, acc.query_ns - acc.schedule_lag_ns);
   acc.client_busy_share =
       acc.client_ns > 0 ? std::min(1.0, double(acc.query_ns) / double(acc.client_ns)) : 0.0;
   acc.sampler_cpu_ns = a.sampler_cpu_ns;
@@ -396,6 +404,7 @@ WindowSums sum_windows(Report& report, std::vector<WindowAcc>& acc, Facts& f, in
   for (std::size_t i = 0; i < n; ++i) {
     auto& w = report.windows[i];
     apply_client_driver(client_driver, i, acc[i]);
+    acc[i].connection_lost_ns = w.connection_lost_ns;
     const auto& a = acc[i];
     add_into(sums.total, a);
     fill_host_figures(a, w, f.window_steal_share[i]);

@@ -106,7 +106,8 @@ struct AccountingPart {
   std::string name;  // "driver_cpu", "path_cpu:<comm>", "path_wait:pgbouncer", "server_cpu",
                      // "server_wait:<class>", "server_d_state:<wchan>",
                      // "kernel_wait:<wchan>", "run_queue",
-                     // "client_run_queue" (client + server), "schedule_lag" (-R), "remainder"
+                     // "client_run_queue" (client + server), "connection_lost",
+                     // "schedule_lag" (-R), "remainder"
   std::int64_t time_ns = 0;
   double share = 0;  // time_ns ÷ query_ns (0 when query_ns is 0)
   // explain_pair: the host whose samples measured it, "client" (driver CPU,
@@ -154,6 +155,10 @@ struct Accounting {
   // transactions queued behind slow ones. When it was kept, the lag is the
   // driver's wake-up at each scheduled start, a part like any other.
   bool lag_apportioned = false;
+  // Σ time of failed queries that lost their connection and of the driver's
+  // failed reconnect attempts (Window::connection_lost_ns): clients without
+  // a server, an outage. An exact part ("connection_lost"), like the lag.
+  std::int64_t connection_lost_ns = 0;
   // Backends in D state while serving the queries (per query attribution;
   // host-wide: over the whole span): D rows × sample period, by wchan.
   std::int64_t backend_d_state_ns = 0;
@@ -184,8 +189,8 @@ struct Accounting {
   // path_wait_ns), server_cpu, server_wait:<class>…, server_d_state:<wchan>…,
   // kernel_wait:<wchan>…,
   // run_queue, client_run_queue (explain_pair: the driver's run delay, apart
-  // from the server's), schedule_lag (-R), remainder (or, with cannot_account,
-  // unaccounted). Their time_ns add up to query_ns.
+  // from the server's), connection_lost (an outage), schedule_lag (-R), remainder (or, with
+  // cannot_account, unaccounted). Their time_ns add up to query_ns.
   std::vector<AccountingPart> parts;
 };
 
@@ -205,6 +210,10 @@ struct Window {
   // schedule lag (-R). A window with query time and no answer is a full stop.
   std::int64_t query_time_ns = 0;
   std::int64_t schedule_lag_ns = 0;
+  // Of it, the time of failed queries that lost their connection and of the
+  // driver's failed reconnect attempts (SQLSTATE class 08, 57P01–57P03): an
+  // outage (Accounting::connection_lost_ns).
+  std::int64_t connection_lost_ns = 0;
   std::optional<double> tps;  // queries ÷ duration_s
   std::optional<double> latency_min_ms;
   std::optional<double> latency_max_ms;

@@ -349,6 +349,13 @@ struct WindowSignals {
   // shut down, crashed or is starting), and the most frequent of those codes.
   std::int64_t connection_errors = 0;
   std::string top_connection_sqlstate;
+  // Those codes with their counts, most frequent first ("08001 ×12, 57P01 ×4");
+  // the clients' time in such failed rows within the window (a failed
+  // reconnect attempt's row covers the wait since the client's previous row:
+  // the time the clients spent reconnecting), and the latest such message.
+  std::string connection_sqlstates;
+  std::int64_t connection_lost_ns = 0;
+  std::string last_connection_error;
   // Backends asleep in the kernel outside any wait event while serving the
   // queries (WindowAcc::kernel_sleep_ns), their most frequent wchan, and the
   // time no ASH poll covered (ash_coverage.cpp).

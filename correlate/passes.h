@@ -147,6 +147,8 @@ struct WindowAcc {
   std::int64_t server_cpu_ns = 0;
   std::map<std::string, std::int64_t> path_cpu_ns;  // poolers/proxies by comm
   std::int64_t path_wait_ns = 0;  // queries waiting in the pooler (facts_pooler.cpp)
+  // The window's Window::connection_lost_ns (sum_windows copies it here).
+  std::int64_t connection_lost_ns = 0;
   std::int64_t run_delay_ns = 0;
   std::int64_t driver_run_delay_ns = 0;  // of which the driver's
   std::int64_t throttled_delay_ns = 0;   // run delay of path processes in throttled cgroups

@@ -144,8 +144,10 @@ class QueryScan {
   QueryScan(const ExplainOptions& opt, Report& report) : opt_(opt), report_(report) {}
 
   // sleep_ns: the query's time in \sleep (query_sleep), not query time.
+  // connection_lost: a failed query that lost its connection (or a failed
+  // reconnect attempt), its time a window's connection_lost_ns.
   void add(std::int64_t start, std::int64_t latency, bool error, std::optional<std::int64_t> lag,
-           std::int64_t sleep_ns) {
+           std::int64_t sleep_ns, bool connection_lost = false) {
     auto& s = report_.run;
     if (s.queries == 0) queries_ = {start, start};
     ++s.queries;
@@ -168,8 +170,12 @@ class QueryScan {
                         std::clamp<std::int64_t>(sleep_ns, 0, latency)};
     if (opt_.every_queries) {
       add_to_query_window(o, error);
+      if (connection_lost) cur_.connection_lost_ns += o.latency_ns - o.sleep_ns;
     } else {
       add_to_time_window(o, error);
+      if (connection_lost && !too_many_) {
+        spread(o.start_ns, o.start_ns + o.latency_ns - o.sleep_ns, &Window::connection_lost_ns);
+      }
     }
   }
 
@@ -330,6 +336,7 @@ std::int64_t scan_queries(schema::Store& store, const ExplainOptions& opt, Repor
   schema::QueryRows rows(store, cut_ns, schema::first_query_has_lag(store));
   SideRows<schema::QueryErrorKeys, schema::QueryKey> failed(store, cut_ns);
   SideRows<schema::QuerySleeps, schema::QuerySleep> sleeps(store, cut_ns);
+  SideRows<schema::ConnectionLossKeys, schema::QueryKey> lost(store, cut_ns);
   ClientCounter clients;
   QueryScan scan(opt, report);
   schema::QueryTiming q;
@@ -338,7 +345,9 @@ std::int64_t scan_queries(schema::Store& store, const ExplainOptions& opt, Repor
     const schema::QueryKey key{q.start_ns, q.client_id, q.seq};
     const bool error = failed.find(key) != nullptr;
     const auto* sleep = sleeps.find(key);
-    scan.add(q.start_ns, q.latency_ns, error, q.lag_ns, sleep ? sleep->sleep_ns : 0);
+    const bool connection_lost = error && lost.find(key) != nullptr;
+    scan.add(q.start_ns, q.latency_ns, error, q.lag_ns, sleep ? sleep->sleep_ns : 0,
+             connection_lost);
   }
   scan.finish();
   if (s.queries > 0 && cut_ns != std::numeric_limits<std::int64_t>::max()) {

@@ -1,6 +1,7 @@
 // What the stall rules (stalls.cpp) read from the run file beyond the
 // windows' sums: queries that lost their connection, and the query a
 // blocking backend was running; and the query text server_cpu names.
+#include <algorithm>
 #include <memory>
 #include <tuple>
 
@@ -16,14 +17,22 @@ namespace stallscope::correlate::detail {
 void count_connection_errors(schema::Store& store, const std::vector<Window>& windows,
                              std::vector<WindowSignals>& signals) {
   schema::ConnectionErrors lost(store);
+  schema::ConnectionLosses spans(store);
   for (std::size_t i = 0; i < windows.size() && i < signals.size(); ++i) {
     const auto& w = windows[i];
     if (w.errors == 0) continue;
+    auto& g = signals[i];
     for (auto& e : lost.between(w.start_ns, w.end_ns)) {
-      if (signals[i].top_connection_sqlstate.empty()) {
-        signals[i].top_connection_sqlstate = std::move(e.sqlstate);
-      }
-      signals[i].connection_errors += e.queries;
+      g.connection_sqlstates += fmt::format("{}{} ×{}", g.connection_sqlstates.empty() ? "" : ", ",
+                                            e.sqlstate, e.queries);
+      if (g.top_connection_sqlstate.empty()) g.top_connection_sqlstate = std::move(e.sqlstate);
+      g.connection_errors += e.queries;
+    }
+    if (g.connection_errors == 0) continue;
+    for (auto& e : spans.overlapping(w.start_ns, w.end_ns)) {
+      g.connection_lost_ns +=
+          std::min(e.start_ns + e.latency_ns, w.end_ns) - std::max(e.start_ns, w.start_ns);
+      if (!e.error.empty()) g.last_connection_error = std::move(e.error);
     }
   }
 }

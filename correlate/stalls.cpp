@@ -164,13 +164,26 @@ void explain_stall(Stall& x, const Window& w, const WindowSignals& g, const Typi
     // A server restart or dropped connections: the clients were
     // reconnecting (with backoff), not waiting on anything sampled.
     x.cause = StallCause::connection_lost;
+    // One code: "SQLSTATE 57P01, admin shutdown"; several: each with its count.
+    const bool one_code = g.connection_sqlstates.find(',') == std::string::npos;
+    const std::string codes =
+        one_code ? g.top_connection_sqlstate +
+                       (g.top_connection_sqlstate == "57P01" ? ", admin shutdown" : "")
+                 : g.connection_sqlstates;
+    // A failed query's message is the server's or libpq's, never the conninfo.
+    x.culprit = fmt::format(
+        "lost connections: SQLSTATE {}{}", codes,
+        g.last_connection_error.empty() ? "" : fmt::format(" (last: {})", g.last_connection_error));
     x.explanation =
         head + fmt::format(
-                   "{} queries lost their connection in this window (SQLSTATE {}{}): the "
+                   "{} queries lost their connection in this window (SQLSTATE {}): the "
                    "server restarted or closed the connections, and the clients were "
-                   "reconnecting.",
-                   g.connection_errors, g.top_connection_sqlstate,
-                   g.top_connection_sqlstate == "57P01" ? ", admin shutdown" : "");
+                   "reconnecting{}.",
+                   g.connection_errors, codes,
+                   g.connection_lost_ns > 0
+                       ? fmt::format(" for {:.1f} s of client time in this window",
+                                     double(g.connection_lost_ns) / common::kNsPerSDouble)
+                       : std::string());
   } else if (best->second < kMinScore) {
     x.cause = StallCause::unexplained;
     x.explanation = head +
@@ -358,6 +371,11 @@ std::vector<Stall> find_stalls(const Report& r, const std::vector<WindowSignals>
     if (const auto s = shares_of(sig[i]); s.replication > 0 || typical.shares.replication > 0) {
       x.evidence.emplace_back("replication_wait_share", round4(s.replication));
       x.evidence.emplace_back("typical_replication_wait_share", round4(typical.shares.replication));
+    }
+    if (const auto& g = sig[i]; g.connection_errors > 0) {
+      x.evidence.emplace_back("connection_errors", g.connection_errors);
+      x.evidence.emplace_back("reconnecting_s",
+                              round4(double(g.connection_lost_ns) / common::kNsPerSDouble));
     }
     x.evidence.insert(x.evidence.begin(),
                       {"query_time_s", round4(double(w.query_time_ns) / common::kNsPerSDouble)});

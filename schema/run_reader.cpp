@@ -181,6 +181,25 @@ std::vector<SqlstateCount> ConnectionErrors::between(std::int64_t from_ns, std::
   return out;
 }
 
+ConnectionLosses::ConnectionLosses(Store& store)
+    : st_(store.db(),
+          "SELECT e.start_ns, q.latency_ns, e.sqlstate, e.error FROM query_error e JOIN query q "
+          "USING (start_ns, client_id, seq) WHERE e.start_ns < ?2 AND e.start_ns + q.latency_ns > "
+          "?1 AND (e.sqlstate LIKE '08%' OR e.sqlstate IN ('57P01', '57P02', '57P03')) ORDER BY "
+          "e.start_ns + q.latency_ns") {}
+
+std::vector<ConnectionLoss> ConnectionLosses::overlapping(std::int64_t from_ns,
+                                                          std::int64_t to_ns) {
+  st_.reset();
+  st_.bind(1, from_ns);
+  st_.bind(2, to_ns);
+  std::vector<ConnectionLoss> out;
+  while (st_.step()) {
+    out.push_back({st_.int64(0), st_.int64(1), std::string(st_.text(2)), std::string(st_.text(3))});
+  }
+  return out;
+}
+
 namespace {
 
 // The columns ProcessIdentity is read from, and the reading.

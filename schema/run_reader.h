@@ -142,6 +142,25 @@ class ConnectionErrors {
   Cursor st_;
 };
 
+// A failed query that lost its connection (SQLSTATE class 08 or 57P01–57P03),
+// or a failed reconnect attempt of the driver (08001, its row covering the
+// wait since the client's previous row): its span and message.
+struct ConnectionLoss {
+  std::int64_t start_ns = 0;
+  std::int64_t latency_ns = 0;
+  std::string sqlstate;
+  std::string error;  // "" when NULL
+};
+// Those whose [start_ns, start_ns + latency_ns) overlaps [from_ns, to_ns), by end.
+class ConnectionLosses {
+ public:
+  explicit ConnectionLosses(Store& store);
+  std::vector<ConnectionLoss> overlapping(std::int64_t from_ns, std::int64_t to_ns);
+
+ private:
+  Cursor st_;
+};
+
 // ---- processes ----
 
 // A process row's identity (the `process` table).

@@ -35,6 +35,20 @@ bool QueryErrorKeys::next(QueryKey& key) {
   return true;
 }
 
+ConnectionLossKeys::ConnectionLossKeys(Store& store, std::int64_t until_ns)
+    : st_(store.db(),
+          "SELECT start_ns, client_id, seq FROM query_error WHERE start_ns <= ?1 AND (sqlstate "
+          "LIKE '08%' OR sqlstate IN ('57P01', '57P02', '57P03')) ORDER BY start_ns, client_id, "
+          "seq") {
+  st_.bind(1, until_ns);
+}
+
+bool ConnectionLossKeys::next(QueryKey& key) {
+  if (!st_.step()) return false;
+  key = {st_.int64(0), st_.int64(1), st_.int64(2)};
+  return true;
+}
+
 QuerySleeps::QuerySleeps(Store& store, std::int64_t until_ns) {
   if (!detail::table_exists(store, "query_sleep")) return;
   st_.emplace(store.db(),

@@ -61,6 +61,18 @@ class QueryErrorKeys {
   Cursor st_;
 };
 
+// The keys of those query_error rows that lost their connection (SQLSTATE
+// class 08, incl. the driver's failed reconnect attempts, 08001, or
+// 57P01–57P03), in the same order.
+class ConnectionLossKeys {
+ public:
+  ConnectionLossKeys(Store& store, std::int64_t until_ns);
+  bool next(QueryKey& key);
+
+ private:
+  Cursor st_;
+};
+
 // query_sleep rows (scripts with \sleep) of queries sent at or before
 // until_ns, in the same order as QueryRows; none in files made before the
 // table existed.

@@ -1208,6 +1208,52 @@ TEST(CorrelateStall, ARestartIsNamedByItsLostConnections) {
       << r.stalls[1].explanation;
 }
 
+// An outage as the driver stores it: client 1's query at 5 s is cut by the
+// shutdown (57P01) and its next two rows are failed reconnect attempts
+// (08001) covering 6–8 s. The three rows' 3 s are the accounting part
+// connection_lost (exact, the parts still adding up to the query time), and
+// the stall in window 6 gives the clients' time reconnecting and the last
+// error.
+TEST(CorrelateStall, AnOutageIsTimeReconnectingInTheAccountingAndTheStall) {
+  Fixture fx;
+  fx.host({});
+  fx.rows(kDriverId, 50);
+  for (auto& q : fx.batch().queries) {
+    if (q.client_id != 1 || q.seq < 5 || q.seq > 7) continue;
+    q.connection.reset();
+    fx.batch().query_errors.push_back(
+        {.client_id = 1,
+         .seq = q.seq,
+         .start_ns = q.start_ns,
+         .sqlstate = q.seq == 5 ? "57P01" : "08001",
+         .error = q.seq == 5 ? "terminating connection due to administrator command"
+                             : fmt::format("cannot reconnect: attempt {} refused", q.seq)});
+  }
+  auto r = fx.explain();
+  ASSERT_TRUE(r.accounting.has_value());
+  std::int64_t sum_ns = 0, lost_ns = -1;
+  for (const auto& p : r.accounting->parts) {
+    sum_ns += p.time_ns;
+    if (p.name == "connection_lost") lost_ns = p.time_ns;
+  }
+  EXPECT_EQ(lost_ns, 3 * kS);
+  EXPECT_EQ(r.accounting->connection_lost_ns, 3 * kS);
+  EXPECT_EQ(sum_ns, r.accounting->query_ns);
+  const auto six = std::find_if(r.stalls.begin(), r.stalls.end(),
+                                [](const Stall& s) { return s.window_index == 6; });
+  ASSERT_NE(six, r.stalls.end());
+  EXPECT_EQ(to_string(six->cause), "connection_lost");
+  EXPECT_NE(six->explanation.find("1 queries lost their connection in this window (SQLSTATE "
+                                  "08001): the server restarted or closed the connections, and "
+                                  "the clients were reconnecting for 1.0 s of client time in "
+                                  "this window."),
+            std::string::npos)
+      << six->explanation;
+  EXPECT_EQ(six->culprit,
+            "lost connections: SQLSTATE 08001 (last: cannot reconnect: attempt 6 "
+            "refused)");
+}
+
 TEST(CorrelateStall, SteadyRunHasNoStall) {
   Fixture fx;
   fx.host({});
