@@ -84,6 +84,11 @@ bool full_stop(const Window& w) {
 
 bool is_stalled(const Window& w, const Typical& t) {
   if (full_stop(w)) return true;
+  // Queries outstanding and every one answered failed (an outage: lost
+  // connections, failed reconnects) while the typical window answers some:
+  // a stall whatever the spread of the windows (a long outage in a short run
+  // widens the MAD until a window of 0 q/s is within 3 of it).
+  if (w.queries == 0 && w.query_time_ns > 0 && t.tps > 0) return true;
   const bool slow_tps = *w.tps <= (1 - kStallMinDrop) * t.tps &&
                         (t.tps_scale == 0 || (*w.tps - t.tps) / t.tps_scale <= -kStallZ);
   const bool slow_lat =

@@ -1254,6 +1254,40 @@ TEST(CorrelateStall, AnOutageIsTimeReconnectingInTheAccountingAndTheStall) {
             "refused)");
 }
 
+// A long outage in a short run: windows 3–5 answer nothing (every query
+// failed: 08001), and the other windows' throughput varies (2 to 11 q/s), so
+// the MAD is wide enough that 0 q/s is within 3 of it (z ≈ −0.7). A window
+// with queries outstanding and none answered successfully is a stall anyway.
+TEST(CorrelateStall, WindowsWithOnlyFailedAnswersAreStallsWhateverTheSpread) {
+  Fixture fx;
+  fx.host({});
+  fx.rows(kDriverId, 50);
+  for (auto& q : fx.batch().queries) {
+    if (q.seq < 3 || q.seq > 5) continue;
+    q.connection.reset();
+    fx.batch().query_errors.push_back({.client_id = q.client_id,
+                                       .seq = q.seq,
+                                       .start_ns = q.start_ns,
+                                       .sqlstate = "08001",
+                                       .error = "cannot reconnect: refused"});
+  }
+  std::int64_t seq = 0;
+  for (int w : {1, 2, 6, 7, 8, 9}) {
+    for (int j = 0; j < w; ++j) {
+      fx.batch().queries.push_back({.client_id = 2,
+                                    .seq = seq++,
+                                    .start_ns = kT0 + w * kS + j * 10 * kMs,
+                                    .latency_ns = 5 * kMs});
+    }
+  }
+  auto r = fx.explain();
+  std::vector<std::size_t> lost;
+  for (const auto& s : r.stalls) {
+    if (to_string(s.cause) == "connection_lost") lost.push_back(s.window_index);
+  }
+  EXPECT_EQ(lost, (std::vector<std::size_t>{3, 4, 5}));
+}
+
 TEST(CorrelateStall, SteadyRunHasNoStall) {
   Fixture fx;
   fx.host({});
