@@ -2,6 +2,7 @@
 
 #include <libpq-fe.h>
 #include <poll.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -126,6 +127,10 @@ Conn connect(const std::string& conninfo, const std::string& application_name,
     state = PQconnectPoll(conn.get());
   }
   return conn;
+}
+
+void abort_socket(pg_conn* conn) noexcept {
+  if (const int fd = conn ? PQsocket(conn) : -1; fd >= 0) ::shutdown(fd, SHUT_RDWR);
 }
 
 Result exec(pg_conn* conn, const std::string& sql, const std::string& what) {

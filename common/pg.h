@@ -60,6 +60,13 @@ struct ConnectControl {
 Conn connect(const std::string& conninfo, const std::string& application_name,
              const ConnectControl& control = {});
 
+// Shuts `conn`'s socket down (shutdown(2), both ways), so that a call
+// blocked on it in another thread — PQexec waiting for a server that stopped
+// answering — fails at once ("server closed the connection unexpectedly");
+// the connection is unusable after. For stop() of a polling thread; the
+// caller keeps `conn` alive meanwhile (a lock against its owner's PQfinish).
+void abort_socket(pg_conn* conn) noexcept;
+
 // Runs `sql` with PQexec and returns its result; throws Error(postgres) with
 // the SQLSTATE and "cannot run <what>: <message>" unless the status is
 // PGRES_COMMAND_OK or PGRES_TUPLES_OK.

@@ -23,6 +23,10 @@ ClockOffsetEstimator::ClockOffsetEstimator(const std::string& conninfo)
 }
 
 ClockOffsetEstimator::~ClockOffsetEstimator() = default;
+
+void ClockOffsetEstimator::abort() noexcept {
+  pg::abort_socket(impl_->conn.get());
+}
 ClockOffsetEstimator::ClockOffsetEstimator(ClockOffsetEstimator&&) noexcept = default;
 ClockOffsetEstimator& ClockOffsetEstimator::operator=(ClockOffsetEstimator&&) noexcept = default;
 

@@ -36,6 +36,9 @@ class ClockOffsetEstimator {
   // rtt/2, rtt_ns, probes, phase ("start" | "periodic" | "end"). Throws
   // Error(postgres) "cannot read the server clock: …" when a probe fails.
   schema::ClockOffsetRow estimate(const std::string& phase, int probes = 8);
+  // From another thread: fails an estimate() blocked on a server that
+  // stopped answering (pg::abort_socket); the estimator is unusable after.
+  void abort() noexcept;
 
  private:
   struct Impl;

@@ -11,6 +11,9 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <system_error>
+#include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -26,6 +29,29 @@ struct CancelDeleter {
   void operator()(PGcancel* c) const noexcept { PQfreeCancel(c); }
 };
 using Cancel = std::unique_ptr<PGcancel, CancelDeleter>;
+
+void send_cancels(const std::vector<Cancel>& cancels) noexcept {
+  for (const auto& cancel : cancels) {
+    char errbuf[256];
+    PQcancel(cancel.get(), errbuf, sizeof errbuf);
+  }
+}
+
+// Sends the cancel requests on a thread of their own, left to finish alone:
+// PQcancel waits for the server to close the cancel connection, so a server
+// that stopped answering would hold the driver thread, and SIGINT's end of
+// the run, for as long as it hangs. That thread owns the PGcancel objects
+// (independent of the connections) and touches nothing else. Without a
+// thread to be had, they are sent here.
+void cancel_detached(std::vector<Cancel> cancels) {
+  if (cancels.empty()) return;
+  auto owned = std::make_shared<const std::vector<Cancel>>(std::move(cancels));
+  try {
+    std::thread([owned] { send_cancels(*owned); }).detach();
+  } catch (const std::system_error&) {
+    send_cancels(*owned);
+  }
+}
 
 }  // namespace
 
@@ -176,6 +202,7 @@ void Worker::advance_timers(std::int64_t now_ns) {
 // The run is over: nothing new is sent; in-flight transactions get
 // kStopGraceNs to finish, then a cancel request, then kCancelWaitNs.
 void Worker::advance_stop(std::int64_t now_ns) {
+  std::vector<Cancel> cancels;
   for (Client* c : clients_) {
     switch (c->state) {
       case ClientState::done:
@@ -183,10 +210,7 @@ void Worker::advance_stop(std::int64_t now_ns) {
       case ClientState::busy:
         if (!c->cancel_sent && now_ns - stop_mono_ns_ >= kStopGraceNs) {
           c->cancel_sent = true;
-          if (Cancel cancel{PQgetCancel(c->conn.get())}) {
-            char errbuf[256];
-            PQcancel(cancel.get(), errbuf, sizeof errbuf);
-          }
+          if (Cancel cancel{PQgetCancel(c->conn.get())}) cancels.push_back(std::move(cancel));
         } else if (c->cancel_sent && now_ns - stop_mono_ns_ >= kStopGraceNs + kCancelWaitNs) {
           // Still no reply: unfinished, dropped (see record()).
           c->statement_rows.clear();
@@ -199,6 +223,7 @@ void Worker::advance_stop(std::int64_t now_ns) {
         break;
     }
   }
+  cancel_detached(std::move(cancels));
 }
 
 void Worker::finish(Client& c) {

@@ -17,6 +17,7 @@
 #include "common/parse.h"
 #include "common/periodic.h"
 #include "common/pg.h"
+#include "common/stop_watchdog.h"
 #include "common/thread_name.h"
 #include "common/units.h"
 #include "sampler/pg_stats.h"
@@ -119,8 +120,10 @@ struct AshSampler::Impl {
   AshSamplerOptions options;
   Sink sink;
 
-  // Owned by the polling thread once it runs.
+  // Owned by the polling thread once it runs; replaced under conn_mu, which
+  // stop()'s watchdog takes to abort a poll blocked on a hung server.
   pg::Conn conn;
+  std::mutex conn_mu;
   std::string query;  // poll_query() of conn
   std::int64_t ash_tick = 0;
   RetryBackoff reconnect{100 * common::kNsPerMs, kSamplerReconnectMaxDelayNs};
@@ -158,7 +161,11 @@ struct AshSampler::Impl {
   Impl(AshSamplerOptions o, Sink s) : options(std::move(o)), sink(std::move(s)) {}
 
   void connect(const pg::ConnectControl& control) {
-    conn = pg::connect(options.conninfo, options.application_name, control);
+    pg::Conn c = pg::connect(options.conninfo, options.application_name, control);
+    {
+      std::lock_guard lock(conn_mu);
+      conn = std::move(c);
+    }
     query = poll_query(conn.get());
     pg::Result port(PQexec(conn.get(), "SHOW port"));
     if (port && PQresultStatus(port.get()) == PGRES_TUPLES_OK && PQntuples(port.get()) == 1) {
@@ -193,6 +200,10 @@ struct AshSampler::Impl {
     std::lock_guard lock(mu);
     ++snapshot.poll_errors;
     snapshot.last_error = message;
+  }
+  void drop_conn() {
+    std::lock_guard lock(conn_mu);
+    conn.reset();
   }
 };
 
@@ -415,7 +426,7 @@ void AshSampler::Impl::run_tick() {
   if (!conn) {
     if (auto error = reconnect.attempt_if_due(mono_now_ns(),
                                               [this] { connect({.stop = stopping.token()}); })) {
-      conn.reset();
+      drop_conn();
       note_error(*error);
     }
   }
@@ -427,7 +438,7 @@ void AshSampler::Impl::run_tick() {
     // Server restart, terminated backend, ...: reconnect at the next
     // deadline, then back off while it keeps failing.
     note_error(e.what());
-    conn.reset();
+    drop_conn();
     recent.clear();
     {
       std::lock_guard lock(mu);
@@ -468,15 +479,25 @@ void AshSampler::start() {
 
 void AshSampler::stop() {
   if (!impl_) return;
-  impl_->stopping.request_stop();
-  impl_->thread.stop();
-  if (impl_->conn) {
-    // The last statistics, after the workload.
-    schema::Batch batch;
-    impl_->stats.last(impl_->conn.get(), wall_now_ns(), batch);
-    if (!batch.empty() && impl_->sink) impl_->sink(std::move(batch));
+  Impl& s = *impl_;
+  s.stopping.request_stop();
+  {
+    // A poll (or the last statistics) blocked on a server that stopped
+    // answering would hold stop() as long as the server hangs: after the
+    // grace its socket is shut down, which fails it.
+    StopWatchdog watchdog(kSamplerStopGraceNs, [&s] {
+      std::lock_guard lock(s.conn_mu);
+      if (s.conn) pg::abort_socket(s.conn.get());
+    });
+    s.thread.stop();
+    if (s.conn) {
+      // The last statistics, after the workload.
+      schema::Batch batch;
+      s.stats.last(s.conn.get(), wall_now_ns(), batch);
+      if (!batch.empty() && s.sink) s.sink(std::move(batch));
+    }
   }
-  impl_->conn.reset();
+  s.drop_conn();
   impl_->flush_idle();
 }
 

@@ -17,6 +17,7 @@
 #include "common/error.h"
 #include "common/periodic.h"
 #include "common/pg.h"
+#include "common/stop_watchdog.h"
 #include "common/thread_name.h"
 #include "common/units.h"
 
@@ -66,8 +67,10 @@ struct PoolerSampler::Impl {
   PoolerSamplerOptions options;
   Sink sink;
 
-  // Owned by the polling thread once it runs.
+  // Owned by the polling thread once it runs; replaced under conn_mu, which
+  // stop()'s watchdog takes to abort a poll blocked on a hung pooler.
   pg::Conn conn;
+  std::mutex conn_mu;
   RetryBackoff reconnect{100 * common::kNsPerMs, kSamplerReconnectMaxDelayNs};
   // Requested by stop(): ends a reconnect in progress on the polling thread.
   StopSource stopping;
@@ -83,7 +86,11 @@ struct PoolerSampler::Impl {
   Impl(PoolerSamplerOptions o, Sink s) : options(std::move(o)), sink(std::move(s)) {}
 
   void connect(const pg::ConnectControl& control = {}) {
-    conn = pg::connect(options.conninfo, "stallscope/pooler", control);
+    pg::Conn c = pg::connect(options.conninfo, "stallscope/pooler", control);
+    {
+      std::lock_guard lock(conn_mu);
+      conn = std::move(c);
+    }
     prev.clear();
     prev_time_ns.reset();
   }
@@ -93,6 +100,10 @@ struct PoolerSampler::Impl {
     std::lock_guard lock(mu);
     ++snapshot.poll_errors;
     snapshot.last_error = message;
+  }
+  void drop_conn() {
+    std::lock_guard lock(conn_mu);
+    conn.reset();
   }
   void warn(const std::string& message) const {
     if (options.warn) options.warn(message);
@@ -174,7 +185,7 @@ void PoolerSampler::Impl::run_tick() {
   if (!conn) {
     if (auto error = reconnect.attempt_if_due(mono_now_ns(),
                                               [this] { connect({.stop = stopping.token()}); })) {
-      conn.reset();
+      drop_conn();
       note_error(*error);
     }
   }
@@ -189,7 +200,7 @@ void PoolerSampler::Impl::run_tick() {
     }
   } catch (const Error& e) {
     note_error(e.what());
-    conn.reset();
+    drop_conn();
     if (!warned_lost) {
       warned_lost = true;
       warn(fmt::format("pooler sampler lost its connection, retrying: {}", e.what()));
@@ -225,17 +236,25 @@ void PoolerSampler::stop() {
   Impl& s = *impl_;
   const bool was_running = s.thread.running();
   s.stopping.request_stop();
-  s.thread.stop();
-  if (was_running && s.conn) {
-    // One last poll, so the rows cover the time up to the end of the run.
-    try {
-      auto last = s.poll();
-      if (s.sink) s.sink(std::move(last));
-    } catch (const Error& e) {
-      s.note_error(e.what());
+  {
+    // A poll blocked on a pooler that stopped answering would hold stop():
+    // after the grace its socket is shut down, which fails the poll.
+    StopWatchdog watchdog(kSamplerStopGraceNs, [&s] {
+      std::lock_guard lock(s.conn_mu);
+      if (s.conn) pg::abort_socket(s.conn.get());
+    });
+    s.thread.stop();
+    if (was_running && s.conn) {
+      // One last poll, so the rows cover the time up to the end of the run.
+      try {
+        auto last = s.poll();
+        if (s.sink) s.sink(std::move(last));
+      } catch (const Error& e) {
+        s.note_error(e.what());
+      }
     }
   }
-  s.conn.reset();
+  s.drop_conn();
 }
 
 PoolerSnapshot PoolerSampler::latest() const {

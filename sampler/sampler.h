@@ -133,6 +133,11 @@ struct AshSamplerOptions {
 // keeps failing; a connect in progress ends at stop(). Failed polls store
 // nothing: explain sees the gap in ash_tick as blind time, not as no waits.
 inline constexpr std::int64_t kSamplerReconnectMaxDelayNs = 1'000'000'000;
+// stop() lets a poll in progress finish for this long; a poll still blocked
+// then (a server or pooler that stopped answering) has its connection's
+// socket shut down, so stop() — and SIGINT's end of a run — never waits on
+// a hung server.
+inline constexpr std::int64_t kSamplerStopGraceNs = 2'000'000'000;
 
 // A process, identified by pid and start time (clock ticks since boot).
 struct SocketOwner {

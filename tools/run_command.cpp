@@ -19,6 +19,7 @@
 #include "common/host.h"
 #include "common/periodic.h"
 #include "common/stop.h"
+#include "common/stop_watchdog.h"
 #include "common/thread_name.h"
 #include "common/units.h"
 #include "driver/clock_offset.h"
@@ -153,14 +154,21 @@ class ClockProbes {
   void probe(const char* phase, bool reconnect) {
     if (!clock_ && !reconnect) return;
     try {
-      if (!clock_) clock_.emplace(o_.conninfo);
+      if (!clock_) {
+        driver::ClockOffsetEstimator fresh(o_.conninfo);
+        std::lock_guard lock(clock_mu_);
+        clock_.emplace(std::move(fresh));
+      }
       schema::Batch b;
       b.clock_offsets.push_back(clock_->estimate(phase));
       writer_.submit(std::move(b));
       if (failing_) fmt::print(stderr, "clock-offset estimates resumed\n");
       failing_ = false;
     } catch (const Error& e) {
-      clock_.reset();
+      {
+        std::lock_guard lock(clock_mu_);
+        clock_.reset();
+      }
       if (!failing_) {
         fmt::print(stderr, "warning: no clock-offset estimate ({}); retrying every {:g} s\n",
                    e.what(), o_.clock_offset_period_s);
@@ -168,10 +176,17 @@ class ClockProbes {
       failing_ = true;
     }
   }
+  // From another thread: fails a probe blocked on a server that stopped
+  // answering.
+  void abort() noexcept {
+    std::lock_guard lock(clock_mu_);
+    if (clock_) clock_->abort();
+  }
 
  private:
   const RunOptions& o_;
   schema::Writer& writer_;
+  std::mutex clock_mu_;  // clock_ is replaced under it; abort() reads it under it
   std::optional<driver::ClockOffsetEstimator> clock_;
   bool failing_ = false;  // warned; cleared when an estimate works again
 };
@@ -294,9 +309,14 @@ RunEnd drive_and_sample(const RunOptions& o, driver::Driver& driver, schema::Wri
     if (driver.summary().queries == 0) remove_run_file(o.output_path);
     throw;
   }
-  clock_thread.stop();
-  if (pooler) pooler->stop();  // its last poll covers the end of the queries
-  clock.probe("end", false);
+  {
+    // A probe blocked on a server that stopped answering is failed after
+    // the grace, so the run still ends (common/stop_watchdog.h).
+    StopWatchdog watchdog(sampler::kSamplerStopGraceNs, [&clock] { clock.abort(); });
+    clock_thread.stop();
+    if (pooler) pooler->stop();  // its last poll covers the end of the queries
+    clock.probe("end", false);
+  }
   warn_if_sampler_lagged(host_sampler, o.hz,
                          static_cast<double>(wall_now_ns() - start_ns) / common::kNsPerSDouble);
   host_sampler.stop();

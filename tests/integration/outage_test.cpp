@@ -55,6 +55,7 @@ class PrivateServer {
     conninfo_ = r.out.substr(0, r.out.find('\n'));
   }
   ~PrivateServer() {
+    if (frozen_) freeze(false);
     if (!conninfo_.empty()) test::run_command({scratch_postgres(), "stop", conninfo_});
   }
   PrivateServer(const PrivateServer&) = delete;
@@ -67,9 +68,38 @@ class PrivateServer {
   test::CommandResult up() const {
     return test::run_command({scratch_postgres(), "up", conninfo_});
   }
+  // SIGSTOP (true) or SIGCONT (false) to the postmaster and its children: a
+  // server that accepts connections and answers nothing.
+  void freeze(bool stop) {
+    const auto host_at = conninfo_.find("host=");
+    const std::string dir =
+        conninfo_.substr(host_at + 5, conninfo_.find(' ', host_at) - host_at - 5);
+    std::ifstream pidfile(dir + "/data/postmaster.pid");
+    int postmaster = 0;
+    pidfile >> postmaster;
+    if (postmaster <= 0) {
+      ADD_FAILURE() << "no postmaster.pid in " << dir;
+      return;
+    }
+    std::vector<int> pids{postmaster};
+    for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+      std::ifstream stat(entry.path() / "stat");
+      std::string line;
+      if (!std::getline(stat, line)) continue;
+      // pid (comm) state ppid …: the comm may hold spaces, so read after ')'.
+      std::istringstream rest(line.substr(line.rfind(')') + 1));
+      char state = 0;
+      int ppid = 0;
+      rest >> state >> ppid;
+      if (ppid == postmaster) pids.push_back(std::stoi(entry.path().filename().string()));
+    }
+    for (int pid : pids) ::kill(pid, stop ? SIGSTOP : SIGCONT);
+    frozen_ = stop;
+  }
 
  private:
   std::string conninfo_;
+  bool frozen_ = false;
 };
 
 // A server that accepts connections (the kernel completes the handshake for
@@ -377,6 +407,44 @@ TEST(Outage, RecordAshSamplerPollsAgainAfterARestart) {
     if (n.get<std::string>().find("ASH was blind for") != std::string::npos) blind_note = true;
   }
   EXPECT_TRUE(blind_note) << j["notes"].dump(1);
+}
+
+// The server stops answering mid-run (its processes stopped with SIGSTOP):
+// SIGINT still ends `run` — the cancel requests are sent from a thread of
+// their own, and the samplers' and clock probe's blocked queries are failed
+// after a 2 s grace — and `record`. (Before: both waited for the server to
+// answer again, however long.)
+TEST(Outage, SigintEndsRunAndRecordWhoseServerStoppedAnswering) {
+  PrivateServer server;
+  ASSERT_FALSE(server.conninfo().empty());
+  test::TempDir run_dir, record_dir;
+  const auto run_path = run_dir.file("frozen-run.db");
+  const auto record_path = record_dir.file("frozen-record.db");
+  Spawned run({test::stallscope_bin(), "run", "-o", run_path, server.conninfo(), "-T", "60", "-c",
+               "2", "--clock-offset-period", "1", "--sql", "SELECT pg_sleep(0.002)"},
+              run_dir);
+  Spawned record({test::stallscope_bin(), "record", "--pg", server.conninfo(), "-o", record_path},
+                 record_dir);
+  ASSERT_TRUE(run.started());
+  ASSERT_TRUE(record.started());
+  std::this_thread::sleep_for(2s);
+  server.freeze(true);
+  std::this_thread::sleep_for(2s);
+  run.signal(SIGINT);
+  record.signal(SIGINT);
+  const auto run_status = run.wait(20s);
+  const auto record_status = record.wait(20s);
+  server.freeze(false);
+  ASSERT_TRUE(exited_with(run_status, 0)) << "run still waiting on the server: " << run.err();
+  ASSERT_TRUE(exited_with(record_status, 0)) << "record still waiting: " << record.err();
+  std::printf("after SIGINT against a stopped server: run ended in %.1f s (record by then)\n",
+              run.elapsed_s() - 4);
+  SQLite::Database run_db(run_path);
+  EXPECT_EQ(run_db.execAndGet("SELECT status || ':' || end_reason FROM run").getString(),
+            "interrupted:SIGINT");
+  EXPECT_GT(count(run_db, "SELECT count(*) FROM query"), 10);
+  SQLite::Database record_db(record_path);
+  EXPECT_EQ(record_db.execAndGet("SELECT end_reason FROM run").getString(), "SIGINT");
 }
 
 // A server that accepts and never answers: `run` fails after the default
