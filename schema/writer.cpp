@@ -1,9 +1,14 @@
 #include "schema/writer.h"
 
+#include <cerrno>
 #include <chrono>
 
 #include "common/clock.h"
+#include "common/error.h"
 #include "common/thread_name.h"
+#include "common/units.h"
+
+#include <fmt/format.h>
 
 namespace stallscope::schema {
 namespace {
@@ -19,10 +24,15 @@ std::int64_t row_count(const Batch& b) {
       b.pg_stats.size() + b.pg_lock_waits.size());
 }
 
+// SQLite's primary result code for "database or disk is full".
+constexpr int kSqliteFull = 13;
+
 }  // namespace
 
 Writer::Writer(Store store, std::int64_t commit_interval_ns)
-    : store_(std::move(store)), commit_interval_ns_(commit_interval_ns) {
+    : store_(std::move(store)),
+      commit_interval_ns_(commit_interval_ns),
+      committed_ns_(wall_now_ns()) {
   thread_ = std::thread([this] {
     set_thread_name(kWriterThreadName);
     loop();
@@ -50,10 +60,48 @@ std::int64_t Writer::rows_committed() const {
   return rows_committed_;
 }
 
+void Writer::drain() {
+  std::unique_lock lock(mu_);
+  if (closing_) return;
+  const std::int64_t ticket = ++drain_asked_;
+  cv_.notify_all();
+  drained_cv_.wait(lock, [&] { return drain_done_ >= ticket; });
+}
+
+std::optional<WriteFailure> Writer::failure() const {
+  std::lock_guard lock(mu_);
+  return failure_;
+}
+
+void Writer::record_failure(const std::exception_ptr& err) {
+  error_ = err;
+  WriteFailure f;
+  f.failed_ns = wall_now_ns();
+  f.committed_ns = committed_ns_;
+  try {
+    std::rethrow_exception(err);
+  } catch (const Error& e) {
+    f.message = e.what();
+    f.code = e.code();
+  } catch (const std::exception& e) {
+    f.message = e.what();
+  } catch (...) {
+    f.message = "unknown error";
+  }
+  const std::string prefix = "cannot write to " + store_.path() + ": ";
+  f.reason = f.message.starts_with(prefix) ? f.message.substr(prefix.size()) : f.message;
+  const int sys = store_.system_errno();
+  f.disk_full = (f.code & 0xff) == kSqliteFull || sys == ENOSPC || sys == EDQUOT;
+  failure_ = std::move(f);
+  failed_.request_stop();
+}
+
 void Writer::loop() {
   std::unique_lock lock(mu_);
   while (true) {
-    cv_.wait_for(lock, std::chrono::nanoseconds(commit_interval_ns_), [this] { return closing_; });
+    cv_.wait_for(lock, std::chrono::nanoseconds(commit_interval_ns_),
+                 [this] { return closing_ || drain_asked_ > drain_done_; });
+    const std::int64_t drain_asked = drain_asked_;
     std::vector<Batch> work = std::move(pending_);
     pending_.clear();
     bool last = closing_;
@@ -71,13 +119,46 @@ void Writer::loop() {
       work.clear();  // freed outside the lock, so submit() never waits for it
       lock.lock();
       if (err) {
-        error_ = err;
+        record_failure(err);  // the store is still this thread's: its errno is read here
       } else {
         rows_committed_ += n;
+        committed_ns_ = wall_now_ns();
       }
+    }
+    if (drain_asked > drain_done_) {
+      drain_done_ = drain_asked;
+      drained_cv_.notify_all();
     }
     if (last) return;
   }
+}
+
+std::exception_ptr Writer::finish(std::int64_t end_ns, const std::string& status,
+                                  const std::string& end_reason,
+                                  std::optional<int> command_exit_status) {
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  // The writer thread has ended; this thread now owns the connection. A
+  // failed commit was rolled back; on a full disk the UPDATE of the run row
+  // may still fit (it rewrites WAL frames the failed transaction had
+  // allocated), else truncating the WAL may free the room it needs.
+  // A failed commit lost rows: the run is 'failed' whatever the caller said.
+  const bool lost = failure_ && status != "failed";
+  const std::string reason =
+      lost ? fmt::format("{}: {}; {}", failure_->disk_full ? "disk full" : "write failed",
+                         failure_->reason, end_reason)
+           : end_reason;
+  std::exception_ptr end_error;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    try {
+      if (attempt == 1) store_.truncate_wal();
+      store_.end_run(end_ns, lost ? "failed" : status, reason, command_exit_status);
+      return nullptr;
+    } catch (...) {
+      if (!end_error) end_error = std::current_exception();
+    }
+  }
+  return end_error;
 }
 
 void Writer::close(std::int64_t end_ns, const std::string& status, const std::string& end_reason,
@@ -88,11 +169,38 @@ void Writer::close(std::int64_t end_ns, const std::string& status, const std::st
     closed_ = true;
     closing_ = true;
   }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
-  // The writer thread has ended; this thread now owns the connection.
-  store_.end_run(end_ns, status, end_reason, command_exit_status);
+  const std::exception_ptr end_error = finish(end_ns, status, end_reason, command_exit_status);
   if (error_) std::rethrow_exception(error_);
+  if (end_error) std::rethrow_exception(end_error);
+}
+
+bool Writer::close_after_failure(std::int64_t end_ns, const std::string& status,
+                                 const std::string& end_reason,
+                                 std::optional<int> command_exit_status, std::string* end_error) {
+  {
+    std::lock_guard lock(mu_);
+    if (closed_) return false;
+    closed_ = true;
+    closing_ = true;
+  }
+  const std::exception_ptr err = finish(end_ns, status, end_reason, command_exit_status);
+  if (!err) return true;
+  if (end_error) {
+    try {
+      std::rethrow_exception(err);
+    } catch (const std::exception& e) {
+      *end_error = e.what();
+    } catch (...) {
+      *end_error = "unknown error";
+    }
+  }
+  return false;
+}
+
+std::string end_reason(const WriteFailure& failure, std::int64_t start_ns) {
+  return fmt::format("{} at {:.1f} s: {}", failure.disk_full ? "disk full" : "write failed",
+                     static_cast<double>(failure.failed_ns - start_ns) / common::kNsPerSDouble,
+                     failure.reason);
 }
 
 }  // namespace stallscope::schema
