@@ -12,7 +12,9 @@
 // at once: failure_token() is requested and failure() describes it, so the
 // run can stop producing; everything committed before stays. Later submits
 // are dropped. close() then still marks the run's end (rolling the failed
-// transaction back, and truncating the WAL if the small UPDATE does not fit)
+// transaction back; if the small UPDATE does not fit, freeing the 256 KiB
+// the writer reserved on the file system at its start, then truncating the
+// WAL)
 // and rethrows the write error; close_after_failure() does the same without
 // throwing, for a caller that reported the failure itself.
 //
@@ -32,6 +34,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/fd.h"
 #include "common/stop.h"
 #include "common/units.h"
 #include "schema/records.h"
@@ -68,9 +71,11 @@ class Writer {
   // Store::write threw); the run is then marked 'failed' whatever `status`
   // said, its end_reason led by the write error. Idempotent.
   // When a commit failed, or the UPDATE fails (e.g. the disk filled at the
-  // end), the failed transaction is rolled back, the UPDATE tried again, then
-  // once more after PRAGMA wal_checkpoint(TRUNCATE); if all fail the run row
-  // stays 'running' with no end.
+  // end), the failed transaction is rolled back, the UPDATE tried again
+  // after the writer's reserve (an unlinked 256 KiB file beside the run
+  // file, allocated at its start) is freed, then once more after PRAGMA
+  // wal_checkpoint(TRUNCATE); if all fail the run row stays 'running' with
+  // no end.
   void close(std::int64_t end_ns, const std::string& status, const std::string& end_reason,
              std::optional<int> command_exit_status = std::nullopt);
   // As close(), for a run whose failure() the caller has reported: never
@@ -116,6 +121,7 @@ class Writer {
   std::optional<WriteFailure> failure_;
   std::int64_t committed_ns_ = 0;  // wall clock of the last good commit
   StopSource failed_;
+  common::Fd reserve_;  // room for the last UPDATE on a full disk (writer.cpp)
   std::thread thread_;
 };
 
