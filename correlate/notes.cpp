@@ -84,8 +84,9 @@ void add_run_end_note(const Span& kept, Report& report) {
     note = fmt::format(
         "The run did not end: its status is still '{}' and it has no end time, so its recorder "
         "was killed or crashed (or is still writing). The figures cover what was committed, up "
-        "to {:.1f} s after the start; the writer commits at most 250 ms apart, so about the last "
-        "quarter second before the end is missing.",
+        "to {:.1f} s after the start; rows reach the file at most about 350 ms after they happen "
+        "(every 100 ms to the writer, which commits every 250 ms), so up to that much before "
+        "the end is missing.",
         r.status, after_start_s(kept.end_ns));
   }
   if (!note.empty()) report.notes.insert(report.notes.begin(), std::move(note));
