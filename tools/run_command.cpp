@@ -208,7 +208,9 @@ void print_summary(const RunOptions& o, const driver::DriverOptions& dopt,
              o.clients, dopt.threads);
   fmt::print("transactions: {} ({} failed) in {:.3f} s{}\n", s.queries, s.errors,
              static_cast<double>(s.elapsed_ns) / common::kNsPerSDouble,
-             end.status == "complete" ? std::string() : fmt::format(" — {}", end.reason));
+             end.status == "interrupted" ? fmt::format(" — interrupted by {}", end.reason)
+             : end.status == "failed"    ? fmt::format(" — {}", end.reason)
+                                         : std::string());
   fmt::print("latency average = {:.3f} ms, p99 = {:.3f} ms\n", s.mean_latency_ms, s.p99_latency_ms);
   if (s.mean_lag_ms) {
     fmt::print("rate limit schedule lag: avg {:.3f} (max {:.3f}) ms\n", *s.mean_lag_ms,
