@@ -191,7 +191,14 @@ int record_command(const RecordOptions& o) {
   auto store = schema::Store::create(o.output_path);
   DelayacctGuard delayacct;  // restores kernel.task_delayacct when record ends
   const schema::RunInfo info = record_run_info(o, delayacct);
-  store.begin_run(info);
+  try {
+    store.begin_run(info);
+  } catch (...) {
+    // E.g. a disk that filled since the file was created: leave no file.
+    store = schema::Store::create(":memory:");
+    remove_run_file(o.output_path);
+    throw;
+  }
   schema::Writer writer(std::move(store));
   const sampler::Sink sink = [&writer](schema::Batch b) { writer.submit(std::move(b)); };
   if (!o.client_processes.empty()) sink(client_name_rows(o));

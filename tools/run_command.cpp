@@ -343,7 +343,14 @@ int run_command(const RunOptions& o) {
     delayacct = DelayacctGuard::enable("run");
     info.delayacct_set = delayacct.set_by_us() ? 1 : 0;
   }
-  store.begin_run(info);
+  try {
+    store.begin_run(info);
+  } catch (...) {
+    // E.g. a disk that filled since the file was created: leave no file.
+    store = schema::Store::create(":memory:");
+    remove_run_file(o.output_path);
+    throw;
+  }
 
   schema::Writer writer(std::move(store));
   early.attach(writer);
