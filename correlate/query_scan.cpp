@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string_view>
 #include <unordered_set>
 
 #include <fmt/format.h>
@@ -54,11 +55,16 @@ void fill_latency_stats(std::vector<std::int64_t>& lat, Window& w) {
 // more than the last second before the latest stored query (a client held up
 // longer, e.g. in a lock wait when the run was killed, is part of the
 // story): a driver thread hands its rows over every 100 ms and the writer
-// commits them in order at most 250 ms later. A full scan, only for runs
-// without an end; INT64_MAX for runs with one.
+// commits them in order at most 250 ms later. The same holds for a run cut
+// short by a failed commit of its file (end_reason "disk full at …" or
+// "write failed at …": the rows of the failed commit are lost). A full scan,
+// only for those runs; INT64_MAX for the others.
 std::int64_t unfinished_run_cut_ns(schema::Store& store, const RunSummary& s) {
   std::int64_t cut_ns = std::numeric_limits<std::int64_t>::max();
-  if (!s.end_ns) {
+  const std::string_view reason = s.end_reason ? *s.end_reason : std::string_view();
+  const bool write_failed = s.status == "failed" && (reason.starts_with("disk full at") ||
+                                                     reason.starts_with("write failed at"));
+  if (!s.end_ns || write_failed) {
     const auto latest = schema::latest_query_per_client(store);
     if (latest.clients > 1)
       cut_ns = std::max(latest.earliest_ns, latest.latest_ns - common::kNsPerS);
@@ -345,9 +351,11 @@ std::int64_t scan_queries(schema::Store& store, const ExplainOptions& opt, Repor
     s.queries_until_ns = cut_ns;
     if (const auto after = schema::queries_after(store, cut_ns); after > 0) {
       report.notes.push_back(fmt::format(
-          "The run has no end (still running, or killed): {} queries sent after the last one "
-          "stored for every client are left out (some clients' rows were not yet written).",
-          after));
+          "{}: {} queries sent after the last one stored for every client are left out (some "
+          "clients' rows were not {}).",
+          s.end_ns ? "The run's last commit failed"
+                   : "The run has no end (still running, or killed)",
+          after, s.end_ns ? "written" : "yet written"));
     }
   }
   return clients.count();

@@ -54,6 +54,10 @@ struct Driver::Impl {
   std::int64_t interval_start_mono_ns = 0;
   detail::Counters interval_previous_counters;
   std::int64_t initial_connections = 0;  // opened by connect()
+  // Driving: from the gate's opening (all clients connected, -T starts) to
+  // the return of the last driver thread; 0 until each happened.
+  std::atomic<std::int64_t> drive_start_mono_ns{0};
+  std::atomic<std::int64_t> drive_end_mono_ns{0};
   // -r: per statement id, over all threads, after run().
   std::vector<std::int64_t> statement_sum_ns, statement_count;
 
@@ -98,6 +102,14 @@ struct Driver::Impl {
       if (gate == Gate::closed) gate = to;
     }
     gate_cv.notify_all();
+  }
+  // Driving so far: start → end, or → now while the threads drive; 0
+  // before they start.
+  std::int64_t driven_ns() const {
+    const std::int64_t start = drive_start_mono_ns.load();
+    if (start == 0) return 0;
+    const std::int64_t end = drive_end_mono_ns.load();
+    return (end != 0 ? end : mono_now_ns()) - start;
   }
   // The threads' counters so far (connections include connect()'s).
   detail::Counters counters() const {
@@ -245,6 +257,7 @@ void Driver::run(StopToken stop) {
   }
   impl->release(Impl::Gate::open);
   impl->running.clear();  // joins
+  impl->drive_end_mono_ns.store(mono_now_ns());
   for (auto& c : impl->clients) c.conn.reset();
   if (impl->options.per_statement) impl->sum_statements();
   for (auto& f : impl->failures) {
@@ -274,6 +287,7 @@ void Driver::Impl::connect_clients() {
 
 void Driver::Impl::make_workers(StopToken stop) {
   std::int64_t start_ns = mono_now_ns();
+  drive_start_mono_ns.store(start_ns);
   {
     std::lock_guard lock(interval_mu);
     interval_start_mono_ns = start_ns;
@@ -364,7 +378,7 @@ Summary Driver::summary() const {
   Summary out{
       .queries = total.count() + errors,
       .errors = errors,
-      .elapsed_ns = detail::elapsed_ns(impl_->stats),
+      .elapsed_ns = impl_->driven_ns(),
       .mean_latency_ms = total.mean_ns() / common::kNsPerMsDouble,
       .p99_latency_ms = static_cast<double>(total.percentile_ns(0.99)) / common::kNsPerMsDouble,
   };

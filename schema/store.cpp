@@ -42,6 +42,16 @@ int read_user_version(SQLite::Database& db) {
 // SQLite's reason a file could not be read: a file SQLite could not take
 // as a database ("file is not a database") is not a run file; anything else
 // (no permission to create the WAL index beside it, ...) is said as it is.
+// SQLite's message, with the system error underneath when there is one,
+// e.g. "disk I/O error (No space left on device)". SQLite keeps it only for
+// some failures (not, as measured, for a WAL write past RLIMIT_FSIZE at
+// COMMIT: "disk I/O error" alone).
+std::string with_system_error(SQLite::Database& db, const std::string& message) {
+  const int err = sqlite3_system_errno(db.getHandle());
+  if (err == 0) return message;
+  return fmt::format("{} ({})", message, std::strerror(err));
+}
+
 [[noreturn]] void throw_unreadable(const std::string& path, const SQLite::Exception& e) {
   const int primary = e.getErrorCode();
   if (primary == SQLITE_NOTADB || primary == SQLITE_CORRUPT) {
@@ -115,9 +125,8 @@ std::unique_ptr<SQLite::Database> open_existing(const std::string& path, int fla
       const bool readonly = (flags & SQLite::OPEN_READWRITE) == 0;
       const int primary = e.code() & 0xff;
       if (!readonly || (primary != SQLITE_READONLY && primary != SQLITE_CANTOPEN)) throw;
-      db = std::make_unique<SQLite::Database>(immutable_uri(path),
-                                              flags | SQLite::OPEN_NOMUTEX | SQLite::OPEN_URI,
-                                              5000);
+      db = std::make_unique<SQLite::Database>(
+          immutable_uri(path), flags | SQLite::OPEN_NOMUTEX | SQLite::OPEN_URI, 5000);
       check_run_file(*db, path);
     }
     return db;
@@ -275,6 +284,10 @@ Store Store::create(const std::string& path) {
     throw Error(ErrorKind::usage, "cannot create run file: -o needs a file path");
   }
   const bool memory = path == ":memory:";
+  // What this call created, removed again if it fails (a full disk leaves a
+  // 0-byte or 4 KiB file otherwise, and the next -o would say "file exists"):
+  // the file, and those of its -wal, -shm and -journal that did not exist.
+  std::vector<std::string> created;
   if (!memory) {
     // Create the file ourselves, exclusively and mode 0600, so it never
     // exists with looser permissions and an existing run is never clobbered.
@@ -287,28 +300,49 @@ Store Store::create(const std::string& path) {
                       err == EEXIST ? "file exists (choose another -o)" : std::strerror(err)),
           err);
     }
+    created.push_back(path);
+    for (const char* suffix : {"-wal", "-shm", "-journal"}) {
+      std::error_code ec;
+      if (!std::filesystem::exists(path + suffix, ec) && !ec) created.push_back(path + suffix);
+    }
   }
+  const auto remove_created = [&created] {
+    for (const auto& p : created) {
+      std::error_code ec;
+      std::filesystem::remove(p, ec);
+    }
+  };
   try {
     // NOMUTEX: the writer's connection is used by one thread at a time (the
     // writer thread, then the closing thread after join), so SQLite's
     // per-call connection mutex is pure cost (≈ 15 % of the writer's CPU).
     auto db = std::make_unique<SQLite::Database>(
         path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE | SQLite::OPEN_NOMUTEX, 5000);
-    // SQLite gives the -wal and -shm files the database file's mode (0600).
-    if (!memory) db->exec("PRAGMA journal_mode=WAL");
-    db->exec("PRAGMA synchronous=NORMAL");
-    {
-      SQLite::Transaction tx(*db);
-      db->exec(kSchemaV1Sql);
-      db->exec(fmt::format("PRAGMA user_version = {}", kSchemaVersion));
-      tx.commit();
+    try {
+      // SQLite gives the -wal and -shm files the database file's mode (0600).
+      if (!memory) db->exec("PRAGMA journal_mode=WAL");
+      db->exec("PRAGMA synchronous=NORMAL");
+      {
+        SQLite::Transaction tx(*db);
+        db->exec(kSchemaV1Sql);
+        db->exec(fmt::format("PRAGMA user_version = {}", kSchemaVersion));
+        tx.commit();
+      }
+    } catch (const SQLite::Exception& e) {
+      throw Error(ErrorKind::sqlite,
+                  fmt::format("cannot create {}: {}", path, with_system_error(*db, e.what())),
+                  e.getExtendedErrorCode());
     }
     Store store(std::move(db), path);
     store.stmts_ = std::make_unique<Statements>(*store.db_);
     return store;
   } catch (const SQLite::Exception& e) {
+    remove_created();  // the connection is closed: it was a local of the try block
     throw Error(ErrorKind::sqlite, fmt::format("cannot create {}: {}", path, e.what()),
                 e.getExtendedErrorCode());
+  } catch (...) {
+    remove_created();
+    throw;
   }
 }
 
@@ -364,6 +398,9 @@ void Store::begin_run(const RunInfo& r) {
 void Store::end_run(std::int64_t end_ns, const std::string& status, const std::string& end_reason,
                     std::optional<int> command_exit_status) {
   try {
+    // A transaction a failed write left open (SQLite keeps it after some
+    // I/O errors) is rolled back first, so the UPDATE commits on its own.
+    if (sqlite3_get_autocommit(db_->getHandle()) == 0) db_->exec("ROLLBACK");
     SQLite::Statement st(
         *db_, "UPDATE run SET end_ns = ?, status = ?, end_reason = ?, command_exit_status = ?");
     st.bind(1, static_cast<int64_t>(end_ns));
@@ -372,9 +409,25 @@ void Store::end_run(std::int64_t end_ns, const std::string& status, const std::s
     bind_opt(st, 4, command_exit_status);
     st.exec();
   } catch (const SQLite::Exception& e) {
-    throw Error(ErrorKind::sqlite, fmt::format("cannot finish run in {}: {}", path_, e.what()),
+    throw Error(
+        ErrorKind::sqlite,
+        fmt::format("cannot finish run in {}: {}", path_, with_system_error(*db_, e.what())),
+        e.getExtendedErrorCode());
+  }
+}
+
+void Store::truncate_wal() {
+  try {
+    db_->exec("PRAGMA wal_checkpoint(TRUNCATE)");
+  } catch (const SQLite::Exception& e) {
+    throw Error(ErrorKind::sqlite,
+                fmt::format("cannot checkpoint {}: {}", path_, with_system_error(*db_, e.what())),
                 e.getExtendedErrorCode());
   }
+}
+
+int Store::system_errno() const {
+  return sqlite3_system_errno(db_->getHandle());
 }
 
 namespace {
@@ -468,7 +521,8 @@ void Store::write(std::span<const Batch> batches) {
     tx.commit();
   } catch (const SQLite::Exception& e) {
     stmts_->ticks.forget();  // the names it inserted were rolled back
-    throw Error(ErrorKind::sqlite, fmt::format("cannot write to {}: {}", path_, e.what()),
+    throw Error(ErrorKind::sqlite,
+                fmt::format("cannot write to {}: {}", path_, with_system_error(*db_, e.what())),
                 e.getExtendedErrorCode());
   } catch (...) {
     stmts_->ticks.forget();

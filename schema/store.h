@@ -10,7 +10,10 @@
 //
 // Errors: Error(usage) for a path that cannot be created or opened, a file
 // that is not a stallscope run file, or one from a newer schema version;
-// Error(sqlite) for failures while writing. schema's readers throw
+// Error(sqlite) for failures while writing, naming the file, SQLite's message
+// and, when SQLite kept one, the system error underneath ("cannot write to
+// run.db: database or disk is full"; "… disk I/O error (No space left on
+// device)"). schema's readers throw
 // SqliteError (below) for a failed read.
 #pragma once
 
@@ -57,7 +60,9 @@ class Store {
  public:
   // Creates `path` (must not exist; "-" is refused), mode 0600, WAL,
   // synchronous=NORMAL, and applies the schema. ":memory:" gives an
-  // in-memory store for tests.
+  // in-memory store for tests. When that fails (e.g. a full disk:
+  // Error(sqlite) "cannot create run.db: database or disk is full") the
+  // file is removed again, with the -wal, -shm and -journal it made.
   static Store create(const std::string& path);
   // Opens an existing run file for reading; checks user_version. A file in
   // WAL mode whose WAL index this user cannot create or write (another
@@ -80,10 +85,18 @@ class Store {
 
   // Inserts the single `run` row with status 'running'.
   void begin_run(const RunInfo& info);
-  // Sets end_ns, status and end_reason of the run row.
+  // Sets end_ns, status and end_reason of the run row (rolling back first
+  // a transaction a failed write() left open).
   // `command_exit_status`: exit status of `record -- COMMAND`, if any.
   void end_run(std::int64_t end_ns, const std::string& status, const std::string& end_reason,
                std::optional<int> command_exit_status = std::nullopt);
+  // PRAGMA wal_checkpoint(TRUNCATE): copies the WAL into the file and
+  // empties it (the writer's last resort on a full disk). Error(sqlite).
+  void truncate_wal();
+  // The errno underneath SQLite's last failure on this connection
+  // (sqlite3_system_errno), 0 when none, e.g. EFBIG past RLIMIT_FSIZE.
+  int system_errno() const;
+
   // Inserts every row of `batch` in one transaction.
   void write(const Batch& batch);
   // Inserts every row of all `batches` in one transaction, as write() of

@@ -9,6 +9,7 @@
 
 #include "common/clock.h"
 #include "common/conninfo.h"
+#include "common/error.h"
 #include "common/host.h"
 #include "common/thread_name.h"
 #include "common/units.h"
@@ -43,6 +44,26 @@ sampler::PoolerSamplerOptions pooler_options(const std::string& conninfo, double
 void remove_run_file(const std::string& path) {
   std::error_code ec;
   for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix, ec);
+}
+
+void close_after_write_failure(schema::Writer& writer, const schema::WriteFailure& failure,
+                               const std::string& command, const std::string& path,
+                               std::int64_t start_ns, std::int64_t end_ns,
+                               const std::string& stopped, std::optional<int> command_exit_status) {
+  const auto seconds = [start_ns](std::int64_t t_ns) {
+    return static_cast<double>(t_ns - start_ns) / common::kNsPerSDouble;
+  };
+  fmt::print(stderr, "stallscope {}: {}: {} at {:.1f} s: {}; the {:.1f} s committed are kept\n",
+             command, path, failure.reason, seconds(failure.failed_ns), stopped,
+             seconds(std::max(failure.committed_ns, start_ns)));
+  std::string end_error;
+  if (!writer.close_after_failure(end_ns, "failed", schema::end_reason(failure, start_ns),
+                                  command_exit_status, &end_error)) {
+    fmt::print(stderr,
+               "stallscope {}: {}: cannot mark the run's end ({}): it stays 'running' and explain "
+               "says the run did not end\n",
+               command, path, fold_lines(end_error));
+  }
 }
 
 void warn_if_sampler_lagged(const sampler::HostSampler& host, double hz, double elapsed_s) {
