@@ -374,6 +374,11 @@ Verdict decide_verdict(const Report& r, const Facts& f);
 // Ranks the findings (rules in findings.cpp).
 std::vector<Finding> find(const Report& report, const Facts& facts);
 
+// The error explain throws for a failed read of the file at `path`: bad
+// input (usage, exit 2) for a damaged file or a missing table or column,
+// a failure (sqlite) otherwise; one line naming the file.
+Error read_error(const std::string& path, const Error& e);
+
 // Text escaping for terminals: control characters (C0, DEL, and C1 encoded
 // as UTF-8) become \xNN.
 std::string escape_text(std::string_view s);
