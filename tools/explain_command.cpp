@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "common/parse.h"
+#include "common/printable.h"
 #include "common/units.h"
 #include "correlate/correlate.h"
 #include "schema/report_store.h"
@@ -114,16 +115,18 @@ int explain_command(const ExplainCommandOptions& o) {
     throw;
   }
   wait_for_checks();
+  // One line each, the file name and SQLite's message made printable.
+  auto warn = [](const std::string& message) {
+    std::cerr << "stallscope explain: warning: " << common::printable(message) << '\n';
+  };
   if (const auto bytes = schema::unread_wal_bytes(store)) {
-    std::cerr << fmt::format(
-        "stallscope explain: warning: {}-wal ({} bytes) could not be read (no WAL index can be "
-        "made beside it): the report leaves out the commits in it\n",
-        o.paths.front(), *bytes);
+    warn(
+        fmt::format("{}-wal ({} bytes) could not be read (no WAL index can be made beside it): "
+                    "the report leaves out the commits in it",
+                    o.paths.front(), *bytes));
   }
   if (const auto why = schema::read_only_reason(store)) {
-    std::cerr << fmt::format(
-        "stallscope explain: warning: findings and stalls not saved into {}: {}\n", o.paths.front(),
-        *why);
+    warn(fmt::format("findings and stalls not saved into {}: {}", o.paths.front(), *why));
   } else {
     // A run still being written: its writer commits at most 250 ms apart, so
     // wait for a gap; if none comes, the report is printed but not saved.
@@ -132,12 +135,12 @@ int explain_command(const ExplainCommandOptions& o) {
       correlate::save_report(store, report);
     } catch (const Error& e) {
       if (!save_is_optional(e)) throw;
-      std::cerr << fmt::format(
-          "stallscope explain: warning: findings and stalls not saved: {}{}\n", e.what(),
-          !schema::is_busy(e) ? ""
-          : report.run.end_ns ? " (another process holds its write lock; explain again when "
-                                "it is done)"
-                              : " (the run is still being written; explain again when it ends)");
+      warn(fmt::format("findings and stalls not saved: {}{}", e.what(),
+                       !schema::is_busy(e) ? ""
+                       : report.run.end_ns
+                           ? " (another process holds its write lock; explain again when "
+                             "it is done)"
+                           : " (the run is still being written; explain again when it ends)"));
     }
   }
   if (o.json) {
