@@ -18,6 +18,7 @@
 
 #include <fmt/format.h>
 
+#include "common/error.h"
 #include "common/latency_histogram.h"
 #include "common/units.h"
 #include "correlate/format.h"
@@ -70,6 +71,12 @@ std::int64_t unfinished_run_cut_ns(schema::Store& store, const RunSummary& s) {
       cut_ns = std::max(latest.earliest_ns, latest.latest_ns - common::kNsPerS);
   }
   return cut_ns;
+}
+
+// A query table whose rows do not read back as written: bad input.
+[[noreturn]] void throw_damaged_query_table(schema::Store& store, const std::string& what) {
+  throw Error(ErrorKind::usage, fmt::format("cannot read {}: the file is damaged (query table: {})",
+                                            store.path(), what));
 }
 
 // Distinct client ids (for files that do not record -c): small ids in a
@@ -339,14 +346,30 @@ std::int64_t scan_queries(schema::Store& store, const ExplainOptions& opt, Repor
   ClientCounter clients;
   QueryScan scan(opt, report);
   schema::QueryTiming q;
+  std::int64_t rows_read = 0;
+  std::optional<schema::QueryKey> previous;
   while (rows.next(q)) {
+    ++rows_read;
     clients.add(q.client_id);
     const schema::QueryKey key{q.start_ns, q.client_id, q.seq};
+    // Rows come in key order; a key out of order is a damaged page.
+    if (previous && !(*previous < key)) throw_damaged_query_table(store, "a row out of key order");
+    previous = key;
     const bool error = failed.find(key) != nullptr;
     const auto* sleep = sleeps.find(key);
     scan.add(q.start_ns, q.latency_ns, error, q.lag_ns, sleep ? sleep->sleep_ns : 0);
   }
   scan.finish();
+  // A range scan ends at the first row past its bound: a damaged row (a key
+  // SQLite reads as text, or as a huge number) ends it early and silently,
+  // leaving out every query after it. A run with an end has no writer, so
+  // the table's row count is the same snapshot's.
+  if (s.end_ns) {
+    if (const auto stored = schema::query_rows(store); rows_read != stored) {
+      throw_damaged_query_table(
+          store, fmt::format("{} rows read in key order of {} stored", rows_read, stored));
+    }
+  }
   if (s.queries > 0 && cut_ns != std::numeric_limits<std::int64_t>::max()) {
     s.queries_until_ns = cut_ns;
     if (const auto after = schema::queries_after(store, cut_ns); after > 0) {

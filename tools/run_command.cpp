@@ -18,6 +18,7 @@
 #include "common/error.h"
 #include "common/host.h"
 #include "common/periodic.h"
+#include "common/printable.h"
 #include "common/stop.h"
 #include "common/thread_name.h"
 #include "common/units.h"
@@ -236,7 +237,8 @@ void print_summary(const RunOptions& o, const driver::DriverOptions& dopt,
         script = st.script;
         fmt::print("  {}:\n", script);
       }
-      fmt::print("  {:>10.3f}  {:>9}  {}\n", st.mean_latency_ms, st.executions, fold_lines(st.sql));
+      fmt::print("  {:>10.3f}  {:>9}  {}\n", st.mean_latency_ms, st.executions,
+                 common::printable(fold_lines(st.sql)));
     }
   }
   fmt::print("next: stallscope explain {}\n", o.output_path);

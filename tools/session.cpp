@@ -11,6 +11,7 @@
 #include "common/conninfo.h"
 #include "common/error.h"
 #include "common/host.h"
+#include "common/printable.h"
 #include "common/thread_name.h"
 #include "common/units.h"
 
@@ -37,7 +38,7 @@ schema::RunInfo make_run_info(const std::string& mode, const std::vector<std::st
 sampler::PoolerSamplerOptions pooler_options(const std::string& conninfo, double period_s) {
   check_conninfo(conninfo);
   return {.conninfo = conninfo, .period_s = period_s, .warn = [](const std::string& message) {
-            fmt::print(stderr, "warning: {}\n", message);
+            fmt::print(stderr, "warning: {}\n", common::printable(message));
           }};
 }
 
@@ -125,7 +126,8 @@ void ProgressPrinter::print_line() {
       "{}\n",
       elapsed_s, driver.empty() ? std::string() : driver + "; ", h.idle_pct, h.iowait_pct,
       h.steal_pct, h.processes_d_state,
-      ash_ ? "; top wait " + (top_wait.empty() ? std::string("-") : top_wait) : std::string());
+      ash_ ? "; top wait " + (top_wait.empty() ? std::string("-") : common::printable(top_wait))
+           : std::string());
 }
 
 }  // namespace stallscope::tools
