@@ -88,7 +88,36 @@ std::string shell_quote(const std::string& v) {
   return out + "'";
 }
 
+// The password as written in `conninfo`, parsed or not: a URI's user-info
+// secret (raw, %-encoded as given), each password=… value (unquoted).
+std::vector<std::string> written_passwords(const std::string& conninfo) {
+  std::vector<std::string> out;
+  static const std::regex userinfo(R"(://[^:/@\s]*:([^@\s/]*)@)");
+  static const std::regex kv(R"(password\s*=\s*(?:'((?:[^'\\]|\\.)*)'?|([^\s&]*)))",
+                             std::regex::icase);
+  for (auto it = std::sregex_iterator(conninfo.begin(), conninfo.end(), userinfo);
+       it != std::sregex_iterator(); ++it) {
+    out.push_back((*it)[1].str());
+  }
+  for (auto it = std::sregex_iterator(conninfo.begin(), conninfo.end(), kv);
+       it != std::sregex_iterator(); ++it) {
+    out.push_back((*it)[1].matched ? (*it)[1].str() : (*it)[2].str());
+  }
+  std::erase_if(out, [](const std::string& p) { return p.empty(); });
+  return out;
+}
+
 }  // namespace
+
+std::string mask_conninfo_message(std::string message, const std::string& conninfo) {
+  for (const auto& password : written_passwords(conninfo)) {
+    for (auto at = message.find(password); at != std::string::npos;
+         at = message.find(password, at + 3)) {
+      message.replace(at, password.size(), "***");
+    }
+  }
+  return mask_by_pattern(std::move(message));
+}
 
 std::string mask_conninfo(const std::string& conninfo) {
   if (conninfo.empty() || is_uri(conninfo)) return mask_by_pattern(conninfo);
@@ -158,8 +187,8 @@ void check_conninfo(const std::string& conninfo) {
   std::string reason = err ? err : "cannot parse";
   if (err) PQfreemem(err);
   while (!reason.empty() && (reason.back() == '\n' || reason.back() == ' ')) reason.pop_back();
-  throw Error(ErrorKind::usage,
-              fmt::format("invalid conninfo '{}': {}", mask_conninfo(conninfo), reason));
+  throw Error(ErrorKind::usage, fmt::format("invalid conninfo '{}': {}", mask_conninfo(conninfo),
+                                            mask_conninfo_message(reason, conninfo)));
 }
 
 std::string mask_command_line(const std::vector<std::string>& argv) {

@@ -13,6 +13,14 @@ namespace stallscope {
 // Example: mask_conninfo("host=db password=s3cret") == "host=db password=***".
 std::string mask_conninfo(const std::string& conninfo);
 
+// `message` (e.g. libpq's error about `conninfo`, which may quote it) with
+// every password written in `conninfo` — a URI's user-info secret,
+// password=… values, parsable or not — and the patterns mask_conninfo
+// masks replaced by "***".
+// Example: mask_conninfo_message(R"(bad token: "s3c%zz")", "postgresql://u:s3c%zz@h")
+//          == R"(bad token: "***")".
+std::string mask_conninfo_message(std::string message, const std::string& conninfo);
+
 // Throws Error(usage) "invalid conninfo '<masked>': <libpq's reason>" when
 // libpq cannot parse `conninfo` (key=value or URI). Empty is valid (PG*
 // environment variables and defaults apply).

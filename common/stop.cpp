@@ -2,6 +2,8 @@
 
 #include <signal.h>
 
+#include <stdexcept>
+
 namespace stallscope {
 namespace {
 std::atomic<int> g_stop_signal{0};
@@ -21,6 +23,13 @@ void on_signal(int sig) {
 
 StopToken global_stop_token() noexcept {
   return StopToken(&g_stop);
+}
+
+StopToken either_of(StopToken a, StopToken b) {
+  if (a.also_ != nullptr || b.also_ != nullptr) {
+    throw std::invalid_argument("either_of: a token that already views two stop flags");
+  }
+  return StopToken(a.flag_ != nullptr ? a.flag_ : b.flag_, a.flag_ != nullptr ? b.flag_ : nullptr);
 }
 
 bool stop_requested() noexcept {

@@ -18,22 +18,35 @@
 
 namespace stallscope {
 
-// Whether a stop was requested, read from one std::atomic<bool> (relaxed).
-// Default-constructed: never stops. Copyable; the flag it views (a
-// StopSource, or the global flag) must outlive it.
+// Whether a stop was requested, read from one std::atomic<bool> (relaxed),
+// or from either of two (either_of below). Default-constructed: never stops.
+// Copyable; the flags it views (a StopSource, or the global flag) must
+// outlive it.
 class StopToken {
  public:
   StopToken() = default;
   bool stop_requested() const noexcept {
-    return flag_ != nullptr && flag_->load(std::memory_order_relaxed);
+    return (flag_ != nullptr && flag_->load(std::memory_order_relaxed)) ||
+           (also_ != nullptr && also_->load(std::memory_order_relaxed));
   }
 
  private:
   friend class StopSource;
   friend StopToken global_stop_token() noexcept;
-  explicit StopToken(const std::atomic<bool>* flag) noexcept : flag_(flag) {}
+  friend StopToken either_of(StopToken a, StopToken b);
+  explicit StopToken(const std::atomic<bool>* flag,
+                     const std::atomic<bool>* also = nullptr) noexcept
+      : flag_(flag), also_(also) {}
   const std::atomic<bool>* flag_ = nullptr;
+  const std::atomic<bool>* also_ = nullptr;
 };
+
+// A token that reports a stop once `a` or `b` does, e.g. a run that ends on
+// SIGINT/SIGTERM or at the first failed commit of its file:
+//   driver.run(either_of(global_stop_token(), writer.failure_token()));
+// Each of `a` and `b` may view at most one flag (a StopSource's token, the
+// global one, or a default token); throws std::invalid_argument otherwise.
+StopToken either_of(StopToken a, StopToken b);
 
 // Owns a stop flag of its own (not the global one). Neither copyable nor
 // movable: its tokens point to it.

@@ -381,10 +381,16 @@ Verdict decide_verdict(const Report& r, const Facts& f);
 // Ranks the findings (rules in findings.cpp).
 std::vector<Finding> find(const Report& report, const Facts& facts);
 
-// Text escaping for terminals: control characters (C0, DEL, and C1 encoded
-// as UTF-8) become \xNN.
+// The error explain throws for a failed read of the file at `path`: bad
+// input (usage, exit 2) for a damaged file or a missing table or column,
+// a failure (sqlite) otherwise; one line naming the file.
+Error read_error(const std::string& path, const Error& e);
+
+// Text escaping for terminals: common::printable (control characters and
+// bytes that are not valid UTF-8 become \xNN).
 std::string escape_text(std::string_view s);
-// Replaces invalid UTF-8 with U+FFFD so JSON can always be dumped.
+// common::valid_utf8: invalid UTF-8 replaced with U+FFFD so JSON can always
+// be dumped.
 std::string valid_utf8(std::string_view s);
 // Evidence as a JSON object (names → numbers or strings), and a stall as JSON.
 nlohmann::json evidence_json(const Evidence& evidence);

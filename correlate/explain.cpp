@@ -202,9 +202,26 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
     clock.lap("findings, stalls");
     return report;
   } catch (const schema::SqliteError& e) {
-    throw Error(ErrorKind::sqlite, fmt::format("cannot read {}: {}", store.path(), e.what()),
-                e.code());
+    throw detail::read_error(store.path(), e);
   }
+}
+
+Error detail::read_error(const std::string& path, const Error& e) {
+  // Bad input (exit 2): a damaged file, or one without a table or column
+  // every run file of a readable schema version has (dropped by hand, or a
+  // file stallscope did not write). Optional tables are looked up first
+  // (schema/row.h table_exists) and never reach here.
+  if (schema::is_damaged(e)) {
+    return Error(ErrorKind::usage,
+                 fmt::format("cannot read {}: the file is damaged ({})", path, e.what()), e.code());
+  }
+  if (const auto missing = schema::missing_schema_object(e)) {
+    return Error(ErrorKind::usage,
+                 fmt::format("cannot read {}: it has no {} (dropped, or not written by stallscope)",
+                             path, *missing),
+                 e.code());
+  }
+  return Error(ErrorKind::sqlite, fmt::format("cannot read {}: {}", path, e.what()), e.code());
 }
 
 }  // namespace stallscope::correlate

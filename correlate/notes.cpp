@@ -63,6 +63,35 @@ void add_accounting_caveats(const NoteInputs& in, Report& report) {
 
 }  // namespace
 
+void add_run_end_note(const Span& kept, Report& report) {
+  const auto& r = report.run;
+  const auto after_start_s = [&r](std::int64_t t_ns) {
+    return double(t_ns - r.start_ns) / common::kNsPerSDouble;
+  };
+  const std::string reason = r.end_reason.value_or("");
+  std::string note;
+  if (r.status == "failed" &&
+      (reason.starts_with("disk full") || reason.starts_with("write failed"))) {
+    note = fmt::format(
+        "The run was cut short: its file could not be written ({}), so stallscope stopped "
+        "there and kept what it had committed. The figures and the accounting cover only the "
+        "{:.1f} s kept (up to {:.1f} s after the start){}.",
+        reason, double(kept.duration_ns()) / common::kNsPerSDouble, after_start_s(kept.end_ns),
+        r.duration_ns ? fmt::format(" of the {:.1f} s the run lasted",
+                                    double(*r.duration_ns) / common::kNsPerSDouble)
+                      : std::string());
+  } else if (!r.end_ns && r.mode != to_string(schema::RunMode::import_pgbench)) {
+    note = fmt::format(
+        "The run did not end: its status is still '{}' and it has no end time, so its recorder "
+        "was killed or crashed (or is still writing). The figures cover what was committed, up "
+        "to {:.1f} s after the start; rows reach the file at most about 350 ms after they happen "
+        "(every 100 ms to the writer, which commits every 250 ms), so up to that much before "
+        "the end is missing.",
+        r.status, after_start_s(kept.end_ns));
+  }
+  if (!note.empty()) report.notes.insert(report.notes.begin(), std::move(note));
+}
+
 void add_sampling_notes(const NoteInputs& in, Report& report) {
   // An imported pgbench log alone: no samples of any kind, so the notes on
   // sampling rates and on processes not found would describe nothing.

@@ -54,8 +54,9 @@ RunRow read_run(schema::Store& store);
 // After the query scan: the facts of the run as a whole (whether it has
 // queries, cores, threads, tick periods, whether ASH ran, the analysed span),
 // the report's pgbench aggregate summary and kind of windows, and the notes
-// on failed queries, a fixed rate not kept, aggregate-only files and --every
-// without queries — in that order.
+// on failed queries, a fixed rate not kept, queries spanning much less than
+// the run, aggregate-only files and --every without queries — in that order, after a first note on
+// how the run ended when it did not end as asked (add_run_end_note).
 Facts read_run_facts(schema::Store& store, const ExplainOptions& options, Report& report);
 
 // ---- query_scan.cpp ----
@@ -345,6 +346,11 @@ struct NoteInputs {
 
 // The notes on sampling limits and caveats, after the accounting.
 void add_sampling_notes(const NoteInputs& in, Report& report);
+// The first note, when the run did not end as asked: cut short by a failed
+// write of its file (status 'failed', end_reason "disk full at …" or "write
+// failed at …"), or no end at all (killed, crashed, or still running).
+// `kept`: the span the figures cover.
+void add_run_end_note(const Span& kept, Report& report);
 
 // ---- stall_inputs.cpp ----
 

@@ -13,10 +13,12 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string_view>
 #include <unordered_set>
 
 #include <fmt/format.h>
 
+#include "common/error.h"
 #include "common/latency_histogram.h"
 #include "common/units.h"
 #include "correlate/format.h"
@@ -54,16 +56,27 @@ void fill_latency_stats(std::vector<std::int64_t>& lat, Window& w) {
 // more than the last second before the latest stored query (a client held up
 // longer, e.g. in a lock wait when the run was killed, is part of the
 // story): a driver thread hands its rows over every 100 ms and the writer
-// commits them in order at most 250 ms later. A full scan, only for runs
-// without an end; INT64_MAX for runs with one.
+// commits them in order at most 250 ms later. The same holds for a run cut
+// short by a failed commit of its file (end_reason "disk full at …" or
+// "write failed at …": the rows of the failed commit are lost). A full scan,
+// only for those runs; INT64_MAX for the others.
 std::int64_t unfinished_run_cut_ns(schema::Store& store, const RunSummary& s) {
   std::int64_t cut_ns = std::numeric_limits<std::int64_t>::max();
-  if (!s.end_ns) {
+  const std::string_view reason = s.end_reason ? *s.end_reason : std::string_view();
+  const bool write_failed = s.status == "failed" && (reason.starts_with("disk full at") ||
+                                                     reason.starts_with("write failed at"));
+  if (!s.end_ns || write_failed) {
     const auto latest = schema::latest_query_per_client(store);
     if (latest.clients > 1)
       cut_ns = std::max(latest.earliest_ns, latest.latest_ns - common::kNsPerS);
   }
   return cut_ns;
+}
+
+// A query table whose rows do not read back as written: bad input.
+[[noreturn]] void throw_damaged_query_table(schema::Store& store, const std::string& what) {
+  throw Error(ErrorKind::usage, fmt::format("cannot read {}: the file is damaged (query table: {})",
+                                            store.path(), what));
 }
 
 // Distinct client ids (for files that do not record -c): small ids in a
@@ -340,9 +353,15 @@ std::int64_t scan_queries(schema::Store& store, const ExplainOptions& opt, Repor
   ClientCounter clients;
   QueryScan scan(opt, report);
   schema::QueryTiming q;
+  std::int64_t rows_read = 0;
+  std::optional<schema::QueryKey> previous;
   while (rows.next(q)) {
+    ++rows_read;
     clients.add(q.client_id);
     const schema::QueryKey key{q.start_ns, q.client_id, q.seq};
+    // Rows come in key order; a key out of order is a damaged page.
+    if (previous && !(*previous < key)) throw_damaged_query_table(store, "a row out of key order");
+    previous = key;
     const bool error = failed.find(key) != nullptr;
     const auto* sleep = sleeps.find(key);
     const bool connection_lost = error && lost.find(key) != nullptr;
@@ -350,13 +369,25 @@ std::int64_t scan_queries(schema::Store& store, const ExplainOptions& opt, Repor
              connection_lost);
   }
   scan.finish();
+  // A range scan ends at the first row past its bound: a damaged row (a key
+  // SQLite reads as text, or as a huge number) ends it early and silently,
+  // leaving out every query after it. A run with an end has no writer, so
+  // the table's row count is the same snapshot's.
+  if (s.end_ns) {
+    if (const auto stored = schema::query_rows(store); rows_read != stored) {
+      throw_damaged_query_table(
+          store, fmt::format("{} rows read in key order of {} stored", rows_read, stored));
+    }
+  }
   if (s.queries > 0 && cut_ns != std::numeric_limits<std::int64_t>::max()) {
     s.queries_until_ns = cut_ns;
     if (const auto after = schema::queries_after(store, cut_ns); after > 0) {
       report.notes.push_back(fmt::format(
-          "The run has no end (still running, or killed): {} queries sent after the last one "
-          "stored for every client are left out (some clients' rows were not yet written).",
-          after));
+          "{}: {} queries sent after the last one stored for every client are left out (some "
+          "clients' rows were not {}).",
+          s.end_ns ? "The run's last commit failed"
+                   : "The run has no end (still running, or killed)",
+          after, s.end_ns ? "written" : "yet written"));
     }
   }
   return clients.count();

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include "common/printable.h"
 #include "correlate/correlate.h"
 #include "correlate/detail.h"
 #include "correlate/format.h"
@@ -12,22 +13,7 @@ namespace stallscope::correlate {
 namespace detail {
 
 std::string escape_text(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x20 || c == 0x7f) {
-      out += fmt::format("\\x{:02x}", c);
-    } else if (c == 0xc2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) >= 0x80 &&
-               static_cast<unsigned char>(s[i + 1]) <= 0x9f) {
-      // A C1 control (U+0080–U+009F, e.g. CSI) in UTF-8.
-      out += fmt::format("\\x{:02x}\\x{:02x}", c, static_cast<unsigned char>(s[i + 1]));
-      ++i;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out;
+  return common::printable(s);
 }
 
 nlohmann::json evidence_json(const Evidence& evidence) {
@@ -69,36 +55,7 @@ nlohmann::json stall_json(const Stall& s) {
 }
 
 std::string valid_utf8(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  std::size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    std::size_t len = c < 0x80           ? 1
-                      : (c >> 5) == 0x6  ? 2
-                      : (c >> 4) == 0xe  ? 3
-                      : (c >> 3) == 0x1e ? 4
-                                         : 0;
-    bool ok = len > 0 && i + len <= s.size();
-    for (std::size_t k = 1; ok && k < len; ++k)
-      ok = (static_cast<unsigned char>(s[i + k]) & 0xc0) == 0x80;
-    if (ok && len > 1) {
-      // Reject overlong forms, surrogates and code points above U+10FFFF.
-      std::uint32_t cp = c & (0x7f >> len);
-      for (std::size_t k = 1; k < len; ++k)
-        cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3f);
-      static constexpr std::uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-      ok = cp >= kMin[len] && cp <= 0x10ffff && !(cp >= 0xd800 && cp <= 0xdfff);
-    }
-    if (ok) {
-      out.append(s.substr(i, len));
-      i += len;
-    } else {
-      out += "\xef\xbf\xbd";
-      ++i;
-    }
-  }
-  return out;
+  return common::valid_utf8(s);
 }
 
 namespace {

@@ -14,6 +14,10 @@
 namespace stallscope::correlate::detail {
 namespace {
 
+// add_span_note: below this share of the run's duration, the queries' span
+// is noted.
+constexpr double kSpanShareForNote = 0.9;
+
 // Mean spacing of a tick table's rows, or 1/hz when there are fewer than 2.
 std::int64_t tick_period_ns(const schema::TickRange& ticks, double hz) {
   if (ticks.rows >= 2) {
@@ -70,6 +74,25 @@ void add_query_notes(Report& report) {
   }
 }
 
+// A run that drove much longer than its queries span (a slow -R schedule,
+// clients that stopped early): tps is over the queries' span, so the note
+// gives it over the run's duration too.
+void add_span_note(Report& report) {
+  const auto& r = report.run;
+  if (r.mode != to_string(schema::RunMode::run) || !r.duration_ns || !r.query_start_ns ||
+      *r.duration_ns <= 0) {
+    return;
+  }
+  const std::int64_t span_ns = *r.query_end_ns - *r.query_start_ns;
+  if (double(span_ns) >= kSpanShareForNote * double(*r.duration_ns)) return;
+  const double run_s = double(*r.duration_ns) / common::kNsPerSDouble;
+  report.notes.push_back(fmt::format(
+      "The queries span {:.2f} s of the run's {:.2f} s (a slow -R schedule, or clients that "
+      "stopped early): tps {:.1f} is over the queries' span; over the run it is {:.2f}.",
+      double(span_ns) / common::kNsPerSDouble, run_s, r.tps.value_or(0),
+      double(r.queries - r.errors) / run_s));
+}
+
 // The analysed span: first query sent → last answered; without queries the
 // samples' span (its last tick included), else the run's.
 Span analysed_span(const schema::TickRange& samples, const RunSummary& run, bool has_queries) {
@@ -118,6 +141,7 @@ Facts read_run_facts(schema::Store& store, const ExplainOptions& options, Report
   Facts f;
   f.has_queries = report.run.queries > 0;
   add_query_notes(report);
+  add_span_note(report);
   report.pgbench_aggregate = read_pgbench_aggregate(store);
   if (report.pgbench_aggregate && !f.has_queries) {
     report.notes.push_back(
@@ -133,6 +157,7 @@ Facts read_run_facts(schema::Store& store, const ExplainOptions& options, Report
   f.ash_available = schema::has_ash_rows(store);
   if (f.ash_available) report.ash_period_ns = f.ash_period_ns;
   f.span = analysed_span(samples, report.run, f.has_queries);
+  add_run_end_note(f.span, report);  // notes.cpp
 
   report.query_windows = options.every_queries.has_value() && f.has_queries;
   if (report.query_windows) {

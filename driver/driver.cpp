@@ -5,6 +5,7 @@
 #include "driver/driver.h"
 
 #include <libpq-fe.h>
+#include <sys/prctl.h>
 
 #include <algorithm>
 #include <atomic>
@@ -29,6 +30,12 @@
 #include "driver/worker.h"
 
 namespace stallscope::driver {
+namespace {
+
+// The driver threads' timer slack under -R (see thread_main).
+constexpr unsigned long kRateTimerSlackNs = 1'000;
+
+}  // namespace
 
 struct Driver::Impl {
   DriverOptions options;
@@ -50,6 +57,10 @@ struct Driver::Impl {
   std::int64_t interval_start_mono_ns = 0;
   detail::Counters interval_previous_counters;
   std::int64_t initial_connections = 0;  // opened by connect()
+  // Driving: from the gate's opening (all clients connected, -T starts) to
+  // the return of the last driver thread; 0 until each happened.
+  std::atomic<std::int64_t> drive_start_mono_ns{0};
+  std::atomic<std::int64_t> drive_end_mono_ns{0};
   // -r: per statement id, over all threads, after run().
   std::vector<std::int64_t> statement_sum_ns, statement_count;
 
@@ -94,6 +105,14 @@ struct Driver::Impl {
       if (gate == Gate::closed) gate = to;
     }
     gate_cv.notify_all();
+  }
+  // Driving so far: start → end, or → now while the threads drive; 0
+  // before they start.
+  std::int64_t driven_ns() const {
+    const std::int64_t start = drive_start_mono_ns.load();
+    if (start == 0) return 0;
+    const std::int64_t end = drive_end_mono_ns.load();
+    return (end != 0 ? end : mono_now_ns()) - start;
   }
   // The threads' counters so far (connections include connect()'s).
   detail::Counters counters() const {
@@ -195,6 +214,10 @@ void Driver::Impl::open_client(int i, schema::Batch& batch, std::mutex& batch_mu
 
 void Driver::Impl::thread_main(int t, schema::Batch& batch, std::mutex& batch_mu) {
   set_thread_name((kDriverThreadPrefix + std::to_string(t)).c_str());
+  // -R: the kernel may delay a timed wake-up by the thread's timer slack
+  // (50 µs by default), which adds to every schedule lag; 1 µs keeps the
+  // wake-up at the scheduled time (tools/bench rate measures it).
+  if (options.rate_tps) prctl(PR_SET_TIMERSLACK, kRateTimerSlackNs, 0, 0, 0);
   const auto ti = static_cast<std::size_t>(t);
   try {
     for (int i = t == 0 ? threads : t; i < options.clients && !connect_failed.load();
@@ -238,6 +261,7 @@ void Driver::run(StopToken stop) {
   }
   impl->release(Impl::Gate::open);
   impl->running.clear();  // joins
+  impl->drive_end_mono_ns.store(mono_now_ns());
   const bool all_lost =
       !impl->clients.empty() &&
       std::all_of(impl->clients.begin(), impl->clients.end(),
@@ -272,6 +296,7 @@ void Driver::Impl::connect_clients() {
 
 void Driver::Impl::make_workers(StopToken stop) {
   std::int64_t start_ns = mono_now_ns();
+  drive_start_mono_ns.store(start_ns);
   {
     std::lock_guard lock(interval_mu);
     interval_start_mono_ns = start_ns;
@@ -363,7 +388,7 @@ Summary Driver::summary() const {
   Summary out{
       .queries = total.count() + errors,
       .errors = errors,
-      .elapsed_ns = detail::elapsed_ns(impl_->stats),
+      .elapsed_ns = impl_->driven_ns(),
       .mean_latency_ms = total.mean_ns() / common::kNsPerMsDouble,
       .p99_latency_ms = static_cast<double>(total.percentile_ns(0.99)) / common::kNsPerMsDouble,
   };

@@ -111,11 +111,15 @@ struct IntervalStats {
 };
 
 struct Summary {
-  std::int64_t queries = 0;     // completed (ok + failed)
-  std::int64_t errors = 0;      // failed
-  std::int64_t elapsed_ns = 0;  // first send → last completion
-  double tps = 0;               // successful transactions per second, as pgbench's tps
-  double mean_latency_ms = 0;   // successful transactions only
+  std::int64_t queries = 0;  // completed (ok + failed)
+  std::int64_t errors = 0;   // failed
+  // Driving time: all clients connected (-T starts) → every client done
+  // (-T's deadline, or the last of -t's transactions, plus the wind-down of
+  // those in flight) — not the span of the queries, which a slow -R
+  // schedule leaves much shorter. While run() goes on: until now.
+  std::int64_t elapsed_ns = 0;
+  double tps = 0;              // successful transactions per second of elapsed_ns, as pgbench's tps
+  double mean_latency_ms = 0;  // successful transactions only
   double p99_latency_ms = 0;
   std::optional<double> mean_lag_ms;       // -R only
   std::optional<double> max_lag_ms;        // -R only

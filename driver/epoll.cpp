@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "common/units.h"
 #include "driver/worker.h"
 
 namespace stallscope::driver::detail {
@@ -21,6 +22,18 @@ Epoll::Epoll() : fd_(epoll_create1(EPOLL_CLOEXEC)) {
     throw Error(ErrorKind::runtime,
                 fmt::format("cannot create the driver's epoll instance: {}", std::strerror(errno)));
   }
+}
+
+int Epoll::wait(epoll_event* events, int max_events, std::int64_t timeout_ns) {
+  if (have_pwait2_) {
+    const timespec timeout{.tv_sec = timeout_ns / common::kNsPerS,
+                           .tv_nsec = timeout_ns % common::kNsPerS};
+    const int n = epoll_pwait2(fd_.get(), events, max_events, &timeout, nullptr);
+    if (n >= 0 || errno != ENOSYS) return n;
+    have_pwait2_ = false;
+  }
+  const auto timeout_ms = (timeout_ns + common::kNsPerMs - 1) / common::kNsPerMs;
+  return epoll_wait(fd_.get(), events, max_events, static_cast<int>(timeout_ms));
 }
 
 bool Worker::watch(Client& c, std::size_t index, int fd, std::uint32_t events) {

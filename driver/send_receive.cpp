@@ -43,10 +43,8 @@ void Worker::send_next(Client& c, std::int64_t now_ns) {
         c.scheduled_mono_ns = trigger_mono_ns_;
       }
       std::int64_t sched = *c.scheduled_mono_ns;
-      if (deadline_mono_ns_ && sched >= *deadline_mono_ns_) {
-        finish(c);  // scheduled after the end of the run: never due
-        return;
-      }
+      // Due later (even after -T's deadline: the client then waits for the
+      // deadline, so a slow rate still drives for the whole -T).
       if (sched > now_ns) {
         c.state = ClientState::throttling;
         return;

@@ -29,15 +29,4 @@ common::LatencyHistogram sum_latency(const ThreadStatsList& stats, std::int64_t&
   return all;
 }
 
-std::int64_t elapsed_ns(const ThreadStatsList& stats) {
-  std::int64_t first_ns = 0;
-  std::int64_t last_ns = 0;
-  for (const auto& s : stats) {
-    std::int64_t first = s->first_send_mono_ns.load(std::memory_order_relaxed);
-    if (first != 0 && (first_ns == 0 || first < first_ns)) first_ns = first;
-    last_ns = std::max(last_ns, s->last_done_mono_ns.load(std::memory_order_relaxed));
-  }
-  return first_ns != 0 && last_ns > first_ns ? last_ns - first_ns : 0;
-}
-
 }  // namespace stallscope::driver::detail

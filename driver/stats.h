@@ -47,7 +47,4 @@ Counters sum_counters(const ThreadStatsList& stats);
 // far; `errors` gets the failed ones.
 common::LatencyHistogram sum_latency(const ThreadStatsList& stats, std::int64_t& errors);
 
-// First send → last completion over all threads; 0 before both exist.
-std::int64_t elapsed_ns(const ThreadStatsList& stats);
-
 }  // namespace stallscope::driver::detail

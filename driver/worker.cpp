@@ -81,8 +81,8 @@ inline void Worker::tick(std::int64_t now) {
   if (now - last_flush_mono_ns_ >= kFlushIntervalNs) flush(now);
 }
 
-[[gnu::always_inline]] inline int Worker::plan_wait(std::int64_t now,
-                                                    std::vector<Client*>& unwatchable) {
+[[gnu::always_inline]] inline std::int64_t Worker::plan_wait(std::int64_t now,
+                                                             std::vector<Client*>& unwatchable) {
   std::int64_t wake_ns = std::min(now + kPollSliceNs, last_flush_mono_ns_ + kFlushIntervalNs);
   if (options_.tcp_info_period_ns > 0) wake_ns = std::min(wake_ns, next_tcp_mono_ns_);
   if (deadline_mono_ns_ && !stopping_) wake_ns = std::min(wake_ns, *deadline_mono_ns_);
@@ -121,7 +121,7 @@ inline void Worker::tick(std::int64_t now) {
   // Winding down: look at the clients every 10 ms.
   if (stopping_) wake_ns = std::min(wake_ns, now + 10 * common::kNsPerMs);
   if (!unwatchable.empty() || wake_ns <= now) return 0;
-  return static_cast<int>((wake_ns - now + common::kNsPerMs - 1) / common::kNsPerMs);
+  return wake_ns - now;
 }
 
 void Worker::run() {
@@ -132,8 +132,8 @@ void Worker::run() {
     const std::int64_t now = mono_now_ns();
     tick(now);
     if (active_ == 0) break;
-    const int timeout_ms = plan_wait(now, unwatchable);
-    int n = epoll_wait(epoll_.fd(), events.data(), static_cast<int>(events.size()), timeout_ms);
+    const std::int64_t timeout_ns = plan_wait(now, unwatchable);
+    int n = epoll_.wait(events.data(), static_cast<int>(events.size()), timeout_ns);
     if (n < 0) {
       if (errno == EINTR) continue;
       throw Error(ErrorKind::runtime, fmt::format("cannot wait for the driver's connections: {}",

@@ -41,7 +41,7 @@ namespace stallscope::driver::detail {
 // Rows go to the sink at least this often, and whenever this many are pending.
 inline constexpr std::int64_t kFlushIntervalNs = 100 * common::kNsPerMs;
 inline constexpr std::size_t kFlushRows = 4096;
-// epoll_wait() never sleeps longer than this, so a stop is seen within it.
+// The epoll wait never sleeps longer than this, so a stop is seen within it.
 inline constexpr std::int64_t kPollSliceNs = 50 * common::kNsPerMs;
 // At the end of the run, in-flight queries may finish on their own for this
 // long; then they are cancelled (PQcancel) and given kCancelWaitNs more; a
@@ -101,9 +101,9 @@ class Worker {
   void start(std::int64_t now_ns);        // before the loop: schedule, -r tables, first sends
   inline void tick(std::int64_t now_ns);  // each turn: stop, timers, TCP_INFO, flush
   // Registers each client's socket for what it waits for; returns how long
-  // epoll_wait may sleep (ms). `unwatchable`: clients whose socket cannot be
-  // registered, to be handled at once.
-  inline int plan_wait(std::int64_t now_ns, std::vector<Client*>& unwatchable);
+  // the wait may sleep (ns, ≥ 0). `unwatchable`: clients whose socket cannot
+  // be registered, to be handled at once.
+  inline std::int64_t plan_wait(std::int64_t now_ns, std::vector<Client*>& unwatchable);
   void advance_timers(std::int64_t now_ns);
   void advance_stop(std::int64_t now_ns);
   void finish(Client& c);

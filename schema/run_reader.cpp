@@ -159,6 +159,10 @@ std::int64_t queries_after(Store& store, std::int64_t after_ns) {
   return count(store, "SELECT count(*) FROM query WHERE start_ns > ?1", after_ns);
 }
 
+std::int64_t query_rows(Store& store) {
+  return single_int64(store, "SELECT count(*) FROM query");
+}
+
 bool first_query_has_lag(Store& store) {
   return single_int64(store,
                       "SELECT coalesce((SELECT lag_ns IS NOT NULL FROM query ORDER BY start_ns "

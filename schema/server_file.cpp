@@ -4,6 +4,8 @@
 
 #include "schema/row.h"
 
+#include <sqlite3.h>
+
 #include <functional>
 #include <set>
 #include <string>
@@ -62,10 +64,29 @@ std::vector<ClockOffset> clock_offsets(Store& store) {
 }
 
 AttachedServerFile::AttachedServerFile(Store& store, const std::string& path) : store_(store) {
+  // Read-only, as Store::open_readonly reads a file: nothing is written
+  // into it, and no -wal or -shm file is left beside it.
+  auto attach = [&](const std::string& uri) {
+    SQLite::Statement st(store_.db(), "ATTACH DATABASE ?1 AS srv");
+    st.bind(1, uri);
+    st.exec();
+    // The first read opens the WAL index, if any.
+    store_.db().execAndGet("SELECT count(*) FROM srv.sqlite_master");
+  };
   detail::sqlite_call([&] {
-    SQLite::Statement attach(store_.db(), "ATTACH DATABASE ?1 AS srv");
-    attach.bind(1, path);
-    attach.exec();
+    try {
+      attach(detail::readonly_uri(path));
+    } catch (const SQLite::Exception& e) {
+      // A -wal file whose WAL index this user cannot create or write (a
+      // read-only directory or mount, another user's file): immutable.
+      const int primary = e.getErrorCode();
+      if (primary != SQLITE_READONLY && primary != SQLITE_CANTOPEN) throw;
+      try {
+        store_.db().exec("DETACH DATABASE srv");
+      } catch (const SQLite::Exception&) {
+      }
+      attach(detail::immutable_uri(path));
+    }
   });
 }
 

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -39,12 +40,27 @@ int read_user_version(SQLite::Database& db) {
   return db.execAndGet("PRAGMA user_version").getInt();
 }
 
+// SQLite's message, with the system error underneath when there is one,
+// e.g. "disk I/O error (No space left on device)". SQLite keeps it only for
+// some failures (not, as measured, for a WAL write past RLIMIT_FSIZE at
+// COMMIT: "disk I/O error" alone).
+std::string with_system_error(SQLite::Database& db, const std::string& message) {
+  const int err = sqlite3_system_errno(db.getHandle());
+  if (err == 0) return message;
+  return fmt::format("{} ({})", message, std::strerror(err));
+}
+
 // SQLite's reason a file could not be read: a file SQLite could not take
 // as a database ("file is not a database") is not a run file; anything else
 // (no permission to create the WAL index beside it, ...) is said as it is.
 [[noreturn]] void throw_unreadable(const std::string& path, const SQLite::Exception& e) {
   const int primary = e.getErrorCode();
-  if (primary == SQLITE_NOTADB || primary == SQLITE_CORRUPT) {
+  if (primary == SQLITE_CORRUPT) {
+    throw Error(ErrorKind::usage,
+                fmt::format("cannot read {}: the file is damaged ({})", path, e.what()),
+                e.getExtendedErrorCode());
+  }
+  if (primary == SQLITE_NOTADB) {
     throw Error(ErrorKind::usage,
                 fmt::format("cannot read {}: not a stallscope run file ({})", path, e.what()),
                 e.getExtendedErrorCode());
@@ -81,8 +97,10 @@ void check_run_file(SQLite::Database& db, const std::string& path) {
   }
 }
 
-// A file: URI with immutable=1 for `path` (%, ? and # escaped).
-std::string immutable_uri(const std::string& path) {
+// A file: URI for `path` (%, ? and # escaped) with `query` ("immutable=1",
+// "mode=ro") after it, if any. Every connection is opened through one, so
+// that a path starting with "file:" is still a path.
+std::string file_uri(const std::string& path, std::string_view query = {}) {
   std::string uri = "file:";
   for (const char c : path) {
     if (c == '%' || c == '?' || c == '#') {
@@ -91,7 +109,43 @@ std::string immutable_uri(const std::string& path) {
       uri += c;
     }
   }
-  return uri + "?immutable=1";
+  if (!query.empty()) uri += fmt::format("?{}", query);
+  return uri;
+}
+
+bool exists(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::exists(path, ec);
+}
+
+// A read-only connection to a WAL file creates the -wal and -shm files
+// beside it when they are not there, and cannot remove them when it closes.
+// Without a -wal file nobody has the file open for writing (a WAL writer
+// keeps it from its first read to its last close) and every commit is in
+// the file itself, so it is read as an immutable file: no WAL index, no
+// locks, nothing created beside it. With one, the WAL is read as usual.
+}  // namespace
+
+std::string detail::readonly_uri(const std::string& path) {
+  return file_uri(path, exists(path + "-wal") ? "mode=ro" : "immutable=1");
+}
+
+std::string detail::immutable_uri(const std::string& path) {
+  return file_uri(path, "immutable=1");
+}
+
+namespace {
+
+constexpr int kBusyTimeoutMs = 5000;
+
+std::unique_ptr<SQLite::Database> open_checked(const std::string& path, const std::string& uri,
+                                               int flags) {
+  // NOMUTEX: a Store belongs to one thread at a time, so SQLite's per-call
+  // connection mutex is pure cost (≈ 10 % of explain's long scans).
+  auto db = std::make_unique<SQLite::Database>(uri, flags | SQLite::OPEN_NOMUTEX | SQLite::OPEN_URI,
+                                               kBusyTimeoutMs);
+  check_run_file(*db, path);
+  return db;
 }
 
 std::unique_ptr<SQLite::Database> open_existing(const std::string& path, int flags) {
@@ -102,25 +156,20 @@ std::unique_ptr<SQLite::Database> open_existing(const std::string& path, int fla
   if (std::filesystem::is_directory(path, ec)) {
     throw Error(ErrorKind::usage, fmt::format("cannot open {}: is a directory", path), EISDIR);
   }
+  const bool readonly = (flags & SQLite::OPEN_READWRITE) == 0;
   try {
-    // NOMUTEX: a Store belongs to one thread at a time, so SQLite's per-call
-    // connection mutex is pure cost (≈ 10 % of explain's long scans).
-    auto db = std::make_unique<SQLite::Database>(path, flags | SQLite::OPEN_NOMUTEX, 5000);
+    if (!readonly) return open_checked(path, file_uri(path), flags);
     try {
-      check_run_file(*db, path);
+      return open_checked(path, detail::readonly_uri(path), flags);
     } catch (const Error& e) {
-      // A WAL file read by a user who may not write beside it (another
-      // user's run file, a read-only mount) cannot get its WAL index: read
-      // it as an immutable file instead, which needs none.
-      const bool readonly = (flags & SQLite::OPEN_READWRITE) == 0;
+      // A WAL file with a -wal file but no WAL index (-shm) that this user
+      // may create (another user's run file, a read-only directory or
+      // mount): read as an immutable file, which needs none — the WAL's
+      // commits are then not seen (read_only_reason() says so).
       const int primary = e.code() & 0xff;
-      if (!readonly || (primary != SQLITE_READONLY && primary != SQLITE_CANTOPEN)) throw;
-      db = std::make_unique<SQLite::Database>(immutable_uri(path),
-                                              flags | SQLite::OPEN_NOMUTEX | SQLite::OPEN_URI,
-                                              5000);
-      check_run_file(*db, path);
+      if (primary != SQLITE_READONLY && primary != SQLITE_CANTOPEN) throw;
+      return open_checked(path, detail::immutable_uri(path), flags);
     }
-    return db;
   } catch (const SQLite::Exception& e) {
     throw Error(ErrorKind::usage, fmt::format("cannot open {}: {}", path, e.what()),
                 e.getExtendedErrorCode());
@@ -275,6 +324,10 @@ Store Store::create(const std::string& path) {
     throw Error(ErrorKind::usage, "cannot create run file: -o needs a file path");
   }
   const bool memory = path == ":memory:";
+  // What this call created, removed again if it fails (a full disk leaves a
+  // 0-byte or 4 KiB file otherwise, and the next -o would say "file exists"):
+  // the file, and those of its -wal, -shm and -journal that did not exist.
+  std::vector<std::string> created;
   if (!memory) {
     // Create the file ourselves, exclusively and mode 0600, so it never
     // exists with looser permissions and an existing run is never clobbered.
@@ -287,28 +340,49 @@ Store Store::create(const std::string& path) {
                       err == EEXIST ? "file exists (choose another -o)" : std::strerror(err)),
           err);
     }
+    created.push_back(path);
+    for (const char* suffix : {"-wal", "-shm", "-journal"}) {
+      std::error_code ec;
+      if (!std::filesystem::exists(path + suffix, ec) && !ec) created.push_back(path + suffix);
+    }
   }
+  const auto remove_created = [&created] {
+    for (const auto& p : created) {
+      std::error_code ec;
+      std::filesystem::remove(p, ec);
+    }
+  };
   try {
     // NOMUTEX: the writer's connection is used by one thread at a time (the
     // writer thread, then the closing thread after join), so SQLite's
     // per-call connection mutex is pure cost (≈ 15 % of the writer's CPU).
     auto db = std::make_unique<SQLite::Database>(
         path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE | SQLite::OPEN_NOMUTEX, 5000);
-    // SQLite gives the -wal and -shm files the database file's mode (0600).
-    if (!memory) db->exec("PRAGMA journal_mode=WAL");
-    db->exec("PRAGMA synchronous=NORMAL");
-    {
-      SQLite::Transaction tx(*db);
-      db->exec(kSchemaV1Sql);
-      db->exec(fmt::format("PRAGMA user_version = {}", kSchemaVersion));
-      tx.commit();
+    try {
+      // SQLite gives the -wal and -shm files the database file's mode (0600).
+      if (!memory) db->exec("PRAGMA journal_mode=WAL");
+      db->exec("PRAGMA synchronous=NORMAL");
+      {
+        SQLite::Transaction tx(*db);
+        db->exec(kSchemaV1Sql);
+        db->exec(fmt::format("PRAGMA user_version = {}", kSchemaVersion));
+        tx.commit();
+      }
+    } catch (const SQLite::Exception& e) {
+      throw Error(ErrorKind::sqlite,
+                  fmt::format("cannot create {}: {}", path, with_system_error(*db, e.what())),
+                  e.getExtendedErrorCode());
     }
     Store store(std::move(db), path);
     store.stmts_ = std::make_unique<Statements>(*store.db_);
     return store;
   } catch (const SQLite::Exception& e) {
+    remove_created();  // the connection is closed: it was a local of the try block
     throw Error(ErrorKind::sqlite, fmt::format("cannot create {}: {}", path, e.what()),
                 e.getExtendedErrorCode());
+  } catch (...) {
+    remove_created();
+    throw;
   }
 }
 
@@ -323,6 +397,74 @@ std::unique_ptr<SQLite::Database> Store::open_readonly_database(const std::strin
 Store Store::open_readwrite(const std::string& path) {
   Store store(open_existing(path, SQLite::OPEN_READWRITE), path);
   return store;
+}
+
+Store Store::open_readwrite_if_possible(const std::string& path) {
+  // Not even tried on a file this user may not write: a connection that
+  // SQLite opens read-only would leave -wal and -shm files beside it.
+  if (exists(path) && ::access(path.c_str(), W_OK) != 0) return open_readonly(path);
+  try {
+    auto db = open_existing(path, SQLite::OPEN_READWRITE);
+    // SQLite opens a file it may not write (mode 0444, a read-only mount)
+    // read-only without an error; read it as open_readonly does instead.
+    if (sqlite3_db_readonly(db->getHandle(), "main") != 1) return Store(std::move(db), path);
+  } catch (const Error& e) {
+    // No -wal or -shm can be made beside it (a read-only directory).
+    const int primary = e.code() & 0xff;
+    if (primary != SQLITE_READONLY && primary != SQLITE_CANTOPEN && primary != SQLITE_PERM) throw;
+  }
+  return open_readonly(path);
+}
+
+std::optional<std::string> read_only_reason(Store& store) {
+  sqlite3* db = store.db().getHandle();
+  if (sqlite3_db_readonly(db, "main") != 1) return std::nullopt;
+  const std::string& path = store.path();
+  if (::access(path.c_str(), W_OK) != 0) {
+    return fmt::format("{} cannot be written ({})", path, std::strerror(errno));
+  }
+  const auto dir = std::filesystem::path(path).parent_path();
+  const std::string dir_text = dir.empty() ? std::string(".") : dir.string();
+  if (::access(dir_text.c_str(), W_OK) != 0) {
+    return fmt::format("its directory {} cannot be written ({})", dir_text, std::strerror(errno));
+  }
+  return fmt::format("{} was opened read-only", path);
+}
+
+std::optional<std::int64_t> unread_wal_bytes(Store& store) {
+  const char* filename = sqlite3_db_filename(store.db().getHandle(), "main");
+  if (filename == nullptr || !sqlite3_uri_boolean(filename, "immutable", 0)) return std::nullopt;
+  std::error_code ec;
+  const auto bytes = std::filesystem::file_size(store.path() + "-wal", ec);
+  if (ec || bytes == 0) return std::nullopt;
+  return static_cast<std::int64_t>(bytes);
+}
+
+std::vector<std::string> quick_check(const std::string& path, int max_messages) {
+  auto db = open_existing(path, SQLite::OPEN_READONLY);
+  const auto limit = static_cast<std::size_t>(std::max(1, max_messages));
+  std::vector<std::string> problems;
+  try {
+    SQLite::Statement st(*db, fmt::format("PRAGMA quick_check({})", limit));
+    while (st.executeStep()) {
+      // "ok", or rows of findings; the first may start with a line that
+      // names the database ("*** in database main ***\n") and a row may
+      // hold several findings, one per line.
+      std::string_view text = st.getColumn(0).getText();
+      if (text == "ok") continue;
+      while (!text.empty()) {
+        const auto eol = text.find('\n');
+        const auto line = text.substr(0, eol);
+        if (!line.empty() && !line.starts_with("*** in database")) problems.emplace_back(line);
+        text = eol == std::string_view::npos ? std::string_view() : text.substr(eol + 1);
+      }
+    }
+    if (problems.size() > limit) problems.resize(limit);
+  } catch (const SQLite::Exception& e) {
+    // A page so damaged that the check itself cannot go on.
+    problems.emplace_back(e.what());
+  }
+  return problems;
 }
 
 void Store::begin_run(const RunInfo& r) {
@@ -364,6 +506,9 @@ void Store::begin_run(const RunInfo& r) {
 void Store::end_run(std::int64_t end_ns, const std::string& status, const std::string& end_reason,
                     std::optional<int> command_exit_status) {
   try {
+    // A transaction a failed write left open (SQLite keeps it after some
+    // I/O errors) is rolled back first, so the UPDATE commits on its own.
+    if (sqlite3_get_autocommit(db_->getHandle()) == 0) db_->exec("ROLLBACK");
     SQLite::Statement st(
         *db_, "UPDATE run SET end_ns = ?, status = ?, end_reason = ?, command_exit_status = ?");
     st.bind(1, static_cast<int64_t>(end_ns));
@@ -372,9 +517,25 @@ void Store::end_run(std::int64_t end_ns, const std::string& status, const std::s
     bind_opt(st, 4, command_exit_status);
     st.exec();
   } catch (const SQLite::Exception& e) {
-    throw Error(ErrorKind::sqlite, fmt::format("cannot finish run in {}: {}", path_, e.what()),
+    throw Error(
+        ErrorKind::sqlite,
+        fmt::format("cannot finish run in {}: {}", path_, with_system_error(*db_, e.what())),
+        e.getExtendedErrorCode());
+  }
+}
+
+void Store::truncate_wal() {
+  try {
+    db_->exec("PRAGMA wal_checkpoint(TRUNCATE)");
+  } catch (const SQLite::Exception& e) {
+    throw Error(ErrorKind::sqlite,
+                fmt::format("cannot checkpoint {}: {}", path_, with_system_error(*db_, e.what())),
                 e.getExtendedErrorCode());
   }
+}
+
+int Store::system_errno() const {
+  return sqlite3_system_errno(db_->getHandle());
 }
 
 namespace {
@@ -468,7 +629,8 @@ void Store::write(std::span<const Batch> batches) {
     tx.commit();
   } catch (const SQLite::Exception& e) {
     stmts_->ticks.forget();  // the names it inserted were rolled back
-    throw Error(ErrorKind::sqlite, fmt::format("cannot write to {}: {}", path_, e.what()),
+    throw Error(ErrorKind::sqlite,
+                fmt::format("cannot write to {}: {}", path_, with_system_error(*db_, e.what())),
                 e.getExtendedErrorCode());
   } catch (...) {
     stmts_->ticks.forget();
@@ -825,6 +987,32 @@ void Store::write_rows(const Batch& b) {
     throw Error(ErrorKind::sqlite, fmt::format("cannot write to {}: {}", path_, e.what()),
                 e.getExtendedErrorCode());
   }
+}
+
+bool is_damaged(const Error& e) {
+  const int primary = e.code() & 0xff;
+  return (e.kind() == ErrorKind::sqlite || e.kind() == ErrorKind::usage) &&
+         (primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB);
+}
+
+std::optional<std::string> missing_schema_object(const Error& e) {
+  if (e.kind() != ErrorKind::sqlite || (e.code() & 0xff) != SQLITE_ERROR) return std::nullopt;
+  const std::string_view message = e.what();
+  for (const std::string_view kind : {"table", "column"}) {
+    const auto prefix = fmt::format("no such {}: ", kind);
+    if (!message.starts_with(prefix)) continue;
+    auto name = message.substr(prefix.size());
+    if (name.starts_with("main.")) name.remove_prefix(5);
+    return fmt::format("{} {}", kind, name);
+  }
+  return std::nullopt;
+}
+
+bool is_unwritable(const Error& e) {
+  const int primary = e.code() & 0xff;
+  return e.kind() == ErrorKind::sqlite &&
+         (primary == SQLITE_READONLY || primary == SQLITE_CANTOPEN || primary == SQLITE_PERM ||
+          primary == SQLITE_FULL || primary == SQLITE_IOERR);
 }
 
 bool is_busy(const Error& e) {

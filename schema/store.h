@@ -10,7 +10,10 @@
 //
 // Errors: Error(usage) for a path that cannot be created or opened, a file
 // that is not a stallscope run file, or one from a newer schema version;
-// Error(sqlite) for failures while writing. schema's readers throw
+// Error(sqlite) for failures while writing, naming the file, SQLite's message
+// and, when SQLite kept one, the system error underneath ("cannot write to
+// run.db: database or disk is full"; "… disk I/O error (No space left on
+// device)"). schema's readers throw
 // SqliteError (below) for a failed read.
 #pragma once
 
@@ -19,6 +22,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include <SQLiteCpp/Database.h>
 
@@ -49,6 +53,43 @@ class SqliteError : public Error {
       : Error(ErrorKind::sqlite, std::move(message), extended_code) {}
 };
 
+class Store;
+
+// Why `store`'s file cannot be written through its connection, as a phrase
+// ("run.db cannot be written (Read-only file system)", "its directory runs
+// cannot be written (Permission denied)"); nullopt when it can.
+std::optional<std::string> read_only_reason(Store& store);
+// The size of the -wal file beside a file read as an immutable file (its
+// commits were not read: no WAL index could be made); nullopt when the WAL
+// was read or there is none.
+std::optional<std::int64_t> unread_wal_bytes(Store& store);
+// SQLite's PRAGMA quick_check(max_messages) of the run file at `path`, on a
+// connection of its own (read-only, as open_readonly): every page of every
+// table and index read once, their structure checked (O(file size), about
+// 0.3 s per 100 MB). Returns SQLite's descriptions of what is wrong, at most
+// max_messages; empty when the file is sound. Throws Error as open_readonly
+// (a file too damaged to open).
+std::vector<std::string> quick_check(const std::string& path, int max_messages = 3);
+
+namespace detail {
+// The file: URIs open_readonly opens `path` with (every connection is
+// opened with SQLITE_OPEN_URI, so ATTACH takes them too): "mode=ro", or
+// "immutable=1" when no -wal file is beside it; and "immutable=1" alone.
+std::string readonly_uri(const std::string& path);
+std::string immutable_uri(const std::string& path);
+}  // namespace detail
+
+// Whether `e` is SQLite's SQLITE_CORRUPT or SQLITE_NOTADB, in any extended
+// form: the file is damaged.
+bool is_damaged(const Error& e);
+// What a failed statement named that the file lacks, from SQLite's "no such
+// table: main.ash_tick" or "no such column: wait_event": "table ash_tick",
+// "column wait_event"; nullopt for any other error.
+std::optional<std::string> missing_schema_object(const Error& e);
+// Whether `e` is SQLite's failure to write the file for a reason of its
+// place: SQLITE_READONLY, SQLITE_CANTOPEN, SQLITE_PERM, SQLITE_FULL or
+// SQLITE_IOERR, in any extended form.
+bool is_unwritable(const Error& e);
 // Whether `e` is SQLite's SQLITE_BUSY ("database is locked": another
 // connection holds the write lock), in any extended form.
 bool is_busy(const Error& e);
@@ -57,13 +98,18 @@ class Store {
  public:
   // Creates `path` (must not exist; "-" is refused), mode 0600, WAL,
   // synchronous=NORMAL, and applies the schema. ":memory:" gives an
-  // in-memory store for tests.
+  // in-memory store for tests. When that fails (e.g. a full disk:
+  // Error(sqlite) "cannot create run.db: database or disk is full") the
+  // file is removed again, with the -wal, -shm and -journal it made.
   static Store create(const std::string& path);
-  // Opens an existing run file for reading; checks user_version. A file in
-  // WAL mode whose WAL index this user cannot create or write (another
-  // user's file, a read-only directory or mount) is opened as an immutable
-  // file (SQLite's immutable=1: no WAL index, no locks) — right for a file
-  // nobody writes any more, and the only way to read it without writing.
+  // Opens an existing run file for reading; checks user_version. A file
+  // without a -wal file beside it (nobody has it open for writing; every
+  // commit is in the file) is read as an immutable file (SQLite's
+  // immutable=1: no WAL index, no locks), so that no -wal or -shm file is
+  // left beside it. With a -wal file the WAL is read as usual, unless this
+  // user cannot create or write its WAL index (another user's file, a
+  // read-only directory or mount): then it too is read as an immutable
+  // file, without the WAL's commits (unread_wal_bytes() says how many bytes).
   static Store open_readonly(const std::string& path);
   // The same connection alone, for a reader on another thread
   // (schema/attribution_readers.h QuerySendScan). Throws as open_readonly.
@@ -71,6 +117,10 @@ class Store {
   // Opens an existing run file for reading and writing (explain writes its
   // results back); checks user_version.
   static Store open_readwrite(const std::string& path);
+  // open_readwrite, or open_readonly when the file cannot be written (mode
+  // 0444 for this user, a read-only directory or mount); read_only_reason()
+  // then says why. Throws as open_readwrite.
+  static Store open_readwrite_if_possible(const std::string& path);
 
   // Moving empties the source. Prepared statements are finalised before the
   // connection closes (SQLite refuses to close a connection that has them).
@@ -80,10 +130,18 @@ class Store {
 
   // Inserts the single `run` row with status 'running'.
   void begin_run(const RunInfo& info);
-  // Sets end_ns, status and end_reason of the run row.
+  // Sets end_ns, status and end_reason of the run row (rolling back first
+  // a transaction a failed write() left open).
   // `command_exit_status`: exit status of `record -- COMMAND`, if any.
   void end_run(std::int64_t end_ns, const std::string& status, const std::string& end_reason,
                std::optional<int> command_exit_status = std::nullopt);
+  // PRAGMA wal_checkpoint(TRUNCATE): copies the WAL into the file and
+  // empties it (the writer's last resort on a full disk). Error(sqlite).
+  void truncate_wal();
+  // The errno underneath SQLite's last failure on this connection
+  // (sqlite3_system_errno), 0 when none, e.g. EFBIG past RLIMIT_FSIZE.
+  int system_errno() const;
+
   // Inserts every row of `batch` in one transaction.
   void write(const Batch& batch);
   // Inserts every row of all `batches` in one transaction, as write() of

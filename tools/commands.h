@@ -75,6 +75,7 @@ struct ExplainCommandOptions {
   std::int64_t window_ns = common::kNsPerS;   // --window
   std::optional<std::int64_t> every_queries;  // --every
   std::vector<std::string> path_processes;    // --path-process NAME (repeatable)
+  bool no_check = false;                      // --no-check: no PRAGMA quick_check
 };
 int explain_command(const ExplainCommandOptions& options);
 

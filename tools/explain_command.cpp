@@ -3,11 +3,13 @@
 #include <iostream>
 #include <optional>
 #include <regex>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "common/error.h"
 #include "common/parse.h"
+#include "common/printable.h"
 #include "common/units.h"
 #include "correlate/correlate.h"
 #include "schema/report_store.h"
@@ -42,6 +44,18 @@ std::int64_t parse_duration_ns(const std::string& text, const std::string& flag)
   return ns;
 }
 
+namespace {
+
+// Whether explain's results could not be saved for a reason of the file's
+// place, not of explain: its file or directory cannot be written (read-only
+// file, directory or mount), another process holds its write lock, or the
+// disk is full. The report is printed all the same.
+bool save_is_optional(const Error& e) {
+  return schema::is_busy(e) || schema::is_unwritable(e);
+}
+
+}  // namespace
+
 int explain_command(const ExplainCommandOptions& o) {
   if (o.paths.empty() || o.paths.size() > 2) {
     throw Error(ErrorKind::usage,
@@ -49,48 +63,91 @@ int explain_command(const ExplainCommandOptions& o) {
                             "file or a second run file to compare with ({} given)",
                             o.paths.size()));
   }
-  // Read-write: explain stores its findings and stalls in the file.
-  auto store = schema::Store::open_readwrite(o.paths.front());
+  // Each file is checked (PRAGMA quick_check) on threads of their own while
+  // explain reads it; a damaged file is refused before anything is printed.
+  std::vector<correlate::FileCheck> checks;
+  if (!o.no_check) {
+    for (const auto& path : o.paths) checks.emplace_back(path);
+  }
+  auto wait_for_checks = [&checks] {
+    for (auto& c : checks) c.wait();
+  };
+  // Read-write: explain stores its findings and stalls in the file; a file
+  // it cannot write is read all the same and the report printed.
+  std::optional<schema::Store> opened;
+  try {
+    opened.emplace(schema::Store::open_readwrite_if_possible(o.paths.front()));
+  } catch (const Error&) {
+    wait_for_checks();
+    throw;
+  }
+  auto& store = *opened;
   correlate::ExplainOptions eo;
   eo.window_ns = o.window_ns;
   eo.every_queries = o.every_queries;
   eo.path_process_names = o.path_processes;
-  // Two files: a run and the server's record file (client + server), or two
-  // run files of the same workload (compared: e.g. through a pooler and direct).
-  bool two_runs = false;
-  if (o.paths.size() == 2) {
-    auto second = schema::Store::open_readonly(o.paths[1]);
-    two_runs = schema::run_mode(store) == schema::RunMode::run &&
-               schema::run_mode(second) == schema::RunMode::run;
-  }
   correlate::Report report;
-  if (two_runs) {
-    report = correlate::explain(store, eo);
-    // The baseline finds its poolers by itself (a --path-process pooler may
-    // still run, idle, beside a direct baseline).
-    auto baseline_options = eo;
-    baseline_options.path_process_names.clear();
-    auto baseline_store = schema::Store::open_readonly(o.paths[1]);
-    const auto baseline = correlate::explain(baseline_store, baseline_options);
-    report.comparison = correlate::compare_runs(report, o.paths[0], baseline, o.paths[1]);
-  } else {
-    report = o.paths.size() == 2 ? correlate::explain_pair(store, o.paths[1], eo)
-                                 : correlate::explain(store, eo);
-  }
-  // A run still being written: its writer commits at most 250 ms apart, so
-  // wait for a gap; if none comes, the report is printed but not saved.
-  schema::set_busy_timeout(store, 2000);
   try {
-    correlate::save_report(store, report);
-  } catch (const Error& e) {
-    if (report.run.end_ns || !schema::is_busy(e)) throw;
-    std::cerr << fmt::format(
-        "stallscope explain: warning: the run is still being written; findings and stalls not "
-        "saved into {} (explain again when it ends)\n",
-        o.paths.front());
+    // Two files: a run and the server's record file (client + server), or two
+    // run files of the same workload (compared: e.g. through a pooler and direct).
+    bool two_runs = false;
+    if (o.paths.size() == 2) {
+      auto second = schema::Store::open_readonly(o.paths[1]);
+      two_runs = schema::run_mode(store) == schema::RunMode::run &&
+                 schema::run_mode(second) == schema::RunMode::run;
+    }
+    if (two_runs) {
+      report = correlate::explain(store, eo);
+      // The baseline finds its poolers by itself (a --path-process pooler may
+      // still run, idle, beside a direct baseline).
+      auto baseline_options = eo;
+      baseline_options.path_process_names.clear();
+      auto baseline_store = schema::Store::open_readonly(o.paths[1]);
+      const auto baseline = correlate::explain(baseline_store, baseline_options);
+      report.comparison = correlate::compare_runs(report, o.paths[0], baseline, o.paths[1]);
+    } else {
+      report = o.paths.size() == 2 ? correlate::explain_pair(store, o.paths[1], eo)
+                                   : correlate::explain(store, eo);
+    }
+  } catch (const Error&) {
+    // A damaged file's failed read: the check names the damage.
+    wait_for_checks();
+    throw;
+  }
+  wait_for_checks();
+  // One line each, the file name and SQLite's message made printable.
+  auto warn = [](const std::string& message) {
+    std::cerr << "stallscope explain: warning: " << common::printable(message) << '\n';
+  };
+  if (const auto bytes = schema::unread_wal_bytes(store)) {
+    warn(
+        fmt::format("{}-wal ({} bytes) could not be read (no WAL index can be made beside it): "
+                    "the report leaves out the commits in it",
+                    o.paths.front(), *bytes));
+  }
+  if (const auto why = schema::read_only_reason(store)) {
+    warn(fmt::format("findings and stalls not saved into {}: {}", o.paths.front(), *why));
+  } else {
+    // A run still being written: its writer commits at most 250 ms apart, so
+    // wait for a gap; if none comes, the report is printed but not saved.
+    schema::set_busy_timeout(store, 2000);
+    try {
+      correlate::save_report(store, report);
+    } catch (const Error& e) {
+      if (!save_is_optional(e)) throw;
+      warn(fmt::format("findings and stalls not saved: {}{}", e.what(),
+                       !schema::is_busy(e) ? ""
+                       : report.run.end_ns
+                           ? " (another process holds its write lock; explain again when "
+                             "it is done)"
+                           : " (the run is still being written; explain again when it ends)"));
+    }
   }
   if (o.json) {
-    std::cout << correlate::to_json(report).dump(2) << '\n';
+    // Invalid UTF-8 that reached the report is replaced (U+FFFD), never a throw.
+    std::cout << correlate::to_json(report).dump(2, ' ', false,
+                                                 nlohmann::json::error_handler_t::replace)
+              << '\n';
   } else {
     correlate::render_text(report, std::cout);
   }

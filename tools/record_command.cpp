@@ -75,6 +75,9 @@ struct ChildOptions {
   std::optional<std::int64_t> limit_ns;  // -T, CLOCK_MONOTONIC from start_mono_ns
   std::int64_t start_mono_ns = 0;
   std::function<void(pid_t)> started;
+  // Requested at the run file's first failed commit: the command is sent
+  // SIGTERM, as at the -T limit (its recording has stopped).
+  StopToken write_failed;
 };
 
 // How the command ended: its shell-style exit status, and whether record
@@ -110,6 +113,10 @@ ChildEnd run_child(const std::vector<std::string>& command, const ChildOptions& 
       kill(pid, stop_signal() != 0 ? stop_signal() : SIGTERM);
       forwarded = true;
     }
+    if (c.write_failed.stop_requested() && !forwarded) {
+      kill(pid, SIGTERM);
+      forwarded = true;
+    }
     if (c.limit_ns && !forwarded && mono_now_ns() - c.start_mono_ns >= *c.limit_ns) {
       kill(pid, SIGTERM);  // -T reached: end the command, sample until it exits
       forwarded = true;
@@ -122,12 +129,14 @@ ChildEnd run_child(const std::vector<std::string>& command, const ChildOptions& 
   return {shell_status(wait_status), limit_reached};
 }
 
-// Waits for -T seconds from `start_ns` (forever without -T) or a
-// SIGINT/SIGTERM; the run's end reason.
-std::string wait_for_end(const RecordOptions& o, std::int64_t start_ns) {
+// Waits for -T seconds from `start_ns` (forever without -T), a
+// SIGINT/SIGTERM or `write_failed`; the run's end reason (the caller
+// replaces it after a failed write).
+std::string wait_for_end(const RecordOptions& o, std::int64_t start_ns, StopToken write_failed) {
   const std::int64_t limit_ns =
       o.duration_s ? static_cast<std::int64_t>(*o.duration_s * common::kNsPerSDouble) : INT64_MAX;
-  while (!stop_requested() && mono_now_ns() - start_ns < limit_ns) {
+  while (!stop_requested() && !write_failed.stop_requested() &&
+         mono_now_ns() - start_ns < limit_ns) {
     const std::int64_t left_ns = limit_ns - (mono_now_ns() - start_ns);
     std::this_thread::sleep_for(
         std::chrono::nanoseconds(std::min<std::int64_t>(left_ns, 100 * common::kNsPerMs)));
@@ -182,7 +191,14 @@ int record_command(const RecordOptions& o) {
   auto store = schema::Store::create(o.output_path);
   DelayacctGuard delayacct;  // restores kernel.task_delayacct when record ends
   const schema::RunInfo info = record_run_info(o, delayacct);
-  store.begin_run(info);
+  try {
+    store.begin_run(info);
+  } catch (...) {
+    // E.g. a disk that filled since the file was created: leave no file.
+    store = schema::Store::create(":memory:");
+    remove_run_file(o.output_path);
+    throw;
+  }
   schema::Writer writer(std::move(store));
   const sampler::Sink sink = [&writer](schema::Batch b) { writer.submit(std::move(b)); };
   if (!o.client_processes.empty()) sink(client_name_rows(o));
@@ -205,6 +221,7 @@ int record_command(const RecordOptions& o) {
   std::string reason;
   std::string ash_missing;  // why the ASH sampler never polled (its connect was cut short)
   bool sampling_started = false;
+  std::int64_t command_end_ns = 0;  // wall clock when the command ended
   // -T counts from here: a connect to --pg that hangs does not stretch it.
   const std::int64_t start_ns = mono_now_ns();
   try {
@@ -241,15 +258,17 @@ int record_command(const RecordOptions& o) {
       ChildOptions child{.nofile = have_nofile ? &nofile_before : nullptr,
                          .limit_ns = duration_limit_ns(o),
                          .start_mono_ns = start_ns,
-                         .started = [&](pid_t pid) { submit_command_process(pid, sink); }};
+                         .started = [&](pid_t pid) { submit_command_process(pid, sink); },
+                         .write_failed = writer.failure_token()};
       const ChildEnd end = run_child(o.command, child);
+      command_end_ns = wall_now_ns();
       child_status = end.status;
       reason = end.limit_reached
                    ? fmt::format("duration reached; command ended with status {}", end.status)
                    : fmt::format("command exited with status {}", end.status);
       ended_by_limit = end.limit_reached;
     } else {
-      reason = wait_for_end(o, start_ns);
+      reason = wait_for_end(o, start_ns, writer.failure_token());
     }
     if (!ash_missing.empty()) {
       reason += fmt::format("; no ASH samples: the ASH sampler never connected ({})", ash_missing);
@@ -266,6 +285,17 @@ int record_command(const RecordOptions& o) {
       samplers.host, o.hz,
       static_cast<double>(wall_now_ns() - info.start_ns) / common::kNsPerSDouble);
   samplers.stop();
+  writer.drain();  // a commit that fails now still makes the run 'failed'
+  if (const auto failure = writer.failure()) {
+    // Recording stopped at the failed commit (with a command: it was sent
+    // SIGTERM then, and waited for); exit 1 whatever the command's status.
+    close_after_write_failure(
+        writer, *failure, "record", o.output_path, info.start_ns, wall_now_ns(),
+        failure->failed_ns < command_end_ns ? "stopped recording, sent the command SIGTERM"
+                                            : "stopped recording",
+        child_status);
+    return 1;
+  }
   // A record without a limit ends by a signal: that is its normal end.
   const bool interrupted = stop_requested() && (o.duration_s || !o.command.empty());
   writer.close(wall_now_ns(), interrupted ? "interrupted" : "complete", reason, child_status);

@@ -18,6 +18,7 @@
 #include "common/error.h"
 #include "common/host.h"
 #include "common/periodic.h"
+#include "common/printable.h"
 #include "common/stop.h"
 #include "common/stop_watchdog.h"
 #include "common/thread_name.h"
@@ -208,10 +209,12 @@ std::string driver_progress(driver::Driver& driver, const RunOptions& o) {
   return out;
 }
 
-// How the run ended: the run row's status and reason.
+// How the run ended: the run row's status and reason; `write_failure` when
+// a commit of the run file failed (status "failed"; the run exits 1).
 struct RunEnd {
   std::string status = "complete";
   std::string reason;
+  std::optional<schema::WriteFailure> write_failure;
 };
 
 // The end-of-run summary on stdout, pgbench's lines where it has them.
@@ -223,7 +226,9 @@ void print_summary(const RunOptions& o, const driver::DriverOptions& dopt,
              o.clients, dopt.threads);
   fmt::print("transactions: {} ({} failed) in {:.3f} s{}\n", s.queries, s.errors,
              static_cast<double>(s.elapsed_ns) / common::kNsPerSDouble,
-             end.status == "interrupted" ? fmt::format(" — interrupted by {}", end.reason) : "");
+             end.status == "interrupted" ? fmt::format(" — interrupted by {}", end.reason)
+             : end.status == "failed"    ? fmt::format(" — {}", end.reason)
+                                         : std::string());
   fmt::print("latency average = {:.3f} ms, p99 = {:.3f} ms\n", s.mean_latency_ms, s.p99_latency_ms);
   if (s.mean_lag_ms) {
     fmt::print("rate limit schedule lag: avg {:.3f} (max {:.3f}) ms\n", *s.mean_lag_ms,
@@ -249,25 +254,29 @@ void print_summary(const RunOptions& o, const driver::DriverOptions& dopt,
         script = st.script;
         fmt::print("  {}:\n", script);
       }
-      fmt::print("  {:>10.3f}  {:>9}  {}\n", st.mean_latency_ms, st.executions, fold_lines(st.sql));
+      fmt::print("  {:>10.3f}  {:>9}  {}\n", st.mean_latency_ms, st.executions,
+                 common::printable(fold_lines(st.sql)));
     }
   }
   fmt::print("next: stallscope explain {}\n", o.output_path);
 }
 
 // Runs the driver with the host and ASH samplers, the clock-offset probes
-// and the progress lines until the run ends (-T, -t, SIGINT/SIGTERM), stops
-// them all (`pooler` too) and closes the run file; how the run ended. On a
+// and the progress lines until the run ends (-T, -t, SIGINT/SIGTERM, a
+// failed commit of the run file), stops them all (`pooler` too) and closes
+// the run file; how the run ended. On a
 // failure the run file is closed as failed, and removed when no transaction
-// ran.
+// ran. A failed commit stops the driver at once (writer.failure_token());
+// the run is then closed by close_after_write_failure (tools/session.h).
 RunEnd drive_and_sample(const RunOptions& o, driver::Driver& driver, schema::Writer& writer,
                         std::optional<sampler::PoolerSampler>& pooler, std::int64_t start_ns) {
   auto writer_sink = [&writer](schema::Batch b) { writer.submit(std::move(b)); };
   install_stop_handlers();
-  // The driver polls this token; its state is the global flag the handlers
-  // set (common/stop.h: a signal handler may only store to a lock-free
-  // atomic, which is all that a StopToken reads).
-  const StopToken stop = global_stop_token();
+  // The driver polls this token: the global flag the signal handlers set
+  // (common/stop.h: a signal handler may only store to a lock-free atomic,
+  // which is all that a StopToken reads), or the writer's, set at its first
+  // failed commit.
+  const StopToken stop = either_of(global_stop_token(), writer.failure_token());
   ClockProbes clock(o, writer);
   clock.probe("start", true);
   PeriodicThread clock_thread;
@@ -278,6 +287,7 @@ RunEnd drive_and_sample(const RunOptions& o, driver::Driver& driver, schema::Wri
   sampler::HostSampler host_sampler({.hz = o.hz}, writer_sink);
   sampler::AshSampler ash_sampler({.conninfo = o.conninfo, .hz = o.hz}, writer_sink);
   RunEnd end;
+  std::int64_t driven_end_ns = 0;
   try {
     host_sampler.start();
     ash_sampler.start();
@@ -287,12 +297,13 @@ RunEnd drive_and_sample(const RunOptions& o, driver::Driver& driver, schema::Wri
           &ash_sampler);
       driver.run(stop);
     }
+    driven_end_ns = wall_now_ns();
     if (const auto lost = driver.server_lost()) {
       // -t: every client gave up reconnecting (driver/driver.h).
       end.status = "failed";
       end.reason = "server lost: " + *lost;
       fmt::print(stderr, "stallscope run: {}\n", end.reason);
-    } else if (stop.stop_requested()) {
+    } else if (stop_requested()) {
       end.status = "interrupted";
       end.reason = stop_signal() == SIGTERM ? "SIGTERM" : "SIGINT";
     } else {
@@ -321,6 +332,16 @@ RunEnd drive_and_sample(const RunOptions& o, driver::Driver& driver, schema::Wri
                          static_cast<double>(wall_now_ns() - start_ns) / common::kNsPerSDouble);
   host_sampler.stop();
   ash_sampler.stop();
+  writer.drain();  // a commit that fails now still makes the run 'failed'
+  if (auto failure = writer.failure()) {
+    end.status = "failed";
+    end.reason = schema::end_reason(*failure, start_ns);
+    close_after_write_failure(
+        writer, *failure, "run", o.output_path, start_ns, wall_now_ns(),
+        failure->failed_ns <= driven_end_ns ? "stopped driving" : "the run had ended");
+    end.write_failure = std::move(failure);
+    return end;
+  }
   writer.close(wall_now_ns(), end.status, end.reason);
   return end;
 }
@@ -353,7 +374,14 @@ int run_command(const RunOptions& o) {
     delayacct = DelayacctGuard::enable("run");
     info.delayacct_set = delayacct.set_by_us() ? 1 : 0;
   }
-  store.begin_run(info);
+  try {
+    store.begin_run(info);
+  } catch (...) {
+    // E.g. a disk that filled since the file was created: leave no file.
+    store = schema::Store::create(":memory:");
+    remove_run_file(o.output_path);
+    throw;
+  }
 
   schema::Writer writer(std::move(store));
   early.attach(writer);
@@ -374,7 +402,7 @@ int run_command(const RunOptions& o) {
 
   const RunEnd end = drive_and_sample(o, driver, writer, pooler, info.start_ns);
   print_summary(o, dopt, driver, end);
-  return end.status == "failed" ? 1 : 0;
+  return end.write_failure || end.status == "failed" ? 1 : 0;
 }
 
 }  // namespace stallscope::tools

@@ -9,7 +9,9 @@
 
 #include "common/clock.h"
 #include "common/conninfo.h"
+#include "common/error.h"
 #include "common/host.h"
+#include "common/printable.h"
 #include "common/thread_name.h"
 #include "common/units.h"
 
@@ -36,13 +38,33 @@ schema::RunInfo make_run_info(const std::string& mode, const std::vector<std::st
 sampler::PoolerSamplerOptions pooler_options(const std::string& conninfo, double period_s) {
   check_conninfo(conninfo);
   return {.conninfo = conninfo, .period_s = period_s, .warn = [](const std::string& message) {
-            fmt::print(stderr, "warning: {}\n", message);
+            fmt::print(stderr, "warning: {}\n", common::printable(message));
           }};
 }
 
 void remove_run_file(const std::string& path) {
   std::error_code ec;
   for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix, ec);
+}
+
+void close_after_write_failure(schema::Writer& writer, const schema::WriteFailure& failure,
+                               const std::string& command, const std::string& path,
+                               std::int64_t start_ns, std::int64_t end_ns,
+                               const std::string& stopped, std::optional<int> command_exit_status) {
+  const auto seconds = [start_ns](std::int64_t t_ns) {
+    return static_cast<double>(t_ns - start_ns) / common::kNsPerSDouble;
+  };
+  fmt::print(stderr, "stallscope {}: {}: {} at {:.1f} s: {}; the {:.1f} s committed are kept\n",
+             command, path, failure.reason, seconds(failure.failed_ns), stopped,
+             seconds(std::max(failure.committed_ns, start_ns)));
+  std::string end_error;
+  if (!writer.close_after_failure(end_ns, "failed", schema::end_reason(failure, start_ns),
+                                  command_exit_status, &end_error)) {
+    fmt::print(stderr,
+               "stallscope {}: {}: cannot mark the run's end ({}): it stays 'running' and explain "
+               "says the run did not end\n",
+               command, path, fold_lines(end_error));
+  }
 }
 
 void warn_if_sampler_lagged(const sampler::HostSampler& host, double hz, double elapsed_s) {
@@ -104,7 +126,8 @@ void ProgressPrinter::print_line() {
       "{}\n",
       elapsed_s, driver.empty() ? std::string() : driver + "; ", h.idle_pct, h.iowait_pct,
       h.steal_pct, h.processes_d_state,
-      ash_ ? "; top wait " + (top_wait.empty() ? std::string("-") : top_wait) : std::string());
+      ash_ ? "; top wait " + (top_wait.empty() ? std::string("-") : common::printable(top_wait))
+           : std::string());
 }
 
 }  // namespace stallscope::tools

@@ -11,6 +11,7 @@
 #include "sampler/pooler.h"
 #include "sampler/sampler.h"
 #include "schema/records.h"
+#include "schema/writer.h"
 
 namespace stallscope::tools {
 
@@ -31,6 +32,20 @@ sampler::PoolerSamplerOptions pooler_options(const std::string& conninfo, double
 // failed before anything was recorded). Errors are ignored: a companion that
 // does not exist is the usual case.
 void remove_run_file(const std::string& path);
+
+// Closes the run file of a run whose commit failed (`failure`, from
+// writer.failure()): prints on stderr, in one line,
+//   stallscope run: run.db: database or disk is full at 18.3 s: stopped driving; the 18.0 s
+//   committed are kept
+// (`command` "run" or "record", `stopped` what stopped, e.g. "stopped driving"),
+// marks the run 'failed' at `end_ns` with schema::end_reason(), and says so
+// on a second line when even that could not be stored (the file then stays
+// 'running'). Times: wall clock, ns since the epoch.
+void close_after_write_failure(schema::Writer& writer, const schema::WriteFailure& failure,
+                               const std::string& command, const std::string& path,
+                               std::int64_t start_ns, std::int64_t end_ns,
+                               const std::string& stopped,
+                               std::optional<int> command_exit_status = std::nullopt);
 
 // Warns on stderr when the host sampler took fewer than 80 % of the ticks
 // `hz` asks for over `elapsed_s` (an overloaded host, or --hz too high for

@@ -50,6 +50,28 @@ TEST(CheckConninfo, RejectsUnparsableConninfoNamingIt) {
   EXPECT_NO_THROW(check_conninfo(""));
 }
 
+// libpq's reason for refusing a malformed conninfo may quote the text it
+// choked on, password and all (issue 15: these repeated it on stderr).
+TEST(CheckConninfo, LibpqsReasonDoesNotRepeatThePassword) {
+  for (const std::string conninfo :
+       {"postgresql://u:S3cret@[::1", "postgresql://u:S3cret%zz@host/db",
+        "postgresql://u:S3cret@host/db%zz", "postgres://u@host/db?password=S3cret&bogus=1",
+        "host=x password='S3cret port=5"}) {
+    try {
+      check_conninfo(conninfo);
+      ADD_FAILURE() << "expected an error for " << conninfo;
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_EQ(msg.find("S3cret"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("invalid conninfo"), std::string::npos) << msg;
+    }
+  }
+  EXPECT_EQ(mask_conninfo_message(R"(invalid percent-encoded token: "S3cret%zz")",
+                                  "postgresql://u:S3cret%zz@host/db"),
+            R"(invalid percent-encoded token: "***")");
+  EXPECT_EQ(mask_conninfo_message("no secret here", "host=x password=pw"), "no secret here");
+}
+
 }  // namespace
 }  // namespace stallscope
 

@@ -33,5 +33,25 @@ TEST(StopToken, GlobalTokenIsTheGlobalFlag) {
   EXPECT_FALSE(global.stop_requested());
 }
 
+TEST(StopToken, EitherOfStopsWhenEitherDoes) {
+  StopSource a;
+  StopSource b;
+  const StopToken both = either_of(a.token(), b.token());
+  EXPECT_FALSE(both.stop_requested());
+  b.request_stop();
+  EXPECT_TRUE(both.stop_requested());
+  EXPECT_FALSE(a.stop_requested());
+
+  StopSource c;
+  const StopToken with_global = either_of(global_stop_token(), c.token());
+  reset_stop();
+  EXPECT_FALSE(with_global.stop_requested());
+  request_stop();
+  EXPECT_TRUE(with_global.stop_requested());
+  reset_stop();
+  EXPECT_FALSE(either_of(StopToken(), c.token()).stop_requested());
+  EXPECT_THROW(either_of(both, c.token()), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace stallscope

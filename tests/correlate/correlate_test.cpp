@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "common/error.h"
+#include "common/printable.h"
 #include "correlate/correlate.h"
 #include "correlate/detail.h"
 #include "correlate/format.h"
@@ -1732,6 +1733,26 @@ TEST(CorrelateRender, TextEscapesControlCharactersInUntrustedNames) {
   auto dumped = to_json(r).dump();
   EXPECT_EQ(dumped.find('\x1b'), std::string::npos);
   EXPECT_NE(dumped.find("\\u001b[31m"), std::string::npos);
+}
+
+TEST(CorrelateRender, TextEscapesInvalidUtf8InUntrustedNames) {
+  Fixture fx;
+  fx.host({.user_ms = 1200, .idle_ms = 800});
+  fx.rows(kBackendId[0], 100);
+  // A comm with bytes that are not UTF-8 (prctl(PR_SET_NAME) takes any).
+  fx.process(30, 300, "pgb\xff\xfeouncer", kT0 - 100 * kS);
+  fx.rows(30, 970);
+  auto r = fx.explain();
+  ASSERT_NE(finding(r, "single_thread"), nullptr);
+  std::ostringstream out;
+  render_text(r, out);
+  const auto text = out.str();
+  EXPECT_EQ(text.find('\xff'), std::string::npos) << "raw byte reached the text output";
+  EXPECT_NE(text.find("culprit: pgb\\xff\\xfeouncer"), std::string::npos) << text;
+  EXPECT_EQ(common::valid_utf8(text), text);
+  // JSON: the same name with U+FFFD for each invalid byte.
+  const auto dumped = to_json(r).dump();
+  EXPECT_NE(dumped.find("pgb\xef\xbf\xbd\xef\xbf\xbdouncer"), std::string::npos);
 }
 
 TEST(CorrelateRender, TextHasHeaderWindowsAccountingAndRankedFindings) {

@@ -1,6 +1,8 @@
 // explain on a run without an end (still being written, or killed): the
 // tail where some clients' rows are not yet stored is left out, at most the
-// last second before the latest stored query, and the output says so.
+// last second before the latest stored query, and the output says so; the
+// same for a run cut short by its file, with a first note that says so; and
+// the note on queries that span much less than the run (a slow -R).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -77,6 +79,54 @@ TEST(CorrelateUnfinishedRun, AFinishedRunKeepsEveryQuery) {
   EXPECT_EQ(r.run.queries, 130);
   EXPECT_FALSE(r.run.queries_until_ns.has_value());
   EXPECT_FALSE(has_note(r, "left out"));
+}
+
+// A run whose file filled: the tail is cut as for a killed run (the failed
+// commit's rows are lost), and the first note says the run was cut short
+// and that the figures cover only the time kept.
+TEST(CorrelateUnfinishedRun, ARunCutShortByItsFileSaysSoFirst) {
+  auto store = make_run(false, 9);
+  store.end_run(kT0 + 10 * kS, "failed", "disk full at 10.0 s: database or disk is full");
+  auto r = explain(store, {});
+  EXPECT_EQ(r.run.queries, 180);
+  ASSERT_FALSE(r.notes.empty());
+  EXPECT_EQ(r.notes.front(),
+            "The run was cut short: its file could not be written (disk full at 10.0 s: database "
+            "or disk is full), so stallscope stopped there and kept what it had committed. The "
+            "figures and the accounting cover only the 8.9 s kept (up to 9.9 s after the start) "
+            "of the 11.0 s the run lasted.");
+  EXPECT_TRUE(has_note(r, "The run's last commit failed: 10 queries sent after"));
+}
+
+TEST(CorrelateUnfinishedRun, ARunWithoutAnEndSaysItDidNotEnd) {
+  auto store = make_run(false, 10);
+  auto r = explain(store, {});
+  ASSERT_FALSE(r.notes.empty());
+  EXPECT_TRUE(r.notes.front().starts_with(
+      "The run did not end: its status is still 'running' and it has no end time"))
+      << r.notes.front();
+  auto ended_store = make_run(true, 10);
+  EXPECT_FALSE(has_note(explain(ended_store, {}), "did not end"));
+}
+
+// A slow -R schedule: two queries 1 s apart in a 10 s run. tps is over the
+// queries' span; a note gives it over the run.
+TEST(CorrelateUnfinishedRun, QueriesSpanningLittleOfTheRunAreNoted) {
+  auto store = schema::Store::create(":memory:");
+  store.begin_run(test::run_info(kT0));
+  schema::Batch b;
+  for (int k = 0; k < 2; ++k) {
+    b.queries.push_back(
+        {.client_id = 0, .seq = k, .start_ns = kT0 + (4 + k) * kS, .latency_ns = 10 * kMs});
+  }
+  store.write(b);
+  store.end_run(kT0 + 10 * kS, "complete", "duration reached");
+  auto r = explain(store, {});
+  EXPECT_TRUE(has_note(r,
+                       "The queries span 1.01 s of the run's 10.00 s (a slow -R schedule, or "
+                       "clients that stopped early): tps 2.0 is over the queries' span; over the "
+                       "run it is 0.20."))
+      << (r.notes.empty() ? "" : r.notes.back());
 }
 
 }  // namespace

@@ -1,0 +1,253 @@
+// A run file that cannot grow (issue 15: full disks and write errors), and
+// every end of a run stated as it happened: the real stallscope binary
+// against the scratch PostgreSQL.
+//
+// The write error is always available: RLIMIT_FSIZE on the stallscope
+// process (bash's `ulimit -f`, SIGXFSZ ignored so that write() fails with
+// EFBIG). The full disk is a real one where the machine allows it: an 8 MiB
+// tmpfs mounted in a temp dir, as root (skipped otherwise).
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include <SQLiteCpp/Database.h>
+#include <gtest/gtest.h>
+
+#include "support/test_support.h"
+
+namespace stallscope {
+namespace {
+
+using test::run_command;
+
+constexpr std::int64_t kNsPerS = 1'000'000'000;
+
+std::int64_t count(SQLite::Database& db, const std::string& sql) {
+  return db.execAndGet(sql).getInt64();
+}
+
+// `argv` run under a file-size limit of `limit_kib` KiB with SIGXFSZ ignored.
+std::vector<std::string> with_file_size_limit(int limit_kib, std::vector<std::string> argv) {
+  std::vector<std::string> out{
+      "bash", "-c", "trap '' XFSZ; ulimit -f " + std::to_string(limit_kib) + "; exec \"$@\"",
+      "bash"};
+  out.insert(out.end(), argv.begin(), argv.end());
+  return out;
+}
+
+// An 8 MiB tmpfs mounted at `dir`/mnt for the life of the object; mounted()
+// is false when this process may not mount (not root, no CAP_SYS_ADMIN).
+class SmallTmpfs {
+ public:
+  explicit SmallTmpfs(const test::TempDir& dir) : path_(dir.file("mnt")) {
+    std::filesystem::create_directory(path_);
+    mounted_ = ::mount("tmpfs", path_.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=8m") == 0;
+  }
+  ~SmallTmpfs() {
+    if (mounted_) ::umount2(path_.c_str(), MNT_DETACH);
+  }
+  SmallTmpfs(const SmallTmpfs&) = delete;
+  SmallTmpfs& operator=(const SmallTmpfs&) = delete;
+  bool mounted() const { return mounted_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+  // Writes `name` until the file system is full.
+  void fill(const std::string& name) const {
+    std::FILE* f = std::fopen(file(name).c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::vector<char> block(64 * 1024, 'x');
+    while (std::fwrite(block.data(), 1, block.size(), f) == block.size()) {
+    }
+    std::fclose(f);
+  }
+
+ private:
+  std::string path_;
+  bool mounted_ = false;
+};
+
+// What every run cut short by its file must show: exit 1 with one stderr
+// line naming the file and the error, the summary, a file that opens with
+// the committed queries, 'failed' with the reason, stopped well before -T.
+void expect_cut_short(const test::CommandResult& r, const std::string& path,
+                      const std::string& error, const std::string& reason_prefix,
+                      double duration_s) {
+  EXPECT_EQ(r.exit_status, 1) << r.err;
+  // SQLite's message, then the system error when SQLite kept one.
+  const std::regex line("stallscope run: " + path + ": " + error +
+                        R"(( \([^)]*\))? at [0-9.]+ s: stopped driving; the [0-9.]+ s committed )"
+                        R"(are kept\n)");
+  EXPECT_TRUE(std::regex_search(r.err, line)) << r.err;
+  EXPECT_NE(r.out.find("transactions: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" — " + reason_prefix + " at "), std::string::npos) << r.out;
+
+  SQLite::Database db(path);
+  EXPECT_EQ(db.execAndGet("SELECT status FROM run").getString(), "failed");
+  const std::string reason = db.execAndGet("SELECT end_reason FROM run").getString();
+  EXPECT_TRUE(reason.starts_with(reason_prefix + " at ")) << reason;
+  EXPECT_NE(reason.find(" s: " + error), std::string::npos) << reason;
+  EXPECT_GT(count(db, "SELECT count(*) FROM query"), 100);
+  const std::int64_t lasted_ns = count(db, "SELECT end_ns - start_ns FROM run");
+  EXPECT_LT(lasted_ns, static_cast<std::int64_t>(duration_s / 2 * kNsPerS))
+      << "drove on after the failed commit";
+}
+
+// explain on `path`: exit 0 and the note that the run was cut short.
+void expect_explained_as_cut_short(const std::string& path, const std::string& reason_prefix) {
+  const auto e = run_command({test::stallscope_bin(), "explain", path});
+  EXPECT_EQ(e.exit_status, 0) << e.err;
+  EXPECT_NE(e.out.find("The run was cut short: its file could not be written (" + reason_prefix),
+            std::string::npos)
+      << e.out;
+  EXPECT_NE(e.out.find("cover only the"), std::string::npos) << e.out;
+}
+
+TEST(WriteError, RunStopsDrivingAtTheFirstFailedCommitAndKeepsWhatItCommitted) {
+  const auto conninfo = test::scratch_conninfo();
+  ASSERT_FALSE(conninfo.empty());
+  test::TempDir dir;
+  const auto path = dir.file("run.db");
+  // 2 MiB: the WAL reaches it within seconds (before its 4 MiB checkpoint).
+  const auto r =
+      run_command(with_file_size_limit(2048, {test::stallscope_bin(), "run", "-o", path, conninfo,
+                                              "-c", "2", "-T", "30", "--sql", "SELECT 1"}));
+  expect_cut_short(r, path, "disk I/O error", "write failed", 30);
+  expect_explained_as_cut_short(path, "write failed at ");
+}
+
+TEST(WriteError, RecordStopsAndEndsItsCommand) {
+  test::TempDir dir;
+  const auto path = dir.file("record.db");
+  const auto r =
+      run_command(with_file_size_limit(1024, {test::stallscope_bin(), "record", "-o", path, "--hz",
+                                              "100", "--threads", "--", "sleep", "30"}));
+  EXPECT_EQ(r.exit_status, 1) << r.err;
+  EXPECT_TRUE(std::regex_search(
+      r.err, std::regex("stallscope record: " + path +
+                        R"(: disk I/O error( \([^)]*\))? at [0-9.]+ s: stopped recording, )"
+                        R"(sent the command SIGTERM; the [0-9.]+ s committed are kept\n)")))
+      << r.err;
+  SQLite::Database db(path);
+  EXPECT_EQ(db.execAndGet("SELECT status FROM run").getString(), "failed");
+  EXPECT_TRUE(
+      db.execAndGet("SELECT end_reason FROM run").getString().starts_with("write failed at "));
+  EXPECT_EQ(count(db, "SELECT command_exit_status FROM run"), 128 + SIGTERM);
+  EXPECT_GT(count(db, "SELECT count(*) FROM sample"), 0);
+  EXPECT_LT(count(db, "SELECT end_ns - start_ns FROM run"), 15 * kNsPerS);
+}
+
+TEST(FullDisk, RunStopsDrivingKeepsWhatItCommittedAndExplainSaysSo) {
+  const auto conninfo = test::scratch_conninfo();
+  ASSERT_FALSE(conninfo.empty());
+  test::TempDir dir;
+  SmallTmpfs disk(dir);
+  if (!disk.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here (needs root)";
+  const auto path = disk.file("run.db");
+  const auto r = run_command({test::stallscope_bin(), "run", "-o", path, conninfo, "-c", "2", "-T",
+                              "30", "--sql", "SELECT 1"});
+  expect_cut_short(r, path, "database or disk is full", "disk full", 30);
+  // explain writes its findings back: on a copy, off the full disk.
+  for (const char* suffix : {"", "-wal"}) {
+    if (std::filesystem::exists(path + suffix)) {
+      std::filesystem::copy_file(path + suffix, dir.file("copy.db") + suffix);
+    }
+  }
+  expect_explained_as_cut_short(dir.file("copy.db"), "disk full at ");
+}
+
+TEST(FullDisk, OutputThatCannotBeCreatedLeavesNoFileAndARetryWorks) {
+  const auto conninfo = test::scratch_conninfo();
+  ASSERT_FALSE(conninfo.empty());
+  test::TempDir dir;
+  SmallTmpfs disk(dir);
+  if (!disk.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here (needs root)";
+  disk.fill("filler");
+  const auto path = disk.file("run.db");
+  const std::vector<std::string> argv{
+      test::stallscope_bin(), "run", "-o", path, conninfo, "-T", "1", "--sql", "SELECT 1"};
+  const auto r = run_command(argv);
+  EXPECT_EQ(r.exit_status, 1) << r.err;
+  EXPECT_NE(r.err.find("cannot create " + path + ": database or disk is full"), std::string::npos)
+      << r.err;
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+    EXPECT_FALSE(std::filesystem::exists(path + suffix)) << path + suffix;
+  }
+  std::filesystem::remove(disk.file("filler"));
+  const auto retry = run_command(argv);
+  EXPECT_EQ(retry.exit_status, 0) << retry.err;
+}
+
+// -R far below 1/-T: the schedule's next transaction falls after the
+// deadline, and the run still drives until -T (it ended after the first
+// transaction, ~1 s, saying "duration reached").
+TEST(RunEnd, SlowRateDrivesForTheWholeDuration) {
+  const auto conninfo = test::scratch_conninfo();
+  ASSERT_FALSE(conninfo.empty());
+  test::TempDir dir;
+  const auto path = dir.file("run.db");
+  const auto r = run_command({test::stallscope_bin(), "run", "-o", path, conninfo, "-R", "0.5",
+                              "-T", "3", "--sql", "SELECT 1"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  SQLite::Database db(path);
+  EXPECT_EQ(db.execAndGet("SELECT status || '|' || end_reason FROM run").getString(),
+            "complete|duration reached");
+  EXPECT_GE(count(db, "SELECT end_ns - start_ns FROM run"), 2'900'000'000);
+  // The summary's time is the driven time, not the queries' span.
+  std::smatch m;
+  ASSERT_TRUE(
+      std::regex_search(r.out, m, std::regex(R"(transactions: \d+ \(\d+ failed\) in ([0-9.]+) s)")))
+      << r.out;
+  EXPECT_GE(std::stod(m[1].str()), 2.9) << r.out;
+}
+
+// -t with -R: every client does its -t transactions on the schedule, and the
+// run says so.
+TEST(RunEnd, TransactionsWithARateAreAllDone) {
+  const auto conninfo = test::scratch_conninfo();
+  ASSERT_FALSE(conninfo.empty());
+  test::TempDir dir;
+  const auto path = dir.file("run.db");
+  const auto r = run_command({test::stallscope_bin(), "run", "-o", path, conninfo, "-c", "2", "-R",
+                              "20", "-t", "5", "--sql", "SELECT 1"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  SQLite::Database db(path);
+  EXPECT_EQ(db.execAndGet("SELECT status || '|' || end_reason FROM run").getString(),
+            "complete|transactions done");
+  EXPECT_EQ(count(db, "SELECT count(*) FROM query"), 10);
+  EXPECT_EQ(count(db, "SELECT count(*) FROM query WHERE lag_ns IS NULL"), 0);
+}
+
+// SIGKILL: the file stays 'running' with no end, holds all but the last
+// commit interval, and explain says the run did not end.
+TEST(RunEnd, KilledRunIsExplainedAsNotEnded) {
+  const auto conninfo = test::scratch_conninfo();
+  ASSERT_FALSE(conninfo.empty());
+  test::TempDir dir;
+  const auto path = dir.file("run.db");
+  const int pid = test::spawn({test::stallscope_bin(), "run", "-o", path, conninfo, "-c", "2", "-T",
+                               "10", "--sql", "SELECT 1", "-P", "0"});
+  ASSERT_GT(pid, 0);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  kill(pid, SIGKILL);
+  EXPECT_FALSE(test::exited_ok(pid));
+  {
+    SQLite::Database db(path);
+    EXPECT_EQ(db.execAndGet("SELECT status FROM run").getString(), "running");
+    EXPECT_EQ(count(db, "SELECT count(*) FROM run WHERE end_ns IS NULL AND end_reason IS NULL"), 1);
+    EXPECT_GT(count(db, "SELECT count(*) FROM query"), 0);
+  }
+  const auto e = run_command({test::stallscope_bin(), "explain", path});
+  EXPECT_EQ(e.exit_status, 0) << e.err;
+  EXPECT_NE(e.out.find("The run did not end: its status is still 'running'"), std::string::npos)
+      << e.out;
+}
+
+}  // namespace
+}  // namespace stallscope
