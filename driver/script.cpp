@@ -424,8 +424,12 @@ ScriptCommand parse_meta_command(std::string_view rest, const std::string& file,
   return c;
 }
 
+// White space as std::isspace has it (form feed and vertical tab too), so a
+// command's first line is the line of its first other character.
+constexpr const char* kSpace = " \t\r\n\f\v";
+
 bool blank(const std::string& s) {
-  return s.find_first_not_of(" \t\r\n") == std::string::npos;
+  return s.find_first_not_of(kSpace) == std::string::npos;
 }
 
 // SQL commands, collected line by line up to an unquoted ';'.
@@ -448,7 +452,7 @@ struct SqlCollector {
       if (ch == ';') {
         if (!blank(pending)) {
           std::string sql = pending;
-          sql.erase(0, sql.find_first_not_of(" \t\r\n"));
+          sql.erase(0, sql.find_first_not_of(kSpace));
           add_sql(script, sql, pending_line, variables);
         }
         pending.clear();
@@ -465,7 +469,7 @@ struct SqlCollector {
     if (quote) fail(file, line_no, "unterminated quoted string");
     if (blank(pending)) return;
     std::string sql = pending;
-    sql.erase(0, sql.find_first_not_of(" \t\r\n"));
+    sql.erase(0, sql.find_first_not_of(kSpace));
     while (!sql.empty() && std::isspace(static_cast<unsigned char>(sql.back()))) sql.pop_back();
     add_sql(script, sql, pending_line, variables);
   }
