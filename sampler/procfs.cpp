@@ -357,15 +357,13 @@ std::optional<TaskStat> parse_task_stat(std::string_view text) {
   return t;
 }
 
-std::optional<std::string> read_kernel_stack(const std::string& path) {
-  std::string text;
-  if (!read_proc_file(path, text, 16384)) return std::nullopt;
+std::optional<std::string> parse_kernel_stack(std::string_view text) {
   std::string out;
   std::size_t pos = 0;
   while (pos < text.size()) {
     std::size_t eol = text.find('\n', pos);
-    if (eol == std::string::npos) eol = text.size();
-    std::string_view line = std::string_view(text).substr(pos, eol - pos);
+    if (eol == std::string_view::npos) eol = text.size();
+    std::string_view line = text.substr(pos, eol - pos);
     pos = eol + 1;
     if (line.starts_with("[<")) {
       const std::size_t b = line.find("] ");
@@ -377,6 +375,20 @@ std::optional<std::string> read_kernel_stack(const std::string& path) {
   }
   if (out.empty()) return std::nullopt;
   return out;
+}
+
+std::optional<std::string> read_kernel_stack(const std::string& path) {
+  std::string text;
+  if (!read_proc_file(path, text, 16384)) return std::nullopt;
+  return parse_kernel_stack(text);
+}
+
+std::optional<std::int64_t> parse_loadavg_last_pid(std::string_view text) {
+  while (!text.empty() && is_space(text.back())) text.remove_suffix(1);
+  const std::size_t space = text.rfind(' ');
+  if (space == std::string_view::npos) return std::nullopt;
+  std::string_view field = text.substr(space + 1);
+  return take_count(field);
 }
 
 std::optional<PidStat> parse_pid_stat(std::string_view text) {
@@ -493,12 +505,7 @@ std::optional<std::int64_t> ProcScanner::last_pid() {
   char buf[128];
   const ssize_t n = ::pread(loadavg_fd_.get(), buf, sizeof buf, 0);
   if (n <= 0) return std::nullopt;
-  std::string_view text(buf, static_cast<std::size_t>(n));
-  while (!text.empty() && is_space(text.back())) text.remove_suffix(1);
-  const std::size_t space = text.rfind(' ');
-  if (space == std::string_view::npos) return std::nullopt;
-  std::string_view field = text.substr(space + 1);
-  return take_count(field);
+  return parse_loadavg_last_pid(std::string_view(buf, static_cast<std::size_t>(n)));
 }
 
 bool ProcScanner::observe(int pid, Files& f, std::vector<ProcessObservation>& out,

@@ -173,10 +173,19 @@ struct TaskStat {
 // or spaces is kept whole. nullopt if fields are missing.
 std::optional<TaskStat> parse_task_stat(std::string_view text);
 
-// Reads a kernel stack file (/proc/PID/stack or .../task/TID/stack) and keeps
-// one function per line without the "[<0>] " address prefix; nullopt when it
-// cannot be read (not root) or is empty.
+// The text of a kernel stack file (/proc/PID/stack or .../task/TID/stack),
+// one function per line without the "[<0>] " address prefix, lines joined
+// with '\n'; nullopt when no line is left.
+// Example: parse_kernel_stack("[<0>] do_wait+0x1/0x2\n") == "do_wait+0x1/0x2".
+std::optional<std::string> parse_kernel_stack(std::string_view text);
+// Reads a kernel stack file (see parse_kernel_stack); nullopt when it cannot
+// be read (not root) or is empty.
 std::optional<std::string> read_kernel_stack(const std::string& path);
+
+// The last field of /proc/loadavg ("0.00 0.01 0.05 1/123 4567\n"): the pid
+// most recently allocated in this pid namespace; nullopt unless it is a
+// non-negative integer.
+std::optional<std::int64_t> parse_loadavg_last_pid(std::string_view text);
 
 // Per cgroup, the cpu.stat counters at its last row, so each row gives the
 // throttling since then. A cgroup unseen for 60 s is forgotten (its next row
