@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <climits>
 #include <filesystem>
@@ -381,6 +382,47 @@ std::optional<std::string> read_kernel_stack(const std::string& path) {
   std::string text;
   if (!read_proc_file(path, text, 16384)) return std::nullopt;
   return parse_kernel_stack(text);
+}
+
+namespace {
+
+// The port of a /proc/net/tcp address ("0100007F:1F90"): the hexadecimal
+// digits after the last ':', or -1.
+int tcp_port_of(std::string_view address) {
+  const auto colon = address.rfind(':');
+  if (colon == std::string_view::npos) return -1;
+  const std::string_view hex = address.substr(colon + 1);
+  int port = -1;
+  const auto [ptr, ec] = std::from_chars(hex.data(), hex.data() + hex.size(), port, 16);
+  if (ec != std::errc{} || ptr != hex.data() + hex.size() || hex.empty() || port < 0) return -1;
+  return port;
+}
+
+}  // namespace
+
+std::vector<std::string> parse_tcp_socket_links(std::string_view text, int local_port,
+                                                int remote_port) {
+  std::vector<std::string> out;
+  std::size_t pos = text.find('\n');  // after the header
+  while (pos != std::string_view::npos && pos < text.size()) {
+    std::size_t eol = text.find('\n', pos + 1);
+    std::string_view line = text.substr(
+        pos + 1, eol == std::string_view::npos ? std::string_view::npos : eol - pos - 1);
+    pos = eol;
+    std::string_view fields[10];
+    std::size_t n = 0;
+    for (line = skip_spaces(line); n < 10 && !line.empty(); line = skip_spaces(line)) {
+      fields[n] = token(line);
+      line.remove_prefix(fields[n].size());
+      ++n;
+    }
+    if (n < 10) continue;
+    if (tcp_port_of(fields[1]) == local_port && tcp_port_of(fields[2]) == remote_port &&
+        fields[9] != "0") {
+      out.push_back("socket:[" + std::string(fields[9]) + "]");
+    }
+  }
+  return out;
 }
 
 std::optional<std::int64_t> parse_loadavg_last_pid(std::string_view text) {

@@ -1,5 +1,6 @@
 // libFuzzer target: every parser of /proc (and cgroup) text the sampler
-// reads by hand (sampler/procfs.h, sampler/tcp_counters.h), each on the
+// reads by hand (sampler/procfs.h, sampler/tcp_counters.h; /proc/net/tcp for
+// sockets.cpp), each on the
 // whole input: the functions the sampler itself calls on what it reads.
 #include <cstddef>
 #include <cstdint>
@@ -30,5 +31,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (const auto k = parse_kernel_stack(text)) FUZZ_CHECK(!k->empty());
   if (const auto pid = parse_loadavg_last_pid(text)) FUZZ_CHECK(*pid >= 0);
   parse_net_counters(text);
+  for (const auto& link : parse_tcp_socket_links(text, 5432, 54321)) {
+    FUZZ_CHECK(link.starts_with("socket:[") && link.size() <= text.size() + 9);
+  }
   return 0;
 }
