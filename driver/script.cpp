@@ -53,6 +53,7 @@ struct Expr {
   double real = 0;
   int var = -1;
   std::vector<std::shared_ptr<const Expr>> args;
+  int depth = 1;  // nodes on the longest path down to a leaf
 };
 
 namespace {
@@ -64,6 +65,12 @@ namespace {
 bool ident_char(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
 }
+
+// How deep an expression may nest — parentheses, unary signs, operators
+// and function calls alike. The parser, evaluate() and the tree's destructor
+// all recurse once a level, so without a bound a long enough line
+// ("\set x ------…1", "1+1+…+1") overflows the stack.
+constexpr int kMaxExprDepth = 256;
 
 // Recursive descent over one \set expression.
 class ExprParser {
@@ -91,11 +98,16 @@ class ExprParser {
     }
     return false;
   }
-  static std::shared_ptr<Expr> node(Expr::Op op, std::vector<std::shared_ptr<const Expr>> args) {
+  std::shared_ptr<Expr> node(Expr::Op op, std::vector<std::shared_ptr<const Expr>> args) const {
     auto e = std::make_shared<Expr>();
     e->op = op;
+    for (const auto& a : args) e->depth = std::max(e->depth, a->depth + 1);
+    if (e->depth > kMaxExprDepth) too_deep();
     e->args = std::move(args);
     return e;
+  }
+  [[noreturn]] void too_deep() const {
+    error(fmt::format("the expression nests deeper than {} levels", kMaxExprDepth));
   }
   std::shared_ptr<const Expr> sum() {
     auto left = product();
@@ -123,7 +135,13 @@ class ExprParser {
       }
     }
   }
+  // Every level of the parser's recursion passes here once.
   std::shared_ptr<const Expr> unary() {
+    if (++nesting_ > kMaxExprDepth) too_deep();
+    struct Leave {
+      int& n;
+      ~Leave() { --n; }
+    } leave{nesting_};
     if (eat('-')) return node(Expr::Op::neg, {unary()});
     if (eat('+')) return unary();
     return primary();
@@ -204,6 +222,7 @@ class ExprParser {
 
   std::string_view s_;
   std::size_t i_ = 0;
+  int nesting_ = 0;  // unary() calls under way
   const std::string& file_;
   int line_;
   Variables& vars_;

@@ -2,6 +2,10 @@
 // regression tests.
 #include <gtest/gtest.h>
 
+#include <random>
+#include <string>
+
+#include "common/error.h"
 #include "driver/script.h"
 
 namespace stallscope::driver {
@@ -26,6 +30,58 @@ TEST(ScriptFuzz, FormFeedAloneIsNoCommand) {
   const Script s = parse_script("\f;\nSELECT 1;\n", "t.sql", v);
   ASSERT_EQ(s.commands.size(), 1u);
   EXPECT_EQ(s.commands[0].line, 2);
+}
+
+// The message parse_script throws for `text`; "" when it parses.
+std::string parse_error(const std::string& text) {
+  Variables v;
+  try {
+    parse_script(text, "t.sql", v);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::usage);
+    return e.what();
+  }
+  return "";
+}
+
+std::string repeat(const std::string& s, int n) {
+  std::string out;
+  for (int i = 0; i < n; ++i) out += s;
+  return out;
+}
+
+// A \set of 4,000 unary minus signs overflowed the fuzz target's stack in
+// the parser's recursion (ASan: stack-overflow in ExprParser::unary); a
+// longer one does the same in a normal build, and so would evaluating or
+// freeing a tree that deep ("1+1+…+1" parses in a loop but evaluates
+// recursively). Nesting is now bounded: a usage error naming the line.
+TEST(ScriptFuzz, DeeplyNestedExpressionsAreAnErrorNotAStackOverflow) {
+  const std::string deep = "cannot parse t.sql:1: the expression nests deeper than 256 levels";
+  EXPECT_EQ(parse_error("\\set y " + std::string(100'000, '-') + "1\nSELECT 1;\n"), deep);
+  EXPECT_EQ(parse_error("\\set y " + std::string(100'000, '+') + "1\nSELECT 1;\n"), deep);
+  EXPECT_EQ(parse_error("\\set y " + std::string(100'000, '(') + "1" + std::string(100'000, ')') +
+                        "\nSELECT 1;\n"),
+            deep);
+  EXPECT_EQ(parse_error("\\set y 1" + repeat(" + 1", 100'000) + "\nSELECT 1;\n"), deep);
+  EXPECT_EQ(parse_error("\\set y 1" + repeat(" * 1", 100'000) + "\nSELECT 1;\n"), deep);
+  EXPECT_EQ(parse_error("\\sleep " + std::string(100'000, '-') + "1 ms\nSELECT 1;\n"), deep);
+  EXPECT_EQ(parse_error("\\set y " + repeat("random(1, ", 100'000) + "1" + repeat(")", 100'000) +
+                        "\nSELECT 1;\n"),
+            deep);
+}
+
+// Below the bound, deep expressions still parse and evaluate.
+TEST(ScriptFuzz, NestingBelowTheBoundStillEvaluates) {
+  Variables v;
+  const Script s = parse_script("\\set a " + std::string(200, '-') + "7\n\\set b 1" +
+                                    repeat(" + 1", 200) + "\n\\set c " + std::string(100, '(') +
+                                    "3" + std::string(100, ')') + "\nSELECT 1;\n",
+                                "t.sql", v);
+  std::vector<std::optional<std::int64_t>> values(v.names.size());
+  std::mt19937_64 rng(1);
+  EXPECT_EQ(evaluate(*s.commands.at(0).expr, values, rng), 7);
+  EXPECT_EQ(evaluate(*s.commands.at(1).expr, values, rng), 201);
+  EXPECT_EQ(evaluate(*s.commands.at(2).expr, values, rng), 3);
 }
 
 }  // namespace
