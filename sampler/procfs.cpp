@@ -6,10 +6,11 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cerrno>
+#include <charconv>
 #include <climits>
 #include <filesystem>
+#include <limits>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -27,6 +28,14 @@ constexpr std::int64_t kPfExiting = 0x4;
 
 bool is_exiting(const PidStat& st) {
   return st.exiting || st.state == 'Z' || st.state == 'X';
+}
+
+// stat's rss (pages) in bytes; nullopt when the product would not fit, as
+// in no real /proc.
+std::optional<std::int64_t> rss_bytes(std::int64_t pages, std::int64_t page_bytes) {
+  std::int64_t bytes = 0;
+  if (__builtin_mul_overflow(pages, page_bytes, &bytes)) return std::nullopt;
+  return bytes;
 }
 
 bool is_space(char c) {
@@ -311,7 +320,11 @@ CpuThrottle parse_cpu_stat(std::string_view text) {
                 .nr_throttled = keyed_field(text, "nr_throttled"),
                 .throttled_ns = keyed_field(text, "throttled_time")};
   if (!t.throttled_ns) {
-    if (auto us = keyed_field(text, "throttled_usec")) t.throttled_ns = *us * common::kNsPerUs;
+    // A count of µs past 2^63 ns (292 years) is no kernel's: left out.
+    if (auto us = keyed_field(text, "throttled_usec");
+        us && *us <= std::numeric_limits<std::int64_t>::max() / common::kNsPerUs) {
+      t.throttled_ns = *us * common::kNsPerUs;
+    }
   }
   return t;
 }
@@ -603,7 +616,7 @@ bool ProcScanner::observe(int pid, Files& f, std::vector<ProcessObservation>& ou
   obs.utime_ticks = st.utime_ticks;
   obs.stime_ticks = st.stime_ticks;
   obs.majflt = st.majflt;
-  obs.rss_bytes = st.rss_pages * page_bytes;
+  obs.rss_bytes = rss_bytes(st.rss_pages, page_bytes);
   obs.threads = st.threads;
   obs.blkio_ticks = st.blkio_ticks;
   obs.schedstat = schedstat;
@@ -807,7 +820,7 @@ const ProcessObservation& refresh_stat(const ProcessObservation& listed, const s
   fresh.utime_ticks = st->utime_ticks;
   fresh.stime_ticks = st->stime_ticks;
   fresh.majflt = st->majflt;
-  fresh.rss_bytes = st->rss_pages * page_bytes;
+  fresh.rss_bytes = rss_bytes(st->rss_pages, page_bytes);
   fresh.threads = st->threads;
   fresh.blkio_ticks = st->blkio_ticks;
   return fresh;
