@@ -302,6 +302,11 @@ std::int64_t evaluate(const Expr& e, const std::vector<std::optional<std::int64_
     case Expr::Op::number:
       return e.number;
     case Expr::Op::real:
+      // As pgbench: a number past a bigint is an error, not a wrapped value.
+      if (!(e.real >= -0x1p63 && e.real < 0x1p63)) {
+        throw_usage(fmt::format(
+            "cannot evaluate a \\set expression: double to bigint overflow for {}", e.real));
+      }
       return static_cast<std::int64_t>(e.real);
     case Expr::Op::var: {
       const auto& v = values.at(static_cast<std::size_t>(e.var));
@@ -346,7 +351,13 @@ std::int64_t evaluate(const Expr& e, const std::vector<std::optional<std::int64_
     case Expr::Op::random_gauss: {
       std::int64_t lo = arg(0), hi = arg(1);
       if (hi < lo) throw_usage(fmt::format("cannot evaluate random({}, {}): empty range", lo, hi));
-      double span = static_cast<double>(hi - lo) + 1;
+      // As pgbench: hi - lo + 1 must fit a bigint ("random range is too large").
+      std::int64_t width = 0;
+      if (__builtin_sub_overflow(hi, lo, &width) ||
+          width == std::numeric_limits<std::int64_t>::max()) {
+        throw_usage(fmt::format("cannot evaluate random({}, {}): range is too large", lo, hi));
+      }
+      const double span = static_cast<double>(width) + 1;
       if (e.op == Expr::Op::random) {
         return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
       }
@@ -367,7 +378,9 @@ std::int64_t evaluate(const Expr& e, const std::vector<std::optional<std::int64_
         } while (stdev < -param || stdev >= param);
         r = (stdev + param) / (param * 2.0);
       }
-      return lo + static_cast<std::int64_t>(span * r);
+      // r is in [0, 1], but span × r may round up to span: kept within hi.
+      const double x = span * r;
+      return lo + (x < static_cast<double>(width) ? static_cast<std::int64_t>(x) : width);
     }
   }
   return 0;

@@ -84,5 +84,64 @@ TEST(ScriptFuzz, NestingBelowTheBoundStillEvaluates) {
   EXPECT_EQ(evaluate(*s.commands.at(2).expr, values, rng), 3);
 }
 
+// The message evaluating `\set v EXPR` throws; "" when it evaluates.
+std::string eval_error(const std::string& expr) {
+  Variables v;
+  const Script s = parse_script("\\set v " + expr + "\nSELECT 1;\n", "t.sql", v);
+  std::vector<std::optional<std::int64_t>> values(v.names.size());
+  std::mt19937_64 rng(1);
+  try {
+    for (int i = 0; i < 1000; ++i) evaluate(*s.commands.at(0).expr, values, rng);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::usage);
+    return e.what();
+  }
+  return "";
+}
+
+// Found by the script fuzz target: a decimal number past a bigint in a
+// \set (UBSan: 3.33333e+37 is outside the range of 'long') became
+// INT64_MIN on x86; pgbench says "double to int overflow".
+TEST(ScriptFuzz, DecimalPastABigintIsAnError) {
+  EXPECT_EQ(
+      eval_error("33333333333333333333333333333333333333.3"),
+      "cannot evaluate a \\set expression: double to bigint overflow for 3.3333333333333333e+37");
+  EXPECT_EQ(
+      eval_error("9223372036854775808.0"),
+      "cannot evaluate a \\set expression: double to bigint overflow for 9.223372036854776e+18");
+  EXPECT_EQ(eval_error("-4611686018427387904.0"), "");
+  EXPECT_EQ(eval_error("2.9 * 2"), "");
+}
+
+// random*(lo, hi) with hi − lo + 1 past a bigint: hi − lo overflowed (and
+// random_exponential's result with it); pgbench refuses the range.
+TEST(ScriptFuzz, RandomRangePastABigintIsAnError) {
+  for (const std::string f : {"random", "random_exponential", "random_gaussian"}) {
+    const std::string extra = f == "random" ? "" : ", 2.5";
+    EXPECT_EQ(eval_error(f + "(-9223372036854775807 - 1, 9223372036854775807" + extra + ")"),
+              "cannot evaluate random(-9223372036854775808, 9223372036854775807): range is too "
+              "large");
+    EXPECT_EQ(eval_error(f + "(0, 9223372036854775807" + extra + ")"),
+              "cannot evaluate random(0, 9223372036854775807): range is too large");
+    EXPECT_EQ(eval_error(f + "(1, 9223372036854775807" + extra + ")"), "") << f;
+    EXPECT_EQ(eval_error(f + "(-9223372036854775807 - 1, -2" + extra + ")"), "") << f;
+  }
+}
+
+// The widest accepted ranges stay within [lo, hi].
+TEST(ScriptFuzz, WidestRandomRangesStayWithinBounds) {
+  for (const std::string f : {"random_exponential", "random_gaussian"}) {
+    Variables v;
+    const Script s =
+        parse_script("\\set v " + f + "(1, 9223372036854775807, 2.5)\nSELECT 1;\n", "t.sql", v);
+    std::vector<std::optional<std::int64_t>> values(v.names.size());
+    std::mt19937_64 rng(7);
+    for (int i = 0; i < 10000; ++i) {
+      const auto x = evaluate(*s.commands.at(0).expr, values, rng);
+      ASSERT_GE(x, 1) << f;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace stallscope::driver
