@@ -53,6 +53,7 @@ struct Expr {
   double real = 0;
   int var = -1;
   std::vector<std::shared_ptr<const Expr>> args;
+  int depth = 1;  // nodes on the longest path down to a leaf
 };
 
 namespace {
@@ -64,6 +65,12 @@ namespace {
 bool ident_char(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
 }
+
+// How deep an expression may nest — parentheses, unary signs, operators
+// and function calls alike. The parser, evaluate() and the tree's destructor
+// all recurse once a level, so without a bound a long enough line
+// ("\set x ------…1", "1+1+…+1") overflows the stack.
+constexpr int kMaxExprDepth = 256;
 
 // Recursive descent over one \set expression.
 class ExprParser {
@@ -91,11 +98,16 @@ class ExprParser {
     }
     return false;
   }
-  static std::shared_ptr<Expr> node(Expr::Op op, std::vector<std::shared_ptr<const Expr>> args) {
+  std::shared_ptr<Expr> node(Expr::Op op, std::vector<std::shared_ptr<const Expr>> args) const {
     auto e = std::make_shared<Expr>();
     e->op = op;
+    for (const auto& a : args) e->depth = std::max(e->depth, a->depth + 1);
+    if (e->depth > kMaxExprDepth) too_deep();
     e->args = std::move(args);
     return e;
+  }
+  [[noreturn]] void too_deep() const {
+    error(fmt::format("the expression nests deeper than {} levels", kMaxExprDepth));
   }
   std::shared_ptr<const Expr> sum() {
     auto left = product();
@@ -123,7 +135,13 @@ class ExprParser {
       }
     }
   }
+  // Every level of the parser's recursion passes here once.
   std::shared_ptr<const Expr> unary() {
+    if (++nesting_ > kMaxExprDepth) too_deep();
+    struct Leave {
+      int& n;
+      ~Leave() { --n; }
+    } leave{nesting_};
     if (eat('-')) return node(Expr::Op::neg, {unary()});
     if (eat('+')) return unary();
     return primary();
@@ -204,6 +222,7 @@ class ExprParser {
 
   std::string_view s_;
   std::size_t i_ = 0;
+  int nesting_ = 0;  // unary() calls under way
   const std::string& file_;
   int line_;
   Variables& vars_;
@@ -283,6 +302,11 @@ std::int64_t evaluate(const Expr& e, const std::vector<std::optional<std::int64_
     case Expr::Op::number:
       return e.number;
     case Expr::Op::real:
+      // As pgbench: a number past a bigint is an error, not a wrapped value.
+      if (!(e.real >= -0x1p63 && e.real < 0x1p63)) {
+        throw_usage(fmt::format(
+            "cannot evaluate a \\set expression: double to bigint overflow for {}", e.real));
+      }
       return static_cast<std::int64_t>(e.real);
     case Expr::Op::var: {
       const auto& v = values.at(static_cast<std::size_t>(e.var));
@@ -327,7 +351,13 @@ std::int64_t evaluate(const Expr& e, const std::vector<std::optional<std::int64_
     case Expr::Op::random_gauss: {
       std::int64_t lo = arg(0), hi = arg(1);
       if (hi < lo) throw_usage(fmt::format("cannot evaluate random({}, {}): empty range", lo, hi));
-      double span = static_cast<double>(hi - lo) + 1;
+      // As pgbench: hi - lo + 1 must fit a bigint ("random range is too large").
+      std::int64_t width = 0;
+      if (__builtin_sub_overflow(hi, lo, &width) ||
+          width == std::numeric_limits<std::int64_t>::max()) {
+        throw_usage(fmt::format("cannot evaluate random({}, {}): range is too large", lo, hi));
+      }
+      const double span = static_cast<double>(width) + 1;
       if (e.op == Expr::Op::random) {
         return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
       }
@@ -348,7 +378,9 @@ std::int64_t evaluate(const Expr& e, const std::vector<std::optional<std::int64_
         } while (stdev < -param || stdev >= param);
         r = (stdev + param) / (param * 2.0);
       }
-      return lo + static_cast<std::int64_t>(span * r);
+      // r is in [0, 1], but span × r may round up to span: kept within hi.
+      const double x = span * r;
+      return lo + (x < static_cast<double>(width) ? static_cast<std::int64_t>(x) : width);
     }
   }
   return 0;
@@ -424,8 +456,12 @@ ScriptCommand parse_meta_command(std::string_view rest, const std::string& file,
   return c;
 }
 
+// White space as std::isspace has it (form feed and vertical tab too), so a
+// command's first line is the line of its first other character.
+constexpr const char* kSpace = " \t\r\n\f\v";
+
 bool blank(const std::string& s) {
-  return s.find_first_not_of(" \t\r\n") == std::string::npos;
+  return s.find_first_not_of(kSpace) == std::string::npos;
 }
 
 // SQL commands, collected line by line up to an unquoted ';'.
@@ -448,7 +484,7 @@ struct SqlCollector {
       if (ch == ';') {
         if (!blank(pending)) {
           std::string sql = pending;
-          sql.erase(0, sql.find_first_not_of(" \t\r\n"));
+          sql.erase(0, sql.find_first_not_of(kSpace));
           add_sql(script, sql, pending_line, variables);
         }
         pending.clear();
@@ -465,7 +501,7 @@ struct SqlCollector {
     if (quote) fail(file, line_no, "unterminated quoted string");
     if (blank(pending)) return;
     std::string sql = pending;
-    sql.erase(0, sql.find_first_not_of(" \t\r\n"));
+    sql.erase(0, sql.find_first_not_of(kSpace));
     while (!sql.empty() && std::isspace(static_cast<unsigned char>(sql.back()))) sql.pop_back();
     add_sql(script, sql, pending_line, variables);
   }

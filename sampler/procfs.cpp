@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <climits>
 #include <filesystem>
+#include <limits>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -26,6 +28,14 @@ constexpr std::int64_t kPfExiting = 0x4;
 
 bool is_exiting(const PidStat& st) {
   return st.exiting || st.state == 'Z' || st.state == 'X';
+}
+
+// stat's rss (pages) in bytes; nullopt when the product would not fit, as
+// in no real /proc.
+std::optional<std::int64_t> rss_bytes(std::int64_t pages, std::int64_t page_bytes) {
+  std::int64_t bytes = 0;
+  if (__builtin_mul_overflow(pages, page_bytes, &bytes)) return std::nullopt;
+  return bytes;
 }
 
 bool is_space(char c) {
@@ -310,7 +320,11 @@ CpuThrottle parse_cpu_stat(std::string_view text) {
                 .nr_throttled = keyed_field(text, "nr_throttled"),
                 .throttled_ns = keyed_field(text, "throttled_time")};
   if (!t.throttled_ns) {
-    if (auto us = keyed_field(text, "throttled_usec")) t.throttled_ns = *us * common::kNsPerUs;
+    // A count of µs past 2^63 ns (292 years) is no kernel's: left out.
+    if (auto us = keyed_field(text, "throttled_usec");
+        us && *us <= std::numeric_limits<std::int64_t>::max() / common::kNsPerUs) {
+      t.throttled_ns = *us * common::kNsPerUs;
+    }
   }
   return t;
 }
@@ -357,15 +371,13 @@ std::optional<TaskStat> parse_task_stat(std::string_view text) {
   return t;
 }
 
-std::optional<std::string> read_kernel_stack(const std::string& path) {
-  std::string text;
-  if (!read_proc_file(path, text, 16384)) return std::nullopt;
+std::optional<std::string> parse_kernel_stack(std::string_view text) {
   std::string out;
   std::size_t pos = 0;
   while (pos < text.size()) {
     std::size_t eol = text.find('\n', pos);
-    if (eol == std::string::npos) eol = text.size();
-    std::string_view line = std::string_view(text).substr(pos, eol - pos);
+    if (eol == std::string_view::npos) eol = text.size();
+    std::string_view line = text.substr(pos, eol - pos);
     pos = eol + 1;
     if (line.starts_with("[<")) {
       const std::size_t b = line.find("] ");
@@ -377,6 +389,61 @@ std::optional<std::string> read_kernel_stack(const std::string& path) {
   }
   if (out.empty()) return std::nullopt;
   return out;
+}
+
+std::optional<std::string> read_kernel_stack(const std::string& path) {
+  std::string text;
+  if (!read_proc_file(path, text, 16384)) return std::nullopt;
+  return parse_kernel_stack(text);
+}
+
+namespace {
+
+// The port of a /proc/net/tcp address ("0100007F:1F90"): the hexadecimal
+// digits after the last ':', or -1.
+int tcp_port_of(std::string_view address) {
+  const auto colon = address.rfind(':');
+  if (colon == std::string_view::npos) return -1;
+  const std::string_view hex = address.substr(colon + 1);
+  int port = -1;
+  const auto [ptr, ec] = std::from_chars(hex.data(), hex.data() + hex.size(), port, 16);
+  if (ec != std::errc{} || ptr != hex.data() + hex.size() || hex.empty() || port < 0) return -1;
+  return port;
+}
+
+}  // namespace
+
+std::vector<std::string> parse_tcp_socket_links(std::string_view text, int local_port,
+                                                int remote_port) {
+  std::vector<std::string> out;
+  std::size_t pos = text.find('\n');  // after the header
+  while (pos != std::string_view::npos && pos < text.size()) {
+    std::size_t eol = text.find('\n', pos + 1);
+    std::string_view line = text.substr(
+        pos + 1, eol == std::string_view::npos ? std::string_view::npos : eol - pos - 1);
+    pos = eol;
+    std::string_view fields[10];
+    std::size_t n = 0;
+    for (line = skip_spaces(line); n < 10 && !line.empty(); line = skip_spaces(line)) {
+      fields[n] = token(line);
+      line.remove_prefix(fields[n].size());
+      ++n;
+    }
+    if (n < 10) continue;
+    if (tcp_port_of(fields[1]) == local_port && tcp_port_of(fields[2]) == remote_port &&
+        fields[9] != "0") {
+      out.push_back("socket:[" + std::string(fields[9]) + "]");
+    }
+  }
+  return out;
+}
+
+std::optional<std::int64_t> parse_loadavg_last_pid(std::string_view text) {
+  while (!text.empty() && is_space(text.back())) text.remove_suffix(1);
+  const std::size_t space = text.rfind(' ');
+  if (space == std::string_view::npos) return std::nullopt;
+  std::string_view field = text.substr(space + 1);
+  return take_count(field);
 }
 
 std::optional<PidStat> parse_pid_stat(std::string_view text) {
@@ -493,12 +560,7 @@ std::optional<std::int64_t> ProcScanner::last_pid() {
   char buf[128];
   const ssize_t n = ::pread(loadavg_fd_.get(), buf, sizeof buf, 0);
   if (n <= 0) return std::nullopt;
-  std::string_view text(buf, static_cast<std::size_t>(n));
-  while (!text.empty() && is_space(text.back())) text.remove_suffix(1);
-  const std::size_t space = text.rfind(' ');
-  if (space == std::string_view::npos) return std::nullopt;
-  std::string_view field = text.substr(space + 1);
-  return take_count(field);
+  return parse_loadavg_last_pid(std::string_view(buf, static_cast<std::size_t>(n)));
 }
 
 bool ProcScanner::observe(int pid, Files& f, std::vector<ProcessObservation>& out,
@@ -554,7 +616,7 @@ bool ProcScanner::observe(int pid, Files& f, std::vector<ProcessObservation>& ou
   obs.utime_ticks = st.utime_ticks;
   obs.stime_ticks = st.stime_ticks;
   obs.majflt = st.majflt;
-  obs.rss_bytes = st.rss_pages * page_bytes;
+  obs.rss_bytes = rss_bytes(st.rss_pages, page_bytes);
   obs.threads = st.threads;
   obs.blkio_ticks = st.blkio_ticks;
   obs.schedstat = schedstat;
@@ -758,7 +820,7 @@ const ProcessObservation& refresh_stat(const ProcessObservation& listed, const s
   fresh.utime_ticks = st->utime_ticks;
   fresh.stime_ticks = st->stime_ticks;
   fresh.majflt = st->majflt;
-  fresh.rss_bytes = st->rss_pages * page_bytes;
+  fresh.rss_bytes = rss_bytes(st->rss_pages, page_bytes);
   fresh.threads = st->threads;
   fresh.blkio_ticks = st->blkio_ticks;
   return fresh;

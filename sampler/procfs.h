@@ -173,10 +173,30 @@ struct TaskStat {
 // or spaces is kept whole. nullopt if fields are missing.
 std::optional<TaskStat> parse_task_stat(std::string_view text);
 
-// Reads a kernel stack file (/proc/PID/stack or .../task/TID/stack) and keeps
-// one function per line without the "[<0>] " address prefix; nullopt when it
-// cannot be read (not root) or is empty.
+// The text of a kernel stack file (/proc/PID/stack or .../task/TID/stack),
+// one function per line without the "[<0>] " address prefix, lines joined
+// with '\n'; nullopt when no line is left.
+// Example: parse_kernel_stack("[<0>] do_wait+0x1/0x2\n") == "do_wait+0x1/0x2".
+std::optional<std::string> parse_kernel_stack(std::string_view text);
+// Reads a kernel stack file (see parse_kernel_stack); nullopt when it cannot
+// be read (not root) or is empty.
 std::optional<std::string> read_kernel_stack(const std::string& path);
+
+// /proc/net/tcp or /proc/net/tcp6 (a header line, then one socket a line:
+// "sl local_address rem_address st … uid timeout inode …", addresses as
+// HEX_IP:HEX_PORT): the links ("socket:[INODE]") of the sockets whose local
+// and remote ports are these, as /proc/PID/fd shows them. Lines with fewer
+// than 10 fields, an unparsable port or inode 0 are skipped.
+// Example: parse_tcp_socket_links(header + "0: 0100007F:1F90 0100007F:D431 01 "
+//          "00000000:00000000 00:00000000 00000000 1000 0 4242 …\n", 8080, 54321)
+//          == {"socket:[4242]"}.
+std::vector<std::string> parse_tcp_socket_links(std::string_view text, int local_port,
+                                                int remote_port);
+
+// The last field of /proc/loadavg ("0.00 0.01 0.05 1/123 4567\n"): the pid
+// most recently allocated in this pid namespace; nullopt unless it is a
+// non-negative integer.
+std::optional<std::int64_t> parse_loadavg_last_pid(std::string_view text);
 
 // Per cgroup, the cpu.stat counters at its last row, so each row gives the
 // throttling since then. A cgroup unseen for 60 s is forgotten (its next row

@@ -7,43 +7,27 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <unordered_set>
 
 #include "common/fd.h"
 #include "common/parse.h"
+#include "sampler/procfs.h"
 #include "sampler/sampler.h"
 
 namespace stallscope::sampler {
 namespace {
 
-// The port of a /proc/net/tcp address ("0100007F:1F90"), or -1.
-int port_of(const std::string& address) {
-  const auto colon = address.rfind(':');
-  if (colon == std::string::npos) return -1;
-  char* end = nullptr;
-  const long port = std::strtol(address.c_str() + colon + 1, &end, 16);
-  return end && *end == '\0' ? static_cast<int>(port) : -1;
-}
-
-// Inodes of the sockets in `table` (/proc/net/tcp or tcp6) with the given
-// local and remote ports.
+// Links ("socket:[INODE]") of the sockets in `table` (/proc/net/tcp or
+// tcp6) with the given local and remote ports (detail::parse_tcp_socket_links).
 void add_socket_inodes(const std::string& table, int local_port, int remote_port,
                        std::unordered_set<std::string>& inodes) {
   std::ifstream in(table);
-  std::string line;
-  std::getline(in, line);  // the header
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout, inode;
-    if (!(fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >>
-          timeout >> inode)) {
-      continue;
-    }
-    if (port_of(local) == local_port && port_of(remote) == remote_port && inode != "0") {
-      inodes.insert("socket:[" + inode + "]");
-    }
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (auto& link : detail::parse_tcp_socket_links(text, local_port, remote_port)) {
+    inodes.insert(std::move(link));
   }
 }
 

@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -228,6 +229,54 @@ TEST_F(ImportPgbench, MalformedLineIsAOneLineErrorAndNoFileIsLeft) {
         << bad.err;
     EXPECT_FALSE(std::filesystem::exists(dir_.file("range.db")));
   }
+}
+
+// Numbers no pgbench writes in an aggregate or per-transaction log (issue
+// 15, item 6): an aggregate line with 2^63−1 transactions imported and then
+// made explain fail with "integer overflow"; a negative latency sum, min >
+// max, a client id past an int were stored as given. Each is now a one-line
+// error naming the file and line, exit 2, and no file.
+TEST_F(ImportPgbench, NumbersPgbenchCannotWriteAreRefused) {
+  const std::string ok_agg = "1700000000 10 1000 150000 50 200 0 0 0 0 0 0 0 0 0";
+  for (const auto& [first, line, message] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {ok_agg, "1700000001 9223372036854775807 1000 150000 50 200 0 0 0 0 0 0 0 0 0",
+            "num_transactions '9223372036854775807' is out of range 0..9007199254740992"},
+           {ok_agg, "1700000001 10 -1000 150000 50 200 0 0 0 0 0 0 0 0 0",
+            "sum_latency '-1000' is out of range"},
+           {ok_agg, "1700000001 10 1000 150000 200 50 0 0 0 0 0 0 0 0 0",
+            "min_latency 200 is greater than max_latency 50"},
+           {ok_agg, "1700000001 10 99999 150000 50 200 0 0 0 0 0 0 0 0 0",
+            "sum_latency 99999 is not between num_transactions × min_latency and × max_latency"},
+           {"0 20 5 0 1700000000 5", "4294967297 21 5 0 1700000000 5",
+            "client_id '4294967297' is out of range 0..2147483647"},
+           {"0 20 5 0 1700000000 5", "0 21 200000000000000 0 100000000 5",
+            "time '200000000000000' µs starts before the epoch"}}) {
+    std::ofstream(dir_.file("over.log")) << first << "\n" << line << "\n";
+    auto r = test::run_command({test::stallscope_bin(), "import-pgbench", "-o",
+                                dir_.file("over.db"), dir_.file("over.log")});
+    EXPECT_EQ(r.exit_status, 2) << line << "\n" << r.out;
+    EXPECT_NE(r.err.find(fmt::format("cannot import {}:2: {}", dir_.file("over.log"), message)),
+              std::string::npos)
+        << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(dir_.file("over.db"))) << line;
+  }
+}
+
+// The largest counts the import takes still explain: sums over the whole
+// file fit in 64 bits.
+TEST_F(ImportPgbench, LargestAcceptedAggregateCountsStillExplain) {
+  std::ofstream(dir_.file("big.log")) << "1700000000 4503599627370496 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
+                                      << "1700000001 4503599627370496 0 0 0 0 0 0 0 0 0 0 0 0 0\n";
+  auto r = test::run_command(
+      {test::stallscope_bin(), "import-pgbench", "-o", dir_.file("big.db"), dir_.file("big.log")});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  auto ex = test::run_command({test::stallscope_bin(), "explain", "--json", dir_.file("big.db")});
+  ASSERT_EQ(ex.exit_status, 0) << ex.err;
+  EXPECT_EQ(
+      nlohmann::json::parse(ex.out)["run"]["pgbench_aggregate"]["transactions"].get<std::int64_t>(),
+      std::int64_t{1} << 53);
 }
 
 // Input that is no log and has no end (/dev/zero): a one-line error at its

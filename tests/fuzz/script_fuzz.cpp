@@ -1,0 +1,87 @@
+// libFuzzer target: pgbench-style scripts through driver::parse_script, and
+// every \set and \sleep expression of a script that parses evaluated with
+// random variable values (as -D NAME=VALUE gives them, some unset) and a
+// random seed, as a worker runs them. Also split_weight and builtin_script
+// on the same text.
+#include <fuzzer/FuzzedDataProvider.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "driver/script.h"
+#include "fuzz_check.h"
+
+namespace {
+
+bool is_usage(const stallscope::Error& e) {
+  return e.kind() == stallscope::ErrorKind::usage;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  using namespace stallscope;
+  FuzzedDataProvider in(data, size);
+  const auto seed = in.ConsumeIntegral<std::uint64_t>();
+  const auto nvalues = in.ConsumeIntegralInRange<std::size_t>(0, 8);
+  std::vector<std::optional<std::int64_t>> given;
+  for (std::size_t i = 0; i < nvalues; ++i) {
+    if (in.ConsumeBool()) {
+      given.emplace_back(in.ConsumeIntegral<std::int64_t>());
+    } else {
+      given.emplace_back(std::nullopt);
+    }
+  }
+  const std::string text = in.ConsumeRemainingBytesAsString();
+
+  try {
+    driver::split_weight(text);
+  } catch (const Error& e) {
+    FUZZ_CHECK(is_usage(e));
+  }
+  try {
+    driver::Variables v;
+    driver::builtin_script(text, v);
+  } catch (const Error& e) {
+    FUZZ_CHECK(is_usage(e));
+  }
+
+  driver::Variables variables;
+  driver::Script script;
+  try {
+    script = driver::parse_script(text, "fuzz.sql", variables);
+  } catch (const Error& e) {
+    FUZZ_CHECK(is_usage(e));
+    return 0;
+  }
+  std::vector<std::optional<std::int64_t>> values(variables.names.size());
+  for (std::size_t i = 0; i < values.size() && i < given.size(); ++i) values[i] = given[i];
+  std::mt19937_64 rng(seed);
+  for (const auto& cmd : script.commands) {
+    FUZZ_CHECK(cmd.line >= 1);
+    if (cmd.kind == driver::ScriptCommand::Kind::sql) {
+      FUZZ_CHECK(cmd.text.size() == cmd.vars.size() + 1);
+      for (int var : cmd.vars) {
+        FUZZ_CHECK(var >= 0 && static_cast<std::size_t>(var) < variables.names.size());
+      }
+      driver::source_text(cmd, variables);
+      continue;
+    }
+    FUZZ_CHECK(cmd.expr != nullptr);
+    try {
+      const std::int64_t v = driver::evaluate(*cmd.expr, values, rng);
+      if (cmd.kind == driver::ScriptCommand::Kind::set) {
+        FUZZ_CHECK(cmd.target >= 0 && static_cast<std::size_t>(cmd.target) < values.size());
+        values[static_cast<std::size_t>(cmd.target)] = v;
+      }
+    } catch (const Error& e) {
+      FUZZ_CHECK(is_usage(e));
+    }
+  }
+  return 0;
+}
