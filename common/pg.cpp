@@ -98,7 +98,8 @@ Conn connect(const std::string& conninfo, const std::string& application_name,
   // expand_dbname=1: the dbname value is parsed as a full conninfo/URI.
   Conn conn(PQconnectStartParams(keys.data(), values.data(), 1));
   auto failed = [&](const std::string& why, ErrorKind kind = ErrorKind::postgres) {
-    return Error(kind, fmt::format("cannot connect to {}: {}", shown_conninfo(conninfo), why));
+    return Error(kind, fmt::format("cannot connect to {}: {}", shown_conninfo(conninfo),
+                                   mask_conninfo_message(why, conninfo)));
   };
   if (!conn || PQstatus(conn.get()) == CONNECTION_BAD) throw failed(error_message(conn.get()));
   const int timeout_s = effective_connect_timeout_s(conn.get());

@@ -90,6 +90,7 @@ std::string part_label(const std::string& name) {
   if (name.starts_with("kernel_wait:")) return "backend asleep in " + escape_text(name.substr(12));
   if (name == "remainder") return "remainder (round trips)";
   if (name == "schedule_lag") return "schedule lag";
+  if (name == "connection_lost") return "connection lost (reconnecting)";
   if (name == "unaccounted") return "unaccounted (not sampled)";
   if (name == "client_cpu") return "client CPU";
   if (name.starts_with("server_wait:")) return "server wait " + name.substr(12);
