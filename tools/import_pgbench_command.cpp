@@ -94,8 +94,7 @@ int import_pgbench_command(const ImportPgbenchOptions& o) {
     }
     store.end_run(std::max(end_ns, info.start_ns), "complete", reason);
   } catch (...) {
-    store = schema::Store::create(":memory:");
-    remove_run_file(o.output_path);
+    discard_run_file(store, o.output_path);
     throw;
   }
   std::int64_t aggregated_transactions = 0;

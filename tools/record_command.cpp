@@ -195,8 +195,7 @@ int record_command(const RecordOptions& o) {
     store.begin_run(info);
   } catch (...) {
     // E.g. a disk that filled since the file was created: leave no file.
-    store = schema::Store::create(":memory:");
-    remove_run_file(o.output_path);
+    discard_run_file(store, o.output_path);
     throw;
   }
   schema::Writer writer(std::move(store));

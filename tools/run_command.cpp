@@ -363,8 +363,7 @@ int run_command(const RunOptions& o) {
     driver.connect();
   } catch (...) {
     // Nothing was recorded yet: do not leave a file that blocks the next -o.
-    store = schema::Store::create(":memory:");
-    remove_run_file(o.output_path);
+    discard_run_file(store, o.output_path);
     throw;
   }
 
@@ -378,8 +377,7 @@ int run_command(const RunOptions& o) {
     store.begin_run(info);
   } catch (...) {
     // E.g. a disk that filled since the file was created: leave no file.
-    store = schema::Store::create(":memory:");
-    remove_run_file(o.output_path);
+    discard_run_file(store, o.output_path);
     throw;
   }
 

@@ -47,6 +47,11 @@ void remove_run_file(const std::string& path) {
   for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix, ec);
 }
 
+void discard_run_file(schema::Store& store, const std::string& path) {
+  store = schema::Store::create(":memory:");
+  remove_run_file(path);
+}
+
 void close_after_write_failure(schema::Writer& writer, const schema::WriteFailure& failure,
                                const std::string& command, const std::string& path,
                                std::int64_t start_ns, std::int64_t end_ns,

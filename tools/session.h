@@ -32,6 +32,10 @@ sampler::PoolerSamplerOptions pooler_options(const std::string& conninfo, double
 // failed before anything was recorded). Errors are ignored: a companion that
 // does not exist is the usual case.
 void remove_run_file(const std::string& path);
+// Closes `store` (it is left an in-memory store) and removes its file at
+// `path` with remove_run_file: for a command that fails before anything
+// worth keeping was recorded, so no file blocks the next -o.
+void discard_run_file(schema::Store& store, const std::string& path);
 
 // Closes the run file of a run whose commit failed (`failure`, from
 // writer.failure()): prints on stderr, in one line,
