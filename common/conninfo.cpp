@@ -132,7 +132,8 @@ std::string mask_conninfo(const std::string& conninfo) {
     if (!out.empty()) out += ' ';
     out += o->keyword;
     out += '=';
-    out += std::string(o->keyword) == "password" ? "***" : quote_value(o->val);
+    // password and sslpassword (the client key's passphrase)
+    out += std::string_view(o->keyword).ends_with("password") ? "***" : quote_value(o->val);
   }
   return out;
 }

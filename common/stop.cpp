@@ -46,12 +46,27 @@ int stop_signal() noexcept {
   return g_stop_signal.load();
 }
 
+const char* stop_signal_name() noexcept {
+  switch (stop_signal()) {
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGHUP:
+      return "SIGHUP";
+    default:
+      return "SIGINT";
+  }
+}
+
 void install_stop_handlers() {
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);
+  // A file-size limit (ulimit -f) then fails the write with EFBIG, which
+  // the writer reports as any write error, instead of killing the process.
+  signal(SIGXFSZ, SIG_IGN);
 }
 
 }  // namespace stallscope

@@ -68,17 +68,22 @@ class StopSource {
 // A token whose state is the global flag below.
 StopToken global_stop_token() noexcept;
 
-// True once SIGINT or SIGTERM arrived (after install_stop_handlers) or
+// True once SIGINT, SIGTERM or SIGHUP arrived (after install_stop_handlers) or
 // request_stop() was called. Lock-free; safe to poll from any thread.
 bool stop_requested() noexcept;
 // Sets the flag; async-signal-safe.
 void request_stop() noexcept;
 // Clears the flag (tests; the start of a new run in one process).
 void reset_stop() noexcept;
-// Installs SIGINT and SIGTERM handlers that call request_stop(); a second
-// signal of either kind restores the default action, so it kills.
+// Installs SIGINT, SIGTERM and SIGHUP (a closed terminal or ssh session)
+// handlers that call request_stop(); a second signal of any of them
+// restores the default action, so it kills. Ignores SIGXFSZ, so a write
+// past a file-size limit fails (EFBIG) instead of killing the process.
 void install_stop_handlers();
 // Signal number that set the flag, 0 if none (or request_stop() was used).
 int stop_signal() noexcept;
+// "SIGTERM", "SIGHUP", or "SIGINT" (also when request_stop() was used): the
+// run's end_reason when a signal ended it.
+const char* stop_signal_name() noexcept;
 
 }  // namespace stallscope

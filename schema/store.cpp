@@ -403,15 +403,25 @@ Store Store::open_readwrite_if_possible(const std::string& path) {
   // Not even tried on a file this user may not write: a connection that
   // SQLite opens read-only would leave -wal and -shm files beside it.
   if (exists(path) && ::access(path.c_str(), W_OK) != 0) return open_readonly(path);
+  const bool had_wal = exists(path + "-wal");
+  const bool had_shm = exists(path + "-shm");
   try {
     auto db = open_existing(path, SQLite::OPEN_READWRITE);
     // SQLite opens a file it may not write (mode 0444, a read-only mount)
     // read-only without an error; read it as open_readonly does instead.
     if (sqlite3_db_readonly(db->getHandle(), "main") != 1) return Store(std::move(db), path);
   } catch (const Error& e) {
-    // No -wal or -shm can be made beside it (a read-only directory).
+    // No -wal or -shm can be made beside it: a read-only directory, or a
+    // full or failing disk (SQLITE_FULL, SQLITE_IOERR), where what SQLite
+    // began of them is removed again so that a read-only open can work.
     const int primary = e.code() & 0xff;
-    if (primary != SQLITE_READONLY && primary != SQLITE_CANTOPEN && primary != SQLITE_PERM) throw;
+    if (primary == SQLITE_FULL || primary == SQLITE_IOERR) {
+      std::error_code ec;
+      if (!had_wal) std::filesystem::remove(path + "-wal", ec);
+      if (!had_shm) std::filesystem::remove(path + "-shm", ec);
+    } else if (primary != SQLITE_READONLY && primary != SQLITE_CANTOPEN && primary != SQLITE_PERM) {
+      throw;
+    }
   }
   return open_readonly(path);
 }
@@ -427,6 +437,10 @@ std::optional<std::string> read_only_reason(Store& store) {
   const std::string dir_text = dir.empty() ? std::string(".") : dir.string();
   if (::access(dir_text.c_str(), W_OK) != 0) {
     return fmt::format("its directory {} cannot be written ({})", dir_text, std::strerror(errno));
+  }
+  std::error_code ec;
+  if (const auto space = std::filesystem::space(dir_text, ec); !ec && space.available == 0) {
+    return fmt::format("the file system under {} is full", path);
   }
   return fmt::format("{} was opened read-only", path);
 }

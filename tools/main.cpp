@@ -68,6 +68,15 @@ CLI::Validator number_check(bool (*ok)(double), const char* complaint, const cha
 // A positive number (CLI11's own PositiveNumber prints DBL_MAX in full).
 const CLI::Validator kPositive =
     number_check([](double v) { return v > 0; }, "is not a positive number", "POSITIVE");
+// -T: up to 10^8 s (3 years), so the deadline in ns cannot overflow.
+const CLI::Validator kDuration =
+    number_check([](double v) { return v > 0 && v <= 1e8; },
+                 "is not a duration of more than 0 and at most 100000000 seconds", "SECONDS");
+// -R: from 10^-6 (one transaction in 11.6 days) to 10^9 transactions per
+// second, so the Poisson schedule's gaps in ns cannot overflow.
+const CLI::Validator kRate =
+    number_check([](double v) { return v >= 1e-6 && v <= 1e9; },
+                 "is not a rate from 0.000001 to 1000000000 transactions per second", "TPS");
 // A finite number, checked before a CLI::Range.
 const CLI::Validator kFinite =
     number_check([](double) { return true; }, "is not a finite number", "NUMBER");
@@ -120,7 +129,7 @@ void add_run_workload_options(RunCli& r) {
       ->check(CLI::Range(1, 1024));
   auto* opt_T = cmd->add_option("-T,--time", o.duration_s,
                                 "Duration in seconds (default 10 when -t is not given)")
-                    ->check(kPositive);
+                    ->check(kDuration);
   auto* opt_t =
       cmd->add_option("-t,--transactions", o.queries_per_client, "Transactions per client")
           ->check(kPositive);
@@ -159,7 +168,7 @@ void add_run_schedule_options(RunCli& r) {
   cmd->add_option("-R,--rate", o.rate_tps,
                   "Fixed rate: transactions per second over all clients, Poisson schedule; "
                   "latency counts from the scheduled start")
-      ->check(kPositive);
+      ->check(kRate);
   auto* opt_L = cmd->add_option("-L,--latency-limit", o.latency_limit_ms,
                                 "Count transactions slower than this many ms as late")
                     ->check(kPositive);
@@ -277,7 +286,7 @@ void add_record_command(CLI::App& app, RecordCli& r) {
       ->capture_default_str()
       ->check(kFinite)
       ->check(CLI::Range(0.1, 100.0));
-  cmd->add_option("-T,--time", o.duration_s, "Duration in seconds")->check(kPositive);
+  cmd->add_option("-T,--time", o.duration_s, "Duration in seconds")->check(kDuration);
   cmd->add_option("-P,--progress", o.progress_s, "Progress line every N seconds (0 = none)")
       ->capture_default_str()
       ->check(kProgressPeriod);

@@ -94,8 +94,19 @@ ChildEnd run_child(const std::vector<std::string>& command, const ChildOptions& 
   std::vector<char*> args;
   for (const auto& a : command) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  // The command gets SIGXFSZ's default action back (install_stop_handlers
+  // ignores it for stallscope's own writes).
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t default_signals;
+  sigemptyset(&default_signals);
+  sigaddset(&default_signals, SIGXFSZ);
+  posix_spawnattr_setsigdefault(&attr, &default_signals);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
   pid_t pid = 0;
-  if (int rc = posix_spawnp(&pid, args[0], nullptr, nullptr, args.data(), environ); rc != 0) {
+  const int rc = posix_spawnp(&pid, args[0], nullptr, &attr, args.data(), environ);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) {
     throw Error(ErrorKind::usage,
                 fmt::format("cannot run command '{}': {}", command.front(), std::strerror(rc)), rc);
   }
@@ -141,7 +152,7 @@ std::string wait_for_end(const RecordOptions& o, std::int64_t start_ns, StopToke
     std::this_thread::sleep_for(
         std::chrono::nanoseconds(std::min<std::int64_t>(left_ns, 100 * common::kNsPerMs)));
   }
-  return stop_requested() ? (stop_signal() == SIGTERM ? "SIGTERM" : "SIGINT") : "duration reached";
+  return stop_requested() ? stop_signal_name() : "duration reached";
 }
 
 // -T in ns, if given.
@@ -188,6 +199,8 @@ int record_command(const RecordOptions& o) {
   if (o.conninfo) check_conninfo(*o.conninfo);
   if (o.pooler_admin) check_conninfo(*o.pooler_admin);
   const double ash_hz = ash_hz_of(o);
+  // Before the file exists: a signal from here on ends the record cleanly.
+  install_stop_handlers();
   auto store = schema::Store::create(o.output_path);
   DelayacctGuard delayacct;  // restores kernel.task_delayacct when record ends
   const schema::RunInfo info = record_run_info(o, delayacct);
@@ -202,7 +215,6 @@ int record_command(const RecordOptions& o) {
   const sampler::Sink sink = [&writer](schema::Batch b) { writer.submit(std::move(b)); };
   if (!o.client_processes.empty()) sink(client_name_rows(o));
 
-  install_stop_handlers();
   // The host sampler raises our RLIMIT_NOFILE soft limit (it keeps /proc
   // files open); the command gets the limit we were started with.
   rlimit nofile_before{};

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "common/printable.h"
 #include "correlate/correlate.h"
 #include "report/report.h"
 #include "schema/pgbench_readers.h"
@@ -138,14 +139,15 @@ int report_command(const ReportCommandOptions& o) {
   } else {
     write_whole(o.output_path, text);
   }
-  std::cerr << fmt::format("stallscope report: wrote {} ({:.1f} MB): {}\n",
-                           o.output_path == "-" ? "standard output" : o.output_path,
-                           static_cast<double>(text.size()) / 1e6, report.verdict.summary);
+  std::cerr << fmt::format(
+      "stallscope report: wrote {} ({:.1f} MB): {}\n",
+      o.output_path == "-" ? "standard output" : common::printable(o.output_path),
+      static_cast<double>(text.size()) / 1e6, common::printable(report.verdict.summary));
   if (!report.run.end_ns) {
     std::cerr << fmt::format(
         "stallscope report: warning: {} has no end yet (status {}: still being written, or its "
         "writer was killed); the page shows what was stored so far\n",
-        o.paths[0], report.run.status);
+        common::printable(o.paths[0]), report.run.status);
   }
   return 0;
 }

@@ -221,7 +221,7 @@ struct RunEnd {
 void print_summary(const RunOptions& o, const driver::DriverOptions& dopt,
                    const driver::Driver& driver, const RunEnd& end) {
   const auto s = driver.summary();
-  fmt::print("run file: {}\n", o.output_path);
+  fmt::print("run file: {}\n", common::printable(o.output_path));
   fmt::print("protocol: {}, clients: {}, threads: {}\n", driver::protocol_name(dopt.protocol),
              o.clients, dopt.threads);
   fmt::print("transactions: {} ({} failed) in {:.3f} s{}\n", s.queries, s.errors,
@@ -258,7 +258,7 @@ void print_summary(const RunOptions& o, const driver::DriverOptions& dopt,
                  common::printable(fold_lines(st.sql)));
     }
   }
-  fmt::print("next: stallscope explain {}\n", o.output_path);
+  fmt::print("next: stallscope explain {}\n", common::printable(o.output_path));
 }
 
 // Runs the driver with the host and ASH samplers, the clock-offset probes
@@ -305,7 +305,7 @@ RunEnd drive_and_sample(const RunOptions& o, driver::Driver& driver, schema::Wri
       fmt::print(stderr, "stallscope run: {}\n", end.reason);
     } else if (stop_requested()) {
       end.status = "interrupted";
-      end.reason = stop_signal() == SIGTERM ? "SIGTERM" : "SIGINT";
+      end.reason = stop_signal_name();
     } else {
       end.reason = o.duration_s ? "duration reached" : "transactions done";
     }
@@ -354,11 +354,12 @@ int run_command(const RunOptions& o) {
   const auto protocol = driver::parse_protocol(o.protocol);
   EarlyRows early;
   const driver::DriverOptions dopt = driver_options(o, protocol);
+  // Before the file exists: a signal from here on ends the run cleanly, and
+  // a connect in progress too (pg::connect polls the flag).
+  install_stop_handlers();
   // The run file is created once the scripts parsed: bad input leaves none.
   auto store = schema::Store::create(o.output_path);
   driver::Driver driver(dopt, [&early](schema::Batch b) { early.submit(std::move(b)); });
-  // SIGINT/SIGTERM end a connect in progress too (pg::connect polls the flag).
-  install_stop_handlers();
   try {
     driver.connect();
   } catch (...) {

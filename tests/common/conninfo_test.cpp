@@ -70,6 +70,10 @@ TEST(CheckConninfo, LibpqsReasonDoesNotRepeatThePassword) {
                                   "postgresql://u:S3cret%zz@host/db"),
             R"(invalid percent-encoded token: "***")");
   EXPECT_EQ(mask_conninfo_message("no secret here", "host=x password=pw"), "no secret here");
+  // sslpassword, the client key's passphrase, is a secret too.
+  EXPECT_EQ(mask_conninfo("host=x sslpassword=Pw3001"), "host=x sslpassword=***");
+  EXPECT_EQ(mask_conninfo_message("key Pw3001 refused", "host=x sslpassword=Pw3001"),
+            "key *** refused");
 }
 
 }  // namespace

@@ -184,6 +184,34 @@ TEST(FullDisk, OutputThatCannotBeCreatedLeavesNoFileAndARetryWorks) {
   EXPECT_EQ(retry.exit_status, 0) << retry.err;
 }
 
+// explain on a file whose disk is full: the report all the same, one
+// warning saying the file system is full, exit 0, and no -wal or -shm left
+// beside it (it exited 2, "disk I/O error", leaving both).
+TEST(FullDisk, ExplainOnAFullDiskReportsAndWarns) {
+  const auto conninfo = test::scratch_conninfo();
+  ASSERT_FALSE(conninfo.empty());
+  test::TempDir dir;
+  SmallTmpfs disk(dir);
+  if (!disk.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here (needs root)";
+  const auto made = dir.file("run.db");
+  ASSERT_EQ(run_command({test::stallscope_bin(), "run", "-o", made, conninfo, "-T", "1", "--sql",
+                         "SELECT 1", "-P", "0"})
+                .exit_status,
+            0);
+  const auto path = disk.file("run.db");
+  std::filesystem::copy_file(made, path);
+  disk.fill("filler");
+  const auto e = run_command({test::stallscope_bin(), "explain", path});
+  EXPECT_EQ(e.exit_status, 0) << e.err;
+  EXPECT_NE(e.out.find("time accounting"), std::string::npos) << e.out;
+  EXPECT_NE(e.err.find("warning: findings and stalls not saved into " + path +
+                       ": the file system under " + path + " is full"),
+            std::string::npos)
+      << e.err;
+  EXPECT_FALSE(std::filesystem::exists(path + "-wal"));
+  EXPECT_FALSE(std::filesystem::exists(path + "-shm"));
+}
+
 // -R far below 1/-T: the schedule's next transaction falls after the
 // deadline, and the run still drives until -T (it ended after the first
 // transaction, ~1 s, saying "duration reached").

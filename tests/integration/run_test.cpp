@@ -231,6 +231,9 @@ TEST(RunCommand, NumericFlagsOutOfRangeOrNotFiniteAreRefusedBeforeAFileExists) {
                                                {"run", "-P", "1e-9"},
                                                {"run", "-T", "inf"},
                                                {"run", "-R", "nan"},
+                                               {"run", "-T", "1e10"},
+                                               {"run", "-R", "1e-12"},
+                                               {"record", "-T", "1e10"},
                                                {"run", "--pooler-period", "nan"},
                                                {"record", "--hz", "nan"},
                                                {"record", "--ash-hz", "-inf"},
@@ -334,6 +337,39 @@ TEST(RunCommand, BadInputGivesOneLineErrorAndStatus) {
   auto not_db = run_command({bin, "explain", dir.file("exists.db")});
   EXPECT_EQ(not_db.exit_status, 2);
   EXPECT_TRUE(one_line(not_db)) << not_db.err;
+}
+
+}  // namespace
+}  // namespace stallscope
+
+namespace stallscope {
+namespace {
+
+// SIGHUP (a closed terminal or ssh session) ends a run as SIGINT does: the
+// file is complete up to the signal and says so (it was killed, left
+// 'running'). And a file-size limit fails the write instead of killing the
+// process with SIGXFSZ (it exited 153, leaving the file 'running').
+TEST(RunCommand, SighupEndsTheRunCleanlyAndAFileSizeLimitIsAWriteError) {
+  const auto conninfo = test::scratch_conninfo();
+  test::TempDir dir;
+  const auto db = dir.file("hup.db");
+  const int pid = test::spawn({test::stallscope_bin(), "run", "-o", db, conninfo, "--sql",
+                               "SELECT 1", "-T", "10", "-P", "0"});
+  ASSERT_GT(pid, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  ASSERT_EQ(::kill(pid, SIGHUP), 0);
+  EXPECT_TRUE(test::exited_ok(pid));
+  SQLite::Database file(db);
+  EXPECT_EQ(file.execAndGet("SELECT status || ':' || end_reason FROM run").getString(),
+            "interrupted:SIGHUP");
+
+  const auto limited = dir.file("limited.db");
+  const auto r = test::run_command({"bash", "-c", "ulimit -f 2048; exec \"$@\"", "bash",
+                                    test::stallscope_bin(), "run", "-o", limited, conninfo, "-c",
+                                    "2", "--sql", "SELECT 1", "-T", "20", "-P", "0"});
+  EXPECT_EQ(r.exit_status, 1) << r.err;
+  SQLite::Database lf(limited);
+  EXPECT_EQ(lf.execAndGet("SELECT status FROM run").getString(), "failed");
 }
 
 }  // namespace
