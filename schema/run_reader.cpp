@@ -169,12 +169,17 @@ bool first_query_has_lag(Store& store) {
                       "LIMIT 1), 0)") != 0;
 }
 
+// A lost connection: SQLSTATE class 08, or the server shutting down
+// (57P01 admin, 57P02 crash, 57P03 cannot connect now). Both readers below.
+#define STALLSCOPE_LOST_CONNECTION_SQLSTATE \
+  "(e.sqlstate LIKE '08%' OR e.sqlstate IN ('57P01', '57P02', '57P03'))"
+
 ConnectionErrors::ConnectionErrors(Store& store)
     : st_(store.db(),
           "SELECT e.sqlstate, count(*) FROM query_error e JOIN query q USING (start_ns, "
           "client_id, seq) WHERE e.start_ns < ?2 AND e.start_ns + max(q.latency_ns - 1, 0) >= ?1 "
-          "AND e.start_ns + max(q.latency_ns - 1, 0) < ?2 AND (e.sqlstate LIKE '08%' OR "
-          "e.sqlstate IN ('57P01', '57P02', '57P03')) GROUP BY e.sqlstate ORDER BY 2 DESC") {}
+          "AND e.start_ns + max(q.latency_ns - 1, 0) < ?2 AND " STALLSCOPE_LOST_CONNECTION_SQLSTATE
+          " GROUP BY e.sqlstate ORDER BY 2 DESC") {}
 
 std::vector<SqlstateCount> ConnectionErrors::between(std::int64_t from_ns, std::int64_t to_ns) {
   st_.reset();
@@ -189,8 +194,9 @@ ConnectionLosses::ConnectionLosses(Store& store)
     : st_(store.db(),
           "SELECT e.start_ns, q.latency_ns, e.sqlstate, e.error FROM query_error e JOIN query q "
           "USING (start_ns, client_id, seq) WHERE e.start_ns < ?2 AND e.start_ns + q.latency_ns > "
-          "?1 AND (e.sqlstate LIKE '08%' OR e.sqlstate IN ('57P01', '57P02', '57P03')) ORDER BY "
-          "e.start_ns + q.latency_ns") {}
+          "?1 AND " STALLSCOPE_LOST_CONNECTION_SQLSTATE " ORDER BY e.start_ns + q.latency_ns") {}
+
+#undef STALLSCOPE_LOST_CONNECTION_SQLSTATE
 
 std::vector<ConnectionLoss> ConnectionLosses::overlapping(std::int64_t from_ns,
                                                           std::int64_t to_ns) {
