@@ -268,6 +268,17 @@ struct QuerySkippedRow {
   std::int64_t lag_ns = 0;    // scheduled start → skipped
 };
 
+// One row of `query_unfinished`: a transaction sent but cut short at the
+// run's end (driver/driver.h, Driver::run).
+struct QueryUnfinishedRow {
+  int client_id = 0;
+  std::int64_t seq = 0;
+  std::int64_t start_ns = 0;    // wall clock when sent (with -R: when scheduled)
+  std::int64_t elapsed_ns = 0;  // start → given up on, CLOCK_MONOTONIC
+  std::optional<std::int64_t> connection;
+  std::optional<std::int64_t> lag_ns;  // -R only
+};
+
 // One row of `query_sleep`: the time the transaction (start_ns, client_id,
 // seq) spent in \sleep.
 struct QuerySleepRow {
@@ -438,6 +449,7 @@ struct Batch {
   std::vector<QueryErrorRow> query_errors;
   std::vector<QuerySkippedRow> query_skips;
   std::vector<QuerySleepRow> query_sleeps;
+  std::vector<QueryUnfinishedRow> query_unfinished;
   std::vector<ThreadSampleRow> thread_samples;
   std::vector<HostMemorySampleRow> host_memory_samples;
   std::vector<DiskSampleRow> disk_samples;
@@ -457,12 +469,12 @@ struct Batch {
     return samples.empty() && host_samples.empty() && processes.empty() &&
            process_samples.empty() && ash_ticks.empty() && pg_activity.empty() && clients.empty() &&
            queries.empty() && query_errors.empty() && query_skips.empty() && query_sleeps.empty() &&
-           thread_samples.empty() && host_memory_samples.empty() && disk_samples.empty() &&
-           cgroup_samples.empty() && pg_query_texts.empty() && pgbench_aggregates.empty() &&
-           clock_offsets.empty() && statements.empty() && statement_latencies.empty() &&
-           tcp_samples.empty() && pooler_samples.empty() && pg_sessions.empty() &&
-           pg_session_idles.empty() && record_clients.empty() && tcp_stack_samples.empty() &&
-           pg_stats.empty() && pg_lock_waits.empty();
+           query_unfinished.empty() && thread_samples.empty() && host_memory_samples.empty() &&
+           disk_samples.empty() && cgroup_samples.empty() && pg_query_texts.empty() &&
+           pgbench_aggregates.empty() && clock_offsets.empty() && statements.empty() &&
+           statement_latencies.empty() && tcp_samples.empty() && pooler_samples.empty() &&
+           pg_sessions.empty() && pg_session_idles.empty() && record_clients.empty() &&
+           tcp_stack_samples.empty() && pg_stats.empty() && pg_lock_waits.empty();
   }
 };
 

@@ -226,6 +226,7 @@ struct Store::Statements {
         query_error(db, "INSERT INTO query_error VALUES (?,?,?,?,?)"),
         query_skipped(db, "INSERT INTO query_skipped VALUES (?,?,?,?)"),
         query_sleep(db, "INSERT INTO query_sleep VALUES (?,?,?,?)"),
+        query_unfinished(db, "INSERT OR REPLACE INTO query_unfinished VALUES (?,?,?,?,?,?)"),
         pgbench_aggregate(
             db, "INSERT INTO pgbench_aggregate VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
         clock_offset(db, "INSERT OR REPLACE INTO clock_offset VALUES (?,?,?,?,?,?)"),
@@ -248,8 +249,8 @@ struct Store::Statements {
         depth(db),
         ticks(db) {}
   SQLite::Statement sample, host_sample, process, ash_tick, pg_activity, client, query_error,
-      query_skipped, query_sleep, pgbench_aggregate, clock_offset, statement, statement_latency,
-      tcp_sample;
+      query_skipped, query_sleep, query_unfinished, pgbench_aggregate, clock_offset, statement,
+      statement_latency, tcp_sample;
   SQLite::Statement pg_session, pg_session_idle, record_client;  // schema version 3
   SQLite::Statement pooler_sample;                               // --pooler-admin
   // PostgreSQL statistics (PgStatsRows).
@@ -824,6 +825,15 @@ void bind_row(SQLite::Statement& st, const QuerySkippedRow& r) {
   st.bind(4, static_cast<int64_t>(r.lag_ns));
 }
 
+void bind_row(SQLite::Statement& st, const QueryUnfinishedRow& r) {
+  st.bind(1, static_cast<int64_t>(r.start_ns));
+  st.bind(2, r.client_id);
+  st.bind(3, static_cast<int64_t>(r.seq));
+  st.bind(4, static_cast<int64_t>(r.elapsed_ns));
+  bind_opt(st, 5, r.connection);
+  bind_opt(st, 6, r.lag_ns);
+}
+
 void bind_row(SQLite::Statement& st, const QuerySleepRow& r) {
   st.bind(1, static_cast<int64_t>(r.start_ns));
   st.bind(2, r.client_id);
@@ -987,6 +997,7 @@ void Store::write_rows(const Batch& b) {
     write_each(s.query_error, b.query_errors);
     write_each(s.query_skipped, b.query_skips);
     write_each(s.query_sleep, b.query_sleeps);
+    write_each(s.query_unfinished, b.query_unfinished);
     write_each(s.pgbench_aggregate, b.pgbench_aggregates);
     write_each(s.clock_offset, b.clock_offsets);
     write_each(s.statement, b.statements);

@@ -387,6 +387,23 @@ CREATE TABLE query_skipped (
   PRIMARY KEY (start_ns, client_id, seq)
 ) WITHOUT ROWID;
 
+-- `run`: one row per transaction cut short at the run's end (-T reached, a
+-- signal, the server lost, a full disk): sent, but unanswered when the driver
+-- stopped waiting for it (200 ms after the end, a cancel request, 500 ms
+-- more). Not in `query` (tps and latency count answered transactions only,
+-- as pgbench's do); explain counts its time in flight, so a stall that lasts
+-- to the end of a run is seen. Absent from files made before it existed;
+-- read as none.
+CREATE TABLE query_unfinished (
+  start_ns            INTEGER NOT NULL,           -- wall clock when sent (with -R: when scheduled)
+  client_id           INTEGER NOT NULL,
+  seq                 INTEGER NOT NULL,           -- its place in the client's sequence
+  elapsed_ns          INTEGER NOT NULL,           -- start → the moment the driver gave up on it, CLOCK_MONOTONIC
+  connection          INTEGER,                    -- client.connection it was sent on
+  lag_ns              INTEGER,                    -- -R only: scheduled start → sent, ns
+  PRIMARY KEY (start_ns, client_id, seq)
+) WITHOUT ROWID;
+
 -- Scripts with \sleep: one row per transaction that slept, with the time it
 -- spent in \sleep (its latency includes it, as pgbench's does). Query time
 -- (explain) is the latency net of it. Absent from files made before it
