@@ -82,8 +82,16 @@ struct RunSummary {
   // Rows in query_skipped (-R -L --skip-late: too late at their turn, never
   // sent); not counted in queries, errors, throughput or latency.
   std::int64_t skipped = 0;
-  std::optional<std::int64_t> query_start_ns;  // first query sent
-  std::optional<std::int64_t> query_end_ns;    // last query answered
+  // Rows in query_unfinished: transactions cut short at the run's end, still
+  // unanswered (a lock held past -T, a server that stopped answering). Not
+  // counted in queries, errors, throughput or latency; their time until the
+  // driver gave up on them is query time, and the query span runs to it.
+  std::int64_t unfinished = 0;
+  std::int64_t unfinished_max_ns = 0;  // the longest one's time in flight
+  // First query sent → last query answered, or the last unfinished one given
+  // up on.
+  std::optional<std::int64_t> query_start_ns;
+  std::optional<std::int64_t> query_end_ns;
   // A run without an end (still being written, or killed): queries sent after
   // this are left out — past it some clients' rows may not be stored yet (at
   // most the last second before the latest stored query). Else absent.
@@ -270,6 +278,9 @@ enum class FindingKind {
   // Backends waited for a synchronous standby (ASH IPC:SyncRep), the standby
   // named from pg_stat_replication (correlate/facts_pgstats.cpp).
   replication_wait,
+  // Queries lost their connection and reconnects failed: an outage (the
+  // accounting's connection_lost part; correlate/findings.cpp).
+  connection_lost,
 };
 std::string_view to_string(FindingKind kind);
 

@@ -205,10 +205,24 @@ struct PathRoles {
   const std::unordered_map<std::int64_t, std::string>& middle_processes;  // poolers: id → comm
 };
 
+// The run's lost connections and failed (re)connect attempts over the
+// analysed span (stall_inputs.cpp read_outage), for the connection_lost
+// finding.
+struct OutageFacts {
+  std::int64_t lost_queries = 0;  // failed with a lost connection (08xxx but 08001, 57P01–57P03)
+  std::int64_t connect_failures = 0;  // the driver's failed (re)connect attempts (08001)
+  std::string sqlstates;              // "08001 ×37, 57P01 ×4", most frequent first
+  std::string top_lost_sqlstate;      // the most frequent code but 08001 ("" when none)
+  std::int64_t first_ns = 0;          // the first such row's start
+  std::int64_t last_ns = 0;           // the last one's end
+  std::string last_error;             // the latest one's message ("" when none)
+};
+
 struct Facts {
   // The analysed span: first query sent → last query answered (or the
   // samples' span; run_info.cpp).
   Span span;
+  OutageFacts outage;  // with queries that lost their connection
   bool has_queries = false;
   bool ash_available = false;
   bool backends_on_host = false;  // backend processes found in `process`
@@ -347,7 +361,11 @@ struct WindowSignals {
   // Queries answered in the window that lost their connection: query_error rows
   // with SQLSTATE class 08 (connection exception) or 57P01–57P03 (the server
   // shut down, crashed or is starting), and the most frequent of those codes.
+  // Of them, connect_failures: the driver's failed (re)connect attempts
+  // (08001), which are not queries that lost a connection but the wait for
+  // a server.
   std::int64_t connection_errors = 0;
+  std::int64_t connect_failures = 0;
   std::string top_connection_sqlstate;
   // Those codes with their counts, most frequent first ("08001 ×12, 57P01 ×4");
   // the clients' time in such failed rows within the window (a failed

@@ -189,6 +189,7 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
     add_sampling_notes({f, qp, sums.perturbed_windows, options.client_driver_cpu_ns.has_value()},
                        report);
     clock.lap("path facts, windows");
+    if (report.accounting && report.accounting->connection_lost_ns > 0) read_outage(store, f);
     report.findings = find(report, f);
     report.verdict = decide_verdict(report, f);
     count_connection_errors(store, report.windows, sums.signals);

@@ -786,6 +786,62 @@ void kernel_wait(const Context& c, std::vector<Finding>& out) {
 // Evidence: connections per second, mean
 // connect latency against the mean query latency net of it, short-lived
 // backends (sampled, living < kShortLivedBackendNs), connected → first query.
+// connection_lost: the clients' time without a server — queries that lost
+// their connection and the driver's failed reconnect attempts (the
+// accounting's exact connection_lost part) — as a share of query time. An
+// outage is not the server's throughput: it leads whenever it is the
+// largest share, whatever else the run shows.
+void connection_lost(const Context& c, std::vector<Finding>& out) {
+  if (!c.acc || c.acc->connection_lost_ns <= 0 || c.acc->query_ns <= 0) return;
+  const auto& o = c.f.outage;
+  if (o.lost_queries + o.connect_failures == 0) return;
+  auto x = make(c, FindingKind::connection_lost,
+                double(c.acc->connection_lost_ns) / double(c.acc->query_ns));
+  if (x.score < kMinScore) return;
+  const double lost_s = double(c.acc->connection_lost_ns) / kNsPerS;
+  const double from_s = double(o.first_ns - c.f.span.start_ns) / kNsPerS;
+  const double to_s = double(o.last_ns - c.f.span.start_ns) / kNsPerS;
+  std::string what;
+  if (o.lost_queries > 0) {
+    what = fmt::format("{} {} lost {} connection", o.lost_queries,
+                       o.lost_queries == 1 ? "query" : "queries",
+                       o.lost_queries == 1 ? "its" : "their");
+  }
+  if (o.connect_failures > 0) {
+    what += fmt::format("{}{} connection {} failed", what.empty() ? "" : " and ",
+                        o.connect_failures, o.connect_failures == 1 ? "attempt" : "attempts");
+  }
+  x.start_ns = std::max(o.first_ns, c.f.span.start_ns);
+  x.end_ns = std::min(o.last_ns, c.f.span.end_ns);
+  x.summary = fmt::format(
+      "The clients were without a server for {} of query time ({:.1f} s of client time, "
+      "{:.1f}–{:.1f} s into the run): {} (SQLSTATE {}){}.",
+      share_pct_text(x.score), lost_s, from_s, to_s, what, o.sqlstates,
+      o.last_error.empty() ? "" : fmt::format("; last: {}", o.last_error));
+  // How the connections went, then whether the server stayed away.
+  const auto& code = o.top_lost_sqlstate;
+  x.culprit = fmt::format(
+      "server unreachable {:.1f}–{:.1f} s: {}{}", from_s, to_s,
+      code.empty() ? std::string()
+                   : fmt::format("connections lost with SQLSTATE {}{}", code,
+                                 code == "57P01"   ? " (admin shutdown)"
+                                 : code == "57P02" ? " (crash shutdown)"
+                                 : code == "57P03" ? " (cannot connect now)"
+                                                   : ""),
+      o.connect_failures > 0
+          ? fmt::format("{}{} reconnect {} failed", code.empty() ? "" : ", ", o.connect_failures,
+                        o.connect_failures == 1 ? "attempt" : "attempts")
+          : std::string());
+  x.evidence = {{"connection_lost_share", x.score}, {"connection_lost_s", round4(lost_s)},
+                {"lost_queries", o.lost_queries},   {"connect_failures", o.connect_failures},
+                {"sqlstates", o.sqlstates},         {"outage_start_s", round4(from_s)},
+                {"outage_end_s", round4(to_s)}};
+  x.suggestion =
+      "The throughput of this run is not the server's: find in the server's log why it went "
+      "away (a restart, a crash, a failover, the network), then run again.";
+  out.push_back(std::move(x));
+}
+
 void connection_setup(const Context& c, std::vector<Finding>& out) {
   if (!c.acc) return;
   const auto& k = c.f.connections;
@@ -866,6 +922,7 @@ std::vector<Finding> find(const Report& r, const Facts& f) {
   memory_pressure(c, out);
   kernel_wait(c, out);
   connection_setup(c, out);
+  connection_lost(c, out);
   pool_wait(r, f, out);         // facts_pooler.cpp
   replication_wait(r, f, out);  // facts_pgstats.cpp
   single_thread(c, out);

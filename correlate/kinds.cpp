@@ -38,6 +38,8 @@ std::string_view to_string(FindingKind kind) {
       return "network_stack";
     case FindingKind::replication_wait:
       return "replication_wait";
+    case FindingKind::connection_lost:
+      return "connection_lost";
   }
   return "?";
 }

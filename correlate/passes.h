@@ -358,6 +358,9 @@ void add_run_end_note(const Span& kept, Report& report);
 // most frequent such SQLSTATE, into signals.
 void count_connection_errors(schema::Store& store, const std::vector<Window>& windows,
                              std::vector<WindowSignals>& signals);
+// The lost connections and failed connect attempts over the span, into
+// f.outage (all zero when there were none).
+void read_outage(schema::Store& store, Facts& f);
 // The latest query text ASH saw for a pid at or before a time, with its
 // state: find_stalls' blocker_query.
 std::function<std::string(int, std::int64_t)> blocker_queries(schema::Store& store);

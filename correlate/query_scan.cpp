@@ -9,7 +9,10 @@
 // A query is an error when query_error has its key: that (small) table is
 // read alongside in the same key order and merged, which costs far less than
 // a join's lookup per query. Skipped transactions (query_skipped: -R -L
-// --skip-late, never sent) are only counted.
+// --skip-late, never sent) are only counted. Transactions cut short at the
+// run's end (query_unfinished, a few rows) are merged in by key: their time
+// in flight is outstanding time and extends the span, but they are neither
+// answered nor failed.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -162,7 +165,8 @@ class QueryScan {
   void add(std::int64_t start, std::int64_t latency, bool error, std::optional<std::int64_t> lag,
            std::int64_t sleep_ns, bool connection_lost = false) {
     auto& s = report_.run;
-    if (s.queries == 0) queries_ = {start, start};
+    if (!started_) queries_ = {start, start};
+    started_ = true;
     ++s.queries;
     queries_.end_ns = std::max(queries_.end_ns, start + latency);
     // As pgbench: throughput and latency count successful queries; a failed
@@ -192,18 +196,48 @@ class QueryScan {
     }
   }
 
+  // A transaction cut short at the run's end: outstanding from its start
+  // until the driver gave up on it (under -R, its first lag_ns schedule
+  // lag), never answered.
+  void add_unfinished(std::int64_t start, std::int64_t elapsed, std::optional<std::int64_t> lag) {
+    auto& s = report_.run;
+    if (!started_) queries_ = {start, start};
+    started_ = true;
+    ++s.unfinished;
+    s.unfinished_max_ns = std::max(s.unfinished_max_ns, elapsed);
+    queries_.end_ns = std::max(queries_.end_ns, start + elapsed);
+    const Outstanding o{start, elapsed, lag.value_or(0), 0};
+    if (opt_.every_queries) {
+      if (lat_.empty() && cur_.errors == 0 && cur_.query_time_ns == 0) {
+        cur_.start_ns = o.start_ns;
+        cur_end_ = o.start_ns;
+      }
+      cur_end_ = std::max(cur_end_, o.start_ns + o.latency_ns);
+      cur_.query_time_ns += o.latency_ns;
+      cur_.schedule_lag_ns += o.lag_ns();
+      return;
+    }
+    if (!grow_to(window_of(std::max(o.start_ns, o.start_ns + o.latency_ns - 1)))) return;
+    close_time_windows_before(window_of(o.start_ns));
+    spread(o.start_ns, o.start_ns + o.latency_ns, &Window::query_time_ns);
+    spread(o.start_ns, o.start_ns + o.lag_ns(), &Window::schedule_lag_ns);
+  }
+
   // After the last row: closes the last window and sets the run's figures.
   void finish() {
     auto& s = report_.run;
     if (opt_.every_queries) {
-      if (!lat_.empty() || cur_.errors > 0) close_query_window();
-    } else if (s.queries > 0) {
+      if (!lat_.empty() || cur_.errors > 0 || cur_.query_time_ns > 0) close_query_window();
+    } else if (started_) {
       close_last_time_window();
     }
     if (hist_.count() > 0) {
       s.latency_p50_ms = ms(hist_.percentile_ns(0.50));
       s.latency_p99_ms = ms(hist_.percentile_ns(0.99));
     }
+    if (!started_) return;
+    s.query_start_ns = queries_.start_ns;
+    s.query_end_ns = queries_.end_ns;
     if (s.queries == 0) return;
     if (const auto ok = s.queries - s.errors; ok > 0) {
       s.latency_mean_ms = double(latency_sum_) / double(ok) / common::kNsPerMsDouble;
@@ -213,8 +247,6 @@ class QueryScan {
       s.lag_mean_ms = double(lag_sum_) / double(lag_count_) / common::kNsPerMsDouble;
       s.lag_max_ms = ms(lag_max_);
     }
-    s.query_start_ns = queries_.start_ns;
-    s.query_end_ns = queries_.end_ns;
     if (queries_.duration_ns() > 0) {
       s.tps =
           double(s.queries - s.errors) / (double(queries_.duration_ns()) / common::kNsPerSDouble);
@@ -322,8 +354,10 @@ class QueryScan {
   // The whole run's percentiles in one pass and bounded memory: within 0.2 %
   // above the exact nearest rank, exact when its bucket holds one value.
   common::LatencyHistogram hist_{common::kExplainResolution};
-  // First query sent → last answered (so far); finish() makes it at least 1 ns.
+  // First query sent → last answered or given up on (so far); finish()
+  // makes it at least 1 ns. started_: a row has been added.
   Span queries_;
+  bool started_ = false;
   std::int64_t latency_sum_ = 0, latency_max_ = 0;
   std::int64_t lag_sum_ = 0, lag_max_ = 0, lag_count_ = 0;  // -R
   std::vector<std::int64_t> lat_;  // query windows: latencies of the open window
@@ -352,6 +386,16 @@ std::int64_t scan_queries(schema::Store& store, const ExplainOptions& opt, Repor
   SideRows<schema::ConnectionLossKeys, schema::QueryKey> lost(store, cut_ns);
   ClientCounter clients;
   QueryScan scan(opt, report);
+  // Few rows (one per client in flight at the end), merged in by key.
+  const auto unfinished = schema::unfinished_queries(store, cut_ns);
+  auto next_unfinished = unfinished.begin();
+  const auto add_unfinished_before = [&](const schema::QueryKey* key) {
+    for (; next_unfinished != unfinished.end() && (!key || next_unfinished->key < *key);
+         ++next_unfinished) {
+      scan.add_unfinished(next_unfinished->key.start_ns, next_unfinished->elapsed_ns,
+                          next_unfinished->lag_ns);
+    }
+  };
   schema::QueryTiming q;
   std::int64_t rows_read = 0;
   std::optional<schema::QueryKey> previous;
@@ -362,12 +406,14 @@ std::int64_t scan_queries(schema::Store& store, const ExplainOptions& opt, Repor
     // Rows come in key order; a key out of order is a damaged page.
     if (previous && !(*previous < key)) throw_damaged_query_table(store, "a row out of key order");
     previous = key;
+    add_unfinished_before(&key);
     const bool error = failed.find(key) != nullptr;
     const auto* sleep = sleeps.find(key);
     const bool connection_lost = error && lost.find(key) != nullptr;
     scan.add(q.start_ns, q.latency_ns, error, q.lag_ns, sleep ? sleep->sleep_ns : 0,
              connection_lost);
   }
+  add_unfinished_before(nullptr);
   scan.finish();
   // A range scan ends at the first row past its bound: a damaged row (a key
   // SQLite reads as text, or as a huge number) ends it early and silently,

@@ -226,14 +226,21 @@ void render_header(const Report& r, std::ostream& out) {
     fmt::print(
         out, "queries   {} ({} errors{})  tps {}  latency ms: mean {}  p50 {}  p99 {}  max {}{}\n",
         run.queries, run.errors,
-        run.skipped > 0 ? fmt::format(", {} skipped as late, not counted", run.skipped)
-                        : std::string(),
+        (run.skipped > 0 ? fmt::format(", {} skipped as late, not counted", run.skipped)
+                         : std::string()) +
+            (run.unfinished > 0
+                 ? fmt::format(", {} cut short at the end, not counted", run.unfinished)
+                 : std::string()),
         opt_text(run.tps, "{:.1f}"), opt_text(run.latency_mean_ms, "{:.3f}"),
         opt_text(run.latency_p50_ms, "{:.3f}"), opt_text(run.latency_p99_ms, "{:.3f}"),
         opt_text(run.latency_max_ms, "{:.3f}"),
         run.lag_mean_ms ? fmt::format("  lag ms: mean {:.3f}  max {:.3f}", *run.lag_mean_ms,
                                       run.lag_max_ms.value_or(0))
                         : std::string());
+  } else if (run.unfinished > 0) {
+    fmt::print(out,
+               "queries   none answered; {} cut short at the end, unanswered for up to {:.3f} s\n",
+               run.unfinished, double(run.unfinished_max_ns) / kNsPerS);
   } else if (!r.pgbench_aggregate) {
     fmt::print(out, "queries   none (host state only)\n");
   }
@@ -369,6 +376,20 @@ void render_accounting(const Report& r, std::ostream& out) {
                double(a.query_ns) / kNsPerS,
                a.schedule_lag_ns > 0 ? " from the scheduled start" : "", a.clients,
                double(a.wall_ns) / kNsPerS, double(a.client_ns) / kNsPerS, use);
+  }
+  if (!r.sessions && (r.run.errors > 0 || r.run.unfinished > 0)) {
+    // Failed rows (a broken transaction, a failed reconnect attempt) and
+    // transactions cut short at the end carry query time too.
+    fmt::print(out,
+               "  query time includes {} failed queries{}; ms/query divides by the {} queries "
+               "answered or failed, while the mean latency counts the {} that succeeded\n",
+               r.run.errors,
+               r.run.unfinished > 0
+                   ? fmt::format(" and {} transactions cut short at the end (unanswered for up to "
+                                 "{:.3f} s)",
+                                 r.run.unfinished, double(r.run.unfinished_max_ns) / kNsPerS)
+                   : std::string(),
+               r.run.queries, r.run.queries - r.run.errors);
   }
   render_attribution(r, out);
   if (a.cannot_account) {
@@ -574,6 +595,8 @@ nlohmann::json run_json(const Report& r) {
   run["queries"] = s.queries;
   run["errors"] = s.errors;
   run["skipped"] = s.skipped;
+  run["unfinished"] = s.unfinished;
+  run["unfinished_max_s"] = double(s.unfinished_max_ns) / kNsPerS;
   run["query_start_ns"] = opt(s.query_start_ns);
   run["query_end_ns"] = opt(s.query_end_ns);
   run["queries_until_ns"] = opt(s.queries_until_ns);

@@ -62,6 +62,15 @@ void add_query_notes(Report& report) {
         "({}).",
         r.errors, r.queries, r.queries - r.errors, schema::kFailedQueriesRecipeSql));
   }
+  if (r.unfinished > 0) {
+    report.notes.push_back(fmt::format(
+        "{} transaction{} still unanswered when the run ended, for up to {:.3f} s (cut short: "
+        "the driver cancelled {} after the end): not counted in throughput or latency, but "
+        "their time in flight is query time and the analysed span runs to it, so a stall "
+        "that lasted to the end is seen (SELECT * FROM query_unfinished).",
+        r.unfinished, r.unfinished == 1 ? " was" : "s were",
+        double(r.unfinished_max_ns) / common::kNsPerSDouble, r.unfinished == 1 ? "it" : "them"));
+  }
   if (rate_not_kept(r) && r.latency_mean_ms && *r.latency_mean_ms > 0) {
     const double gap_ms = double(r.clients.value_or(1)) / *r.tps * common::kMsPerSDouble;
     report.notes.push_back(fmt::format(
@@ -93,7 +102,8 @@ void add_span_note(Report& report) {
       double(r.queries - r.errors) / run_s));
 }
 
-// The analysed span: first query sent → last answered; without queries the
+// The analysed span: first query sent → last answered (or cut short at the
+// end); without queries the
 // samples' span (its last tick included), else the run's.
 Span analysed_span(const schema::TickRange& samples, const RunSummary& run, bool has_queries) {
   Span span;
@@ -139,7 +149,9 @@ RunRow read_run(schema::Store& store) {
 
 Facts read_run_facts(schema::Store& store, const ExplainOptions& options, Report& report) {
   Facts f;
-  f.has_queries = report.run.queries > 0;
+  // Transactions cut short at the end count: a run whose every transaction
+  // hung still has query time.
+  f.has_queries = report.run.queries > 0 || report.run.unfinished > 0;
   add_query_notes(report);
   add_span_note(report);
   report.pgbench_aggregate = read_pgbench_aggregate(store);

@@ -25,8 +25,9 @@ void count_connection_errors(schema::Store& store, const std::vector<Window>& wi
     for (auto& e : lost.between(w.start_ns, w.end_ns)) {
       g.connection_sqlstates += fmt::format("{}{} ×{}", g.connection_sqlstates.empty() ? "" : ", ",
                                             e.sqlstate, e.queries);
-      if (g.top_connection_sqlstate.empty()) g.top_connection_sqlstate = std::move(e.sqlstate);
       g.connection_errors += e.queries;
+      if (e.sqlstate == schema::kConnectFailedSqlstate) g.connect_failures += e.queries;
+      if (g.top_connection_sqlstate.empty()) g.top_connection_sqlstate = std::move(e.sqlstate);
     }
     if (g.connection_errors == 0) continue;
     for (auto& e : spans.overlapping(w.start_ns, w.end_ns)) {
@@ -34,6 +35,30 @@ void count_connection_errors(schema::Store& store, const std::vector<Window>& wi
           std::min(e.start_ns + e.latency_ns, w.end_ns) - std::max(e.start_ns, w.start_ns);
       if (!e.error.empty()) g.last_connection_error = std::move(e.error);
     }
+  }
+}
+
+void read_outage(schema::Store& store, Facts& f) {
+  auto& o = f.outage;
+  o = {};
+  schema::ConnectionErrors errors(store);
+  for (auto& e : errors.between(f.span.start_ns, f.span.end_ns + 1)) {
+    o.sqlstates += fmt::format("{}{} ×{}", o.sqlstates.empty() ? "" : ", ", e.sqlstate, e.queries);
+    if (e.sqlstate == schema::kConnectFailedSqlstate) {
+      o.connect_failures += e.queries;
+    } else {
+      o.lost_queries += e.queries;
+      if (o.top_lost_sqlstate.empty()) o.top_lost_sqlstate = std::move(e.sqlstate);
+    }
+  }
+  if (o.lost_queries + o.connect_failures == 0) return;
+  schema::ConnectionLosses losses(store);
+  bool first = true;
+  for (auto& e : losses.overlapping(f.span.start_ns, f.span.end_ns + 1)) {
+    o.first_ns = first ? e.start_ns : std::min(o.first_ns, e.start_ns);
+    o.last_ns = first ? e.start_ns + e.latency_ns : std::max(o.last_ns, e.start_ns + e.latency_ns);
+    first = false;
+    if (!e.error.empty()) o.last_error = std::move(e.error);
   }
 }
 

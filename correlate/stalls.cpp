@@ -179,12 +179,24 @@ void explain_stall(Stall& x, const Window& w, const WindowSignals& g, const Typi
     x.culprit = fmt::format(
         "lost connections: SQLSTATE {}{}", codes,
         g.last_connection_error.empty() ? "" : fmt::format(" (last: {})", g.last_connection_error));
+    // Queries that lost their connection, and the driver's failed connect
+    // attempts (08001) counted apart: an attempt is not a query.
+    const auto lost = g.connection_errors - g.connect_failures;
+    std::string what;
+    if (lost > 0)
+      what = fmt::format("{} {} lost {} connection", lost, lost == 1 ? "query" : "queries",
+                         lost == 1 ? "its" : "their");
+    if (g.connect_failures > 0) {
+      what += fmt::format("{}{} connection {} failed", what.empty() ? "" : " and ",
+                          g.connect_failures, g.connect_failures == 1 ? "attempt" : "attempts");
+    }
     x.explanation =
         head + fmt::format(
-                   "{} queries lost their connection in this window (SQLSTATE {}): the "
-                   "server restarted or closed the connections, and the clients were "
+                   "{} in this window (SQLSTATE {}): {}, and the clients were "
                    "reconnecting{}.",
-                   g.connection_errors, codes,
+                   what, codes,
+                   lost > 0 ? "the server restarted or closed the connections"
+                            : "the server could not be reached",
                    g.connection_lost_ns > 0
                        ? fmt::format(" for {:.1f} s of client time in this window",
                                      double(g.connection_lost_ns) / common::kNsPerSDouble)
@@ -379,6 +391,7 @@ std::vector<Stall> find_stalls(const Report& r, const std::vector<WindowSignals>
     }
     if (const auto& g = sig[i]; g.connection_errors > 0) {
       x.evidence.emplace_back("connection_errors", g.connection_errors);
+      x.evidence.emplace_back("connect_failures", g.connect_failures);
       x.evidence.emplace_back("reconnecting_s",
                               round4(double(g.connection_lost_ns) / common::kNsPerSDouble));
     }

@@ -11,7 +11,21 @@ constexpr const char* kQuerySendSql =
     "SELECT start_ns, start_ns + max(coalesce(lag_ns, 0), 0), start_ns + latency_ns, "
     "(client_id << 24) + coalesce(connection, 16777215) "
     "FROM query WHERE start_ns <= ?1 ORDER BY start_ns";
+// The same with the transactions cut short at the run's end, busy until the
+// driver gave up on them: SQLite merges the two ordered scans (no sort of
+// `query`).
+constexpr const char* kQuerySendWithUnfinishedSql =
+    "SELECT start_ns, start_ns + max(coalesce(lag_ns, 0), 0), start_ns + latency_ns, "
+    "(client_id << 24) + coalesce(connection, 16777215) "
+    "FROM query WHERE start_ns <= ?1 UNION ALL "
+    "SELECT start_ns, start_ns + max(coalesce(lag_ns, 0), 0), start_ns + elapsed_ns, "
+    "(client_id << 24) + coalesce(connection, 16777215) "
+    "FROM query_unfinished WHERE start_ns <= ?1 ORDER BY 1";
 static_assert(kQuerySendNoConnection == 16777215);
+
+const char* query_send_sql(SQLite::Database& db) {
+  return db.tableExists("query_unfinished") ? kQuerySendWithUnfinishedSql : kQuerySendSql;
+}
 
 }  // namespace
 
@@ -35,7 +49,7 @@ bool queries_name_connections(Store& store) {
 
 QuerySendScan::QuerySendScan(std::unique_ptr<SQLite::Database> own, SQLite::Database& db,
                              std::int64_t until_ns)
-    : own_(std::move(own)), cursor_(db, kQuerySendSql) {
+    : own_(std::move(own)), cursor_(db, query_send_sql(db)) {
   cursor_.bind(1, until_ns);
 }
 

@@ -55,7 +55,9 @@ struct QuerySend {
 };
 
 // The queries with start_ns ≤ until_ns, in start_ns order (the table's
-// clustering order): a forward scan that holds no rows.
+// clustering order), and among them the transactions cut short at the run's
+// end (query_unfinished; answered_ns is when the driver gave up on them): a
+// forward scan that holds no rows.
 class QuerySendScan {
  public:
   // On the store's connection (the scan's thread must be the store's).

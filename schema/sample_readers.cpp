@@ -138,4 +138,17 @@ bool DriverThreadRows::next(DriverThreadRow& row) {
   return true;
 }
 
+std::vector<UnfinishedQuery> unfinished_queries(Store& store, std::int64_t until_ns) {
+  std::vector<UnfinishedQuery> out;
+  if (!detail::table_exists(store, "query_unfinished")) return out;
+  Cursor st(store.db(),
+            "SELECT start_ns, client_id, seq, elapsed_ns, lag_ns FROM query_unfinished "
+            "WHERE start_ns <= ?1 ORDER BY start_ns, client_id, seq");
+  st.bind(1, until_ns);
+  while (st.step()) {
+    out.push_back({{st.int64(0), st.int64(1), st.int64(2)}, st.int64(3), st.opt_int64(4)});
+  }
+  return out;
+}
+
 }  // namespace stallscope::schema

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "schema/process_scan.h"
 #include "schema/row.h"
@@ -52,6 +53,17 @@ struct QueryKey {
   std::int64_t seq = 0;
   auto operator<=>(const QueryKey&) const = default;
 };
+// One query_unfinished row (schema/v1.sql): a transaction cut short at the
+// run's end, unanswered.
+struct UnfinishedQuery {
+  QueryKey key;
+  std::int64_t elapsed_ns = 0;         // start → given up on, ns
+  std::optional<std::int64_t> lag_ns;  // -R only
+};
+// The query_unfinished rows with start_ns ≤ until_ns, in primary-key order
+// (at most one per client and pipeline slot, so read whole); none in files
+// made before the table existed.
+std::vector<UnfinishedQuery> unfinished_queries(Store& store, std::int64_t until_ns);
 class QueryErrorKeys {
  public:
   QueryErrorKeys(Store& store, std::int64_t until_ns);

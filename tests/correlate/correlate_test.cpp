@@ -1199,7 +1199,7 @@ TEST(CorrelateStall, ARestartIsNamedByItsLostConnections) {
   ASSERT_EQ(r.stalls.size(), 2u);
   EXPECT_EQ(r.stalls[0].window_index, 5u);
   EXPECT_EQ(to_string(r.stalls[0].cause), "connection_lost");
-  EXPECT_NE(r.stalls[0].explanation.find("1 queries lost their connection in this window "
+  EXPECT_NE(r.stalls[0].explanation.find("1 query lost its connection in this window "
                                          "(SQLSTATE 57P01, admin shutdown)"),
             std::string::npos)
       << r.stalls[0].explanation;
@@ -1244,10 +1244,10 @@ TEST(CorrelateStall, AnOutageIsTimeReconnectingInTheAccountingAndTheStall) {
                                 [](const Stall& s) { return s.window_index == 6; });
   ASSERT_NE(six, r.stalls.end());
   EXPECT_EQ(to_string(six->cause), "connection_lost");
-  EXPECT_NE(six->explanation.find("1 queries lost their connection in this window (SQLSTATE "
-                                  "08001): the server restarted or closed the connections, and "
-                                  "the clients were reconnecting for 1.0 s of client time in "
-                                  "this window."),
+  // A failed reconnect attempt is not a query that lost its connection.
+  EXPECT_NE(six->explanation.find("1 connection attempt failed in this window (SQLSTATE "
+                                  "08001): the server could not be reached, and the clients "
+                                  "were reconnecting for 1.0 s of client time in this window."),
             std::string::npos)
       << six->explanation;
   EXPECT_EQ(six->culprit,
@@ -1287,6 +1287,108 @@ TEST(CorrelateStall, WindowsWithOnlyFailedAnswersAreStallsWhateverTheSpread) {
     if (to_string(s.cause) == "connection_lost") lost.push_back(s.window_index);
   }
   EXPECT_EQ(lost, (std::vector<std::size_t>{3, 4, 5}));
+}
+
+// A lock held past the run's end: both clients' transactions sent at 3 s
+// wait on it until the driver gives up on them at 10.5 s (query_unfinished).
+// Without those rows the span would end at the last answer (3 s): no stall,
+// and tps over 3 s. With them the span runs to 10.5 s, windows 3–10 are full
+// stops with the clients' lock waits, and lock_wait leads.
+TEST(CorrelateStall, AStallLastingToTheEndIsSeenThroughTheTransactionsCutShort) {
+  Fixture fx;
+  fx.host({});
+  fx.rows(kDriverId, 50);
+  auto& queries = fx.batch().queries;
+  std::erase_if(queries, [](const schema::QueryRow& q) { return q.seq >= 3; });
+  for (int c = 0; c < 2; ++c) {
+    fx.batch().query_unfinished.push_back({.client_id = c,
+                                           .seq = 3,
+                                           .start_ns = kT0 + 3 * kS,
+                                           .elapsed_ns = 7500 * kMs,
+                                           .connection = 0});
+    fx.ash(kBackendPid[c], std::string("Lock"), std::string("transactionid"), 71, 30);
+  }
+  auto r = fx.explain();
+  EXPECT_EQ(r.run.queries, 6);
+  EXPECT_EQ(r.run.unfinished, 2);
+  EXPECT_EQ(r.run.unfinished_max_ns, 7500 * kMs);
+  ASSERT_TRUE(r.run.query_end_ns.has_value());
+  EXPECT_EQ(*r.run.query_end_ns, kT0 + 10500 * kMs);
+  ASSERT_TRUE(r.run.tps.has_value());
+  EXPECT_NEAR(*r.run.tps, 6.0 / 10.5, 1e-9);
+  ASSERT_TRUE(r.accounting.has_value());
+  EXPECT_EQ(r.accounting->query_ns, 6 * kS + 15 * kS);  // answered + in flight at the end
+  std::vector<std::size_t> stalled;
+  for (const auto& st : r.stalls) {
+    stalled.push_back(st.window_index);
+    EXPECT_EQ(to_string(st.cause), "lock_wait") << st.explanation;
+  }
+  EXPECT_EQ(stalled, (std::vector<std::size_t>{3, 4, 5, 6, 7, 8, 9, 10}));  // 10: 10.0–10.5 s
+  ASSERT_TRUE(r.verdict.kind.has_value());
+  EXPECT_EQ(to_string(*r.verdict.kind), "lock_wait");
+  EXPECT_NE(std::find_if(r.notes.begin(), r.notes.end(),
+                         [](const std::string& n) {
+                           return n.starts_with(
+                               "2 transactions were still unanswered when the "
+                               "run ended, for up to 7.500 s");
+                         }),
+            r.notes.end());
+}
+
+// An outage that took most of the query time leads the verdict even though
+// the backends also waited on locks: both clients lost their connection at
+// 3 s (57P01) and failed to reconnect until 9 s (08001 rows), 12 s of the
+// 20 s of query time; the lock waits in windows 0–2 are 6 s.
+TEST(CorrelateFinding, AnOutageLeadsTheVerdictWhenItIsTheLargestShare) {
+  Fixture fx;
+  fx.host({});
+  fx.rows(kDriverId, 50);
+  for (auto& q : fx.batch().queries) {
+    if (q.seq < 3 || q.seq > 8) continue;
+    q.connection.reset();
+    fx.batch().query_errors.push_back(
+        {.client_id = q.client_id,
+         .seq = q.seq,
+         .start_ns = q.start_ns,
+         .sqlstate = q.seq == 3 ? "57P01" : "08001",
+         .error = q.seq == 3 ? "terminating connection due to administrator command"
+                             : "cannot reconnect: connection refused"});
+  }
+  for (int c = 0; c < 2; ++c) fx.ash(kBackendPid[c], std::string("Lock"), std::string("tuple"), 30);
+  auto r = fx.explain();
+  ASSERT_TRUE(r.accounting.has_value());
+  EXPECT_EQ(part_ns(*r.accounting, "connection_lost"), 12 * kS);
+  const auto* x = finding(r, "connection_lost");
+  ASSERT_NE(x, nullptr);
+  EXPECT_DOUBLE_EQ(x->score, 0.6);
+  EXPECT_NE(finding(r, "lock_wait"), nullptr);  // still reported, second
+  ASSERT_TRUE(r.verdict.kind.has_value());
+  EXPECT_EQ(to_string(*r.verdict.kind), "connection_lost");
+  EXPECT_NE(x->summary.find("2 queries lost their connection and 10 connection attempts failed "
+                            "(SQLSTATE 08001 ×10, 57P01 ×2)"),
+            std::string::npos)
+      << x->summary;
+  EXPECT_EQ(x->culprit,
+            "server unreachable 3.0–9.0 s: connections lost with SQLSTATE 57P01 (admin shutdown), "
+            "10 reconnect attempts failed");
+  EXPECT_EQ(evidence<std::int64_t>(*x, "lost_queries"), 2);
+  EXPECT_EQ(evidence<std::int64_t>(*x, "connect_failures"), 10);
+}
+
+// A lost connection or two in a long run is no finding (below 5 % of query
+// time), only a stall.
+TEST(CorrelateFinding, AShortOutageIsNoFinding) {
+  Fixture fx;
+  fx.host({});
+  fx.rows(kDriverId, 50);
+  for (auto& q : fx.batch().queries) {
+    if (q.seq != 5 || q.client_id != 1) continue;
+    q.latency_ns = 10 * kMs;
+    fx.batch().query_errors.push_back(
+        {.client_id = 1, .seq = 5, .start_ns = q.start_ns, .sqlstate = "57P01"});
+  }
+  auto r = fx.explain();
+  EXPECT_EQ(finding(r, "connection_lost"), nullptr);
 }
 
 TEST(CorrelateStall, SteadyRunHasNoStall) {

@@ -77,7 +77,7 @@ SCENARIO_CULPRIT=""
 scenario_expect_culprit() { SCENARIO_CULPRIT=$1; }
 # Kinds that must not be raised unless expected (false alarms); a scenario
 # may add to the list before scenario_check.
-SCENARIO_FORBIDDEN="io_wait lock_wait steal cpu_throttle replication_wait network_stack"
+SCENARIO_FORBIDDEN="io_wait lock_wait steal cpu_throttle replication_wait network_stack connection_lost"
 
 # scenario_check RUN_DB EXPECTED_KIND [explain options…]
 # Prints the expected kind and the ranked kinds (and the margin of the first
