@@ -45,8 +45,9 @@ struct Client {
   std::optional<std::int64_t> scheduled_mono_ns;
   std::optional<std::int64_t> lag_ns;  // of the transaction in flight
   int connect_failures = 0;            // -C: consecutive failed connects
-  // Rows of failed reconnect attempts (driver/reconnect.cpp): failed
-  // transactions in the file, not counted towards -t.
+  // Rows of failed reconnect attempts and -C connects (driver/reconnect.cpp):
+  // failed query rows in the file (08001), not transactions: not counted
+  // towards -t.
   std::int64_t attempt_rows = 0;
   // Scripts: the one running, its next command, the variables' values.
   std::size_t script = 0;

@@ -372,6 +372,7 @@ IntervalStats Driver::take_interval_stats() {
                                   common::kNsPerMsDouble
                             : 0.0;
   }
+  out.connect_failures = counters.connect_failures - before.connect_failures;
   out.skipped = counters.skipped - before.skipped;
   out.late = counters.late - before.late;
   out.reconnecting = counters.reconnecting;
@@ -407,6 +408,8 @@ Summary Driver::summary() const {
   out.late = counters.late;
   out.connections = counters.connections;
   out.clients_lost = counters.clients_lost;
+  out.connect_failures = counters.connect_failures;
+  out.unfinished = counters.unfinished;
   if (impl_->options.per_statement) out.statements = impl_->statement_stats();
   return out;
 }

@@ -2,7 +2,8 @@
 // threads, closed loop (each client sends its next transaction as soon as
 // the previous one finished), every transaction handed to a sink as a
 // schema::QueryRow (plus a QueryErrorRow when it failed, or only a
-// QuerySkippedRow when --skip-late did not send it). libpq's asynchronous
+// QuerySkippedRow when --skip-late did not send it, or only a
+// QueryUnfinishedRow when the run's end cut it short). libpq's asynchronous
 // API lets one thread serve several clients, as pgbench does.
 //
 //   driver::Driver d(options, [&](schema::Batch b) { writer.submit(std::move(b)); });
@@ -101,6 +102,8 @@ struct StatementStats {
 struct IntervalStats {
   std::int64_t queries = 0;  // completed in the interval (ok + failed)
   std::int64_t errors = 0;
+  // Failed reconnect attempts and -C connects (not in queries or errors).
+  std::int64_t connect_failures = 0;
   double mean_latency_ms = 0;  // successful transactions only
   double p99_latency_ms = 0;   // successful only; from a log-bucketed histogram, ±3 %
   std::int64_t interval_ns = 0;
@@ -111,8 +114,16 @@ struct IntervalStats {
 };
 
 struct Summary {
-  std::int64_t queries = 0;  // completed (ok + failed)
-  std::int64_t errors = 0;   // failed
+  // Transactions completed (ok + failed): with -t, exactly -t per client
+  // that did not give up, less those --skip-late skipped. Failed reconnect
+  // attempts and -C connects are not transactions: they are counted in
+  // connect_failures only (their rows are the `query` rows with SQLSTATE
+  // 08001), and the transactions cut short at the end in unfinished only
+  // (query_unfinished rows).
+  std::int64_t queries = 0;
+  std::int64_t errors = 0;  // failed, of `queries`
+  std::int64_t connect_failures = 0;
+  std::int64_t unfinished = 0;
   // Driving time: all clients connected (-T starts) → every client done
   // (-T's deadline, or the last of -t's transactions, plus the wind-down of
   // those in flight) — not the span of the queries, which a slow -R
@@ -161,22 +172,28 @@ class Driver {
   // is recorded (the transactions in flight fail with the server's SQLSTATE,
   // e.g. 57P01, or 08006) and reset: at once, then with backoff 0.1 s, 0.2 s,
   // 0.4 s, 0.8 s and every 1 s after, until it is back or the run ends (-T,
-  // `stop`). Each failed attempt is a failed transaction row (SQLSTATE
-  // 08001, error "cannot reconnect: <libpq message>", no connection) whose
-  // start is the end of the client's previous row, so the rows cover the
-  // whole outage; they do not count towards -t. The new backend is
+  // `stop`). Each failed attempt is a failed query row (SQLSTATE 08001,
+  // error "cannot reconnect: <libpq message>", no connection) whose start is
+  // the end of the client's previous row, so the rows cover the whole
+  // outage; they are not transactions: not counted towards -t nor in
+  // summary().queries/errors, but in connect_failures. The new backend is
   // delivered as a `client` row with the next connection number; every
   // query row carries the backend pid that served it; with -C a failed
-  // connect is recorded the same way. With -t a client still failing after
-  // give_up_after_ns gives up (server_lost() says when all did); the others
-  // go on. At the end (-T reached or
-  // `stop` requested) nothing new is sent; in-flight transactions get 200 ms
-  // to finish, then a cancel request and 500 ms more, else their connection
-  // is closed. A transaction cut short by that cancel request (57014 after
-  // it) or still without reply is dropped — neither stored nor counted, as
-  // pgbench does not count unfinished transactions. Rows reach the sink in
-  // batches from each thread: every 100 ms, every 4,096 rows and at the end.
-  // Server notices are discarded. Connections are closed when run() returns.
+  // connect is recorded the same way (SQLSTATE 08001, the error naming the
+  // masked conninfo; its row spans the connect). With -t a client still
+  // failing after give_up_after_ns gives up (server_lost() says when all
+  // did); the others go on. At the end (-T reached or `stop` requested)
+  // nothing new is sent; in-flight transactions get 200 ms to finish, then a
+  // cancel request and 500 ms more, else their connection is closed. A
+  // transaction cut short — by that cancel request (57014 after it), still
+  // without reply, in a script's \sleep, or (-C) in its connect — is
+  // delivered as a schema::QueryUnfinishedRow (its start, as a query row's,
+  // and the time from it to the moment the driver gave up on it), not as a
+  // query row: not counted in queries, errors or tps, as pgbench does not
+  // count unfinished transactions, but in summary().unfinished. Rows reach
+  // the sink in batches from each thread: every 100 ms, every 4,096 rows and
+  // at the end. Server notices are discarded. Connections are closed when
+  // run() returns.
   void run(StopToken stop = {});
   // Stats since the previous call (thread-safe; for the progress line).
   IntervalStats take_interval_stats();

@@ -10,7 +10,8 @@
 // the previous attempt's row) and ends when the next attempt starts (or the
 // client ends): a client's rows then cover the outage up to the attempt that
 // succeeds, which explain reads as a connection_lost stall and counts in its
-// time accounting. They do not count towards -t.
+// time accounting. They are not transactions: they do not count towards -t
+// nor in the summary's queries and errors (Summary::connect_failures).
 //
 // The delays come from common/backoff.h's BackoffDelays, the schedule
 // RetryBackoff uses too; RetryBackoff itself does not fit here: it runs a
@@ -30,8 +31,11 @@
 namespace stallscope::driver::detail {
 
 // -C: opens the client's connection for the next transaction (blocking, as
-// pgbench -C does). On failure records a failed transaction and backs off;
-// returns whether the transaction can be sent.
+// pgbench -C does). On failure records a failed connect (SQLSTATE 08001, as
+// a failed reconnect attempt: not a transaction, not counted towards -t) and
+// backs off; a connect the run's end interrupted (-T reached, `stop`) is the
+// transaction cut short: unfinished. Returns whether the transaction can be
+// sent.
 bool Worker::connect_for_transaction(Client& c) {
   std::string application_name = fmt::format("stallscope/{}", c.client_id);
   std::int64_t begin_ns = mono_now_ns();
@@ -43,11 +47,16 @@ bool Worker::connect_for_transaction(Client& c) {
   } catch (const Error& e) {
     close_connection(c);
     c.backend_pid.reset();
-    c.failed = true;
-    c.sqlstate = e.sqlstate().empty() ? kConnectionFailure : e.sqlstate();
-    c.error = e.what();
     std::int64_t now = mono_now_ns();
-    record(c, now);
+    if (e.kind() == ErrorKind::runtime) {  // pg::connect: interrupted by the run's end
+      record_unfinished(c, now);
+      finish(c);
+      return false;
+    }
+    c.failed = true;
+    c.sqlstate = kConnectFailure;
+    c.error = e.what();
+    record(c, now, RowKind::failed_connect);
     if (++c.connect_failures == 1) c.down_since_mono_ns = begin_ns;
     set_reconnecting(c, true);
     if (stopping_ || should_stop(now)) {
@@ -188,8 +197,7 @@ void Worker::flush_failed_attempt(Client& c, std::int64_t end_mono_ns) {
   c.sqlstate = kConnectFailure;
   c.error = std::move(c.failed_attempt);
   c.failed_attempt.reset();
-  record(c, end_mono_ns);
-  ++c.attempt_rows;
+  record(c, end_mono_ns, RowKind::failed_connect);
   c.waiting_since_wall_ns += end_mono_ns - c.waiting_since_mono_ns;
   c.waiting_since_mono_ns = end_mono_ns;
 }

@@ -256,13 +256,11 @@ void Worker::transaction_done(Client& c, std::int64_t now_ns) {
   send_next(c, now_ns);
 }
 
-void Worker::record(Client& c, std::int64_t done_mono_ns) {
+void Worker::record(Client& c, std::int64_t done_mono_ns, RowKind kind) {
   if (stopping_ && c.cancel_sent && c.failed && c.sqlstate == kQueryCanceled) {
     // Cut short by the driver's own cancel at the end of the run: unfinished,
-    // not a failure — dropped (pgbench does not count these either).
-    c.sqlstate.reset();
-    c.error.reset();
-    c.statement_rows.clear();
+    // not a failure (pgbench does not count these either).
+    record_unfinished(c, done_mono_ns);
     return;
   }
   if (options_.per_statement) {
@@ -276,14 +274,20 @@ void Worker::record(Client& c, std::int64_t done_mono_ns) {
   std::int64_t latency_ns = done_mono_ns - c.sent_mono_ns;
   // As pgbench: latency statistics and tps count successful transactions;
   // failed ones are counted apart (and stored with their latency).
-  if (!c.failed) stats_.latency.record_ns(latency_ns);
-  if (options_.latency_limit_ms &&
-      static_cast<double>(latency_ns) > *options_.latency_limit_ms * common::kNsPerMsDouble) {
-    bump(stats_.late, 1);
-  }
-  if (c.failed) {
-    stats_.errors.store(stats_.errors.load(std::memory_order_relaxed) + 1,
-                        std::memory_order_relaxed);
+  if (kind == RowKind::failed_connect) {
+    // Not a transaction: counted apart, and not towards -t.
+    bump(stats_.connect_failures, 1);
+    ++c.attempt_rows;
+  } else {
+    if (!c.failed) stats_.latency.record_ns(latency_ns);
+    if (options_.latency_limit_ms &&
+        static_cast<double>(latency_ns) > *options_.latency_limit_ms * common::kNsPerMsDouble) {
+      bump(stats_.late, 1);
+    }
+    if (c.failed) {
+      stats_.errors.store(stats_.errors.load(std::memory_order_relaxed) + 1,
+                          std::memory_order_relaxed);
+    }
   }
   stats_.last_done_mono_ns.store(done_mono_ns, std::memory_order_relaxed);
   const std::int64_t seq = c.next_seq++;
@@ -312,6 +316,23 @@ void Worker::record(Client& c, std::int64_t done_mono_ns) {
   c.sqlstate.reset();
   c.error.reset();
   if (pending_.queries.size() >= kFlushRows) flush(done_mono_ns);
+}
+
+void Worker::record_unfinished(Client& c, std::int64_t now_ns) {
+  bump(stats_.unfinished, 1);
+  pending_.query_unfinished.push_back(schema::QueryUnfinishedRow{
+      .client_id = c.client_id,
+      .seq = c.next_seq++,
+      .start_ns = c.sent_wall_ns,
+      .elapsed_ns = now_ns - c.sent_mono_ns,
+      .connection = c.backend_pid ? std::optional<std::int64_t>(c.connection) : std::nullopt,
+      .lag_ns = c.lag_ns,
+  });
+  // Its -r rows and \sleep would belong to a query row it does not have.
+  c.statement_rows.clear();
+  c.slept_ns = 0;
+  c.sqlstate.reset();
+  c.error.reset();
 }
 
 }  // namespace stallscope::driver::detail

@@ -15,6 +15,8 @@ Counters sum_counters(const ThreadStatsList& stats) {
     c.connections += s->connections.load(std::memory_order_relaxed);
     c.reconnecting += s->reconnecting.load(std::memory_order_relaxed);
     c.clients_lost += s->clients_lost.load(std::memory_order_relaxed);
+    c.connect_failures += s->connect_failures.load(std::memory_order_relaxed);
+    c.unfinished += s->unfinished.load(std::memory_order_relaxed);
   }
   return c;
 }

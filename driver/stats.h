@@ -29,6 +29,11 @@ struct alignas(64) ThreadStats {
   // Clients reconnecting now (a gauge), and clients that gave up (-t).
   std::atomic<std::int64_t> reconnecting{0};
   std::atomic<std::int64_t> clients_lost{0};
+  // Failed reconnect attempts and -C connects (their rows are not counted
+  // as transactions), and transactions cut short at the run's end
+  // (query_unfinished rows).
+  std::atomic<std::int64_t> connect_failures{0};
+  std::atomic<std::int64_t> unfinished{0};
 };
 
 // The counters above are bumped with common::bump (single writer).
@@ -39,7 +44,8 @@ using ThreadStatsList = std::vector<std::unique_ptr<ThreadStats>>;
 // Sums over the threads of the counters other than latency and errors.
 struct Counters {
   std::int64_t lag_sum_ns = 0, lag_count = 0, lag_max_ns = 0, skipped = 0, late = 0,
-               connections = 0, reconnecting = 0, clients_lost = 0;
+               connections = 0, reconnecting = 0, clients_lost = 0, connect_failures = 0,
+               unfinished = 0;
 };
 Counters sum_counters(const ThreadStatsList& stats);
 

@@ -200,7 +200,9 @@ void Worker::advance_timers(std::int64_t now_ns) {
 }
 
 // The run is over: nothing new is sent; in-flight transactions get
-// kStopGraceNs to finish, then a cancel request, then kCancelWaitNs.
+// kStopGraceNs to finish, then a cancel request, then kCancelWaitNs; those
+// still without reply then, and a script's transaction in \sleep, are cut
+// short: unfinished (record_unfinished).
 void Worker::advance_stop(std::int64_t now_ns) {
   std::vector<Cancel> cancels;
   for (Client* c : clients_) {
@@ -212,13 +214,26 @@ void Worker::advance_stop(std::int64_t now_ns) {
           c->cancel_sent = true;
           if (Cancel cancel{PQgetCancel(c->conn.get())}) cancels.push_back(std::move(cancel));
         } else if (c->cancel_sent && now_ns - stop_mono_ns_ >= kStopGraceNs + kCancelWaitNs) {
-          // Still no reply: unfinished, dropped (see record()).
-          c->statement_rows.clear();
-          c->inflight.clear();
+          // Still no reply: unfinished (--pipeline: each one in flight).
+          if (options_.pipeline > 0) {
+            for (const Client::InFlight& f : c->inflight) {
+              c->sent_wall_ns = f.sent_wall_ns;
+              c->sent_mono_ns = f.sent_mono_ns;
+              c->lag_ns.reset();
+              record_unfinished(*c, now_ns);
+            }
+            c->inflight.clear();
+          } else {
+            record_unfinished(*c, now_ns);
+          }
           finish(*c);
         }
         break;
-      default:  // idle, rolling_back, resetting, backoff: nothing worth waiting for
+      case ClientState::sleeping:  // a script's transaction, started
+        record_unfinished(*c, now_ns);
+        finish(*c);
+        break;
+      default:  // idle, throttling, ready, rolling_back, resetting, backoff: no transaction
         finish(*c);
         break;
     }

@@ -45,7 +45,8 @@ inline constexpr std::size_t kFlushRows = 4096;
 inline constexpr std::int64_t kPollSliceNs = 50 * common::kNsPerMs;
 // At the end of the run, in-flight queries may finish on their own for this
 // long; then they are cancelled (PQcancel) and given kCancelWaitNs more; a
-// query still without reply is dropped and its connection closed.
+// query cut short by that cancel, or still without reply (its connection is
+// then closed), is stored as unfinished (record_unfinished).
 inline constexpr std::int64_t kStopGraceNs = 200 * common::kNsPerMs;
 inline constexpr std::int64_t kCancelWaitNs = 500 * common::kNsPerMs;
 // A broken connection is reset at once, then after 0.1, 0.2, 0.4, 0.8 s and
@@ -126,7 +127,14 @@ class Worker {
   void drain(Client& c, bool connection_lost);
   void take_result(Client& c, const pg_result* res);
   void transaction_done(Client& c, std::int64_t now_ns);
-  void record(Client& c, std::int64_t done_mono_ns);
+  // What a row of record() is: a transaction, or a failed reconnect
+  // attempt / -C connect (SQLSTATE 08001; counted apart, not towards -t).
+  enum class RowKind { transaction, failed_connect };
+  void record(Client& c, std::int64_t done_mono_ns, RowKind kind = RowKind::transaction);
+  // The transaction in flight (c.sent_*_ns, c.lag_ns) was cut short at the
+  // run's end: its query_unfinished row, elapsed up to `now_ns`; not counted
+  // in queries, errors or tps.
+  void record_unfinished(Client& c, std::int64_t now_ns);
   void record_skipped(Client& c, std::int64_t scheduled_mono_ns, std::int64_t now_ns);
 
   // script_run.cpp

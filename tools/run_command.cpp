@@ -206,6 +206,10 @@ std::string driver_progress(driver::Driver& driver, const RunOptions& o) {
   if (o.latency_limit_ms) out += fmt::format(", {} late", s.late);
   out += fmt::format(", {} failed", s.errors);
   if (s.reconnecting > 0) out += fmt::format(", {} reconnecting", s.reconnecting);
+  if (s.connect_failures > 0) {
+    out += fmt::format(", {} {} failed", s.connect_failures,
+                       o.connect_per_transaction ? "connects" : "reconnect attempts");
+  }
   return out;
 }
 
@@ -229,6 +233,15 @@ void print_summary(const RunOptions& o, const driver::DriverOptions& dopt,
              end.status == "interrupted" ? fmt::format(" — interrupted by {}", end.reason)
              : end.status == "failed"    ? fmt::format(" — {}", end.reason)
                                          : std::string());
+  // Not transactions (driver/driver.h, Summary): counted apart.
+  if (s.connect_failures > 0) {
+    fmt::print("{} failed: {} (query rows with SQLSTATE 08001, not counted as transactions)\n",
+               o.connect_per_transaction ? "connects" : "reconnect attempts", s.connect_failures);
+  }
+  if (s.unfinished > 0) {
+    fmt::print("transactions cut short at the end: {} (in query_unfinished, not counted)\n",
+               s.unfinished);
+  }
   fmt::print("latency average = {:.3f} ms, p99 = {:.3f} ms\n", s.mean_latency_ms, s.p99_latency_ms);
   if (s.mean_lag_ms) {
     fmt::print("rate limit schedule lag: avg {:.3f} (max {:.3f}) ms\n", *s.mean_lag_ms,

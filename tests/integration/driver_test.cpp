@@ -14,6 +14,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/stop.h"
+#include "common/units.h"
 #include "support/test_support.h"
 
 namespace stallscope::driver {
@@ -397,10 +398,98 @@ TEST(Driver, StopRequestEndsALongRunQuickly) {
 }
 
 // Transactions the driver itself cancels at the end are unfinished, not
-// failures: dropped, neither stored nor counted (as pgbench).
-TEST(Driver, StopCancelsQueriesThatWouldRunOnAndDropsThem) {
+// failures: each is a query_unfinished row (no query row), counted neither
+// as a query nor as an error (as pgbench), its elapsed time running from its
+// start to the moment the driver gave up on it. (Before: dropped, leaving no
+// trace of a stall that lasted to the end of the run.)
+TEST(Driver, StopStoresTheQueriesItCancelsAsUnfinished) {
   auto o = options(2, 1, "SELECT pg_sleep(20)");
   o.duration_s = 30.0;
+  Collected got;
+  Driver d(o, got.sink());
+  d.connect();
+  StopSource stop;
+  std::int64_t stop_wall_ns = 0;
+  std::jthread stopper([&stop, &stop_wall_ns] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    stop_wall_ns = wall_now_ns();
+    stop.request_stop();
+  });
+  const std::int64_t before_wall_ns = wall_now_ns();
+  auto t0 = std::chrono::steady_clock::now();
+  d.run(stop.token());
+  auto took = std::chrono::steady_clock::now() - t0;
+  const std::int64_t after_wall_ns = wall_now_ns();
+  stopper.join();
+  EXPECT_LT(took, std::chrono::milliseconds(1500));
+  EXPECT_GE(took, std::chrono::milliseconds(450));  // waited for the grace period
+  EXPECT_TRUE(got.queries().empty());               // the one in flight per client: not a query row
+  const auto unfinished = got.unfinished();
+  ASSERT_EQ(unfinished.size(), 2u);
+  for (int client = 0; client < 2; ++client) {
+    const auto& u = unfinished[static_cast<std::size_t>(client)];
+    EXPECT_EQ(u.client_id, client);
+    EXPECT_EQ(u.seq, 0);
+    EXPECT_EQ(u.connection, std::optional<std::int64_t>(0));  // the first connection
+    EXPECT_FALSE(u.lag_ns.has_value());
+    // Sent during run(), before the stop; given up on at least the 200 ms
+    // grace after the stop (then cancelled), before run() returned.
+    EXPECT_GE(u.start_ns, before_wall_ns);
+    EXPECT_LE(u.start_ns, stop_wall_ns);
+    EXPECT_GE(u.start_ns + u.elapsed_ns, stop_wall_ns + 200 * common::kNsPerMs)
+        << "elapsed " << u.elapsed_ns;
+    EXPECT_LE(u.start_ns + u.elapsed_ns, after_wall_ns);
+  }
+  const auto s = d.summary();
+  EXPECT_EQ(s.queries, 0);
+  EXPECT_EQ(s.errors, 0);
+  EXPECT_EQ(s.unfinished, 2);
+}
+
+// --pipeline: every transaction in flight at the end is unfinished — the
+// one the cancel cut short and those queued behind it, still without reply
+// when the driver stopped waiting — each with its own seq and start.
+TEST(Driver, StopStoresEveryPipelinedTransactionInFlightAsUnfinished) {
+  auto o = options(1, 1, "SELECT pg_sleep(20)", Protocol::extended);
+  o.duration_s = 30.0;
+  o.pipeline = 3;
+  Collected got;
+  Driver d(o, got.sink());
+  d.connect();
+  StopSource stop;
+  std::int64_t stop_wall_ns = 0;
+  std::jthread stopper([&stop, &stop_wall_ns] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    stop_wall_ns = wall_now_ns();
+    stop.request_stop();
+  });
+  d.run(stop.token());
+  const std::int64_t after_wall_ns = wall_now_ns();
+  stopper.join();
+  EXPECT_TRUE(got.queries().empty());
+  const auto unfinished = got.unfinished();
+  ASSERT_EQ(unfinished.size(), 3u);
+  for (std::size_t i = 0; i < unfinished.size(); ++i) {
+    const auto& u = unfinished[i];
+    EXPECT_EQ(u.client_id, 0);
+    EXPECT_EQ(u.seq, static_cast<std::int64_t>(i));
+    EXPECT_LE(u.start_ns, stop_wall_ns);
+    if (i > 0) {
+      EXPECT_GE(u.start_ns, unfinished[i - 1].start_ns);  // sent in seq order
+    }
+    EXPECT_GE(u.start_ns + u.elapsed_ns, stop_wall_ns + 200 * common::kNsPerMs);
+    EXPECT_LE(u.start_ns + u.elapsed_ns, after_wall_ns);
+  }
+  EXPECT_EQ(d.summary().queries, 0);
+  EXPECT_EQ(d.summary().unfinished, 3);
+}
+
+// -R: an unfinished transaction starts at its scheduled start and keeps its
+// schedule lag, as a query row would.
+TEST(Driver, UnfinishedTransactionUnderARateKeepsItsScheduleLag) {
+  auto o = options(1, 1, "SELECT pg_sleep(20)");
+  o.duration_s = 30.0;
+  o.rate_tps = 1000;
   Collected got;
   Driver d(o, got.sink());
   d.connect();
@@ -409,15 +498,15 @@ TEST(Driver, StopCancelsQueriesThatWouldRunOnAndDropsThem) {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     stop.request_stop();
   });
-  auto t0 = std::chrono::steady_clock::now();
   d.run(stop.token());
-  auto took = std::chrono::steady_clock::now() - t0;
-  EXPECT_LT(took, std::chrono::milliseconds(1500));
-  EXPECT_GE(took, std::chrono::milliseconds(450));  // waited for the grace period
-  EXPECT_TRUE(got.queries().empty());  // the one in flight per client: cancelled, dropped
-  const auto s = d.summary();
-  EXPECT_EQ(s.queries, 0);
-  EXPECT_EQ(s.errors, 0);
+  stopper.join();
+  EXPECT_TRUE(got.queries().empty());
+  const auto unfinished = got.unfinished();
+  ASSERT_EQ(unfinished.size(), 1u);
+  ASSERT_TRUE(unfinished[0].lag_ns.has_value());
+  EXPECT_GE(*unfinished[0].lag_ns, 0);
+  // Its elapsed time counts from the scheduled start, so it holds the lag.
+  EXPECT_GE(unfinished[0].elapsed_ns, *unfinished[0].lag_ns + 200 * common::kNsPerMs);
 }
 
 TEST(Driver, DurationEndsTheRun) {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include <SQLiteCpp/Database.h>
+#include <SQLiteCpp/Statement.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -358,6 +359,154 @@ TEST(Outage, RunWithTransactionCountsEndsServerLostWhenEveryClientGaveUp) {
             10);
   // Each client kept trying for the 60 s: ~60 attempts, far more than six.
   EXPECT_GE(count(db, "SELECT count(*) FROM query_error WHERE sqlstate = '08001'"), 2 * 30);
+}
+
+// Per client: its transactions (query rows other than failed connection
+// attempts, SQLSTATE 08001) and its failed connection attempts.
+std::vector<std::pair<std::int64_t, std::int64_t>> per_client_counts(SQLite::Database& db,
+                                                                     int clients) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> out;
+  for (int client = 0; client < clients; ++client) {
+    const std::int64_t attempts = count(
+        db, fmt::format("SELECT count(*) FROM query_error WHERE client_id = {} AND sqlstate = "
+                        "'08001'",
+                        client));
+    const std::int64_t rows =
+        count(db, fmt::format("SELECT count(*) FROM query WHERE client_id = {}", client));
+    out.emplace_back(rows - attempts, attempts);
+  }
+  return out;
+}
+
+// The number after `label` in `text`, or -1.
+std::int64_t number_after(const std::string& text, const std::string& label) {
+  const auto at = text.find(label);
+  if (at == std::string::npos) return -1;
+  return std::stoll(text.substr(at + label.size()));
+}
+
+// `run -t N` through a 2 s outage: the failed reconnect attempts (08001
+// rows) are not transactions: each client ran exactly N, and the summary
+// says N × clients transactions and counts the attempts apart, as many as
+// the file holds. (Before: the summary's transaction count included the
+// attempts, more than -t asked for.)
+TEST(Outage, RunWithTransactionCountsCountsFailedReconnectsApart) {
+  PrivateServer server;
+  ASSERT_FALSE(server.conninfo().empty());
+  test::TempDir dir;
+  const auto db_path = dir.file("counts.db");
+  // At least 5 ms a transaction: 1000 last beyond the outage however fast
+  // the machine.
+  Spawned run({test::stallscope_bin(), "run", "-o", db_path, server.conninfo(), "-t", "1000", "-c",
+               "2", "-P", "1", "--sql", "SELECT pg_sleep(0.005)"},
+              dir);
+  ASSERT_TRUE(run.started());
+  std::this_thread::sleep_for(1s);
+  auto down = server.down();
+  ASSERT_EQ(down.exit_status, 0) << down.err;
+  std::this_thread::sleep_for(2s);
+  auto up = server.up();
+  ASSERT_EQ(up.exit_status, 0) << up.err;
+  const auto status = run.wait(60s);
+  ASSERT_TRUE(exited_with(status, 0)) << run.err();
+  SQLite::Database db(db_path);
+  EXPECT_EQ(db.execAndGet("SELECT status || ':' || end_reason FROM run").getString(),
+            "complete:transactions done");
+  std::int64_t attempts = 0;
+  for (const auto& [transactions, client_attempts] : per_client_counts(db, 2)) {
+    EXPECT_EQ(transactions, 1000);
+    attempts += client_attempts;
+  }
+  ASSERT_GE(attempts, 2) << "the outage did not reach the clients";
+  const std::string out = run.out();
+  EXPECT_EQ(number_after(out, "transactions: "), 2000) << out;
+  EXPECT_EQ(number_after(out, "reconnect attempts failed: "), attempts) << out;
+  EXPECT_NE(run.err().find(" reconnect attempts failed"), std::string::npos) << run.err();
+}
+
+// -C through a 2 s outage: each failed connect is stored with SQLSTATE 08001
+// (as a failed reconnect attempt), without a connection, and like one is
+// not a transaction: each client ran exactly -t. (Before: 08006, and
+// counted towards -t, so each client ran fewer than -t.)
+TEST(Outage, ConnectPerTransactionStoresFailedConnectsAs08001CountedApart) {
+  PrivateServer server;
+  ASSERT_FALSE(server.conninfo().empty());
+  test::TempDir dir;
+  const auto db_path = dir.file("connects.db");
+  Spawned run({test::stallscope_bin(), "run", "-o", db_path, server.conninfo(), "-C", "-t", "300",
+               "-c", "2", "-P", "0", "--sql", "SELECT pg_sleep(0.01)"},
+              dir);
+  ASSERT_TRUE(run.started());
+  std::this_thread::sleep_for(1s);
+  auto down = server.down();
+  ASSERT_EQ(down.exit_status, 0) << down.err;
+  std::this_thread::sleep_for(2s);
+  auto up = server.up();
+  ASSERT_EQ(up.exit_status, 0) << up.err;
+  const auto status = run.wait(60s);
+  ASSERT_TRUE(exited_with(status, 0)) << run.err();
+  SQLite::Database db(db_path);
+  // The rows without a connection are the failed connects: all 08001, each
+  // with its message.
+  const std::int64_t unconnected = count(db, "SELECT count(*) FROM query WHERE connection IS NULL");
+  ASSERT_GE(unconnected, 2) << "the outage did not reach the clients";
+  EXPECT_EQ(count(db,
+                  "SELECT count(*) FROM query q JOIN query_error e USING (start_ns, client_id, "
+                  "seq) WHERE q.connection IS NULL AND e.sqlstate = '08001' AND e.error LIKE "
+                  "'cannot connect to %'"),
+            unconnected);
+  EXPECT_EQ(count(db, "SELECT count(*) FROM query_error WHERE sqlstate = '08001'"), unconnected);
+  for (const auto& [transactions, attempts] : per_client_counts(db, 2)) {
+    EXPECT_EQ(transactions, 300);
+  }
+  EXPECT_EQ(number_after(run.out(), "transactions: "), 600) << run.out();
+  EXPECT_EQ(number_after(run.out(), "connects failed: "), unconnected) << run.out();
+}
+
+// -C against a server that stops answering mid-run (SIGSTOP): at -T each
+// client has one transaction in progress — a connect that hangs, or a query
+// without reply — and each is stored as unfinished, none as a failure: a
+// connect cut short by the run's end is not a failed connect. (Before: the
+// interrupted connect was a failed transaction, 08006 "interrupted", and a
+// query without reply was dropped.)
+TEST(Outage, ConnectPerTransactionCutShortByTheEndIsUnfinishedNotAFailure) {
+  PrivateServer server;
+  ASSERT_FALSE(server.conninfo().empty());
+  test::TempDir dir;
+  const auto db_path = dir.file("frozen-connects.db");
+  const int duration_s = 3;
+  Spawned run(
+      {test::stallscope_bin(), "run", "-o", db_path, server.conninfo(), "-C", "-c", "2", "-j", "2",
+       "-T", std::to_string(duration_s), "-P", "0", "--sql", "SELECT pg_sleep(0.002)"},
+      dir);
+  ASSERT_TRUE(run.started());
+  std::this_thread::sleep_for(1500ms);
+  server.freeze(true);
+  const auto status = run.wait(30s);
+  server.freeze(false);
+  ASSERT_TRUE(exited_with(status, 0)) << run.err();
+  SQLite::Database db(db_path);
+  EXPECT_EQ(db.execAndGet("SELECT status || ':' || end_reason FROM run").getString(),
+            "complete:duration reached");
+  EXPECT_GT(count(db, "SELECT count(*) FROM query"), 10);
+  EXPECT_EQ(count(db, "SELECT count(*) FROM query_error"), 0);
+  ASSERT_EQ(count(db, "SELECT count(*) FROM query_unfinished"), 2);
+  EXPECT_EQ(count(db, "SELECT count(DISTINCT client_id) FROM query_unfinished"), 2);
+  EXPECT_NE(run.out().find("transactions cut short at the end: 2 "), std::string::npos)
+      << run.out();
+  const std::int64_t run_start_ns = count(db, "SELECT start_ns FROM run");
+  const std::int64_t run_end_ns = count(db, "SELECT end_ns FROM run");
+  SQLite::Statement rows(db,
+                         "SELECT u.start_ns, u.elapsed_ns, (SELECT max(start_ns + latency_ns) "
+                         "FROM query q WHERE q.client_id = u.client_id) FROM query_unfinished u");
+  while (rows.executeStep()) {
+    const std::int64_t start_ns = rows.getColumn(0).getInt64();
+    const std::int64_t given_up_ns = start_ns + rows.getColumn(1).getInt64();
+    EXPECT_GE(start_ns, rows.getColumn(2).getInt64());  // after its client's last answer
+    // Given up on at -T or later (which starts after the run row's start).
+    EXPECT_GE(given_up_ns, run_start_ns + duration_s * common::kNsPerS);
+    EXPECT_LE(given_up_ns, run_end_ns);
+  }
 }
 
 // The ASH sampler of `record` polls again soon after the server came back —

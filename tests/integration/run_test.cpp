@@ -1,4 +1,5 @@
 // End-to-end: the real stallscope binary against the scratch PostgreSQL 15.
+#include <libpq-fe.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -14,10 +15,15 @@
 #include <vector>
 
 #include <SQLiteCpp/Database.h>
+#include <SQLiteCpp/Statement.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/clock.h"
 #include "common/conninfo.h"
+#include "common/pg.h"
+#include "common/units.h"
 #include "support/test_support.h"
 
 extern char** environ;
@@ -56,6 +62,10 @@ TEST(RunCommand, RecordsBothStreamsAndExplains) {
   EXPECT_EQ(count(db, "SELECT count(*) FROM query_error"), 0);
   EXPECT_EQ(count(db, "SELECT count(DISTINCT client_id) FROM query"), 2);
   EXPECT_EQ(count(db, "SELECT count(*) FROM query WHERE rows = 1"), reported);
+  // Closed loop, a query of a millisecond: the one in flight per client at
+  // -T finishes within the 200 ms grace; nothing is cut short.
+  EXPECT_EQ(count(db, "SELECT count(*) FROM query_unfinished"), 0);
+  EXPECT_EQ(r.out.find("cut short"), std::string::npos) << r.out;
   // About hz × seconds ticks (10 Hz × 3 s ± 20 %).
   auto ticks = count(db, "SELECT count(*) FROM sample");
   EXPECT_GE(ticks, 24);
@@ -129,6 +139,98 @@ TEST(RunCommand, LockContentionRanksLockWaitFirst) {
   SQLite::Database db(db_path);
   auto ok = count(db, "SELECT (SELECT count(*) FROM query) - (SELECT count(*) FROM query_error)");
   EXPECT_EQ(std::stoll(test::psql(conninfo, "SELECT n FROM hot WHERE id = 1")), ok);
+}
+
+// A lock held past -T: each client's transaction waits on it to the end, is
+// cancelled there and stored in query_unfinished — one row per client, its
+// elapsed time from its start to the driver giving up on it — and not in
+// query. (Before: dropped, so a stall lasting to the end of a run left no
+// trace in the file.)
+TEST(RunCommand, LockHeldPastTheDurationLeavesOneUnfinishedTransactionPerClient) {
+  auto conninfo = test::scratch_conninfo();
+  ASSERT_FALSE(conninfo.empty());
+  test::psql(conninfo,
+             "DROP TABLE IF EXISTS unfinished_lock; CREATE TABLE unfinished_lock (id int)");
+  pg::Conn holder = pg::connect(conninfo, "unfinished-lock-holder");
+  test::TempDir dir;
+  auto db_path = dir.file("unfinished.db");
+  std::int64_t locked_wall_ns = 0;
+  std::jthread locker([&holder, &locked_wall_ns] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    pg::Result res(
+        PQexec(holder.get(), "BEGIN; LOCK TABLE unfinished_lock IN ACCESS EXCLUSIVE MODE"));
+    locked_wall_ns = wall_now_ns();
+    if (PQresultStatus(res.get()) != PGRES_COMMAND_OK) {
+      ADD_FAILURE() << "cannot lock: " << PQerrorMessage(holder.get());
+    }
+  });
+  const std::int64_t duration_s = 4;
+  auto r = run_command({test::stallscope_bin(), "run", "-o", db_path, conninfo, "-c", "2", "-T",
+                        std::to_string(duration_s), "-P", "0", "--sql",
+                        "SELECT count(*) FROM unfinished_lock"});
+  locker.join();
+  pg::Result rollback(PQexec(holder.get(), "ROLLBACK"));  // held until after the run
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  SQLite::Database db(db_path);
+  EXPECT_EQ(db.execAndGet("SELECT status || ':' || end_reason FROM run").getString(),
+            "complete:duration reached");
+  // The cancel that cut them short is not a failure.
+  EXPECT_EQ(count(db, "SELECT count(*) FROM query_error"), 0);
+  EXPECT_EQ(count(db, "SELECT count(*) FROM query"), reported_transactions(r.out));
+  EXPECT_GT(count(db, "SELECT count(*) FROM query"), 10);
+  // Nothing finished once the lock was held.
+  EXPECT_EQ(count(db, fmt::format("SELECT count(*) FROM query WHERE start_ns + latency_ns > {}",
+                                  locked_wall_ns)),
+            0);
+  ASSERT_EQ(count(db, "SELECT count(*) FROM query_unfinished"), 2);
+  EXPECT_EQ(count(db, "SELECT count(DISTINCT client_id) FROM query_unfinished"), 2);
+  EXPECT_NE(r.out.find("transactions cut short at the end: 2 "), std::string::npos) << r.out;
+  const std::int64_t run_start_ns = count(db, "SELECT start_ns FROM run");
+  const std::int64_t run_end_ns = count(db, "SELECT end_ns FROM run");
+  SQLite::Statement rows(db,
+                         "SELECT u.client_id, u.seq, u.start_ns, u.elapsed_ns, u.connection, "
+                         "(SELECT max(seq) FROM query q WHERE q.client_id = u.client_id), "
+                         "(SELECT max(start_ns + latency_ns) FROM query q WHERE q.client_id = "
+                         "u.client_id) FROM query_unfinished u");
+  while (rows.executeStep()) {
+    const int client = rows.getColumn(0).getInt();
+    const std::int64_t start_ns = rows.getColumn(2).getInt64();
+    const std::int64_t elapsed_ns = rows.getColumn(3).getInt64();
+    // The client's next transaction after its last answered one, on its
+    // first connection, sent after that one ended and no later than the
+    // lock was held (none could end after that).
+    EXPECT_EQ(rows.getColumn(1).getInt64(), rows.getColumn(5).getInt64() + 1) << client;
+    EXPECT_EQ(rows.getColumn(4).getInt64(), 0) << client;
+    EXPECT_GE(start_ns, rows.getColumn(6).getInt64()) << client;
+    EXPECT_LE(start_ns, locked_wall_ns) << client;
+    // Given up on after -T (which starts after the run row's start) and its
+    // 200 ms grace, before the run ended: it was in flight from the lock to
+    // the end.
+    EXPECT_GE(start_ns + elapsed_ns,
+              run_start_ns + duration_s * common::kNsPerS + 200 * common::kNsPerMs)
+        << client << ": elapsed " << elapsed_ns;
+    EXPECT_LE(start_ns + elapsed_ns, run_end_ns) << client;
+  }
+}
+
+// -C: a connect the run's end interrupts is not a failure (at most the
+// transaction cut short, in query_unfinished, without a connection).
+// (Before: a clean -C run stored a failed transaction, 08006 "interrupted",
+// at its deadline.)
+TEST(RunCommand, ConnectPerTransactionRunStoresNoFailureAtItsEnd) {
+  auto conninfo = test::scratch_conninfo();
+  ASSERT_FALSE(conninfo.empty());
+  test::TempDir dir;
+  auto db_path = dir.file("connect.db");
+  auto r = run_command({test::stallscope_bin(), "run", "-o", db_path, conninfo, "-C", "-c", "4",
+                        "-j", "2", "-T", "2", "-P", "0", "--sql", "SELECT 1"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  SQLite::Database db(db_path);
+  EXPECT_GT(count(db, "SELECT count(*) FROM query"), 10);
+  EXPECT_EQ(count(db, "SELECT count(*) FROM query_error"), 0);
+  EXPECT_NE(r.out.find("(0 failed)"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("connects failed"), std::string::npos) << r.out;
+  EXPECT_LE(count(db, "SELECT count(*) FROM query_unfinished"), 4);
 }
 
 TEST(RunCommand, SigintKeepsEverythingRecordedAndMarksTheRun) {

@@ -13,6 +13,7 @@
 #include <map>
 #include <random>
 #include <tuple>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -42,6 +43,7 @@ std::function<void(schema::Batch)> Collected::sink() {
     move_into(all_.queries, b.queries);
     move_into(all_.query_errors, b.query_errors);
     move_into(all_.query_skips, b.query_skips);
+    move_into(all_.query_unfinished, b.query_unfinished);
     move_into(all_.ash_ticks, b.ash_ticks);
     move_into(all_.pg_activity, b.pg_activity);
     move_into(all_.pg_stats.settings, b.pg_stats.settings);
@@ -109,6 +111,15 @@ std::map<int, std::vector<Transaction>> Collected::by_client() const {
 std::vector<schema::ClientRow> Collected::clients() const {
   std::lock_guard lock(mu_);
   return all_.clients;
+}
+
+std::vector<schema::QueryUnfinishedRow> Collected::unfinished() const {
+  std::lock_guard lock(mu_);
+  auto rows = all_.query_unfinished;
+  std::sort(rows.begin(), rows.end(), [](const auto& x, const auto& y) {
+    return std::pair(x.client_id, x.seq) < std::pair(y.client_id, y.seq);
+  });
+  return rows;
 }
 
 std::optional<int> Collected::backend_pid(const schema::QueryRow& q) const {

@@ -49,6 +49,8 @@ class Collected {
   std::vector<Transaction> queries(int client_id) const;
   std::map<int, std::vector<Transaction>> by_client() const;
   std::vector<schema::ClientRow> clients() const;
+  // Transactions cut short at the run's end, ordered by (client_id, seq).
+  std::vector<schema::QueryUnfinishedRow> unfinished() const;
   // The backend pid that served `q`: its client's connection row's pid.
   std::optional<int> backend_pid(const schema::QueryRow& q) const;
   std::vector<schema::AshTickRow> ash_ticks() const;
