@@ -211,11 +211,19 @@ TEST(FullDisk, RecordStatesTheTimeKeptAsExplainDoes) {
     r = run_command(
         {test::stallscope_bin(), "record", "-o", path, "--hz", "100", "--threads", "-T", "20"});
   });
-  // The disk fills once the file is made (its WAL holds the run row).
+  // The disk fills once the run row is stored and the writer started (its
+  // first commit comes 250 ms later).
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!std::filesystem::exists(path + "-wal") && std::chrono::steady_clock::now() < deadline) {
+  while (std::chrono::steady_clock::now() < deadline) {
+    try {
+      SQLite::Database db(path, SQLite::OPEN_READONLY);
+      if (count(db, "SELECT count(*) FROM run") == 1) break;
+    } catch (const SQLite::Exception&) {
+      // Not made yet.
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
   disk.fill("filler");
   record.join();
   EXPECT_EQ(r.exit_status, 1) << r.err;
