@@ -1,5 +1,9 @@
 // The report's notes on sampling limits and caveats, written once the
 // accounting is known (the passes add their own notes as they go).
+#include <algorithm>
+#include <optional>
+#include <string_view>
+
 #include <fmt/format.h>
 
 #include "common/units.h"
@@ -63,23 +67,35 @@ void add_accounting_caveats(const NoteInputs& in, Report& report) {
 
 }  // namespace
 
-void add_run_end_note(const Span& kept, Report& report) {
+bool cut_short_by_its_file(const RunSummary& run) {
+  const std::string_view reason = run.end_reason ? *run.end_reason : std::string_view();
+  return run.status == "failed" &&
+         (reason.starts_with("disk full") || reason.starts_with("write failed"));
+}
+
+void add_run_end_note(const Span& analysed, std::optional<std::int64_t> kept_until_ns,
+                      Report& report) {
   const auto& r = report.run;
   const auto after_start_s = [&r](std::int64_t t_ns) {
     return double(t_ns - r.start_ns) / common::kNsPerSDouble;
   };
-  const std::string reason = r.end_reason.value_or("");
   std::string note;
-  if (r.status == "failed" &&
-      (reason.starts_with("disk full") || reason.starts_with("write failed"))) {
+  if (cut_short_by_its_file(r)) {
+    // The figure `run` and `record` printed on stderr when the commit failed.
+    const double kept_s = after_start_s(std::max(kept_until_ns.value_or(r.start_ns), r.start_ns));
     note = fmt::format(
         "The run was cut short: its file could not be written ({}), so stallscope stopped "
-        "there and kept what it had committed. The figures and the accounting cover only the "
-        "{:.1f} s kept (up to {:.1f} s after the start){}.",
-        reason, double(kept.duration_ns()) / common::kNsPerSDouble, after_start_s(kept.end_ns),
+        "there and kept what it had committed: its first {:.1f} s{}. {}",
+        r.end_reason.value_or(""), kept_s,
         r.duration_ns ? fmt::format(" of the {:.1f} s the run lasted",
                                     double(*r.duration_ns) / common::kNsPerSDouble)
-                      : std::string());
+                      : std::string(),
+        kept_until_ns
+            ? fmt::format("The figures and the accounting cover only the {:.1f} s analysed (up "
+                          "to {:.1f} s after the start).",
+                          double(analysed.duration_ns()) / common::kNsPerSDouble,
+                          after_start_s(analysed.end_ns))
+            : std::string("No query or sample was committed: there are no figures."));
   } else if (!r.end_ns && r.mode != to_string(schema::RunMode::import_pgbench)) {
     note = fmt::format(
         "The run did not end: its status is still '{}' and it has no end time, so its recorder "
@@ -87,7 +103,7 @@ void add_run_end_note(const Span& kept, Report& report) {
         "to {:.1f} s after the start; rows reach the file at most about 350 ms after they happen "
         "(every 100 ms to the writer, which commits every 250 ms), so up to that much before "
         "the end is missing.",
-        r.status, after_start_s(kept.end_ns));
+        r.status, after_start_s(analysed.end_ns));
   }
   if (!note.empty()) report.notes.insert(report.notes.begin(), std::move(note));
 }

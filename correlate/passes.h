@@ -349,8 +349,14 @@ void add_sampling_notes(const NoteInputs& in, Report& report);
 // The first note, when the run did not end as asked: cut short by a failed
 // write of its file (status 'failed', end_reason "disk full at …" or "write
 // failed at …"), or no end at all (killed, crashed, or still running).
-// `kept`: the span the figures cover.
-void add_run_end_note(const Span& kept, Report& report);
+// `analysed`: the span the figures cover; `kept_until_ns`: how far the
+// file's rows reach (schema::kept_until_ns, read only for a run cut short
+// by its file), the time kept as `run` and `record` stated it on stderr.
+void add_run_end_note(const Span& analysed, std::optional<std::int64_t> kept_until_ns,
+                      Report& report);
+// Whether `run` was cut short by a failed write of its file: status
+// 'failed', end_reason "disk full …" or "write failed …".
+bool cut_short_by_its_file(const RunSummary& run);
 
 // ---- stall_inputs.cpp ----
 

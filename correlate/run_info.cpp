@@ -169,7 +169,9 @@ Facts read_run_facts(schema::Store& store, const ExplainOptions& options, Report
   f.ash_available = schema::has_ash_rows(store);
   if (f.ash_available) report.ash_period_ns = f.ash_period_ns;
   f.span = analysed_span(samples, report.run, f.has_queries);
-  add_run_end_note(f.span, report);  // notes.cpp
+  add_run_end_note(f.span,
+                   cut_short_by_its_file(report.run) ? schema::kept_until_ns(store) : std::nullopt,
+                   report);  // notes.cpp
 
   report.query_windows = options.every_queries.has_value() && f.has_queries;
   if (report.query_windows) {

@@ -151,6 +151,13 @@ LatestQueries latest_query_per_client(Store& store) {
   return l;
 }
 
+std::optional<std::int64_t> kept_until_ns(Store& store) {
+  Cursor st(store.db(),
+            "SELECT max(coalesce(q, s), coalesce(s, q)) FROM (SELECT (SELECT max(start_ns + "
+            "latency_ns) FROM query) AS q, (SELECT max(time_ns) FROM sample) AS s)");
+  return st.step() ? st.opt_int64(0) : std::nullopt;
+}
+
 std::int64_t skipped_queries(Store& store, std::int64_t until_ns) {
   return count(store, "SELECT count(*) FROM query_skipped WHERE start_ns <= ?1", until_ns);
 }

@@ -119,6 +119,13 @@ struct LatestQueries {
   std::int64_t latest_ns = 0;    // max(start_ns)
 };
 LatestQueries latest_query_per_client(Store& store);
+// How far a run file's drive and sampling reach, the one definition of what
+// a run cut short by a failed commit kept: the latest end (start_ns +
+// latency_ns) of a `query` row or time_ns of a `sample` row, whichever is
+// later (wall clock, ns since the epoch); nullopt when the file holds
+// neither. `run` and `record` print the same figure from the rows their
+// writer committed (WriteFailure::kept_until_ns). A full scan of `query`.
+std::optional<std::int64_t> kept_until_ns(Store& store);
 // query_skipped rows with start_ns ≤ until_ns.
 std::int64_t skipped_queries(Store& store, std::int64_t until_ns);
 // query rows with start_ns > after_ns.

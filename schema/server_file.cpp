@@ -73,20 +73,44 @@ AttachedServerFile::AttachedServerFile(Store& store, const std::string& path) : 
     // The first read opens the WAL index, if any.
     store_.db().execAndGet("SELECT count(*) FROM srv.sqlite_master");
   };
+  auto detach = [&] {
+    try {
+      store_.db().exec("DETACH DATABASE srv");
+    } catch (const SQLite::Exception&) {
+    }
+  };
+  // A -wal file whose WAL index this user cannot create or write (a
+  // read-only directory or mount, another user's file).
+  auto is_place_error = [](const SQLite::Exception& e) {
+    return e.getErrorCode() == SQLITE_READONLY || e.getErrorCode() == SQLITE_CANTOPEN;
+  };
   detail::sqlite_call([&] {
     try {
       attach(detail::readonly_uri(path));
+      return;
     } catch (const SQLite::Exception& e) {
-      // A -wal file whose WAL index this user cannot create or write (a
-      // read-only directory or mount, another user's file): immutable.
-      const int primary = e.getErrorCode();
-      if (primary != SQLITE_READONLY && primary != SQLITE_CANTOPEN) throw;
-      try {
-        store_.db().exec("DETACH DATABASE srv");
-      } catch (const SQLite::Exception&) {
-      }
-      attach(detail::immutable_uri(path));
+      if (!is_place_error(e)) throw;
+      detach();
     }
+    // Its WAL read through an index in the connection's memory, as
+    // Store::open_readonly does: srv is in EXCLUSIVE locking mode from its
+    // first read (ATTACH reads its schema), the default for databases
+    // attached later; the run file's own mode is kept.
+    auto& db = store_.db();
+    const std::string main_mode = db.execAndGet("PRAGMA main.locking_mode").getString();
+    try {
+      db.exec("PRAGMA locking_mode=EXCLUSIVE");
+      db.exec(fmt::format("PRAGMA main.locking_mode={}", main_mode));
+      attach(detail::private_wal_index_uri(path));
+      db.exec(fmt::format("PRAGMA locking_mode={}", main_mode));  // srv's cannot change now
+      return;
+    } catch (const SQLite::Exception& e) {
+      db.exec(fmt::format("PRAGMA locking_mode={}", main_mode));
+      if (!is_place_error(e)) throw;
+      detach();
+    }
+    // The -wal file cannot be read either: immutable, without its commits.
+    attach(detail::immutable_uri(path));
   });
 }
 

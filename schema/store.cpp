@@ -130,6 +130,10 @@ std::string detail::readonly_uri(const std::string& path) {
   return file_uri(path, exists(path + "-wal") ? "mode=ro" : "immutable=1");
 }
 
+std::string detail::private_wal_index_uri(const std::string& path) {
+  return file_uri(path, "mode=ro&vfs=unix-none");
+}
+
 std::string detail::immutable_uri(const std::string& path) {
   return file_uri(path, "immutable=1");
 }
@@ -138,14 +142,34 @@ namespace {
 
 constexpr int kBusyTimeoutMs = 5000;
 
+// How open_checked reads a WAL: through the WAL index in the -shm file
+// beside it (SQLite's usual way), or through one built in this
+// connection's memory (for a -wal file with no -shm that this user may
+// create: see private_wal_index_uri).
+enum class WalIndex { shared, private_to_connection };
+
 std::unique_ptr<SQLite::Database> open_checked(const std::string& path, const std::string& uri,
-                                               int flags) {
+                                               int flags, WalIndex wal_index = WalIndex::shared) {
   // NOMUTEX: a Store belongs to one thread at a time, so SQLite's per-call
   // connection mutex is pure cost (≈ 10 % of explain's long scans).
   auto db = std::make_unique<SQLite::Database>(uri, flags | SQLite::OPEN_NOMUTEX | SQLite::OPEN_URI,
                                                kBusyTimeoutMs);
+  if (wal_index == WalIndex::private_to_connection) {
+    // Before the first read: SQLite then builds the WAL index in heap
+    // memory, and never checkpoints into a file it only reads.
+    db->exec("PRAGMA locking_mode=EXCLUSIVE");
+    sqlite3_db_config(db->getHandle(), SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
+  }
   check_run_file(*db, path);
   return db;
+}
+
+// Whether `e` (from open_checked) is SQLite's refusal to open or read a
+// file for a reason of its place (SQLITE_READONLY, SQLITE_CANTOPEN), not of
+// its content.
+bool is_place_error(const Error& e) {
+  const int primary = e.code() & 0xff;
+  return primary == SQLITE_READONLY || primary == SQLITE_CANTOPEN;
 }
 
 std::unique_ptr<SQLite::Database> open_existing(const std::string& path, int flags) {
@@ -162,14 +186,21 @@ std::unique_ptr<SQLite::Database> open_existing(const std::string& path, int fla
     try {
       return open_checked(path, detail::readonly_uri(path), flags);
     } catch (const Error& e) {
-      // A WAL file with a -wal file but no WAL index (-shm) that this user
-      // may create (another user's run file, a read-only directory or
-      // mount): read as an immutable file, which needs none — the WAL's
-      // commits are then not seen (read_only_reason() says so).
-      const int primary = e.code() & 0xff;
-      if (primary != SQLITE_READONLY && primary != SQLITE_CANTOPEN) throw;
-      return open_checked(path, detail::immutable_uri(path), flags);
+      if (!is_place_error(e)) throw;
     }
+    // A WAL file with a -wal file but no WAL index (-shm) that this user
+    // may create (a killed run's file copied to a read-only directory or
+    // mount without its -shm, another user's file): its WAL is read through
+    // an index of this connection's own.
+    try {
+      return open_checked(path, detail::private_wal_index_uri(path), flags,
+                          WalIndex::private_to_connection);
+    } catch (const Error& e) {
+      if (!is_place_error(e)) throw;
+    }
+    // The -wal file cannot even be read: as an immutable file, without the
+    // WAL's commits (unread_wal_bytes() says how many bytes).
+    return open_checked(path, detail::immutable_uri(path), flags);
   } catch (const SQLite::Exception& e) {
     throw Error(ErrorKind::usage, fmt::format("cannot open {}: {}", path, e.what()),
                 e.getExtendedErrorCode());

@@ -60,8 +60,8 @@ class Store;
 // cannot be written (Permission denied)"); nullopt when it can.
 std::optional<std::string> read_only_reason(Store& store);
 // The size of the -wal file beside a file read as an immutable file (its
-// commits were not read: no WAL index could be made); nullopt when the WAL
-// was read or there is none.
+// commits were not read: the -wal file could not be read); nullopt when the
+// WAL was read or there is none.
 std::optional<std::int64_t> unread_wal_bytes(Store& store);
 // SQLite's PRAGMA quick_check(max_messages) of the run file at `path`, on a
 // connection of its own (read-only, as open_readonly): every page of every
@@ -74,8 +74,14 @@ std::vector<std::string> quick_check(const std::string& path, int max_messages =
 namespace detail {
 // The file: URIs open_readonly opens `path` with (every connection is
 // opened with SQLITE_OPEN_URI, so ATTACH takes them too): "mode=ro", or
-// "immutable=1" when no -wal file is beside it; and "immutable=1" alone.
+// "immutable=1" when no -wal file is beside it; "mode=ro&vfs=unix-none",
+// for a WAL read without a -shm file (the connection must be put in
+// EXCLUSIVE locking mode before its first read: SQLite then keeps the WAL
+// index in its own memory, and unix-none's locks, which are no-ops, let it
+// take the exclusive lock on a file open read-only); and "immutable=1"
+// alone.
 std::string readonly_uri(const std::string& path);
+std::string private_wal_index_uri(const std::string& path);
 std::string immutable_uri(const std::string& path);
 }  // namespace detail
 
@@ -106,10 +112,14 @@ class Store {
   // without a -wal file beside it (nobody has it open for writing; every
   // commit is in the file) is read as an immutable file (SQLite's
   // immutable=1: no WAL index, no locks), so that no -wal or -shm file is
-  // left beside it. With a -wal file the WAL is read as usual, unless this
-  // user cannot create or write its WAL index (another user's file, a
-  // read-only directory or mount): then it too is read as an immutable
-  // file, without the WAL's commits (unread_wal_bytes() says how many bytes).
+  // left beside it. With a -wal file the WAL is read as usual; when this
+  // user cannot create or write its WAL index (-shm) — a killed run's file
+  // copied without its -shm into a read-only directory or mount, another
+  // user's file — the WAL is read through an index in this connection's
+  // memory, without locks (no writer can be at work: a writer keeps the
+  // -shm file beside it). Only when the -wal file cannot be read either is
+  // the file read as an immutable file, without the WAL's commits
+  // (unread_wal_bytes() says how many bytes).
   static Store open_readonly(const std::string& path);
   // The same connection alone, for a reader on another thread
   // (schema/attribution_readers.h QuerySendScan). Throws as open_readonly.

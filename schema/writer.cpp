@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <filesystem>
@@ -25,6 +26,23 @@ std::int64_t row_count(const Batch& b) {
       b.pgbench_aggregates.size() + b.clock_offsets.size() + b.statements.size() +
       b.statement_latencies.size() + b.tcp_samples.size() + b.pooler_samples.size() +
       b.tcp_stack_samples.size() + b.pg_stats.size() + b.pg_lock_waits.size());
+}
+
+// The later of two optional times.
+std::optional<std::int64_t> later(std::optional<std::int64_t> a, std::optional<std::int64_t> b) {
+  if (!a) return b;
+  if (!b) return a;
+  return std::max(*a, *b);
+}
+
+// The latest query end (start_ns + latency_ns) or sample tick in `b`: its
+// part of WriteFailure::kept_until_ns (the `query` and `sample` rows, as
+// kept_until_ns(Store&) reads them back).
+std::optional<std::int64_t> newest_row_ns(const Batch& b) {
+  std::optional<std::int64_t> newest;
+  for (const auto& q : b.queries) newest = later(newest, q.start_ns + q.latency_ns);
+  for (const auto& t : b.samples) newest = later(newest, t.time_ns);
+  return newest;
 }
 
 // SQLite's primary result code for "database or disk is full".
@@ -102,6 +120,7 @@ void Writer::record_failure(const std::exception_ptr& err) {
   WriteFailure f;
   f.failed_ns = wall_now_ns();
   f.committed_ns = committed_ns_;
+  f.kept_until_ns = kept_until_ns_;
   try {
     std::rethrow_exception(err);
   } catch (const Error& e) {
@@ -133,7 +152,11 @@ void Writer::loop() {
       lock.unlock();
       // One transaction over the batches as they came (no merged copy).
       std::int64_t n = 0;
-      for (const Batch& b : work) n += row_count(b);
+      std::optional<std::int64_t> newest_ns;
+      for (const Batch& b : work) {
+        n += row_count(b);
+        newest_ns = later(newest_ns, newest_row_ns(b));
+      }
       std::exception_ptr err;
       try {
         store_.write(std::span<const Batch>(work));
@@ -147,6 +170,7 @@ void Writer::loop() {
       } else {
         rows_committed_ += n;
         committed_ns_ = wall_now_ns();
+        kept_until_ns_ = later(kept_until_ns_, newest_ns);
       }
     }
     if (drain_asked > drain_done_) {

@@ -53,7 +53,12 @@ struct WriteFailure {
   bool disk_full = false;
   std::int64_t failed_ns = 0;     // wall clock (ns since the epoch) when the commit failed
   std::int64_t committed_ns = 0;  // wall clock when the last good commit ended (the
-                                  // writer's start when none did): what the file holds
+                                  // writer's start when none did)
+  // What the file holds: the latest end of a query (start_ns + latency_ns)
+  // or sample tick (time_ns) among the rows committed, wall clock — as
+  // kept_until_ns(Store&) (run_reader.h) reads it back, so that run's and
+  // record's stderr and explain give one figure; nullopt when none was.
+  std::optional<std::int64_t> kept_until_ns;
 };
 
 class Writer {
@@ -119,7 +124,8 @@ class Writer {
   std::int64_t rows_committed_ = 0;
   std::exception_ptr error_;
   std::optional<WriteFailure> failure_;
-  std::int64_t committed_ns_ = 0;  // wall clock of the last good commit
+  std::int64_t committed_ns_ = 0;              // wall clock of the last good commit
+  std::optional<std::int64_t> kept_until_ns_;  // WriteFailure::kept_until_ns so far
   StopSource failed_;
   common::Fd reserve_;  // room for the last UPDATE on a full disk (writer.cpp)
   std::thread thread_;

@@ -62,11 +62,16 @@ struct RecordOptions {
   std::optional<std::string> pooler_admin;    // --pooler-admin: pgbouncer's admin console
   double pooler_period_s = 1;                 // --pooler-period
   std::vector<std::string> client_processes;  // --client-process NAME (comm), repeatable
+  // --kill-after: how long the command may outlive the SIGTERM record sends
+  // it (at -T, or at a failed write) or a signal record passes on, before it
+  // is sent SIGKILL.
+  std::int64_t kill_after_ns = 5 * common::kNsPerS;
   std::vector<std::string> argv;
 };
 // Returns the command's exit status when one was given, else 0. With a
 // command and -T, the command is sent SIGTERM after -T seconds and record
-// ends when it exits.
+// ends when it exits — or, if it is still running kill_after_ns later, when
+// the SIGKILL it is then sent ends it (status 137).
 int record_command(const RecordOptions& options);
 
 struct ExplainCommandOptions {

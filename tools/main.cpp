@@ -21,6 +21,7 @@
 #include "common/error.h"
 #include "common/parse.h"
 #include "common/printable.h"
+#include "common/units.h"
 #include "driver/script.h"
 #include "tools/commands.h"
 
@@ -272,6 +273,7 @@ struct RecordCli {
   CLI::App* cmd = nullptr;
   stallscope::tools::RecordOptions options;
   std::string pg;
+  std::string kill_after_text;  // --kill-after, parsed by finish_record
 };
 
 void add_record_command(CLI::App& app, RecordCli& r) {
@@ -310,13 +312,28 @@ void add_record_command(CLI::App& app, RecordCli& r) {
                   "A process name (comm) whose processes are the database's clients, for "
                   "explain's session accounting (repeatable; the command after -- and its "
                   "descendants are always taken)");
-  cmd->add_option("command", o.command,
-                  "Command to start and sample until it exits (after --; with -T it is sent "
-                  "SIGTERM after -T seconds)");
+  auto* opt_command =
+      cmd->add_option("command", o.command,
+                      "Command to start and sample until it exits (after --; with -T it is sent "
+                      "SIGTERM after -T seconds)");
+  cmd->add_option("--kill-after", r.kill_after_text,
+                  "SIGKILL the command when it has not ended this long after record sent it "
+                  "SIGTERM (at -T, or a failed write) or passed on a signal, e.g. 5s, 500ms "
+                  "(default 5s)")
+      ->needs(opt_command);
 }
 
 int finish_record(RecordCli& r, int argc, char** argv) {
   r.options.argv.assign(argv, argv + argc);
+  if (!r.kill_after_text.empty()) {
+    r.options.kill_after_ns =
+        stallscope::tools::parse_duration_ns(r.kill_after_text, "--kill-after");
+    // As -T: at most 10^8 s, so the deadline in ns cannot overflow.
+    if (r.options.kill_after_ns > 100'000'000 * stallscope::common::kNsPerS) {
+      throw Error(ErrorKind::usage,
+                  fmt::format("--kill-after: '{}' is longer than 100000000 s", r.kill_after_text));
+    }
+  }
   if (!r.pg.empty()) r.options.conninfo = r.pg;
   return stallscope::tools::record_command(r.options);
 }

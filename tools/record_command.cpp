@@ -69,27 +69,63 @@ schema::RunInfo record_run_info(const RecordOptions& o, DelayacctGuard& delayacc
 }
 
 // How record runs its command: the RLIMIT_NOFILE to give it, the -T limit
-// after which it is sent SIGTERM, and what to call with its pid once started.
+// after which it is sent SIGTERM, how long it may outlive a signal from
+// record before SIGKILL, and what to call with its pid once started.
 struct ChildOptions {
   const rlimit* nofile = nullptr;
   std::optional<std::int64_t> limit_ns;  // -T, CLOCK_MONOTONIC from start_mono_ns
   std::int64_t start_mono_ns = 0;
+  std::int64_t kill_after_ns = 5 * common::kNsPerS;  // --kill-after
   std::function<void(pid_t)> started;
   // Requested at the run file's first failed commit: the command is sent
   // SIGTERM, as at the -T limit (its recording has stopped).
   StopToken write_failed;
 };
 
-// How the command ended: its shell-style exit status, and whether record
-// ended it at the -T limit.
+// How the command ended: its shell-style exit status, whether record ended
+// it at the -T limit, the signal record sent it first (0: none) and whether
+// record then sent SIGKILL, the command being still alive kill_after_ns
+// after that signal.
 struct ChildEnd {
   int status = 0;
   bool limit_reached = false;
+  int signal_sent = 0;
+  bool killed = false;
 };
 
+// "SIGTERM", "SIGINT" or "SIGHUP": the signals record sends or passes on.
+const char* signal_name(int sig) {
+  switch (sig) {
+    case SIGINT:
+      return "SIGINT";
+    case SIGHUP:
+      return "SIGHUP";
+    default:
+      return "SIGTERM";
+  }
+}
+
+// --kill-after in seconds, for messages: "5 s", "0.5 s".
+std::string grace_text(std::int64_t kill_after_ns) {
+  return fmt::format("{:g} s", static_cast<double>(kill_after_ns) / common::kNsPerSDouble);
+}
+
+// What record did to end the command, for its end_reason and stderr line:
+// "" when it ended by itself; " (killed: still running 5 s after SIGTERM)"
+// when record had to send SIGKILL.
+std::string kill_text(const ChildEnd& end, std::int64_t kill_after_ns) {
+  if (!end.killed) return {};
+  return fmt::format(" (killed: still running {} after {})", grace_text(kill_after_ns),
+                     signal_name(end.signal_sent));
+}
+
 // Starts `command` (PATH lookup) and waits for it, passing a SIGINT/SIGTERM
-// on (and a SIGTERM at the -T limit). Throws Error(usage) when it cannot be
-// started.
+// on (and a SIGTERM at the -T limit or a failed write); a command still
+// running kill_after_ns after that signal is sent SIGKILL, with a line on
+// stderr. The command runs in record's process group (a terminal's signals
+// reach it directly), so the signals go to the command's pid alone: what it
+// started and left behind is not signalled. Throws Error(usage) when it
+// cannot be started.
 ChildEnd run_child(const std::vector<std::string>& command, const ChildOptions& c) {
   std::vector<char*> args;
   for (const auto& a : command) args.push_back(const_cast<char*>(a.c_str()));
@@ -112,32 +148,42 @@ ChildEnd run_child(const std::vector<std::string>& command, const ChildOptions& 
   }
   if (c.nofile) prlimit(pid, RLIMIT_NOFILE, c.nofile, nullptr);
   if (c.started) c.started(pid);
-  bool forwarded = false;
-  bool limit_reached = false;
+  ChildEnd end;
+  std::int64_t signalled_mono_ns = 0;  // when end.signal_sent was sent
+  const auto send = [&](int sig) {
+    kill(pid, sig);
+    end.signal_sent = sig;
+    signalled_mono_ns = mono_now_ns();
+  };
   int wait_status = 0;
   while (true) {
     pid_t done = waitpid(pid, &wait_status, WNOHANG);
     if (done == pid) break;
     if (done < 0 && errno != EINTR) break;
-    if (stop_requested() && !forwarded) {
+    const bool signalled = end.signal_sent != 0;
+    if (stop_requested() && !signalled) {
       // Pass our SIGINT/SIGTERM on to the command and keep sampling until it ends.
-      kill(pid, stop_signal() != 0 ? stop_signal() : SIGTERM);
-      forwarded = true;
-    }
-    if (c.write_failed.stop_requested() && !forwarded) {
-      kill(pid, SIGTERM);
-      forwarded = true;
-    }
-    if (c.limit_ns && !forwarded && mono_now_ns() - c.start_mono_ns >= *c.limit_ns) {
-      kill(pid, SIGTERM);  // -T reached: end the command, sample until it exits
-      forwarded = true;
-      limit_reached = true;
+      send(stop_signal() != 0 ? stop_signal() : SIGTERM);
+    } else if (c.write_failed.stop_requested() && !signalled) {
+      send(SIGTERM);
+    } else if (c.limit_ns && !signalled && mono_now_ns() - c.start_mono_ns >= *c.limit_ns) {
+      send(SIGTERM);  // -T reached: end the command, sample until it exits
+      end.limit_reached = true;
+    } else if (signalled && !end.killed && mono_now_ns() - signalled_mono_ns >= c.kill_after_ns) {
+      // It ignores or outlasts the signal (e.g. `trap '' TERM`): as timeout -k.
+      kill(pid, SIGKILL);
+      end.killed = true;
+      fmt::print(stderr,
+                 "stallscope record: the command (pid {}) was still running {} after {}: sent it "
+                 "SIGKILL\n",
+                 pid, grace_text(c.kill_after_ns), signal_name(end.signal_sent));
     }
     // One look a tick at most: this thread's wake-ups are part of
     // record's cost.
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  return {shell_status(wait_status), limit_reached};
+  end.status = shell_status(wait_status);
+  return end;
 }
 
 // Waits for -T seconds from `start_ns` (forever without -T), a
@@ -233,6 +279,7 @@ int record_command(const RecordOptions& o) {
   std::string ash_missing;  // why the ASH sampler never polled (its connect was cut short)
   bool sampling_started = false;
   std::int64_t command_end_ns = 0;  // wall clock when the command ended
+  bool command_killed = false;      // record sent the command SIGKILL (--kill-after)
   // -T counts from here: a connect to --pg that hangs does not stretch it.
   const std::int64_t start_ns = mono_now_ns();
   try {
@@ -269,15 +316,19 @@ int record_command(const RecordOptions& o) {
       ChildOptions child{.nofile = have_nofile ? &nofile_before : nullptr,
                          .limit_ns = duration_limit_ns(o),
                          .start_mono_ns = start_ns,
+                         .kill_after_ns = o.kill_after_ns,
                          .started = [&](pid_t pid) { submit_command_process(pid, sink); },
                          .write_failed = writer.failure_token()};
       const ChildEnd end = run_child(o.command, child);
       command_end_ns = wall_now_ns();
       child_status = end.status;
-      reason = end.limit_reached
-                   ? fmt::format("duration reached; command ended with status {}", end.status)
-                   : fmt::format("command exited with status {}", end.status);
+      const std::string killed = kill_text(end, o.kill_after_ns);
+      reason =
+          end.limit_reached
+              ? fmt::format("duration reached; command ended with status {}{}", end.status, killed)
+              : fmt::format("command exited with status {}{}", end.status, killed);
       ended_by_limit = end.limit_reached;
+      command_killed = end.killed;
     } else {
       reason = wait_for_end(o, start_ns, writer.failure_token());
     }
@@ -302,8 +353,11 @@ int record_command(const RecordOptions& o) {
     // SIGTERM then, and waited for); exit 1 whatever the command's status.
     close_after_write_failure(
         writer, *failure, "record", o.output_path, info.start_ns, wall_now_ns(),
-        failure->failed_ns < command_end_ns ? "stopped recording, sent the command SIGTERM"
-                                            : "stopped recording",
+        failure->failed_ns >= command_end_ns ? "stopped recording"
+        : command_killed
+            ? fmt::format("stopped recording, sent the command SIGTERM and, {} later, SIGKILL",
+                          grace_text(o.kill_after_ns))
+            : "stopped recording, sent the command SIGTERM",
         child_status);
     return 1;
   }

@@ -59,9 +59,10 @@ void close_after_write_failure(schema::Writer& writer, const schema::WriteFailur
   const auto seconds = [start_ns](std::int64_t t_ns) {
     return static_cast<double>(t_ns - start_ns) / common::kNsPerSDouble;
   };
+  // What the file holds, as explain's note on the run states it.
   fmt::print(stderr, "stallscope {}: {}: {} at {:.1f} s: {}; the {:.1f} s committed are kept\n",
              command, path, failure.reason, seconds(failure.failed_ns), stopped,
-             seconds(std::max(failure.committed_ns, start_ns)));
+             seconds(std::max(failure.kept_until_ns.value_or(start_ns), start_ns)));
   std::string end_error;
   if (!writer.close_after_failure(end_ns, "failed", schema::end_reason(failure, start_ns),
                                   command_exit_status, &end_error)) {

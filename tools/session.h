@@ -41,7 +41,9 @@ void discard_run_file(schema::Store& store, const std::string& path);
 // writer.failure()): prints on stderr, in one line,
 //   stallscope run: run.db: database or disk is full at 18.3 s: stopped driving; the 18.0 s
 //   committed are kept
-// (`command` "run" or "record", `stopped` what stopped, e.g. "stopped driving"),
+// (`command` "run" or "record", `stopped` what stopped, e.g. "stopped driving";
+// the time committed is failure.kept_until_ns after `start_ns`, 0.0 s when
+// no query or sample was: the figure explain's note on the file gives),
 // marks the run 'failed' at `end_ns` with schema::end_reason(), and says so
 // on a second line when even that could not be stored (the file then stays
 // 'running'). Times: wall clock, ns since the epoch.

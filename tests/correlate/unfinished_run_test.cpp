@@ -92,10 +92,28 @@ TEST(CorrelateUnfinishedRun, ARunCutShortByItsFileSaysSoFirst) {
   ASSERT_FALSE(r.notes.empty());
   EXPECT_EQ(r.notes.front(),
             "The run was cut short: its file could not be written (disk full at 10.0 s: database "
-            "or disk is full), so stallscope stopped there and kept what it had committed. The "
-            "figures and the accounting cover only the 8.9 s kept (up to 9.9 s after the start) "
-            "of the 11.0 s the run lasted.");
+            "or disk is full), so stallscope stopped there and kept what it had committed: its "
+            "first 10.9 s of the 11.0 s the run lasted. The figures and the accounting cover only "
+            "the 8.9 s analysed (up to 9.9 s after the start).");
   EXPECT_TRUE(has_note(r, "The run's last commit failed: 10 queries sent after"));
+}
+
+// The time kept is how far the file's rows reach (the figure run and
+// record print): nothing when no query or sample was committed, not the
+// run's start to its end.
+TEST(CorrelateUnfinishedRun, ARunCutShortBeforeItsFirstCommitKeptNothing) {
+  auto store = schema::Store::create(":memory:");
+  auto info = test::run_info(kT0);
+  info.mode = "record";
+  store.begin_run(info);
+  store.end_run(kT0 + 300 * kMs, "failed", "disk full at 0.3 s: database or disk is full");
+  auto r = explain(store, {});
+  ASSERT_FALSE(r.notes.empty());
+  EXPECT_EQ(r.notes.front(),
+            "The run was cut short: its file could not be written (disk full at 0.3 s: database "
+            "or disk is full), so stallscope stopped there and kept what it had committed: its "
+            "first 0.0 s of the 0.3 s the run lasted. No query or sample was committed: there are "
+            "no figures.");
 }
 
 TEST(CorrelateUnfinishedRun, ARunWithoutAnEndSaysItDidNotEnd) {

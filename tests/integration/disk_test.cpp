@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -99,14 +100,47 @@ void expect_cut_short(const test::CommandResult& r, const std::string& path,
       << "drove on after the failed commit";
 }
 
-// explain on `path`: exit 0 and the note that the run was cut short.
-void expect_explained_as_cut_short(const std::string& path, const std::string& reason_prefix) {
+// The time kept, as the stderr line of a run or record cut short by its
+// file gives it ("the 18.0 s committed are kept": "18.0"); "" without one.
+std::string committed_figure(const std::string& err) {
+  std::smatch m;
+  if (!std::regex_search(err, m, std::regex(R"(; the ([0-9.]+) s committed are kept\n)")))
+    return {};
+  return m[1].str();
+}
+
+// The same figure from the file itself: how far its newest query end or
+// sample tick is from the run's start, 0.0 when it has neither.
+std::string kept_in_file(const std::string& path) {
+  SQLite::Database db(path);
+  const std::int64_t kept_ns =
+      count(db,
+            "SELECT coalesce(max(coalesce((SELECT max(start_ns + latency_ns) FROM query), (SELECT "
+            "max(time_ns) FROM sample)), coalesce((SELECT max(time_ns) FROM sample), (SELECT "
+            "max(start_ns + latency_ns) FROM query))) - start_ns, 0) FROM run");
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f", static_cast<double>(kept_ns) / kNsPerS);
+  return text;
+}
+
+// explain on `path`: exit 0 and the note that the run was cut short, which
+// states the time kept as the run's own stderr (`err`) did, and as the file
+// holds it.
+void expect_explained_as_cut_short(const std::string& path, const std::string& reason_prefix,
+                                   const std::string& err) {
   const auto e = run_command({test::stallscope_bin(), "explain", path});
   EXPECT_EQ(e.exit_status, 0) << e.err;
   EXPECT_NE(e.out.find("The run was cut short: its file could not be written (" + reason_prefix),
             std::string::npos)
       << e.out;
-  EXPECT_NE(e.out.find("cover only the"), std::string::npos) << e.out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(e.out, m,
+                                std::regex(R"(kept what it had committed: its first ([0-9.]+) s)")))
+      << e.out;
+  const std::string said = committed_figure(err);
+  EXPECT_FALSE(said.empty()) << err;
+  EXPECT_EQ(m[1].str(), said) << "explain: " << e.out << "\nstderr: " << err;
+  EXPECT_EQ(kept_in_file(path), said);
 }
 
 TEST(WriteError, RunStopsDrivingAtTheFirstFailedCommitAndKeepsWhatItCommitted) {
@@ -119,7 +153,7 @@ TEST(WriteError, RunStopsDrivingAtTheFirstFailedCommitAndKeepsWhatItCommitted) {
       run_command(with_file_size_limit(2048, {test::stallscope_bin(), "run", "-o", path, conninfo,
                                               "-c", "2", "-T", "30", "--sql", "SELECT 1"}));
   expect_cut_short(r, path, "disk I/O error", "write failed", 30);
-  expect_explained_as_cut_short(path, "write failed at ");
+  expect_explained_as_cut_short(path, "write failed at ", r.err);
 }
 
 TEST(WriteError, RecordStopsAndEndsItsCommand) {
@@ -141,6 +175,7 @@ TEST(WriteError, RecordStopsAndEndsItsCommand) {
   EXPECT_EQ(count(db, "SELECT command_exit_status FROM run"), 128 + SIGTERM);
   EXPECT_GT(count(db, "SELECT count(*) FROM sample"), 0);
   EXPECT_LT(count(db, "SELECT end_ns - start_ns FROM run"), 15 * kNsPerS);
+  expect_explained_as_cut_short(path, "write failed at ", r.err);
 }
 
 TEST(FullDisk, RunStopsDrivingKeepsWhatItCommittedAndExplainSaysSo) {
@@ -159,7 +194,55 @@ TEST(FullDisk, RunStopsDrivingKeepsWhatItCommittedAndExplainSaysSo) {
       std::filesystem::copy_file(path + suffix, dir.file("copy.db") + suffix);
     }
   }
-  expect_explained_as_cut_short(dir.file("copy.db"), "disk full at ");
+  expect_explained_as_cut_short(dir.file("copy.db"), "disk full at ", r.err);
+}
+
+// A record whose disk fills as it starts: its stderr line and explain's
+// note state the same time kept, the file's (stderr said "0.0 s committed"
+// from the time of its last good commit while explain said "0.3 s kept",
+// the run's start to its end, when no sample had been committed).
+TEST(FullDisk, RecordStatesTheTimeKeptAsExplainDoes) {
+  test::TempDir dir;
+  SmallTmpfs disk(dir);
+  if (!disk.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here (needs root)";
+  const auto path = disk.file("record.db");
+  test::CommandResult r;
+  std::thread record([&] {
+    r = run_command(
+        {test::stallscope_bin(), "record", "-o", path, "--hz", "100", "--threads", "-T", "20"});
+  });
+  // The disk fills once the run row is stored and the writer started (its
+  // first commit comes 250 ms later).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    try {
+      SQLite::Database db(path, SQLite::OPEN_READONLY);
+      if (count(db, "SELECT count(*) FROM run") == 1) break;
+    } catch (const SQLite::Exception&) {
+      // Not made yet.
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  disk.fill("filler");
+  record.join();
+  EXPECT_EQ(r.exit_status, 1) << r.err;
+  EXPECT_TRUE(std::regex_search(
+      r.err, std::regex("stallscope record: " + path +
+                        R"(: database or disk is full( \([^)]*\))? at [0-9.]+ s: stopped )"
+                        R"(recording; the [0-9.]+ s committed are kept\n)")))
+      << r.err;
+  // explain writes its findings back: on a copy, off the full disk.
+  for (const char* suffix : {"", "-wal"}) {
+    if (std::filesystem::exists(path + suffix)) {
+      std::filesystem::copy_file(path + suffix, dir.file("copy.db") + suffix);
+    }
+  }
+  {
+    SQLite::Database db(dir.file("copy.db"));
+    EXPECT_EQ(db.execAndGet("SELECT status FROM run").getString(), "failed");
+  }
+  expect_explained_as_cut_short(dir.file("copy.db"), "disk full at ", r.err);
 }
 
 TEST(FullDisk, OutputThatCannotBeCreatedLeavesNoFileAndARetryWorks) {

@@ -5,20 +5,25 @@
 // all the same — the report, a `warning:` line, exit 0 — and no -wal or -shm
 // file is left beside a file that had none. Each on a real run file made by
 // `stallscope run` against the scratch server, and the stallscope binary.
+#include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <SQLiteCpp/Database.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "support/test_support.h"
 
@@ -255,7 +260,7 @@ TEST_F(FileIntegrity, WriteLockHeldByAnotherProcessGivesTheReportAndAWarning) {
       << r.err;
 }
 
-TEST_F(FileIntegrity, HotWalInReadOnlyDirectoryIsReadAsFarAsItCanWithWarnings) {
+TEST_F(FileIntegrity, HotWalInReadOnlyDirectoryIsReadWithoutItsIndex) {
   open_to_nobody(tmp_.path());
   const auto sub = tmp_.path() / "ro";
   fs::create_directory(sub);
@@ -282,8 +287,96 @@ TEST_F(FileIntegrity, HotWalInReadOnlyDirectoryIsReadAsFarAsItCanWithWarnings) {
   expect_report(r);
   EXPECT_NE(r.err.find("warning: findings and stalls not saved into " + db), std::string::npos)
       << r.err;
-  EXPECT_NE(r.err.find("warning: " + db + "-wal ("), std::string::npos) << r.err;
+  // The WAL's commits were read: no warning that they were left out.
+  EXPECT_EQ(r.err.find("-wal ("), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(db + "-shm"));
+}
+
+// Kills `pid` with SIGKILL and reaps it.
+void kill_and_reap(int pid) {
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+}
+
+// A run (and a record beside it) killed with SIGKILL leave their rows in
+// their -wal files, never checkpointed. Moved without their -shm files to a
+// read-only mount, explain reads them whole: it said "not a stallscope run
+// file" (or left out the WAL's commits), reading them as immutable files.
+TEST_F(FileIntegrity, KilledRunsWalOnAReadOnlyMountWithoutItsShmIsRead) {
+  const auto conninfo = test::scratch_conninfo();
+  ASSERT_FALSE(conninfo.empty());
+  const auto src = tmp_.path() / "src", mnt = tmp_.path() / "mnt", ref = tmp_.path() / "ref";
+  for (const auto& d : {src, mnt, ref}) fs::create_directory(d);
+  const auto live = tmp_.path() / "live";
+  fs::create_directory(live);
+  const auto live_run = (live / "run.db").string(), live_rec = (live / "rec.db").string();
+  const int rec = test::spawn(
+      {test::stallscope_bin(), "record", "-o", live_rec, "--hz", "10", "-T", "60", "-P", "0"});
+  const int run =
+      test::spawn({test::stallscope_bin(), "run", "-o", live_run, conninfo, "-c", "2", "-j", "1",
+                   "-T", "60", "-P", "0", "--hz", "10", "--sql", "SELECT count(*) FROM pg_class"});
+  ASSERT_GT(rec, 0);
+  ASSERT_GT(run, 0);
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  kill_and_reap(run);
+  kill_and_reap(rec);
+  for (const auto& name : {"run.db", "rec.db"}) {
+    const auto from = (live / name).string();
+    ASSERT_TRUE(fs::exists(from + "-wal")) << from;
+    ASSERT_GT(fs::file_size(from + "-wal"), 0u) << from;
+    for (const auto& to : {src, ref}) {
+      fs::copy_file(from, to / name);
+      fs::copy_file(from + "-wal", (to / name).string() + "-wal");
+    }
+  }
+  // The WAL holds what the file alone does not: read as an immutable file
+  // (no WAL), the run has fewer queries than through its WAL, or none.
+  std::int64_t wal_queries = 0, file_queries = 0;
+  {
+    SQLite::Database with_wal((ref / "run.db").string(), SQLite::OPEN_READONLY);
+    wal_queries = with_wal.execAndGet("SELECT count(*) FROM query").getInt64();
+    SQLite::Database file_only("file:" + (src / "run.db").string() + "?immutable=1",
+                               SQLite::OPEN_READONLY | SQLite::OPEN_URI);
+    if (file_only.tableExists("query")) {
+      file_queries = file_only.execAndGet("SELECT count(*) FROM query").getInt64();
+    }
+  }
+  ASSERT_GT(wal_queries, 0);
+  ASSERT_LT(file_queries, wal_queries) << "the WAL holds no commit of its own";
+
+  if (::mount(src.c_str(), mnt.c_str(), nullptr, MS_BIND, nullptr) != 0) {
+    GTEST_SKIP() << "cannot bind-mount (not root, or no CAP_SYS_ADMIN)";
+  }
+  if (::mount(nullptr, mnt.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) != 0) {
+    ::umount(mnt.c_str());
+    GTEST_SKIP() << "cannot remount read-only";
+  }
+  const auto db = (mnt / "run.db").string(), srv = (mnt / "rec.db").string();
+  const auto j = run_command({test::stallscope_bin(), "explain", "--json", db});
+  const auto pair = run_command({test::stallscope_bin(), "explain", db, srv});
+  const bool shm_left = fs::exists(db + "-shm") || fs::exists(srv + "-shm");
+  ::umount(mnt.c_str());
+  // The same file read in a writable directory, through its WAL index.
+  const auto k =
+      run_command({test::stallscope_bin(), "explain", "--json", (ref / "run.db").string()});
+
+  EXPECT_EQ(j.exit_status, 0) << j.err;
+  EXPECT_EQ(j.err.find("-wal ("), std::string::npos) << j.err;  // nothing left out
+  EXPECT_NE(j.err.find("warning: findings and stalls not saved into " + db), std::string::npos)
+      << j.err;
+  ASSERT_TRUE(nlohmann::json::accept(j.out)) << j.out.substr(0, 400);
+  ASSERT_EQ(k.exit_status, 0) << k.err;
+  const auto on_mount = nlohmann::json::parse(j.out)["run"];
+  const auto in_place = nlohmann::json::parse(k.out)["run"];
+  EXPECT_EQ(on_mount["status"], "running");
+  EXPECT_GT(on_mount["queries"].get<std::int64_t>(), 0);
+  EXPECT_EQ(on_mount["queries"], in_place["queries"]);
+  EXPECT_EQ(on_mount["query_end_ns"], in_place["query_end_ns"]);
+
+  EXPECT_EQ(pair.exit_status, 0) << pair.err;
+  expect_report(pair);
+  EXPECT_NE(pair.out.find("server "), std::string::npos) << pair.out;
+  EXPECT_FALSE(shm_left);
 }
 
 TEST_F(FileIntegrity, PairWithServerFileInReadOnlyDirectory) {

@@ -1,5 +1,10 @@
 // `stallscope record`: sampling only, beside a command or for a duration.
+#include <signal.h>
+#include <sys/wait.h>
+
 #include <chrono>
+#include <filesystem>
+#include <thread>
 
 #include <SQLiteCpp/Database.h>
 #include <gtest/gtest.h>
@@ -89,6 +94,89 @@ TEST(RecordCommand, WithTAndACommandEndsTheCommandAtT) {
                           "p.comm = 'sleep'")
                 .getInt(),
             1);
+}
+
+// A command that ignores SIGTERM: `exec` keeps the ignored disposition, so
+// the command is sleep itself, and the SIGKILL ends it (no grandchild keeps
+// the test's pipes open). The outer limit bounds a record that waits forever.
+std::vector<std::string> ignoring_term(const std::string& signals, int limit_s) {
+  return {"sh", "-c", "trap '' " + signals + "; exec sleep " + std::to_string(limit_s)};
+}
+
+TEST(RecordCommand, CommandIgnoringSigtermAtTIsKilledAfterKillAfter) {
+  test::TempDir dir;
+  auto db_path = dir.file("stubborn.db");
+  std::vector<std::string> argv{"timeout",      "-s", "KILL",  "30", test::stallscope_bin(),
+                                "record",       "-o", db_path, "-T", "1",
+                                "--kill-after", "1s", "--"};
+  for (auto& a : ignoring_term("TERM", 30)) argv.push_back(a);
+  const auto start = std::chrono::steady_clock::now();
+  auto r = test::run_command(argv);
+  const auto took = std::chrono::steady_clock::now() - start;
+  // -T ended it (record's own exit 0), and not the outer 30 s timeout.
+  EXPECT_EQ(r.exit_status, 0) << r.err;
+  EXPECT_LT(took, std::chrono::seconds(15));
+  EXPECT_NE(r.err.find("stallscope record: the command (pid "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(") was still running 1 s after SIGTERM: sent it SIGKILL\n"),
+            std::string::npos)
+      << r.err;
+  SQLite::Database db(db_path);
+  EXPECT_EQ(db.execAndGet("SELECT status FROM run").getString(), "complete");
+  EXPECT_EQ(db.execAndGet("SELECT end_reason FROM run").getString(),
+            "duration reached; command ended with status 137 (killed: still running 1 s after "
+            "SIGTERM)");
+  EXPECT_EQ(db.execAndGet("SELECT command_exit_status FROM run").getInt(), 128 + SIGKILL);
+}
+
+// The exit status of `pid` once it ends, waiting at most `limit`; -1 (and
+// the process killed) when it did not end by then.
+int wait_at_most(int pid, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  return -1;
+}
+
+TEST(RecordCommand, SignalPassedOnToACommandThatIgnoresItIsFollowedBySigkill) {
+  test::TempDir dir;
+  auto db_path = dir.file("stubborn.db");
+  // The default --kill-after, 5 s.
+  std::vector<std::string> argv{test::stallscope_bin(), "record", "-o", db_path, "--"};
+  for (auto& a : ignoring_term("INT TERM", 30)) argv.push_back(a);
+  const int pid = test::spawn(argv);
+  ASSERT_GT(pid, 0);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  kill(pid, SIGINT);
+  // record exits with the command's status: 128 + SIGKILL.
+  EXPECT_EQ(wait_at_most(pid, std::chrono::seconds(25)), 128 + SIGKILL);
+  SQLite::Database db(db_path);
+  EXPECT_EQ(db.execAndGet("SELECT status FROM run").getString(), "interrupted");
+  EXPECT_EQ(db.execAndGet("SELECT end_reason FROM run").getString(),
+            "command exited with status 137 (killed: still running 5 s after SIGINT)");
+  EXPECT_EQ(db.execAndGet("SELECT command_exit_status FROM run").getInt(), 128 + SIGKILL);
+}
+
+TEST(RecordCommand, KillAfterIsADurationForACommand) {
+  test::TempDir dir;
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--kill-after", "5s", "-T", "1"},
+        std::vector<std::string>{"--kill-after", "0", "--", "true"},
+        std::vector<std::string>{"--kill-after", "soon", "--", "true"},
+        std::vector<std::string>{"--kill-after", "100000001", "--", "true"}}) {
+    std::vector<std::string> argv{test::stallscope_bin(), "record", "-o", dir.file("k.db")};
+    argv.insert(argv.end(), bad.begin(), bad.end());
+    auto r = test::run_command(argv);
+    EXPECT_EQ(r.exit_status, 2) << bad[1] << ": " << r.err;
+    EXPECT_NE(r.err.find("kill-after"), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(dir.file("k.db"))) << bad[1];
+  }
 }
 
 TEST(RecordCommand, SamplesPgStatActivityWithPg) {

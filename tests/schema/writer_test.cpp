@@ -18,6 +18,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "schema/run_reader.h"
 #include "schema/store.h"
 #include "schema/writer.h"
 #include "support/test_support.h"
@@ -76,6 +77,8 @@ TEST(Writer, FailedCommitIsReportedAtOnceAndWhatWasCommittedStays) {
   EXPECT_EQ(f->code & 0xff, 13);  // SQLITE_FULL
   EXPECT_LE(f->committed_ns, before_ns);
   EXPECT_GE(f->failed_ns, before_ns);
+  // The newest query end committed (the failed batch's rows are not kept).
+  EXPECT_EQ(f->kept_until_ns, 1'000'000 + 9 + 7);
 
   writer.submit(queries(2, 0, 5));  // dropped: nothing more is written
   writer.drain();
@@ -87,6 +90,8 @@ TEST(Writer, FailedCommitIsReportedAtOnceAndWhatWasCommittedStays) {
 
   auto ro = Store::open_readonly(path);
   EXPECT_EQ(ro.db().execAndGet("SELECT count(*) FROM query").getInt(), 10);
+  // Read back from the file, the same figure.
+  EXPECT_EQ(kept_until_ns(ro), f->kept_until_ns);
   EXPECT_EQ(ro.db()
                 .execAndGet("SELECT status || '|' || end_ns || '|' || end_reason FROM run")
                 .getString(),
