@@ -88,6 +88,10 @@ struct RunSummary {
   // driver gave up on them is query time, and the query span runs to it.
   std::int64_t unfinished = 0;
   std::int64_t unfinished_max_ns = 0;  // the longest one's time in flight
+  // `query` rows of the driver's failed (re)connect attempts (SQLSTATE
+  // 08001): not transactions, so not in queries or errors; their time is
+  // query time, the accounting's connection_lost.
+  std::int64_t connect_failures = 0;
   // First query sent → last query answered, or the last unfinished one given
   // up on.
   std::optional<std::int64_t> query_start_ns;

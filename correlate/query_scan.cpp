@@ -114,6 +114,9 @@ inline const schema::QueryKey& key_of(const schema::QueryKey& k) {
 inline const schema::QueryKey& key_of(const schema::QuerySleep& r) {
   return r.key;
 }
+inline const schema::QueryKey& key_of(const schema::ConnectionLossKey& r) {
+  return r.key;
+}
 
 template <typename Reader, typename Row>
 class SideRows {
@@ -194,6 +197,32 @@ class QueryScan {
         spread(o.start_ns, o.start_ns + o.latency_ns - o.sleep_ns, &Window::connection_lost_ns);
       }
     }
+  }
+
+  // A failed (re)connect attempt of the driver (08001): its row covers the
+  // client's wait since its previous row. Query time and connection_lost
+  // time, but neither a query nor an error (the driver counts it apart
+  // from the transactions, as -t does).
+  void add_connect_failure(std::int64_t start, std::int64_t latency) {
+    auto& s = report_.run;
+    if (!started_) queries_ = {start, start};
+    started_ = true;
+    ++s.connect_failures;
+    queries_.end_ns = std::max(queries_.end_ns, start + latency);
+    if (opt_.every_queries) {
+      if (lat_.empty() && cur_.errors == 0 && cur_.query_time_ns == 0) {
+        cur_.start_ns = start;
+        cur_end_ = start;
+      }
+      cur_end_ = std::max(cur_end_, start + latency);
+      cur_.query_time_ns += latency;
+      cur_.connection_lost_ns += latency;
+      return;
+    }
+    if (!grow_to(window_of(std::max(start, start + latency - 1)))) return;
+    close_time_windows_before(window_of(start));
+    spread(start, start + latency, &Window::query_time_ns);
+    spread(start, start + latency, &Window::connection_lost_ns);
   }
 
   // A transaction cut short at the run's end: outstanding from its start
@@ -383,7 +412,7 @@ std::int64_t scan_queries(schema::Store& store, const ExplainOptions& opt, Repor
   schema::QueryRows rows(store, cut_ns, schema::first_query_has_lag(store));
   SideRows<schema::QueryErrorKeys, schema::QueryKey> failed(store, cut_ns);
   SideRows<schema::QuerySleeps, schema::QuerySleep> sleeps(store, cut_ns);
-  SideRows<schema::ConnectionLossKeys, schema::QueryKey> lost(store, cut_ns);
+  SideRows<schema::ConnectionLossKeys, schema::ConnectionLossKey> lost(store, cut_ns);
   ClientCounter clients;
   QueryScan scan(opt, report);
   // Few rows (one per client in flight at the end), merged in by key.
@@ -409,9 +438,15 @@ std::int64_t scan_queries(schema::Store& store, const ExplainOptions& opt, Repor
     add_unfinished_before(&key);
     const bool error = failed.find(key) != nullptr;
     const auto* sleep = sleeps.find(key);
-    const bool connection_lost = error && lost.find(key) != nullptr;
+    const auto* loss = error ? lost.find(key) : nullptr;
+    if (loss && loss->connect_failed) {
+      // A failed (re)connect attempt: no transaction, but the client's
+      // time without a server.
+      scan.add_connect_failure(q.start_ns, q.latency_ns);
+      continue;
+    }
     scan.add(q.start_ns, q.latency_ns, error, q.lag_ns, sleep ? sleep->sleep_ns : 0,
-             connection_lost);
+             loss != nullptr);
   }
   add_unfinished_before(nullptr);
   scan.finish();

@@ -230,6 +230,9 @@ void render_header(const Report& r, std::ostream& out) {
                          : std::string()) +
             (run.unfinished > 0
                  ? fmt::format(", {} cut short at the end, not counted", run.unfinished)
+                 : std::string()) +
+            (run.connect_failures > 0
+                 ? fmt::format(", {} failed connect attempts, not counted", run.connect_failures)
                  : std::string()),
         opt_text(run.tps, "{:.1f}"), opt_text(run.latency_mean_ms, "{:.3f}"),
         opt_text(run.latency_p50_ms, "{:.3f}"), opt_text(run.latency_p99_ms, "{:.3f}"),
@@ -377,13 +380,17 @@ void render_accounting(const Report& r, std::ostream& out) {
                a.schedule_lag_ns > 0 ? " from the scheduled start" : "", a.clients,
                double(a.wall_ns) / kNsPerS, double(a.client_ns) / kNsPerS, use);
   }
-  if (!r.sessions && (r.run.errors > 0 || r.run.unfinished > 0)) {
+  if (!r.sessions && (r.run.errors > 0 || r.run.unfinished > 0 || r.run.connect_failures > 0)) {
     // Failed rows (a broken transaction, a failed reconnect attempt) and
     // transactions cut short at the end carry query time too.
     fmt::print(out,
-               "  query time includes {} failed queries{}; ms/query divides by the {} queries "
+               "  query time includes {} failed queries{}{}; ms/query divides by the {} queries "
                "answered or failed, while the mean latency counts the {} that succeeded\n",
                r.run.errors,
+               r.run.connect_failures > 0
+                   ? fmt::format(", {} failed connect attempts (time without a server)",
+                                 r.run.connect_failures)
+                   : std::string(),
                r.run.unfinished > 0
                    ? fmt::format(" and {} transactions cut short at the end (unanswered for up to "
                                  "{:.3f} s)",
@@ -596,6 +603,7 @@ nlohmann::json run_json(const Report& r) {
   run["errors"] = s.errors;
   run["skipped"] = s.skipped;
   run["unfinished"] = s.unfinished;
+  run["connect_failures"] = s.connect_failures;
   run["unfinished_max_s"] = double(s.unfinished_max_ns) / kNsPerS;
   run["query_start_ns"] = opt(s.query_start_ns);
   run["query_end_ns"] = opt(s.query_end_ns);

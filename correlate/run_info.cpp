@@ -151,7 +151,8 @@ Facts read_run_facts(schema::Store& store, const ExplainOptions& options, Report
   Facts f;
   // Transactions cut short at the end count: a run whose every transaction
   // hung still has query time.
-  f.has_queries = report.run.queries > 0 || report.run.unfinished > 0;
+  f.has_queries =
+      report.run.queries > 0 || report.run.unfinished > 0 || report.run.connect_failures > 0;
   add_query_notes(report);
   add_span_note(report);
   report.pgbench_aggregate = read_pgbench_aggregate(store);

@@ -20,7 +20,7 @@ void count_connection_errors(schema::Store& store, const std::vector<Window>& wi
   schema::ConnectionLosses spans(store);
   for (std::size_t i = 0; i < windows.size() && i < signals.size(); ++i) {
     const auto& w = windows[i];
-    if (w.errors == 0) continue;
+    if (w.errors == 0 && w.connection_lost_ns == 0) continue;
     auto& g = signals[i];
     for (auto& e : lost.between(w.start_ns, w.end_ns)) {
       g.connection_sqlstates += fmt::format("{}{} ×{}", g.connection_sqlstates.empty() ? "" : ", ",

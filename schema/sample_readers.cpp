@@ -37,15 +37,16 @@ bool QueryErrorKeys::next(QueryKey& key) {
 
 ConnectionLossKeys::ConnectionLossKeys(Store& store, std::int64_t until_ns)
     : st_(store.db(),
-          "SELECT start_ns, client_id, seq FROM query_error WHERE start_ns <= ?1 AND (sqlstate "
+          "SELECT start_ns, client_id, seq, sqlstate = '08001' FROM query_error WHERE start_ns "
+          "<= ?1 AND (sqlstate "
           "LIKE '08%' OR sqlstate IN ('57P01', '57P02', '57P03')) ORDER BY start_ns, client_id, "
           "seq") {
   st_.bind(1, until_ns);
 }
 
-bool ConnectionLossKeys::next(QueryKey& key) {
+bool ConnectionLossKeys::next(ConnectionLossKey& row) {
   if (!st_.step()) return false;
-  key = {st_.int64(0), st_.int64(1), st_.int64(2)};
+  row = {{st_.int64(0), st_.int64(1), st_.int64(2)}, st_.int64(3) != 0};
   return true;
 }
 

@@ -75,11 +75,16 @@ class QueryErrorKeys {
 
 // The keys of those query_error rows that lost their connection (SQLSTATE
 // class 08, incl. the driver's failed reconnect attempts, 08001, or
-// 57P01–57P03), in the same order.
+// 57P01–57P03), in the same order; connect_failed marks the driver's failed
+// (re)connect attempts (08001: not transactions, driver/driver.h).
+struct ConnectionLossKey {
+  QueryKey key;
+  bool connect_failed = false;
+};
 class ConnectionLossKeys {
  public:
   ConnectionLossKeys(Store& store, std::int64_t until_ns);
-  bool next(QueryKey& key);
+  bool next(ConnectionLossKey& row);
 
  private:
   Cursor st_;
