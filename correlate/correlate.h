@@ -43,6 +43,11 @@ namespace stallscope::correlate {
 struct ExplainOptions {
   // Time windows of this length (--window, default 1 s) ...
   std::int64_t window_ns = common::kNsPerS;
+  // ... chosen by the user (--window given): a span needing more than
+  // 10,000,000 windows of it is then Error(usage) "… windows is too many";
+  // otherwise the windows are lengthened (1, 2 or 5 × 10^k times window_ns)
+  // to give at most 100,000, and a note says so.
+  bool window_chosen = false;
   // ... or, when set, windows of this many consecutive queries (--every N).
   std::optional<std::int64_t> every_queries;
   // Processes on the query path between driver and server (poolers,

@@ -75,6 +75,14 @@ inline constexpr double kPerturbationMaxCoreShare = 0.05;
 inline constexpr std::int64_t kShortLivedBackendNs = common::kNsPerS;
 // Upper bound on the number of windows a report may hold.
 inline constexpr std::int64_t kMaxWindows = 10'000'000;
+// How many windows at most a default window lengthened for a long span
+// gives (ExplainOptions::window_chosen false): at kMaxWindows a report takes
+// about 1.6 KB a window (14 GB for a 70-year pgbench log at 500 s), and
+// a table of 10^7 lines is read by nobody.
+inline constexpr std::int64_t kWidenedWindows = 100'000;
+// The note of an explain whose default window (`default_ns`) was lengthened
+// to `window_ns` for a span of about `span_ns`.
+std::string widened_window_note(std::int64_t default_ns, std::int64_t window_ns, double span_ns);
 
 // The unit constant of common/units.h the correlator's files use unqualified.
 using common::kNsPerS;

@@ -114,11 +114,8 @@ void path_facts(schema::Store& store, const QueryPath& qp, Report& report,
   for (std::size_t i = 0; i < acc.size(); ++i) acc[i].path_wait_ns = f.pooler.window_wait_ns[i];
 }
 
-}  // namespace
-
 // The passes in order; each is a function of its own file (passes.h).
-Report explain(schema::Store& store, const ExplainOptions& options) {
-  check_options(options);
+Report explain_once(schema::Store& store, const ExplainOptions& options) {
   try {
     Report report;
     PassClock clock;
@@ -205,6 +202,37 @@ Report explain(schema::Store& store, const ExplainOptions& options) {
   } catch (const schema::SqliteError& e) {
     throw detail::read_error(store.path(), e);
   }
+}
+
+}  // namespace
+
+Report explain(schema::Store& store, const ExplainOptions& options) {
+  check_options(options);
+  try {
+    return explain_once(store, options);
+  } catch (const detail::TooManyWindows& e) {
+    if (options.window_chosen) throw;
+    // The default window is too fine for this span (a log whose intervals
+    // lie decades apart): the same explain with longer windows.
+    ExplainOptions wider = options;
+    wider.window_ns = detail::window_to_fit(e.window_ns, e.count, detail::kWidenedWindows);
+    wider.window_chosen = true;
+    Report report = explain_once(store, wider);
+    report.notes.push_back(detail::widened_window_note(options.window_ns, wider.window_ns,
+                                                       double(e.window_ns) * double(e.count)));
+    return report;
+  }
+}
+
+std::string detail::widened_window_note(std::int64_t default_ns, std::int64_t window_ns,
+                                        double span_ns) {
+  return fmt::format(
+      "Windows of {:g} s instead of the default {:g} s: the run spans {:.0f} days, more than {} "
+      "windows of {:g} s; windows of {:g} s give at most {} (--window chooses the length).",
+      double(window_ns) / common::kNsPerSDouble, double(default_ns) / common::kNsPerSDouble,
+      double(span_ns) / (86400 * common::kNsPerSDouble), kMaxWindows,
+      double(default_ns) / common::kNsPerSDouble, double(window_ns) / common::kNsPerSDouble,
+      kWidenedWindows);
 }
 
 Error detail::read_error(const std::string& path, const Error& e) {

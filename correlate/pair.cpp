@@ -203,6 +203,13 @@ Report explain_pair(schema::Store& client, const std::string& server_path,
                     const ExplainOptions& options) {
   // Pass 1: the client file alone (driver CPU, client host).
   const Report client_side = explain(client, options);
+  // Pass 2 needs the windows of pass 1, also when pass 1 lengthened them.
+  ExplainOptions same_windows = options;
+  if (!client_side.query_windows && client_side.window_ns &&
+      *client_side.window_ns != options.window_ns) {
+    same_windows.window_ns = *client_side.window_ns;
+    same_windows.window_chosen = true;
+  }
   if (client_side.run.queries == 0 || !client_side.run.query_start_ns) {
     throw_usage(
         fmt::format("cannot explain {} with {}: the first file holds no queries (give the "
@@ -244,8 +251,15 @@ Report explain_pair(schema::Store& client, const std::string& server_path,
   // the client's driver CPU per window (an imported pgbench log: pgbench's,
   // from the server file).
   const bool imported = client_side.run.mode == to_string(schema::RunMode::import_pgbench);
-  Report r = explain(client, imported ? with_driver_in_server_file(options)
-                                      : with_client_driver(options, client_side));
+  Report r = explain(client, imported ? with_driver_in_server_file(same_windows)
+                                      : with_client_driver(same_windows, client_side));
+  if (same_windows.window_ns != options.window_ns) {
+    r.notes.push_back(detail::widened_window_note(
+        options.window_ns, same_windows.window_ns,
+        client_side.windows.empty()
+            ? 0.0
+            : double(client_side.windows.back().end_ns - client_side.windows.front().start_ns)));
+  }
   auto s = summarise(r, "server");
   s.host = server_host;
   s.cores = srv.cores();

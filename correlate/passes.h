@@ -215,8 +215,21 @@ void spread(const WindowIndex& wi, std::int64_t t, std::optional<std::int64_t> s
   }
 }
 
-// Error(usage): `count` windows of window_ns exceed kMaxWindows.
+// What throw_too_many_windows throws: an Error(usage) that keeps the
+// window length and how many windows the span needed, so that explain()
+// can lengthen a window the user did not choose (ExplainOptions::window_chosen).
+class TooManyWindows : public Error {
+ public:
+  TooManyWindows(std::string message, std::int64_t window_ns, std::int64_t count)
+      : Error(ErrorKind::usage, std::move(message)), window_ns(window_ns), count(count) {}
+  std::int64_t window_ns;
+  std::int64_t count;
+};
+// Throws TooManyWindows: `count` windows of window_ns exceed kMaxWindows.
 [[noreturn]] void throw_too_many_windows(std::int64_t window_ns, std::int64_t count);
+// The shortest window of 1, 2 or 5 × 10^k times `window_ns` (k ≥ 0) that
+// cuts a span needing `count` windows of window_ns into `target` or fewer.
+std::int64_t window_to_fit(std::int64_t window_ns, std::int64_t count, std::int64_t target);
 // Closes the windows at the span's end (time windows partition the span;
 // without queries they are made here) and returns their index.
 WindowIndex finish_windows(const ExplainOptions& options, Report& report, Span span);

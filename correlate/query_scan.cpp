@@ -82,6 +82,49 @@ std::int64_t unfinished_run_cut_ns(schema::Store& store, const RunSummary& s) {
                                             store.path(), what));
 }
 
+// The longest latency or lag a query row may hold: what import-pgbench
+// accepts (import/pgbench_log.h kMaxLatencyUs, about 73 years); `run` stores
+// far less.
+constexpr std::int64_t kMaxQueryNs = std::numeric_limits<std::int64_t>::max() / 4;
+
+// The bounds every query row of a file stallscope wrote keeps, so that each
+// figure explain derives from the rows fits in 64 bits: a start at or after
+// the epoch, a latency and lag in 0..kMaxQueryNs, start + latency within
+// 64 bits, and over the whole table Σ latency and Σ lag below 2^63 (the
+// import checks the same). A row past them (a file edited by hand, a
+// damaged page) makes the file damaged, as a row out of key order does.
+class RowBounds {
+ public:
+  explicit RowBounds(schema::Store& store) : store_(store) {}
+  void check(const schema::QueryTiming& q) {
+    const auto where = [&q] { return fmt::format("client {} seq {}", q.client_id, q.seq); };
+    if (q.latency_ns < 0 || q.latency_ns > kMaxQueryNs) {
+      throw_damaged_query_table(store_, fmt::format("{} has latency_ns {}, outside 0..{}", where(),
+                                                    q.latency_ns, kMaxQueryNs));
+    }
+    if (q.lag_ns && (*q.lag_ns < 0 || *q.lag_ns > kMaxQueryNs)) {
+      throw_damaged_query_table(
+          store_, fmt::format("{} has lag_ns {}, outside 0..{}", where(), *q.lag_ns, kMaxQueryNs));
+    }
+    std::int64_t end_ns = 0;
+    if (q.start_ns < 0 || __builtin_add_overflow(q.start_ns, q.latency_ns, &end_ns)) {
+      throw_damaged_query_table(
+          store_, fmt::format("{} has start_ns {}: before the epoch, or its end past 64 bits",
+                              where(), q.start_ns));
+    }
+    if (__builtin_add_overflow(latency_sum_ns_, q.latency_ns, &latency_sum_ns_) ||
+        __builtin_add_overflow(lag_sum_ns_, q.lag_ns.value_or(0), &lag_sum_ns_)) {
+      throw_damaged_query_table(
+          store_, fmt::format("the sum of latency_ns or lag_ns passes 2^63 at {}", where()));
+    }
+  }
+
+ private:
+  schema::Store& store_;
+  std::int64_t latency_sum_ns_ = 0;
+  std::int64_t lag_sum_ns_ = 0;
+};
+
 // Distinct client ids (for files that do not record -c): small ids in a
 // bitmap, any others in a set.
 class ClientCounter {
@@ -415,14 +458,17 @@ std::int64_t scan_queries(schema::Store& store, const ExplainOptions& opt, Repor
   SideRows<schema::ConnectionLossKeys, schema::ConnectionLossKey> lost(store, cut_ns);
   ClientCounter clients;
   QueryScan scan(opt, report);
-  // Few rows (one per client in flight at the end), merged in by key.
+  RowBounds bounds(store);
+  // Few rows (one per client in flight at the end), merged in by key, in
+  // the same bounds as the query rows.
   const auto unfinished = schema::unfinished_queries(store, cut_ns);
   auto next_unfinished = unfinished.begin();
   const auto add_unfinished_before = [&](const schema::QueryKey* key) {
     for (; next_unfinished != unfinished.end() && (!key || next_unfinished->key < *key);
          ++next_unfinished) {
-      scan.add_unfinished(next_unfinished->key.start_ns, next_unfinished->elapsed_ns,
-                          next_unfinished->lag_ns);
+      const auto& u = *next_unfinished;
+      bounds.check({u.key.start_ns, u.elapsed_ns, u.key.client_id, u.key.seq, u.lag_ns});
+      scan.add_unfinished(u.key.start_ns, u.elapsed_ns, u.lag_ns);
     }
   };
   schema::QueryTiming q;
@@ -435,6 +481,7 @@ std::int64_t scan_queries(schema::Store& store, const ExplainOptions& opt, Repor
     // Rows come in key order; a key out of order is a damaged page.
     if (previous && !(*previous < key)) throw_damaged_query_table(store, "a row out of key order");
     previous = key;
+    bounds.check(q);
     add_unfinished_before(&key);
     const bool error = failed.find(key) != nullptr;
     const auto* sleep = sleeps.find(key);

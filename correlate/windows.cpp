@@ -11,8 +11,21 @@
 namespace stallscope::correlate::detail {
 
 void throw_too_many_windows(std::int64_t window_ns, std::int64_t count) {
-  throw_usage(fmt::format("cannot explain with --window {} ns: {} windows is too many (at most {})",
-                          window_ns, count, kMaxWindows));
+  throw TooManyWindows(
+      fmt::format("cannot explain with --window {} ns: {} windows is too many (at most {})",
+                  window_ns, count, kMaxWindows),
+      window_ns, count);
+}
+
+std::int64_t window_to_fit(std::int64_t window_ns, std::int64_t count, std::int64_t target) {
+  // ceil(count / factor) ≤ target; count ≤ 2^63 / window_ns + 1, so
+  // window_ns × factor stays within a few times span / target.
+  const std::int64_t needed = (count + target - 1) / target;
+  for (std::int64_t decade = 1;; decade *= 10) {
+    for (const std::int64_t step : {1, 2, 5}) {
+      if (step * decade >= needed) return window_ns * step * decade;
+    }
+  }
 }
 
 // Time windows partition the span (without queries they are made here, over

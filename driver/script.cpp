@@ -389,6 +389,18 @@ std::int64_t evaluate(const Expr& e, const std::vector<std::optional<std::int64_
   return 0;
 }
 
+std::int64_t sleep_ns(std::int64_t value, std::int64_t unit_ns) {
+  if (value <= 0) return 0;
+  if (value > kMaxSleepNs / unit_ns) {
+    const char* unit = unit_ns == common::kNsPerUs   ? "us"
+                       : unit_ns == common::kNsPerMs ? "ms"
+                                                     : "s";
+    throw_usage(fmt::format("cannot evaluate \\sleep: {} {} is out of range (at most {} {})", value,
+                            unit, kMaxSleepNs / unit_ns, unit));
+  }
+  return value * unit_ns;
+}
+
 std::string source_text(const ScriptCommand& cmd, const Variables& variables) {
   std::string sql;
   for (std::size_t t = 0; t < cmd.text.size(); ++t) {
@@ -452,6 +464,16 @@ ScriptCommand parse_meta_command(std::string_view rest, const std::string& file,
       a.resize(sp);
     }
     c.expr = ExprParser(a, file, line_no, variables).parse();
+    // A constant length is checked now, as pgbench checks its numbers
+    // before running; one from variables when the transaction runs.
+    if (c.expr->op == Expr::Op::number || c.expr->op == Expr::Op::real) {
+      try {
+        std::mt19937_64 unused;
+        sleep_ns(evaluate(*c.expr, {}, unused), c.unit_ns);
+      } catch (const Error& e) {
+        fail(file, line_no, e.what());
+      }
+    }
   } else {
     fail(file, line_no,
          fmt::format("unsupported meta-command \\{} (supported: \\set, \\sleep)", cmd));

@@ -76,6 +76,13 @@ Script builtin_script(const std::string& name, Variables& variables);
 std::int64_t evaluate(const Expr& e, const std::vector<std::optional<std::int64_t>>& values,
                       std::mt19937_64& rng);
 
+// A \sleep's length: `value` (its expression's value) × `unit_ns`; 0 for a
+// value ≤ 0 (as pgbench). Throws Error(usage) "cannot evaluate \sleep: …"
+// naming the value and unit when it passes kMaxSleepNs (which also keeps
+// "now + sleep" from overflowing).
+inline constexpr std::int64_t kMaxSleepNs = 100'000'000 * common::kNsPerS;  // 10^8 s, as -T
+std::int64_t sleep_ns(std::int64_t value, std::int64_t unit_ns);
+
 // `spec` "FILE" or "FILE@WEIGHT" → (FILE, WEIGHT ≥ 0); Error(usage) otherwise.
 std::pair<std::string, int> split_weight(const std::string& spec);
 

@@ -56,8 +56,10 @@ void Worker::step_script(Client& c) {
     const ScriptCommand& cmd = script.commands[c.command];
     if (cmd.kind == ScriptCommand::Kind::set || cmd.kind == ScriptCommand::Kind::sleep) {
       std::int64_t v = 0;
+      std::int64_t sleep_length_ns = 0;
       try {
         v = evaluate(*cmd.expr, c.values, rng_);
+        if (cmd.kind == ScriptCommand::Kind::sleep) sleep_length_ns = sleep_ns(v, cmd.unit_ns);
       } catch (const Error& e) {
         script_failed(c, fmt::format("{}:{}: {}", script.name, cmd.line, e.what()));
         return;
@@ -68,7 +70,7 @@ void Worker::step_script(Client& c) {
         continue;
       }
       c.sleep_started_mono_ns = mono_now_ns();
-      c.sleep_until_mono_ns = c.sleep_started_mono_ns + std::max<std::int64_t>(0, v) * cmd.unit_ns;
+      c.sleep_until_mono_ns = c.sleep_started_mono_ns + sleep_length_ns;
       c.state = ClientState::sleeping;
       return;
     }

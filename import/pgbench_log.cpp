@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -149,6 +150,7 @@ void PgbenchLogParser::transaction_row(const std::vector<std::string_view>& f) {
     }
     batch_.query_skips.push_back(schema::QuerySkippedRow{
         .client_id = q.client_id, .seq = q.seq, .start_ns = end_ns - lag_ns, .lag_ns = lag_ns});
+    skip_lines_.push_back(line_);
     return;
   }
   if (f[2] == "failed" || f[2] == "serialization" || f[2] == "deadlock") {
@@ -174,6 +176,7 @@ void PgbenchLogParser::transaction_row(const std::vector<std::string_view>& f) {
     q.start_ns = end_ns - q.latency_ns;
   }
   batch_.queries.push_back(std::move(q));
+  query_lines_.push_back(line_);
 }
 
 void PgbenchLogParser::aggregate_row(const std::vector<std::string_view>& f) {
@@ -205,6 +208,27 @@ void PgbenchLogParser::aggregate_row(const std::vector<std::string_view>& f) {
   r.lag_sum_ns = lag_sum_us * common::kNsPerUs;
   r.lag_min_ns = lag_min_us * common::kNsPerUs;
   r.lag_max_ns = lag_max_us * common::kNsPerUs;
+  if (n == 0) {
+    // pgbench adds a transaction's latency and lag to an interval's sums,
+    // squares, minimum and maximum only when it counts it: with none
+    // counted, all of them are 0.
+    const std::array<std::pair<const char*, double>, 8> stats{{
+        {"sum_latency", double(sum_us)},
+        {"sum_latency_2", r.latency_sum2_us2},
+        {"min_latency", double(min_us)},
+        {"max_latency", double(max_us)},
+        {"sum_lag", double(lag_sum_us)},
+        {"sum_lag_2", *r.lag_sum2_us2},
+        {"min_lag", double(lag_min_us)},
+        {"max_lag", double(lag_max_us)},
+    }};
+    for (std::size_t k = 0; k < stats.size(); ++k) {
+      if (stats[k].second != 0) {
+        fail(fmt::format("{} '{}' is not 0 in an interval of num_transactions 0", stats[k].first,
+                         f[2 + k]));
+      }
+    }
+  }
   r.skipped = integer_in(f[10], "skipped", 0, kMaxCount);
   r.retried = integer_in(f[11], "retried", 0, kMaxCount);
   r.retries = integer_in(f[12], "retries", 0, kMaxCount);
@@ -251,7 +275,26 @@ void PgbenchLogParser::end_file() {
   if (!kind_) throw_usage(fmt::format("cannot import {}: the log is empty", file_));
 }
 
+schema::Batch PgbenchLogParser::take_batch() {
+  return take_chunk().batch;
+}
+
+Chunk PgbenchLogParser::take_chunk() {
+  return Chunk{.file = file_,
+               .batch = std::exchange(batch_, {}),
+               .query_lines = std::exchange(query_lines_, {}),
+               .skip_lines = std::exchange(skip_lines_, {})};
+}
+
 void PgbenchLogParser::parse_file(std::istream& in, const std::string& file) {
+  parse_file(in, file, ChunkSink());
+}
+
+void PgbenchLogParser::parse_file(std::istream& in, const std::string& file,
+                                  const ChunkSink& sink) {
+  const auto held = [this] {
+    return batch_.queries.size() + batch_.query_skips.size() + batch_.pgbench_aggregates.size();
+  };
   begin_file(file);
   std::string text;
   for (;;) {
@@ -267,8 +310,10 @@ void PgbenchLogParser::parse_file(std::istream& in, const std::string& file) {
       break;
     }
     parse_line(text);
+    if (sink && held() >= kChunkRows) sink(take_chunk());
   }
   end_file();
+  if (sink && held() > 0) sink(take_chunk());
 }
 
 }  // namespace stallscope::import

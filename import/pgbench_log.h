@@ -35,7 +35,8 @@
 //   - an aggregate line with transactions has min ≤ max and
 //     n·min ≤ sum ≤ n·max, for latency and lag alike, allowing for pgbench
 //     printing each of them rounded to the µs (sums of squares must be
-//     finite and ≥ 0);
+//     finite and ≥ 0); a line with no transactions has 0 in all eight
+//     latency and lag statistics (pgbench adds to them only what it counts);
 //   - over the whole import (every file): Σ transactions and each Σ of the
 //     other counters stay below kMaxCount, and Σ latency and Σ lag in ns
 //     below 2^63.
@@ -47,9 +48,14 @@
 //   std::ifstream in(path);
 //   parser.parse_file(in, path);       // throws on the first bad line
 //   schema::Batch rows = parser.take_batch();
+//
+// or, in memory bounded by the chunk size rather than the log's length:
+//
+//   parser.parse_file(in, path, [&](import::Chunk chunk) { store.write(chunk.batch); });
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <istream>
 #include <optional>
 #include <string>
@@ -74,7 +80,20 @@ inline constexpr std::int64_t kMaxCount = std::int64_t{1} << 53;
 // times over (about 73 years).
 inline constexpr std::int64_t kMaxLatencyUs = INT64_MAX / 4'000;
 
+// Rows a parse_file with a sink hands over at a time (about 2 MB of rows).
+inline constexpr std::size_t kChunkRows = 16384;
+
 enum class LogKind { transaction, aggregate };
+
+// Rows parsed from one file since the last chunk, with the line of each
+// (pgbench_aggregate rows carry theirs).
+struct Chunk {
+  std::string file;
+  schema::Batch batch;
+  std::vector<std::int64_t> query_lines;  // line of batch.queries[i]
+  std::vector<std::int64_t> skip_lines;   // line of batch.query_skips[i]
+};
+using ChunkSink = std::function<void(Chunk)>;
 
 // The whitespace-separated fields of a line (space, tab, CR).
 std::vector<std::string_view> split_fields(std::string_view line);
@@ -102,6 +121,11 @@ class PgbenchLogParser {
   // is empty" when it has no non-blank line, and Error(usage) "cannot import
   // FILE:LINE: cannot read: <strerror>" on a read error.
   void parse_file(std::istream& in, const std::string& file);
+  // The same, handing the rows to `sink` as they are parsed: a chunk each
+  // time kChunkRows rows are held, and the rest at the end of the file (none
+  // when there are none). The rows of a chunk handed over before a bad line
+  // are not taken back.
+  void parse_file(std::istream& in, const std::string& file, const ChunkSink& sink);
 
   // Starts a log named `file`: line numbers restart at 1 and the next
   // non-blank line decides its kind.
@@ -114,7 +138,9 @@ class PgbenchLogParser {
   void end_file();
 
   const schema::Batch& batch() const noexcept { return batch_; }
-  schema::Batch take_batch() { return std::move(batch_); }
+  // The rows parsed so far (since the last take), leaving none.
+  schema::Batch take_batch();
+  Chunk take_chunk();
   const ImportTotals& totals() const noexcept { return totals_; }
 
  private:
@@ -134,6 +160,8 @@ class PgbenchLogParser {
   void aggregate_row(const std::vector<std::string_view>& f);
 
   schema::Batch batch_;
+  std::vector<std::int64_t> query_lines_;  // line of batch_.queries[i]
+  std::vector<std::int64_t> skip_lines_;   // line of batch_.query_skips[i]
   ImportTotals totals_;
   std::string file_;
   std::int64_t line_ = 0;

@@ -1075,4 +1075,9 @@ bool is_busy(const Error& e) {
   return e.kind() == ErrorKind::sqlite && (e.code() & 0xff) == SQLITE_BUSY;
 }
 
+bool is_duplicate_key(const Error& e) {
+  return e.kind() == ErrorKind::sqlite &&
+         (e.code() == SQLITE_CONSTRAINT_PRIMARYKEY || e.code() == SQLITE_CONSTRAINT_UNIQUE);
+}
+
 }  // namespace stallscope::schema

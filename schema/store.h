@@ -96,6 +96,10 @@ std::optional<std::string> missing_schema_object(const Error& e);
 // place: SQLITE_READONLY, SQLITE_CANTOPEN, SQLITE_PERM, SQLITE_FULL or
 // SQLITE_IOERR, in any extended form.
 bool is_unwritable(const Error& e);
+// Whether `e` is SQLite's refusal of a row whose primary key (or a unique
+// column) is already in its table: SQLITE_CONSTRAINT_PRIMARYKEY or
+// SQLITE_CONSTRAINT_UNIQUE.
+bool is_duplicate_key(const Error& e);
 // Whether `e` is SQLite's SQLITE_BUSY ("database is locked": another
 // connection holds the write lock), in any extended form.
 bool is_busy(const Error& e);

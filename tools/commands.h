@@ -77,7 +77,7 @@ int record_command(const RecordOptions& options);
 struct ExplainCommandOptions {
   std::vector<std::string> paths;             // run files
   bool json = false;                          // --json
-  std::int64_t window_ns = common::kNsPerS;   // --window
+  std::optional<std::int64_t> window_ns;      // --window (nullopt: 1 s, or longer for a long run)
   std::optional<std::int64_t> every_queries;  // --every
   std::vector<std::string> path_processes;    // --path-process NAME (repeatable)
   bool no_check = false;                      // --no-check: no PRAGMA quick_check
@@ -88,7 +88,7 @@ struct ReportCommandOptions {
   std::vector<std::string> paths;            // run file [server's record file]
   std::string output_path;                   // -o: the HTML file, "-" for stdout
   std::optional<std::string> baseline_path;  // --baseline
-  std::int64_t window_ns = common::kNsPerS;  // --window (explain's windows, stalls)
+  std::optional<std::int64_t> window_ns;     // --window (explain's windows, stalls; as explain's)
   std::vector<std::string> path_processes;   // --path-process NAME (repeatable)
   int max_bins = 1000;                       // --bins: points per chart series at most
 };
@@ -101,8 +101,11 @@ struct ImportPgbenchOptions {
   std::vector<std::string> files;  // pgbench -l logs or --aggregate-interval logs
   std::vector<std::string> argv;
 };
-// Parses every file first (Error(usage) "cannot import FILE:LINE: …" on a
-// malformed line, before any file is created), then writes one run file.
+// Parses the files into one new run file as it reads them, in chunks
+// (memory bounded, whatever the logs' length). Error(usage) "cannot import
+// FILE:LINE: …" on a malformed line or a row already imported (a repeated
+// line, a log given twice), and "cannot import FILE: …" for a file that
+// cannot be read or is named twice: the run file is then removed again.
 int import_pgbench_command(const ImportPgbenchOptions& options);
 
 // Parses "1s", "250ms", "2m", "1.5" (seconds) into ns; throws Error(usage)

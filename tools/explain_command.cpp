@@ -83,7 +83,10 @@ int explain_command(const ExplainCommandOptions& o) {
   }
   auto& store = *opened;
   correlate::ExplainOptions eo;
-  eo.window_ns = o.window_ns;
+  if (o.window_ns) {
+    eo.window_ns = *o.window_ns;
+    eo.window_chosen = true;
+  }
   eo.every_queries = o.every_queries;
   eo.path_process_names = o.path_processes;
   correlate::Report report;

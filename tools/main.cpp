@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <string_view>
@@ -65,6 +66,27 @@ CLI::Validator number_check(bool (*ok)(double), const char* complaint, const cha
       },
       name);
 }
+
+// A whole number in base 10 from `lo` to `hi`, else "'VALUE' is not an
+// integer from LO to HI". The value is rewritten in canonical form ("+010"
+// to "10") before CLI11 converts it: CLI11 reads integers with strtoll in
+// base 0, which saturates past 64 bits (-t 99999999999999999999 became
+// 2^63 − 1) and reads "010" as octal 8.
+CLI::Validator integer_check(std::int64_t lo, std::int64_t hi, const char* name) {
+  return CLI::Validator(
+      [lo, hi](std::string& value) -> std::string {
+        std::string_view text(value);
+        if (text.starts_with('+')) text.remove_prefix(1);
+        const auto v = stallscope::common::parse_int64(text);
+        if (!v || *v < lo || *v > hi) {
+          return fmt::format("'{}' is not an integer from {} to {}", value, lo, hi);
+        }
+        value = std::to_string(*v);
+        return {};
+      },
+      name);
+}
+const CLI::Validator kCount = integer_check(1, std::numeric_limits<std::int64_t>::max(), "COUNT");
 
 // A positive number (CLI11's own PositiveNumber prints DBL_MAX in full).
 const CLI::Validator kPositive =
@@ -124,16 +146,16 @@ void add_run_workload_options(RunCli& r) {
   auto& o = r.options;
   cmd->add_option("-c,--client", o.clients, "Number of clients (connections)")
       ->capture_default_str()
-      ->check(CLI::Range(1, 10000));
+      ->check(integer_check(1, 10000, "CLIENTS"));
   cmd->add_option("-j,--jobs", o.threads, "Number of driver threads")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1024));
+      ->check(integer_check(1, 1024, "THREADS"));
   auto* opt_T = cmd->add_option("-T,--time", o.duration_s,
                                 "Duration in seconds (default 10 when -t is not given)")
                     ->check(kDuration);
   auto* opt_t =
       cmd->add_option("-t,--transactions", o.queries_per_client, "Transactions per client")
-          ->check(kPositive);
+          ->check(kCount);
   opt_T->excludes(opt_t);
   auto* opt_sql = cmd->add_option("--sql", r.sql_text, "SQL of one transaction");
   auto* opt_f =
@@ -153,7 +175,7 @@ void add_run_workload_options(RunCli& r) {
                   "NAME=VALUE: set script variable :NAME (an integer) before the first "
                   "transaction, as pgbench -D; repeatable");
   cmd->add_option("-s,--scale", o.scale, "Value of :scale (default: from pgbench_branches)")
-      ->check(CLI::PositiveNumber);
+      ->check(kCount);
   opt_sql->excludes(opt_f);
   cmd->add_option("-M,--protocol", o.protocol, "Query protocol: simple, extended or prepared")
       ->capture_default_str()
@@ -179,7 +201,7 @@ void add_run_schedule_options(RunCli& r) {
   cmd->add_option("--pipeline", o.pipeline,
                   "libpq pipeline mode: N transactions in flight per connection (one SQL "
                   "statement each, no \\sleep; not with -C, -R, -r)")
-      ->check(CLI::Range(1, 256));
+      ->check(integer_check(1, 256, "N"));
   cmd->add_flag("-r,--report-per-command", o.per_statement,
                 "Store per-statement latencies and print their averages at the end");
 }
@@ -378,7 +400,7 @@ void add_explain_command(CLI::App& app, ExplainCli& r) {
   auto* opt_every =
       cmd->add_option("--every", o.every_queries,
                       "Windows of N consecutive queries (min/max/mean/stddev latency per window)")
-          ->check(kPositive);
+          ->check(kCount);
   opt_window->excludes(opt_every);
   cmd->add_option("--path-process", o.path_processes,
                   "A pooler or proxy between driver and server, by process name (comm); "
@@ -422,7 +444,7 @@ void add_report_command(CLI::App& app, ReportCli& r) {
                   "A pooler or proxy between driver and server, by process name (comm) "
                   "(repeatable)");
   cmd->add_option("--bins", o.max_bins, "Points per chart series at most (default 1000)")
-      ->check(CLI::Range(10, 20000));
+      ->check(integer_check(10, 20000, "BINS"));
 }
 
 int finish_report(ReportCli& r) {

@@ -65,7 +65,10 @@ int report_command(const ReportCommandOptions& o) {
   }
   auto store = schema::Store::open_readonly(o.paths.front());
   correlate::ExplainOptions eo;
-  eo.window_ns = o.window_ns;
+  if (o.window_ns) {
+    eo.window_ns = *o.window_ns;
+    eo.window_chosen = true;
+  }
   eo.path_process_names = o.path_processes;
   // A second run file is a baseline, as in explain; a record file the server's.
   std::optional<std::string> server_path;

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/error.h"
 #include "correlate/correlate.h"
@@ -60,6 +62,37 @@ TEST(CorrelateDamagedFile, ARowThatEndsTheScanEarlyIsDamage) {
   EXPECT_EQ(usage_error(store),
             "cannot read :memory:: the file is damaged (query table: 199 rows read in key order "
             "of 200 stored)");
+}
+
+// A latency near 2^63 summed past 64 bits (the mean latency came out
+// negative), a negative latency or lag was taken as it stood: each row
+// outside what stallscope writes makes the file damaged, naming the row.
+TEST(CorrelateDamagedFile, LatenciesOutsideTheirBoundsAreDamage) {
+  for (const auto& [edit, message] : std::vector<std::pair<std::string, std::string>>{
+           {"UPDATE query SET latency_ns = 9223372036854775000 WHERE client_id = 0 AND seq = 3",
+            "client 0 seq 3 has latency_ns 9223372036854775000, outside 0..2305843009213693951"},
+           {"UPDATE query SET latency_ns = -5 WHERE client_id = 1 AND seq = 7",
+            "client 1 seq 7 has latency_ns -5, outside 0..2305843009213693951"},
+           {"UPDATE query SET latency_ns = 2000000000000000000 WHERE seq < 5",
+            "the sum of latency_ns or lag_ns passes 2^63 at client 0 seq 2"},
+           {"UPDATE query SET lag_ns = 0; UPDATE query SET lag_ns = -1 WHERE client_id = 1 AND "
+            "seq = 2",
+            "client 1 seq 2 has lag_ns -1, outside 0..2305843009213693951"}}) {
+    auto store = make_run();
+    store.db().exec(edit);
+    EXPECT_EQ(usage_error(store),
+              "cannot read :memory:: the file is damaged (query table: " + message + ")")
+        << edit;
+  }
+  // The largest latency a file may hold still explains, its mean positive.
+  auto store = make_run();
+  store.db().exec(
+      "UPDATE query SET latency_ns = 2305843009213693951 WHERE client_id = 0 AND seq = 0");
+  ExplainOptions by_queries;  // time windows would be 1 s each over 73 years
+  by_queries.every_queries = 50;
+  const auto report = explain(store, by_queries);
+  ASSERT_TRUE(report.run.latency_mean_ms);
+  EXPECT_GT(*report.run.latency_mean_ms, 0);
 }
 
 TEST(CorrelateDamagedFile, ADroppedTableIsNamed) {

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "common/error.h"
 
 namespace stallscope::driver {
@@ -105,6 +107,32 @@ TEST(Script, UnsupportedMetaCommandNamesFileAndLine) {
         0u)
         << e.what();
   }
+}
+
+// A \sleep whose length in ns passes 64 bits (9300000000 s wrapped to a
+// sleep of 0) is an error naming the line, in every unit; a length from a
+// variable is checked when it runs (sleep_ns, used by the driver).
+TEST(Script, SleepOutOfRangeIsAnErrorNamingTheLine) {
+  for (const char* sleep :
+       {"\\sleep 9300000000 s", "\\sleep 9300000000000 ms", "\\sleep 9300000000000000 us",
+        "\\sleep 100000001 s", "\\sleep 9300000000.5 s"}) {
+    Variables vars;
+    try {
+      parse_script(std::string("SELECT 1;\n") + sleep + "\n", "t.sql", vars);
+      ADD_FAILURE() << sleep << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::usage);
+      EXPECT_NE(std::string(e.what()).find("t.sql:2:"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("out of range"), std::string::npos) << e.what();
+    }
+  }
+  Variables vars;
+  Script s = parse_script("\\sleep 100000000 s\n\\sleep :x ms\nSELECT 1;\n", "t.sql", vars);
+  EXPECT_EQ(sleep_ns(100'000'000, common::kNsPerS), kMaxSleepNs);
+  EXPECT_EQ(sleep_ns(-5, common::kNsPerS), 0);
+  EXPECT_EQ(sleep_ns(7, common::kNsPerMs), 7'000'000);
+  EXPECT_THROW(sleep_ns(9'300'000'000'000, s.commands.at(1).unit_ns), Error);
+  EXPECT_THROW(sleep_ns(std::numeric_limits<std::int64_t>::max(), common::kNsPerUs), Error);
 }
 
 TEST(Script, WeightsAndBuiltins) {

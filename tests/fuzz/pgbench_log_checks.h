@@ -20,6 +20,11 @@ inline void check_batch(const import::PgbenchLogParser& p) {
   for (const auto& a : b.pgbench_aggregates) {
     FUZZ_CHECK(a.transactions >= 0 && a.latency_sum_ns >= 0 && a.interval_start_ns >= 0);
     FUZZ_CHECK(!a.latency_min_ns || *a.latency_min_ns <= *a.latency_max_ns);
+    // No transactions: nothing in the latency and lag statistics.
+    FUZZ_CHECK(a.transactions > 0 ||
+               (a.latency_sum_ns == 0 && a.latency_sum2_us2 == 0 && a.lag_sum_ns.value_or(0) == 0 &&
+                a.lag_sum2_us2.value_or(0) == 0 && a.lag_min_ns.value_or(0) == 0 &&
+                a.lag_max_ns.value_or(0) == 0));
     FUZZ_CHECK(!__builtin_add_overflow(transactions, a.transactions, &transactions));
   }
   FUZZ_CHECK(transactions <= import::kMaxCount);

@@ -7,6 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <sstream>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include "common/error.h"
 
@@ -70,7 +74,29 @@ TEST(PgbenchLog, AggregateLineBecomesAnAggregateRow) {
 TEST(PgbenchLog, RoundedSumsAreAccepted) {
   EXPECT_EQ(error_of(aggregate("3", "1", "0", "0")), "");
   EXPECT_EQ(error_of(aggregate("4", "2", "1", "1")), "");
-  EXPECT_EQ(error_of(aggregate("0", "0", "0", "0")), "");
+  EXPECT_EQ(error_of("1700000000 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"), "");
+}
+
+// An interval without transactions has nothing in its latency and lag
+// statistics (pgbench adds only the transactions it counts); a line with
+// a sum, square, min or max there was taken as it stood.
+TEST(PgbenchLog, IntervalWithoutTransactionsHasZeroStatistics) {
+  EXPECT_EQ(error_of("1700000000 0 0 0 0 0 0 0 0 0 5 0 0 1 0\n"), "");  // skips, failures
+  EXPECT_EQ(error_of("1700000000 0 1000 0 0 0 0 0 0 0 0 0 0 0 0\n"),
+            "cannot import t.log:1: sum_latency '1000' is not 0 in an interval of "
+            "num_transactions 0");
+  for (const auto& [line, field] : std::vector<std::pair<std::string, std::string>>{
+           {"1700000000 0 0 2.5 0 0 0 0 0 0 0 0 0 0 0", "sum_latency_2 '2.5'"},
+           {"1700000000 0 0 0 7 0 0 0 0 0 0 0 0 0 0", "min_latency '7'"},
+           {"1700000000 0 0 0 0 7 0 0 0 0 0 0 0 0 0", "max_latency '7'"},
+           {"1700000000 0 0 0 0 0 9 0 0 0 0 0 0 0 0", "sum_lag '9'"},
+           {"1700000000 0 0 0 0 0 0 81 0 0 0 0 0 0 0", "sum_lag_2 '81'"},
+           {"1700000000 0 0 0 0 0 0 0 9 9 0 0 0 0 0", "min_lag '9'"},
+           {"1700000000 0 0 0 0 0 0 0 0 9 0 0 0 0 0", "max_lag '9'"}}) {
+    EXPECT_EQ(error_of(aggregate() + line + "\n"),
+              "cannot import t.log:2: " + field + " is not 0 in an interval of num_transactions 0")
+        << line;
+  }
 }
 
 TEST(PgbenchLog, HugeTransactionCountIsRefused) {
@@ -210,6 +236,39 @@ TEST(PgbenchLog, LineAtATimeCountsLines) {
               "script_no time_epoch time_us [schedule_lag] [retries])");
   }
   EXPECT_EQ(p.batch().queries.size(), 1u);
+}
+
+// With a sink the rows are handed over in chunks of kChunkRows as they are
+// parsed — the import held every row of every log until the end (about 130
+// bytes a line, without bound) — each row with its line, for naming a
+// duplicate.
+TEST(PgbenchLog, SinkGetsBoundedChunksWithTheLineOfEachRow) {
+  std::string text;
+  const std::size_t n = 2 * kChunkRows + 3;
+  for (std::size_t i = 0; i < n; ++i) {
+    text += i % 2 == 0 ? fmt::format("0 {} 5 0 1700000000 5\n\n", i)
+                       : fmt::format("0 {} skipped 0 1700000000 5 0\n\n", i);
+  }
+  PgbenchLogParser p;
+  std::istringstream in(text);
+  std::vector<std::size_t> sizes;
+  std::size_t rows = 0;
+  p.parse_file(in, "c.log", [&](Chunk c) {
+    EXPECT_EQ(c.file, "c.log");
+    ASSERT_EQ(c.query_lines.size(), c.batch.queries.size());
+    ASSERT_EQ(c.skip_lines.size(), c.batch.query_skips.size());
+    // transaction_no i is on line 2i + 1 (a blank line after each).
+    for (std::size_t k = 0; k < c.batch.queries.size(); ++k)
+      EXPECT_EQ(c.query_lines[k], 2 * c.batch.queries[k].seq + 1);
+    for (std::size_t k = 0; k < c.batch.query_skips.size(); ++k)
+      EXPECT_EQ(c.skip_lines[k], 2 * c.batch.query_skips[k].seq + 1);
+    sizes.push_back(c.batch.queries.size() + c.batch.query_skips.size());
+    rows += sizes.back();
+  });
+  EXPECT_EQ(sizes, (std::vector<std::size_t>{kChunkRows, kChunkRows, 3}));
+  EXPECT_EQ(rows, n);
+  EXPECT_TRUE(p.batch().queries.empty());
+  EXPECT_TRUE(p.batch().query_skips.empty());
 }
 
 }  // namespace

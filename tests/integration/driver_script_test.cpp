@@ -3,6 +3,8 @@
 #include <SQLiteCpp/Database.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -180,6 +182,35 @@ TEST(ScriptSleep, SleepTimeIsStoredPerTransactionAndLeftOutOfQueryTime) {
   EXPECT_EQ(parts_ns, latency_ns - sleep_ns);
   // Think time is most of the clients' time.
   EXPECT_LT(j["accounting"]["client_busy_share"].get<double>(), 0.5);
+}
+
+// A \sleep past 10^8 s (in ns it passed 64 bits, wrapped, and slept 0):
+// written as a number it is refused before any file exists, naming the
+// line; from a variable it fails each transaction that reaches it, as a
+// failing \set does.
+TEST(ScriptSleep, SleepOutOfRangeIsRefusedOrFailsTheTransaction) {
+  auto conninfo = test::scratch_conninfo();
+  ASSERT_FALSE(conninfo.empty());
+  test::TempDir dir;
+  write_file(dir.file("fixed.sql"), "SELECT 1;\n\\sleep 9300000000 s\n");
+  auto fixed = test::run_command({test::stallscope_bin(), "run", "-o", dir.file("fixed.db"),
+                                  conninfo, "-t", "1", "-P", "0", "-f", dir.file("fixed.sql")});
+  EXPECT_EQ(fixed.exit_status, 2) << fixed.err;
+  EXPECT_NE(fixed.err.find("fixed.sql:2:"), std::string::npos) << fixed.err;
+  EXPECT_EQ(std::count(fixed.err.begin(), fixed.err.end(), '\n'), 1) << fixed.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("fixed.db")));
+
+  write_file(dir.file("var.sql"), "SELECT 1;\n\\sleep :x ms\n");
+  const auto db = dir.file("var.db");
+  auto r = test::run_command({test::stallscope_bin(), "run", "-o", db, conninfo, "-c", "1", "-t",
+                              "3", "-P", "0", "-D", "x=9300000000000", "-f", dir.file("var.sql")});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  SQLite::Database file(db);
+  EXPECT_EQ(file.execAndGet("SELECT count(*) FROM query").getInt64(), 3);
+  EXPECT_EQ(file.execAndGet("SELECT count(*) FROM query_error WHERE sqlstate = 'XX000' AND "
+                            "error LIKE '%var.sql:2:%9300000000000 ms is out of range%'")
+                .getInt64(),
+            3);
 }
 
 }  // namespace

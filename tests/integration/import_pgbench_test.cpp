@@ -291,6 +291,84 @@ TEST_F(ImportPgbench, AnEndlessLineIsAnErrorNotUnboundedMemory) {
   EXPECT_FALSE(std::filesystem::exists(dir_.file("zero.db")));
 }
 
+// A transaction imported twice — the same log given twice, a copy of it, a
+// repeated line — failed with exit 1 and SQLite's "UNIQUE constraint
+// failed". It is a one-line usage error naming the file and the line of
+// the repeat (in the first chunk of rows written or a later one), and no
+// file is left.
+TEST_F(ImportPgbench, ATransactionImportedTwiceIsNamedByFileAndLine) {
+  std::string log;
+  for (int i = 0; i < 20000; ++i) log += fmt::format("0 {} 100 0 1700000000 {}\n", i, i);
+  std::ofstream(dir_.file("a.log")) << log;
+  std::ofstream(dir_.file("copy.log")) << log;
+  std::ofstream(dir_.file("early.log")) << "0 1 100 0 1700000000 5\n0 2 100 0 1700000000 9\n"
+                                        << "0 1 100 0 1700000000 5\n";
+  std::ofstream(dir_.file("late.log")) << log << "0 7 100 0 1700000000 7\n";
+  std::ofstream(dir_.file("agg.log")) << "1700000000 10 1000 150000 50 200 0 0 0 0 0 0 0 0 0\n";
+  const std::string sub = dir_.file("sub");
+  std::filesystem::create_directory(sub);
+  for (const auto& [files, message] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"a.log", "a.log"}, "cannot import {dir}/a.log: it is {dir}/a.log again"},
+           {{"agg.log", "sub/../agg.log"},
+            "cannot import {dir}/sub/../agg.log: it is {dir}/agg.log again"},
+           {{"a.log", "copy.log"},
+            "cannot import {dir}/copy.log:1: transaction_no 0 of client 0 is already imported"},
+           {{"early.log"},
+            "cannot import {dir}/early.log:3: transaction_no 1 of client 0 is already imported"},
+           {{"late.log"},
+            "cannot import {dir}/late.log:20001: transaction_no 7 of client 0 is already "
+            "imported"}}) {
+    std::vector<std::string> argv{test::stallscope_bin(), "import-pgbench", "-o",
+                                  dir_.file("twice.db")};
+    for (const auto& f : files) argv.push_back(dir_.file(f));
+    const auto r = test::run_command(argv);
+    EXPECT_EQ(r.exit_status, 2) << files.back() << ": " << r.err;
+    std::string expected = message;
+    for (auto at = expected.find("{dir}"); at != std::string::npos; at = expected.find("{dir}"))
+      expected.replace(at, 5, dir_.path().string());
+    EXPECT_NE(r.err.find(expected), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("UNIQUE"), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(dir_.file("twice.db"))) << files.back();
+    EXPECT_FALSE(std::filesystem::exists(dir_.file("twice.db-wal"))) << files.back();
+  }
+  // Alone, the log imports every line.
+  const auto one = test::run_command(
+      {test::stallscope_bin(), "import-pgbench", "-o", dir_.file("once.db"), dir_.file("a.log")});
+  ASSERT_EQ(one.exit_status, 0) << one.err;
+  SQLite::Database db(dir_.file("once.db"));
+  EXPECT_EQ(db.execAndGet("SELECT count(*) FROM query").getInt64(), 20000);
+  EXPECT_EQ(db.execAndGet("SELECT status FROM run").getString(), "complete");
+}
+
+// Aggregate intervals 70 years apart (the import takes the gap as the
+// interval length: the run spans 140 years) need 4.4·10^9 one-second
+// windows: explain failed with "too many windows". Without --window it takes
+// windows of 1, 2 or 5 × 10^k s, at most 100,000 of them (here 50,000 s),
+// and says so; a --window the user chose stays an error.
+TEST_F(ImportPgbench, DecadesApartExplainWithLongerDefaultWindows) {
+  std::ofstream(dir_.file("decades.log")) << "1000000000 10 1000 150000 50 200 0 0 0 0 0 0 0 0 0\n"
+                                          << "3208968000 10 1000 150000 50 200 0 0 0 0 0 0 0 0 0\n";
+  const auto db = dir_.file("decades.db");
+  auto r = test::run_command(
+      {test::stallscope_bin(), "import-pgbench", "-o", db, dir_.file("decades.log")});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  auto ex = test::run_command({test::stallscope_bin(), "explain", "--json", db});
+  ASSERT_EQ(ex.exit_status, 0) << ex.err;
+  const auto j = nlohmann::json::parse(ex.out);
+  EXPECT_EQ(j["run"]["window_ns"].get<std::int64_t>(), 50'000'000'000'000);
+  EXPECT_EQ(j["windows"].size(), 88'359u);  // 4'417'936'000 s / 50'000 s, rounded up
+  std::int64_t transactions = 0;
+  for (const auto& w : j["windows"]) transactions += w["queries"].get<std::int64_t>();
+  EXPECT_EQ(transactions, 20);
+  const std::string notes = j["notes"].dump();
+  EXPECT_NE(notes.find("Windows of 50000 s instead of the default 1 s"), std::string::npos)
+      << notes;
+  auto chosen = test::run_command({test::stallscope_bin(), "explain", db, "--window", "1s"});
+  EXPECT_EQ(chosen.exit_status, 2) << chosen.err;
+  EXPECT_NE(chosen.err.find("windows is too many"), std::string::npos) << chosen.err;
+}
+
 // The accounting part named `name` (null when absent).
 nlohmann::json part(const nlohmann::json& accounting, const std::string& name) {
   for (const auto& p : accounting["parts"])

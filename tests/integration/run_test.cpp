@@ -352,6 +352,52 @@ TEST(RunCommand, NumericFlagsOutOfRangeOrNotFiniteAreRefusedBeforeAFileExists) {
   }
 }
 
+// Integer flags past 64 bits were read saturated (CLI11's strtoll: -t
+// 99999999999999999999 ran 2^63 − 1 transactions) and "010" as octal 8:
+// each is refused, one line naming the flag, before any file exists; a
+// leading zero is decimal, as pgbench reads it.
+TEST(RunCommand, IntegerFlagsPastInt64AreRefusedBeforeAFileExists) {
+  auto conninfo = test::scratch_conninfo();
+  test::TempDir dir;
+  const auto db = dir.file("i.db");
+  for (const auto& [flag, value] :
+       std::vector<std::array<std::string, 2>>{{"-t", "9223372036854775808"},
+                                               {"-t", "99999999999999999999"},
+                                               {"--transactions", "-9223372036854775809"},
+                                               {"-s", "9223372036854775808"},
+                                               {"-s", "1e3"},
+                                               {"-c", "4294967297"},
+                                               {"-j", "18446744073709551617"},
+                                               {"--pipeline", "9223372036854775808"},
+                                               {"-t", "0x10"}}) {
+    std::vector<std::string> argv{
+        test::stallscope_bin(), "run", "-o", db, conninfo, "--sql", "SELECT 1", flag, value};
+    if (flag != "-t" && flag != "--transactions") argv.insert(argv.end(), {"-T", "1"});
+    const auto r = test::run_command(argv);
+    EXPECT_EQ(r.exit_status, 2) << flag << " " << value << ": " << r.err;
+    EXPECT_NE(r.err.find(flag), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("'" + value + "'"), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(db)) << flag << " " << value;
+  }
+  for (const auto& [command, flag] :
+       std::vector<std::array<std::string, 2>>{{"explain", "--every"}, {"report", "--bins"}}) {
+    std::vector<std::string> argv{test::stallscope_bin(), command, dir.file("none.db"), flag,
+                                  "9223372036854775808"};
+    if (command == "report") argv.insert(argv.end(), {"-o", dir.file("r.html")});
+    const auto r = test::run_command(argv);
+    EXPECT_EQ(r.exit_status, 2) << command << " " << flag << ": " << r.err;
+    EXPECT_NE(r.err.find(flag), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  // -t 010 is ten transactions, not octal 8.
+  const auto r = test::run_command({test::stallscope_bin(), "run", "-o", db, conninfo, "--sql",
+                                    "SELECT 1", "-c", "1", "-t", "010", "-P", "0"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  SQLite::Database file(db);
+  EXPECT_EQ(file.execAndGet("SELECT count(*) FROM query").getInt64(), 10);
+}
+
 TEST(RunCommand, BadInputGivesOneLineErrorAndStatus) {
   auto conninfo = test::scratch_conninfo();
   test::TempDir dir;
