@@ -91,16 +91,23 @@ bool is_secret_option(std::string_view word) {
   return is_secret_name(parts);
 }
 
-// A MySQL or MariaDB client (mysql, mysqldump, mysqlimport, mariadb-dump,
-// mariabackup, …; any path), whose -pSECRET is a password where psql's -p
-// is a port.
+// A word naming a MySQL or MariaDB client, whose -pSECRET is a password
+// where psql's -p is a port: a program (any path; quotes and shell
+// punctuation around it dropped) whose name starts with mysql, mariadb or
+// mariabackup and has only letters, digits, '-' and '_' — mysqlimport,
+// mariadb-dump, "mysql"; not the files mysql.db or mysql_init.sql.
 bool is_mysql_client(std::string_view word) {
-  while (!word.empty() && is_quote(word.front())) word.remove_prefix(1);
+  auto path_char = [](char c) { return is_name_char(c) || c == '/'; };
+  while (!word.empty() && !path_char(word.front())) word.remove_prefix(1);
+  while (!word.empty() && !path_char(word.back())) word.remove_suffix(1);
   if (const auto slash = word.find_last_of('/'); slash != std::string_view::npos) {
     word.remove_prefix(slash + 1);
   }
-  return word.starts_with("mysql") || word.starts_with("mariadb") ||
-         word.starts_with("mariabackup");
+  if (!word.starts_with("mysql") && !word.starts_with("mariadb") &&
+      !word.starts_with("mariabackup")) {
+    return false;
+  }
+  return std::ranges::all_of(word, [](char c) { return is_alnum(c) || c == '-' || c == '_'; });
 }
 
 // HTTP authentication schemes, shown before their credentials.

@@ -63,8 +63,9 @@ std::optional<std::string> conninfo_value(const std::string& conninfo, const std
 //   (--password S, --client-secret S, -pass S): the next argument, or the
 //   next word in the same argument (a process title with spaces,
 //   "app --password S"); not after the switches --no-…, --skip-…, --ask-…;
-// - -pSECRET once a MySQL or MariaDB client was named (a word starting with
-//   mysql, mariadb or mariabackup, any path: mysqlimport, mariadb-dump); the
+// - -pSECRET once a MySQL or MariaDB client was named (a program, any path,
+//   whose name starts with mysql, mariadb or mariabackup and holds only
+//   letters, digits, '-', '_': mysqlimport, mariadb-dump; not mysql.db); the
 //   -p of psql and pgbench is a port;
 // - HTTP credentials: after Authorization: and Proxy-Authorization: (a
 //   known scheme kept: "Authorization: Bearer ***"), and after NAME: for a

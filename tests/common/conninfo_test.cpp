@@ -210,6 +210,10 @@ TEST(MaskArgs, MasksDashPOfEveryMysqlAndMariadbClient) {
   // Elsewhere -p is a port, and a bare -p prompts.
   EXPECT_EQ(join_args_masked({"psql", "-p5433", "-h", "db"}), "psql -p5433 -h db");
   EXPECT_EQ(join_args_masked({"pgbench", "-p", "5433"}), "pgbench -p 5433");
+  EXPECT_EQ(join_args_masked({"pgbench", "-f", "mysql_compat.sql", "-p5433"}),
+            "pgbench -f mysql_compat.sql -p5433");
+  // (A value runs to whitespace: the ')' goes with it.)
+  EXPECT_EQ(join_args_masked({"sh", "-c", "(\"mysql\" -pS3cret)"}), "sh -c (\"mysql\" -p***");
   EXPECT_EQ(join_args_masked({"mysql", "-p", "db"}), "mysql -p db");
 }
 
