@@ -57,8 +57,8 @@ std::vector<std::string> name_parts(std::string_view name) {
 }
 
 // Whether a value whose name has these `parts` (name_parts) is a secret: the
-// parts joined end in password, passwd, secret, token, apikey, accesskey or
-// secretkey (PGPASSWORD, --client-secret, AWS_SECRET_ACCESS_KEY), or its
+// parts joined end in password, passwd, passphrase, secret, token, apikey,
+// accesskey or secretkey (PGPASSWORD, --client-secret, AWS_SECRET_ACCESS_KEY), or its
 // last part is "pass" (--pass, DB_PASS) or, after another part, "pwd"
 // (MYSQL_PWD; not the shell's PWD and OLDPWD, which are directories).
 // --key, --key-file, --password-file, --token-limit are not.
@@ -66,8 +66,8 @@ bool is_secret_name(const std::vector<std::string>& parts) {
   if (parts.empty()) return false;
   std::string joined;
   for (const auto& p : parts) joined += p;
-  static constexpr std::string_view kEndings[] = {"password", "passwd",    "secret",   "token",
-                                                  "apikey",   "accesskey", "secretkey"};
+  static constexpr std::string_view kEndings[] = {"password", "passwd", "passphrase", "secret",
+                                                  "token",    "apikey", "accesskey",  "secretkey"};
   for (auto e : kEndings) {
     if (joined.ends_with(e)) return true;
   }

@@ -54,8 +54,8 @@ std::optional<std::string> conninfo_value(const std::string& conninfo, const std
 //   before the next '/' or whitespace (so it may hold '@', ':', '?', '#');
 // - NAME=value, NAME = 'value', "NAME=value" and ?NAME=value& anywhere in an
 //   argument, for a secret NAME: one that, in lower case and without its
-//   separators ('-', '_', '.'), ends in password, passwd, secret, token,
-//   apikey, accesskey or secretkey (PGPASSWORD, --client-secret,
+//   separators ('-', '_', '.'), ends in password, passwd, passphrase,
+//   secret, token, apikey, accesskey or secretkey (PGPASSWORD, --client-secret,
 //   AWS_SECRET_ACCESS_KEY), or whose last part is "pass" (--pass, DB_PASS)
 //   or, after another part, "pwd" (MYSQL_PWD; not the shell's PWD and
 //   OLDPWD). --key, --key-file, --password-file and --max-tokens are not;

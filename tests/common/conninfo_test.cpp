@@ -241,6 +241,7 @@ TEST(MaskArgs, MasksTheValueOfOptionsNamedForASecret) {
   EXPECT_EQ(join_args_masked({"tool", "--db-password", "S3cret", "--auth-token", "S3cret"}),
             "tool --db-password *** --auth-token ***");
   EXPECT_EQ(join_args_masked({"openssl", "enc", "-pass", "S3cret"}), "openssl enc -pass ***");
+  EXPECT_EQ(join_args_masked({"gpg", "--passphrase", "S3cret"}), "gpg --passphrase ***");
   // Not secrets: files, keys named by path, counts, switches.
   EXPECT_EQ(join_args_masked({"curl", "--key", "k.pem", "--key-file", "k.pem", "--password-file",
                               "/run/pw", "--max-tokens", "5", "--no-password", "-h", "db",
