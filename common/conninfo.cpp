@@ -136,18 +136,21 @@ std::size_t quoted_end(std::string_view text, std::size_t at) {
   return text.size();
 }
 
-// The end of a value starting at `at`: the next whitespace, taking quoted
-// strings whole ('a b', "a b"); before `closing` if that is not '\0' (the
-// quote around the whole NAME=value); before '&' when `at_ampersand`.
+// The end of a value starting at `at`: a value that starts with a quote
+// runs to its closing quote ('a b', "a b", or to the end when unclosed),
+// then like any other to the next whitespace; a quote inside a value opens
+// nothing (in the script `(exec -a 'app --password S3cret' sleep 9) & …`
+// the quote after S3cret closes the script's own). Before `closing` if that is not '\0' (the quote
+// around the whole "NAME=value"), whitespace or not; before '&' when `at_ampersand`; before a line
+// break.
 std::size_t value_end(std::string_view text, std::size_t at, char closing, bool at_ampersand) {
   std::size_t i = at;
-  while (i < text.size() && (closing != '\0' || !is_space(text[i]))) {
+  if (i < text.size() && is_quote(text[i]) && text[i] != closing) i = quoted_end(text, i);
+  for (; i < text.size(); ++i) {
     const char c = text[i];
-    if (c == closing || (at_ampersand && c == '&') || c == '\n' || c == '\r') break;
-    if (is_quote(c)) {
-      i = quoted_end(text, i);
-    } else {
-      ++i;
+    if (c == closing || (closing == '\0' && is_space(c)) || (at_ampersand && c == '&') ||
+        c == '\n' || c == '\r') {
+      break;
     }
   }
   return i;

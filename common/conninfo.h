@@ -71,9 +71,9 @@ std::optional<std::string> conninfo_value(const std::string& conninfo, const std
 //   known scheme kept: "Authorization: Bearer ***"), and after NAME: for a
 //   secret NAME of two parts or more (X-Api-Key: ***), to the end of the
 //   line or to the quote around the header.
-// A value ends at whitespace, takes quoted strings whole ('a b', "a b"),
-// ends at the quote before a quoted "NAME=value", and at '&' after ?NAME=
-// or &NAME=. Idempotent (masking the result again changes nothing), and
+// A value ends at whitespace (one that starts with a quote, 'a b' or "a b",
+// at its closing quote), at the quote before a quoted "NAME=value", and at
+// '&' after ?NAME= or &NAME=. Idempotent (masking the result again changes nothing), and
 // linear in the total length.
 // Example: mask_args({"mysqlimport", "-pS3cret", "db"}) ==
 //          {"mysqlimport", "-p***", "db"}.

@@ -191,6 +191,13 @@ TEST(MaskArgs, MasksOptionsInsideAnArgumentWithSpaces) {
   // A quoted value is taken whole.
   EXPECT_EQ(join_args_masked({"sh", "-c", "app --password 'S3 cret' --next"}),
             "sh -c app --password *** --next");
+  // In a script, a quote inside a value closes the script's own quote: what
+  // follows is masked in turn.
+  EXPECT_EQ(join_args_masked({"bash", "-c",
+                              "(exec -a 'app --password S3cret' sleep 2) & "
+                              "(exec -a mariadb-dump bash -c 'sleep 2; true' -pS3cret)"}),
+            "bash -c (exec -a 'app --password *** sleep 2) & "
+            "(exec -a mariadb-dump bash -c 'sleep 2; true' -p***");
   // A secret option right after a secret option is an option, not a value.
   EXPECT_EQ(join_args_masked({"psql --password --token S3cret"}), "psql --password --token ***");
 }
