@@ -148,8 +148,8 @@ std::size_t value_end(std::string_view text, std::size_t at, char closing, bool 
   if (i < text.size() && is_quote(text[i]) && text[i] != closing) i = quoted_end(text, i);
   for (; i < text.size(); ++i) {
     const char c = text[i];
-    if (c == closing || (closing == '\0' && is_space(c)) || (at_ampersand && c == '&') ||
-        c == '\n' || c == '\r') {
+    if ((closing != '\0' && c == closing) || (closing == '\0' && is_space(c)) ||
+        (at_ampersand && c == '&') || c == '\n' || c == '\r') {
       break;
     }
   }
@@ -204,6 +204,11 @@ std::string Masker::mask(std::string_view text) {
   // whitespace has followed it.
   bool named = false;
   std::size_t name_from = 0, name_to = 0;
+  // The end of the last scheme://authority without user-info: a value
+  // starting before it runs to whitespace or the line's end (not to '&' or
+  // a quote), so that masking it cannot join the authority to a later '@'
+  // (masking again changes nothing).
+  std::size_t authority_to = 0;
   std::size_t i = 0;
   while (i < n) {
     const char c = text[i];
@@ -249,6 +254,7 @@ std::string Masker::mask(std::string_view text) {
         hide(colon + 1, last_at);
         i = last_at;  // the '@' is copied below
       } else {
+        authority_to = end;
         out += "://";
         i += 3;
         named = false;
@@ -260,8 +266,10 @@ std::string Masker::mask(std::string_view text) {
       const char before = name_from > 0 ? text[name_from - 1] : '\0';
       std::size_t from = i + 1;
       while (from < n && is_space(text[from]) && text[from] != '\n') ++from;
+      const bool in_authority = i < authority_to;
       const std::size_t to =
-          value_end(text, from, is_quote(before) ? before : '\0', before == '?' || before == '&');
+          value_end(text, from, is_quote(before) && !in_authority ? before : '\0',
+                    !in_authority && (before == '?' || before == '&'));
       out += text.substr(i, from - i);
       hide(from, to);
       i = to;
@@ -280,7 +288,7 @@ std::string Masker::mask(std::string_view text) {
         while (from < n && (text[from] == ' ' || text[from] == '\t')) ++from;
         std::size_t to = from;
         while (to < n && text[to] != '\n' && text[to] != '\r' &&
-               !(is_quote(before) && text[to] == before)) {
+               !(is_quote(before) && i >= authority_to && text[to] == before)) {
           ++to;
         }
         if (authorization) {

@@ -322,6 +322,11 @@ TEST(MaskArgs, MaskingAgainChangesNothing) {
       {"curl", "-H", "Authorization: Bearer S3cret", "-H", "Authorization: S3cret x"},
       {"sh", "-c", R"(env "MYSQL_PWD=a b" curl -H "X-Api-Key: k" postgresql://u:p@s@h/d)"},
       {"psql", "postgres://db/app?password=s3&sslmode=disable", "host=x password='a b"},
+      // Found by the fuzz target: a NUL byte ended a value as if it were a
+      // closing quote, and a value masked up to '&' or a quote inside an
+      // authority joined it to a later '@' the second time.
+      {std::string("x://aMYSQL_PWD=Zt/x\0_pp:@", 25), "x://?TOKEN=a/b&c:d@e",
+       "x://'X-Api-Key:v/p'u:p@h"},
   };
   for (const auto& argv : argvs) {
     const auto once = mask_args(argv);
