@@ -2,8 +2,9 @@
 
 #include <libpq-fe.h>
 
+#include <algorithm>
 #include <memory>
-#include <regex>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -16,49 +17,310 @@ bool is_uri(const std::string& s) {
   return s.rfind("postgresql://", 0) == 0 || s.rfind("postgres://", 0) == 0;
 }
 
-std::string mask_by_pattern(std::string s) {
-  // URI userinfo anywhere in the text, any scheme: scheme://user:secret@host
-  static const std::regex userinfo(R"(([A-Za-z][A-Za-z0-9+.-]*://[^:/@\s]*):[^@\s/]*@)");
-  s = std::regex_replace(s, userinfo, "$1:***@");
-  // key=value, URI parameter or option=value: password=secret, password =
-  // 'se cret', PGPASSWORD=…, --passwd=…, --secret=…, --token=…, --api-key=…
-  static const std::regex kv(
-      R"(((?:password|passwd|secret|token|api[-_]?key|access[-_]?key)\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]*))",
-      std::regex::icase);
-  return std::regex_replace(s, kv, "$1***");
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+bool is_alnum(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+// Characters of a key's, option's or header's name: PGPASSWORD, --client-secret, X-Api-Key.
+bool is_name_char(char c) {
+  return is_alnum(c) || c == '_' || c == '-' || c == '.';
+}
+bool is_quote(char c) {
+  return c == '\'' || c == '"';
+}
+char to_lower(char c) {
+  return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+}
+std::string lowered(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = to_lower(c);
+  return out;
 }
 
-// An option whose next argument is a secret: --password S3cret.
-bool is_secret_option(const std::string& a) {
-  static const std::regex option(
-      R"(--?(?:password|passwd|secret|token|api[-_]?key|access[-_]?key))", std::regex::icase);
-  return std::regex_match(a, option);
-}
-
-// Clients whose -pSECRET (no space) is a password, not a port as psql's -p.
-bool takes_password_after_p(const std::vector<std::string>& argv) {
-  if (argv.empty()) return false;
-  const auto slash = argv.front().find_last_of('/');
-  const auto name = argv.front().substr(slash == std::string::npos ? 0 : slash + 1);
-  return name == "mysql" || name == "mysqldump" || name == "mysqladmin" || name == "mariadb";
-}
-
-// Every argument with its secrets masked: the patterns above in each, the
-// argument after a secret option, a MySQL client's -pSECRET.
-std::vector<std::string> masked_args(const std::vector<std::string>& argv) {
-  std::vector<std::string> out;
-  out.reserve(argv.size());
-  const bool mysql = takes_password_after_p(argv);
-  for (std::size_t i = 0; i < argv.size(); ++i) {
-    if (i > 0 && is_secret_option(argv[i - 1])) {
-      out.emplace_back("***");
-    } else if (mysql && i > 0 && argv[i].size() > 2 && argv[i].rfind("-p", 0) == 0) {
-      out.emplace_back("-p***");
+// A name's parts, lower case, split at '-', '_' and '.', leading dashes dropped:
+// "--Client-Secret" → {"client", "secret"}.
+std::vector<std::string> name_parts(std::string_view name) {
+  std::vector<std::string> parts;
+  std::string part;
+  for (char c : name) {
+    if (c == '-' || c == '_' || c == '.') {
+      if (!part.empty()) parts.push_back(std::move(part));
+      part.clear();
     } else {
-      out.push_back(mask_by_pattern(argv[i]));
+      part += to_lower(c);
     }
   }
+  if (!part.empty()) parts.push_back(std::move(part));
+  return parts;
+}
+
+// Whether a value whose name has these `parts` (name_parts) is a secret: the
+// parts joined end in password, passwd, passphrase, secret, token, apikey,
+// accesskey or secretkey (PGPASSWORD, --client-secret, AWS_SECRET_ACCESS_KEY), or its
+// last part is "pass" (--pass, DB_PASS) or, after another part, "pwd"
+// (MYSQL_PWD; not the shell's PWD and OLDPWD, which are directories).
+// --key, --key-file, --password-file, --token-limit are not.
+bool is_secret_name(const std::vector<std::string>& parts) {
+  if (parts.empty()) return false;
+  std::string joined;
+  for (const auto& p : parts) joined += p;
+  static constexpr std::string_view kEndings[] = {"password", "passwd", "passphrase", "secret",
+                                                  "token",    "apikey", "accesskey",  "secretkey"};
+  for (auto e : kEndings) {
+    if (joined.ends_with(e)) return true;
+  }
+  return parts.back() == "pass" || (parts.back() == "pwd" && parts.size() > 1);
+}
+
+// An option whose next word or argument is its secret: -NAME or --NAME
+// (letters first, no '=') with a secret name, except the switches --no-…,
+// --skip-… and --ask-… (--no-password, ansible's --ask-pass).
+bool is_secret_option(std::string_view word) {
+  std::size_t dashes = 0;
+  while (dashes < word.size() && dashes < 2 && word[dashes] == '-') ++dashes;
+  if (dashes == 0 || dashes == word.size()) return false;
+  const auto name = word.substr(dashes);
+  if (!((name[0] >= 'a' && name[0] <= 'z') || (name[0] >= 'A' && name[0] <= 'Z'))) return false;
+  for (char c : name) {
+    if (!is_name_char(c)) return false;
+  }
+  const auto parts = name_parts(name);
+  if (parts.front() == "no" || parts.front() == "skip" || parts.front() == "ask") return false;
+  return is_secret_name(parts);
+}
+
+// A word naming a MySQL or MariaDB client, whose -pSECRET is a password
+// where psql's -p is a port: a program (any path; quotes and shell
+// punctuation around it dropped) whose name starts with mysql, mariadb or
+// mariabackup and has only letters, digits, '-' and '_' — mysqlimport,
+// mariadb-dump, "mysql"; not the files mysql.db or mysql_init.sql.
+bool is_mysql_client(std::string_view word) {
+  auto path_char = [](char c) { return is_name_char(c) || c == '/'; };
+  while (!word.empty() && !path_char(word.front())) word.remove_prefix(1);
+  while (!word.empty() && !path_char(word.back())) word.remove_suffix(1);
+  if (const auto slash = word.find_last_of('/'); slash != std::string_view::npos) {
+    word.remove_prefix(slash + 1);
+  }
+  if (!word.starts_with("mysql") && !word.starts_with("mariadb") &&
+      !word.starts_with("mariabackup")) {
+    return false;
+  }
+  return std::ranges::all_of(word, [](char c) { return is_alnum(c) || c == '-' || c == '_'; });
+}
+
+// HTTP authentication schemes, shown before their credentials.
+bool is_auth_scheme(std::string_view word) {
+  static constexpr std::string_view kSchemes[] = {
+      "basic", "bearer", "digest", "negotiate", "ntlm",   "token",         "bot",
+      "oauth", "hoba",   "mutual", "vapid",     "apikey", "scram-sha-256", "aws4-hmac-sha256"};
+  const auto w = lowered(word);
+  for (auto s : kSchemes) {
+    if (w == s) return true;
+  }
+  return false;
+}
+
+// The end of a quoted string starting at `at` (just past its closing quote,
+// or text's end when it has none); a backslash escapes the next character.
+std::size_t quoted_end(std::string_view text, std::size_t at) {
+  const char quote = text[at];
+  for (std::size_t i = at + 1; i < text.size(); ++i) {
+    if (text[i] == '\\') {
+      ++i;
+    } else if (text[i] == quote) {
+      return i + 1;
+    }
+  }
+  return text.size();
+}
+
+// The end of a value starting at `at`: a value that starts with a quote
+// runs to its closing quote ('a b', "a b", or to the end when unclosed),
+// then like any other to the next whitespace; a quote inside a value opens
+// nothing (in the script `(exec -a 'app --password S3cret' sleep 9) & …`
+// the quote after S3cret closes the script's own). Before `closing` if that is not '\0' (the quote
+// around the whole "NAME=value"), whitespace or not; before '&' when `at_ampersand`; before a line
+// break.
+std::size_t value_end(std::string_view text, std::size_t at, char closing, bool at_ampersand) {
+  std::size_t i = at;
+  if (i < text.size() && is_quote(text[i]) && text[i] != closing) i = quoted_end(text, i);
+  for (; i < text.size(); ++i) {
+    const char c = text[i];
+    if ((closing != '\0' && c == closing) || (closing == '\0' && is_space(c)) ||
+        (at_ampersand && c == '&') || c == '\n' || c == '\r') {
+      break;
+    }
+  }
+  return i;
+}
+
+// Masks the secrets of one text — an argument, a process title, a message —
+// in one pass from left to right, each character looked at a bounded number
+// of times (linear time). What it carries from one text to the next (an
+// argv's arguments): whether the last word was a secret option, and whether
+// a MySQL client was named.
+class Masker {
+ public:
+  // Each secret hidden, as written (without its quotes), is added to
+  // `found` when it is not null.
+  explicit Masker(std::vector<std::string>* found = nullptr) : found_(found) {}
+
+  // Whether the text last masked ended with a secret option (--password):
+  // the next argument is its value.
+  bool value_pending() const { return value_pending_; }
+  void take_value(std::string_view argument) {
+    value_pending_ = false;
+    report(argument);
+  }
+
+  std::string mask(std::string_view text);
+
+ private:
+  void report(std::string_view secret) {
+    if (!found_) return;
+    if (secret.size() >= 2 && is_quote(secret.front()) && secret.back() == secret.front()) {
+      secret = secret.substr(1, secret.size() - 2);
+    }
+    if (!secret.empty()) found_->emplace_back(secret);
+  }
+
+  std::vector<std::string>* found_;
+  bool value_pending_ = false;
+  bool mysql_ = false;
+};
+
+std::string Masker::mask(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  const std::size_t n = text.size();
+  // `text[from, to)` replaced by "***".
+  auto hide = [&](std::size_t from, std::size_t to) {
+    report(text.substr(from, to - from));
+    out += "***";
+  };
+  // The last run of name characters, [name_from, name_to), while only
+  // whitespace has followed it.
+  bool named = false;
+  std::size_t name_from = 0, name_to = 0;
+  // The end of the last scheme://authority without user-info: a value
+  // starting before it runs to whitespace or the line's end (not to '&' or
+  // a quote), so that masking it cannot join the authority to a later '@'
+  // (masking again changes nothing).
+  std::size_t authority_to = 0;
+  std::size_t i = 0;
+  while (i < n) {
+    const char c = text[i];
+    if (!is_space(c) && (i == 0 || is_space(text[i - 1]))) {
+      // A word begins: an option's value, an option, a MySQL client, its -p
+      // (-pSECRET first: -pXtoken is a password, not an option).
+      std::size_t word_to = i;
+      while (word_to < n && !is_space(text[word_to])) ++word_to;
+      const auto word = text.substr(i, word_to - i);
+      const bool mysql_password = mysql_ && word.size() > 2 && word.starts_with("-p");
+      if (!mysql_password && is_secret_option(word)) {
+        value_pending_ = true;
+        out += word;
+        i = word_to;
+        named = false;
+        continue;
+      }
+      if (value_pending_ || mysql_password) {
+        const std::size_t from = value_pending_ ? i : i + 2;
+        const std::size_t to = value_end(text, from, '\0', false);
+        out += text.substr(i, from - i);
+        hide(from, to);
+        value_pending_ = false;
+        i = to;
+        named = false;
+        continue;
+      }
+      if (is_mysql_client(word)) mysql_ = true;
+    }
+    if (c == ':' && i + 2 < n && text[i + 1] == '/' && text[i + 2] == '/' && i > 0 &&
+        (is_alnum(text[i - 1]) || text[i - 1] == '+' || text[i - 1] == '.' || text[i - 1] == '-')) {
+      // scheme://user:secret@host — the user-info runs to the last '@'
+      // before the next '/' or whitespace; the secret follows its first ':'.
+      std::size_t end = i + 3, last_at = std::string_view::npos;
+      for (; end < n && text[end] != '/' && !is_space(text[end]); ++end) {
+        if (text[end] == '@') last_at = end;
+      }
+      const std::size_t colon = last_at == std::string_view::npos
+                                    ? std::string_view::npos
+                                    : text.substr(0, last_at).find(':', i + 3);
+      if (colon != std::string_view::npos) {
+        out += text.substr(i, colon + 1 - i);
+        hide(colon + 1, last_at);
+        i = last_at;  // the '@' is copied below
+      } else {
+        authority_to = end;
+        out += "://";
+        i += 3;
+        named = false;
+        continue;
+      }
+    } else if (c == '=' && named &&
+               is_secret_name(name_parts(text.substr(name_from, name_to - name_from)))) {
+      // NAME=value, NAME = 'value', "NAME=value", ?name=value&…
+      const char before = name_from > 0 ? text[name_from - 1] : '\0';
+      std::size_t from = i + 1;
+      while (from < n && is_space(text[from]) && text[from] != '\n') ++from;
+      const bool in_authority = i < authority_to;
+      const std::size_t to =
+          value_end(text, from, is_quote(before) && !in_authority ? before : '\0',
+                    !in_authority && (before == '?' || before == '&'));
+      out += text.substr(i, from - i);
+      hide(from, to);
+      i = to;
+      named = false;
+      continue;
+    } else if (c == ':' && named && name_to == i) {
+      // A header: Authorization: Bearer secret, X-Api-Key: secret; the value
+      // runs to the end of the line, or to the quote around the header.
+      const auto name = text.substr(name_from, name_to - name_from);
+      const auto parts = name_parts(name);
+      const auto lower = lowered(name);
+      const bool authorization = lower == "authorization" || lower == "proxy-authorization";
+      if (authorization || (name[0] != '-' && parts.size() > 1 && is_secret_name(parts))) {
+        const char before = name_from > 0 ? text[name_from - 1] : '\0';
+        std::size_t from = i + 1;
+        while (from < n && (text[from] == ' ' || text[from] == '\t')) ++from;
+        std::size_t to = from;
+        while (to < n && text[to] != '\n' && text[to] != '\r' &&
+               !(is_quote(before) && i >= authority_to && text[to] == before)) {
+          ++to;
+        }
+        if (authorization) {
+          // Keep a scheme that has credentials after it: "Bearer ***".
+          std::size_t scheme_to = from;
+          while (scheme_to < to && !is_space(text[scheme_to])) ++scheme_to;
+          std::size_t rest = scheme_to;
+          while (rest < to && is_space(text[rest])) ++rest;
+          if (is_auth_scheme(text.substr(from, scheme_to - from))) from = rest;
+        }
+        out += text.substr(i, from - i);
+        if (from < to) hide(from, to);
+        i = to;
+        named = false;
+        continue;
+      }
+    }
+    if (is_name_char(text[i])) {
+      if (!named || name_to != i) name_from = i;
+      name_to = i + 1;
+      named = true;
+    } else if (!is_space(text[i])) {
+      named = false;
+    }
+    out += text[i];
+    ++i;
+  }
   return out;
+}
+
+std::string mask_by_pattern(std::string_view text) {
+  return Masker().mask(text);
 }
 
 std::string quote_value(const std::string& v) {
@@ -88,23 +350,27 @@ std::string shell_quote(const std::string& v) {
   return out + "'";
 }
 
-// The password as written in `conninfo`, parsed or not: a URI's user-info
-// secret (raw, %-encoded as given), each password=… value (unquoted).
+// The secrets as written in `conninfo`, parsed or not: a URI's user-info
+// secret (raw, %-encoded as given) and each of its pieces between '@' (libpq
+// ends the user-info at the first '@' and may quote the rest), each
+// password=… value (unquoted), and every other value mask_by_pattern hides;
+// longest first.
 std::vector<std::string> written_passwords(const std::string& conninfo) {
-  std::vector<std::string> out;
-  static const std::regex userinfo(R"(://[^:/@\s]*:([^@\s/]*)@)");
-  static const std::regex kv(R"(password\s*=\s*(?:'((?:[^'\\]|\\.)*)'?|([^\s&]*)))",
-                             std::regex::icase);
-  for (auto it = std::sregex_iterator(conninfo.begin(), conninfo.end(), userinfo);
-       it != std::sregex_iterator(); ++it) {
-    out.push_back((*it)[1].str());
+  std::vector<std::string> found;
+  Masker(&found).mask(conninfo);
+  for (std::size_t i = 0, n = found.size(); i < n; ++i) {
+    const std::string secret = found[i];
+    if (secret.find('@') == std::string::npos) continue;
+    for (std::size_t from = 0; from <= secret.size();) {
+      const std::size_t at = std::min(secret.find('@', from), secret.size());
+      found.push_back(secret.substr(from, at - from));
+      from = at + 1;
+    }
   }
-  for (auto it = std::sregex_iterator(conninfo.begin(), conninfo.end(), kv);
-       it != std::sregex_iterator(); ++it) {
-    out.push_back((*it)[1].matched ? (*it)[1].str() : (*it)[2].str());
-  }
-  std::erase_if(out, [](const std::string& p) { return p.empty(); });
-  return out;
+  std::erase_if(found, [](const std::string& s) { return s.empty(); });
+  std::ranges::sort(found,
+                    [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+  return found;
 }
 
 }  // namespace
@@ -192,9 +458,24 @@ void check_conninfo(const std::string& conninfo) {
                                             mask_conninfo_message(reason, conninfo)));
 }
 
+std::vector<std::string> mask_args(const std::vector<std::string>& argv) {
+  std::vector<std::string> out;
+  out.reserve(argv.size());
+  Masker masker;
+  for (const auto& a : argv) {
+    if (masker.value_pending() && !is_secret_option(a)) {
+      masker.take_value(a);
+      out.emplace_back("***");
+    } else {
+      out.push_back(masker.mask(a));
+    }
+  }
+  return out;
+}
+
 std::string mask_command_line(const std::vector<std::string>& argv) {
   std::string out;
-  for (const auto& a : masked_args(argv)) {
+  for (const auto& a : mask_args(argv)) {
     if (!out.empty()) out += ' ';
     out += shell_quote(a);
   }
@@ -204,7 +485,7 @@ std::string mask_command_line(const std::vector<std::string>& argv) {
 std::string join_args_masked(const std::vector<std::string>& args) {
   std::string out;
   bool first = true;
-  for (const auto& a : masked_args(args)) {
+  for (const auto& a : mask_args(args)) {
     if (!first) out += ' ';
     first = false;
     out += a;

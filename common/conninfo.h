@@ -8,8 +8,8 @@
 namespace stallscope {
 
 // Returns `conninfo` (key=value or postgres:// URI) with the password
-// replaced by "***". Uses libpq's PQconninfoParse; text libpq cannot parse is
-// returned with any "password=..." / "user:pass@" pattern masked by hand.
+// replaced by "***". Uses libpq's PQconninfoParse; a URI, and text libpq
+// cannot parse, is returned with the patterns mask_args lists masked by hand.
 // Example: mask_conninfo("host=db password=s3cret") == "host=db password=***".
 std::string mask_conninfo(const std::string& conninfo);
 
@@ -47,18 +47,46 @@ std::string with_connection_flags(const std::string& conninfo,
 // Example: conninfo_value("host=db dbname=shop", "dbname") == "shop".
 std::optional<std::string> conninfo_value(const std::string& conninfo, const std::string& keyword);
 
+// Each argument of `argv` with its secrets replaced by "***", in the same
+// order (what mask_command_line quotes and join_args_masked joins). Masked:
+// - URI user-info, any scheme, anywhere in an argument: the secret of
+//   scheme://user:secret@host runs from its first ':' to the last '@'
+//   before the next '/' or whitespace (so it may hold '@', ':', '?', '#');
+// - NAME=value, NAME = 'value', "NAME=value" and ?NAME=value& anywhere in an
+//   argument, for a secret NAME: one that, in lower case and without its
+//   separators ('-', '_', '.'), ends in password, passwd, passphrase,
+//   secret, token, apikey, accesskey or secretkey (PGPASSWORD, --client-secret,
+//   AWS_SECRET_ACCESS_KEY), or whose last part is "pass" (--pass, DB_PASS)
+//   or, after another part, "pwd" (MYSQL_PWD; not the shell's PWD and
+//   OLDPWD). --key, --key-file, --password-file and --max-tokens are not;
+// - the value after an option -NAME or --NAME with a secret NAME
+//   (--password S, --client-secret S, -pass S): the next argument, or the
+//   next word in the same argument (a process title with spaces,
+//   "app --password S"); not after the switches --no-…, --skip-…, --ask-…;
+// - -pSECRET once a MySQL or MariaDB client was named (a program, any path,
+//   whose name starts with mysql, mariadb or mariabackup and holds only
+//   letters, digits, '-', '_': mysqlimport, mariadb-dump; not mysql.db); the
+//   -p of psql and pgbench is a port;
+// - HTTP credentials: after Authorization: and Proxy-Authorization: (a
+//   known scheme kept: "Authorization: Bearer ***"), and after NAME: for a
+//   secret NAME of two parts or more (X-Api-Key: ***), to the end of the
+//   line or to the quote around the header.
+// A value ends at whitespace (one that starts with a quote, 'a b' or "a b",
+// at its closing quote), at the quote before a quoted "NAME=value", and at
+// '&' after ?NAME= or &NAME=. Idempotent (masking the result again changes nothing), and
+// linear in the total length.
+// Example: mask_args({"mysqlimport", "-pS3cret", "db"}) ==
+//          {"mysqlimport", "-p***", "db"}.
+std::vector<std::string> mask_args(const std::vector<std::string>& argv);
+
 // Joins argv into one line a POSIX shell would split back into the same
-// arguments (single-quoted where needed), with its secrets masked as "***":
-// password=, PGPASSWORD=, --passwd=, --secret=, --token=, --api-key= (any
-// case) and URI user-info (scheme://user:secret@, any scheme) anywhere in an
-// argument; the argument after --password, --passwd, --secret, --token or
-// --api-key; and -pSECRET of the MySQL clients (psql's -p is a port).
+// arguments (single-quoted where needed), masked as mask_args masks them.
 // Example: {"run", "--sql", "SELECT 'x'"} → "run --sql 'SELECT '\''x'\'''".
 std::string mask_command_line(const std::vector<std::string>& argv);
 
 // Joins arguments with single spaces exactly as they are (no quoting), masked
-// as mask_command_line masks them. For process command lines read from
-// /proc, which are stored as the process shows them.
+// as mask_args masks them. For process command lines read from /proc, which
+// are stored as the process shows them.
 std::string join_args_masked(const std::vector<std::string>& args);
 
 }  // namespace stallscope

@@ -1,8 +1,9 @@
 // libFuzzer target: the masking of secrets (common/conninfo.h) —
 // mask_conninfo, check_conninfo, conninfo_value, with_connection_flags on
 // the input as a conninfo; mask_command_line and join_args_masked on it as
-// an argv split at NUL bytes. And the promise itself: a secret given in each
-// spelling guarded here never appears in what is printed or stored.
+// an argv split at NUL bytes. And the promises themselves: a secret given in
+// each spelling guarded here never appears in what is printed or stored, and
+// masking is idempotent (masking the masked text or argv changes nothing).
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -35,6 +36,17 @@ bool hides(const std::string& out, const std::string& secret) {
   return out.find(secret) == std::string::npos;
 }
 
+// The input's printable characters but whitespace, '/' and '*', behind a
+// prefix, if 8 or more: a password of any punctuation ('@', ':', quotes, '&',
+// '=', '?', '#'), which the URI and value forms must hide whole.
+std::string punctuated_secret_of(std::string_view text) {
+  std::string out = "Zx9Q";
+  for (char c : text) {
+    if (c > ' ' && c < 0x7f && c != '/' && c != '*') out += c;
+  }
+  return out.size() >= 12 ? out : std::string();
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -62,6 +74,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   mask_command_line(argv);
   join_args_masked(argv);
+  const auto masked = mask_args(argv);
+  FUZZ_CHECK(masked.size() == argv.size());
+  FUZZ_CHECK(mask_args(masked) == masked);
+  // The text as a message (mask_conninfo_message with no conninfo masks
+  // the patterns only).
+  const auto message = mask_conninfo_message(text, "");
+  FUZZ_CHECK(mask_conninfo_message(message, "") == message);
 
   if (const std::string s = secret_of(text); !s.empty()) {
     FUZZ_CHECK(hides(mask_conninfo("host=db password=" + s), s));
@@ -71,6 +90,27 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_CHECK(hides(join_args_masked({"postgres: u x host=h password=" + s}), s));
     FUZZ_CHECK(hides(mask_command_line({"mysql", "-p" + s}), s));
     FUZZ_CHECK(hides(mask_command_line({"env", "PGPASSWORD=" + s, "psql"}), s));
+    // Issue 15's hostile spellings.
+    FUZZ_CHECK(hides(join_args_masked({"app --password " + s, "100"}), s));
+    FUZZ_CHECK(hides(join_args_masked({"mysqlimport", "-p" + s}), s));
+    FUZZ_CHECK(hides(join_args_masked({"/usr/bin/mariadb-dump", "-u", "x", "-p" + s}), s));
+    FUZZ_CHECK(hides(join_args_masked({"env", "MYSQL_PWD=" + s, "mysql"}), s));
+    FUZZ_CHECK(hides(join_args_masked({"x", "--pass=" + s, "--pass", s}), s));
+    FUZZ_CHECK(hides(join_args_masked({"x", "--client-secret", s, "--client-secret=" + s}), s));
+    FUZZ_CHECK(hides(join_args_masked({"curl", "-H", "Authorization: Bearer " + s}), s));
+    FUZZ_CHECK(hides(join_args_masked({"curl", "-H", "Authorization: Basic " + s}), s));
+    FUZZ_CHECK(hides(join_args_masked({"psql", "postgresql://u:p@" + s + "@db/x"}), s));
+    FUZZ_CHECK(hides(mask_conninfo("postgresql://u:p@" + s + "@db/x"), s));
+    // After whatever the input puts before them (its own text as an argument).
+    FUZZ_CHECK(hides(join_args_masked({text, "--password", s}), s));
+    FUZZ_CHECK(hides(join_args_masked({text, "PGPASSWORD=" + s}), s));
+  }
+  if (const std::string p = punctuated_secret_of(text); !p.empty()) {
+    FUZZ_CHECK(hides(join_args_masked({"psql", "postgresql://u:" + p + "@db/x"}), p));
+    FUZZ_CHECK(hides(join_args_masked({"x", "--password=" + p, "MYSQL_PWD=" + p}), p));
+    FUZZ_CHECK(hides(join_args_masked({"app --token " + p + " next"}), p));
+    FUZZ_CHECK(hides(join_args_masked({"mysql", "-p" + p}), p));
+    FUZZ_CHECK(hides(join_args_masked({"curl", "-H", "Authorization: Bearer " + p}), p));
   }
   return 0;
 }

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include <SQLiteCpp/Database.h>
+#include <SQLiteCpp/Statement.h>
 #include <gtest/gtest.h>
 
 #include "support/test_support.h"
@@ -176,6 +177,40 @@ TEST(RecordCommand, KillAfterIsADurationForACommand) {
     EXPECT_EQ(r.exit_status, 2) << bad[1] << ": " << r.err;
     EXPECT_NE(r.err.find("kill-after"), std::string::npos) << r.err;
     EXPECT_FALSE(std::filesystem::exists(dir.file("k.db"))) << bad[1];
+  }
+}
+
+// Issue 15, from a hostile test: the command record started and the
+// command lines of the processes it sampled showed these secrets in clear.
+TEST(RecordCommand, StoresCommandAndProcessCommandLinesMasked) {
+  test::TempDir dir;
+  const auto db_path = dir.file("secrets.db");
+  // Each child shows S3cret in /proc/PID/cmdline: an argv[0] with spaces
+  // (exec -a), a MariaDB client's -p (bash named mariadb-dump, its $0
+  // -pS3cret), a URI password holding '@', an Authorization header, MYSQL_PWD.
+  const std::string script =
+      "(exec -a 'app --password S3cret' sleep 2) & "
+      "(exec -a mariadb-dump bash -c 'sleep 2; true' -pS3cret) & "
+      "(exec -a 'psql postgresql://u:p@S3cret@db/x' sleep 2) & "
+      "(exec -a 'env MYSQL_PWD=S3cret' sleep 2) & "
+      "(exec -a 'curl -H Authorization: Bearer S3cret' sleep 2) & wait";
+  const auto r = test::run_command(
+      {test::stallscope_bin(), "record", "-o", db_path, "--", "bash", "-c", script});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  SQLite::Database db(db_path);
+  const auto command = db.execAndGet("SELECT command FROM run").getString();
+  EXPECT_EQ(command.find("S3cret"), std::string::npos) << command;
+  EXPECT_NE(command.find("bash -c '(exec -a '\\''app --password ***"), std::string::npos)
+      << command;
+  EXPECT_EQ(db.execAndGet("SELECT count(*) FROM process WHERE cmdline LIKE '%S3cret%'").getInt(),
+            0);
+  for (const std::string expected : {"app --password *** 2", "mariadb-dump -c sleep 2; true -p***",
+                                     "psql postgresql://u:***@db/x 2", "env MYSQL_PWD=*** 2",
+                                     "curl -H Authorization: Bearer *** 2"}) {
+    SQLite::Statement q(db, "SELECT count(*) FROM process WHERE cmdline = ?");
+    q.bind(1, expected);
+    ASSERT_TRUE(q.executeStep());
+    EXPECT_GE(q.getColumn(0).getInt(), 1) << expected;
   }
 }
 
