@@ -96,7 +96,9 @@ void expect_cut_short(const test::CommandResult& r, const std::string& path,
   EXPECT_NE(reason.find(" s: " + error), std::string::npos) << reason;
   EXPECT_GT(count(db, "SELECT count(*) FROM query"), 100);
   const std::int64_t lasted_ns = count(db, "SELECT end_ns - start_ns FROM run");
-  EXPECT_LT(lasted_ns, static_cast<std::int64_t>(duration_s / 2 * kNsPerS))
+  // It stopped at the failed commit, not at -T (how soon the disk fills
+  // depends on the host's speed: no tighter bound).
+  EXPECT_LT(lasted_ns, static_cast<std::int64_t>((duration_s - 2) * kNsPerS))
       << "drove on after the failed commit";
 }
 
@@ -174,7 +176,8 @@ TEST(WriteError, RecordStopsAndEndsItsCommand) {
       db.execAndGet("SELECT end_reason FROM run").getString().starts_with("write failed at "));
   EXPECT_EQ(count(db, "SELECT command_exit_status FROM run"), 128 + SIGTERM);
   EXPECT_GT(count(db, "SELECT count(*) FROM sample"), 0);
-  EXPECT_LT(count(db, "SELECT end_ns - start_ns FROM run"), 15 * kNsPerS);
+  EXPECT_LT(count(db, "SELECT end_ns - start_ns FROM run"),
+            28 * kNsPerS);  // not the command's 30 s
   expect_explained_as_cut_short(path, "write failed at ", r.err);
 }
 
