@@ -405,8 +405,12 @@ class ImportWithRecord : public ImportPgbench {
         test::spawn({pgbench_bin, "-n", "-f", dir_.file("pg_class.sql"), "-c", "4", "-j", "2", "-T",
                      "4", "-l", "--log-prefix=" + dir_.file(stem), conninfo_});
     EXPECT_GT(pgbench, 0);
-    // pgbench's own backends, by the server's account, half way through.
-    std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+    // pgbench's own backends, by the server's account, more than half way
+    // through: the query's own backend must start outside the 2 s after
+    // pgbench started in which explain takes client backends as pgbench's
+    // (kBackendStartSlackNs); at 2.0 s it sometimes fell inside, and then
+    // five candidates for four clients meant none was taken.
+    std::this_thread::sleep_for(std::chrono::milliseconds(2700));
     backends_ = test::psql(conninfo_,
                            "SELECT string_agg(pid::text, ',' ORDER BY pid) FROM pg_stat_activity "
                            "WHERE application_name = 'pgbench'");
