@@ -71,7 +71,8 @@ CLI::Validator number_check(bool (*ok)(double), const char* complaint, const cha
 // integer from LO to HI". The value is rewritten in canonical form ("+010"
 // to "10") before CLI11 converts it: CLI11 reads integers with strtoll in
 // base 0, which saturates past 64 bits (-t 99999999999999999999 became
-// 2^63 − 1) and reads "010" as octal 8.
+// 2^63 − 1) and reads "010" as octal 8. Given with transform(), not
+// check(): CLI11 discards what a check's validator writes back.
 CLI::Validator integer_check(std::int64_t lo, std::int64_t hi, const char* name) {
   return CLI::Validator(
       [lo, hi](std::string& value) -> std::string {
@@ -146,16 +147,16 @@ void add_run_workload_options(RunCli& r) {
   auto& o = r.options;
   cmd->add_option("-c,--client", o.clients, "Number of clients (connections)")
       ->capture_default_str()
-      ->check(integer_check(1, 10000, "CLIENTS"));
+      ->transform(integer_check(1, 10000, "CLIENTS"));
   cmd->add_option("-j,--jobs", o.threads, "Number of driver threads")
       ->capture_default_str()
-      ->check(integer_check(1, 1024, "THREADS"));
+      ->transform(integer_check(1, 1024, "THREADS"));
   auto* opt_T = cmd->add_option("-T,--time", o.duration_s,
                                 "Duration in seconds (default 10 when -t is not given)")
                     ->check(kDuration);
   auto* opt_t =
       cmd->add_option("-t,--transactions", o.queries_per_client, "Transactions per client")
-          ->check(kCount);
+          ->transform(kCount);
   opt_T->excludes(opt_t);
   auto* opt_sql = cmd->add_option("--sql", r.sql_text, "SQL of one transaction");
   auto* opt_f =
@@ -175,7 +176,7 @@ void add_run_workload_options(RunCli& r) {
                   "NAME=VALUE: set script variable :NAME (an integer) before the first "
                   "transaction, as pgbench -D; repeatable");
   cmd->add_option("-s,--scale", o.scale, "Value of :scale (default: from pgbench_branches)")
-      ->check(kCount);
+      ->transform(kCount);
   opt_sql->excludes(opt_f);
   cmd->add_option("-M,--protocol", o.protocol, "Query protocol: simple, extended or prepared")
       ->capture_default_str()
@@ -201,7 +202,7 @@ void add_run_schedule_options(RunCli& r) {
   cmd->add_option("--pipeline", o.pipeline,
                   "libpq pipeline mode: N transactions in flight per connection (one SQL "
                   "statement each, no \\sleep; not with -C, -R, -r)")
-      ->check(integer_check(1, 256, "N"));
+      ->transform(integer_check(1, 256, "N"));
   cmd->add_flag("-r,--report-per-command", o.per_statement,
                 "Store per-statement latencies and print their averages at the end");
 }
@@ -400,7 +401,7 @@ void add_explain_command(CLI::App& app, ExplainCli& r) {
   auto* opt_every =
       cmd->add_option("--every", o.every_queries,
                       "Windows of N consecutive queries (min/max/mean/stddev latency per window)")
-          ->check(kCount);
+          ->transform(kCount);
   opt_window->excludes(opt_every);
   cmd->add_option("--path-process", o.path_processes,
                   "A pooler or proxy between driver and server, by process name (comm); "
@@ -444,7 +445,7 @@ void add_report_command(CLI::App& app, ReportCli& r) {
                   "A pooler or proxy between driver and server, by process name (comm) "
                   "(repeatable)");
   cmd->add_option("--bins", o.max_bins, "Points per chart series at most (default 1000)")
-      ->check(integer_check(10, 20000, "BINS"));
+      ->transform(integer_check(10, 20000, "BINS"));
 }
 
 int finish_report(ReportCli& r) {
