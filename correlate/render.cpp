@@ -380,7 +380,8 @@ void render_accounting(const Report& r, std::ostream& out) {
                a.schedule_lag_ns > 0 ? " from the scheduled start" : "", a.clients,
                double(a.wall_ns) / kNsPerS, double(a.client_ns) / kNsPerS, use);
   }
-  if (!r.sessions && (r.run.errors > 0 || r.run.unfinished > 0 || r.run.connect_failures > 0)) {
+  if (!r.sessions && r.run.queries > 0 &&
+      (r.run.errors > 0 || r.run.unfinished > 0 || r.run.connect_failures > 0)) {
     // Failed rows (a broken transaction, a failed reconnect attempt) and
     // transactions cut short at the end carry query time too.
     fmt::print(out,
