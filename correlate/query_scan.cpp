@@ -211,10 +211,8 @@ class QueryScan {
   void add(std::int64_t start, std::int64_t latency, bool error, std::optional<std::int64_t> lag,
            std::int64_t sleep_ns, bool connection_lost = false) {
     auto& s = report_.run;
-    if (!started_) queries_ = {start, start};
-    started_ = true;
+    extend_span(start, start + latency);
     ++s.queries;
-    queries_.end_ns = std::max(queries_.end_ns, start + latency);
     // As pgbench: throughput and latency count successful queries; a failed
     // one is counted apart (its latency may be unknown: 0 in a pgbench log).
     if (error) {
@@ -247,25 +245,8 @@ class QueryScan {
   // time, but neither a query nor an error (the driver counts it apart
   // from the transactions, as -t does).
   void add_connect_failure(std::int64_t start, std::int64_t latency) {
-    auto& s = report_.run;
-    if (!started_) queries_ = {start, start};
-    started_ = true;
-    ++s.connect_failures;
-    queries_.end_ns = std::max(queries_.end_ns, start + latency);
-    if (opt_.every_queries) {
-      if (lat_.empty() && cur_.errors == 0 && cur_.query_time_ns == 0) {
-        cur_.start_ns = start;
-        cur_end_ = start;
-      }
-      cur_end_ = std::max(cur_end_, start + latency);
-      cur_.query_time_ns += latency;
-      cur_.connection_lost_ns += latency;
-      return;
-    }
-    if (!grow_to(window_of(std::max(start, start + latency - 1)))) return;
-    close_time_windows_before(window_of(start));
-    spread(start, start + latency, &Window::query_time_ns);
-    spread(start, start + latency, &Window::connection_lost_ns);
+    ++report_.run.connect_failures;
+    add_unanswered({start, latency, 0, 0}, true);
   }
 
   // A transaction cut short at the run's end: outstanding from its start
@@ -273,26 +254,9 @@ class QueryScan {
   // lag), never answered.
   void add_unfinished(std::int64_t start, std::int64_t elapsed, std::optional<std::int64_t> lag) {
     auto& s = report_.run;
-    if (!started_) queries_ = {start, start};
-    started_ = true;
     ++s.unfinished;
     s.unfinished_max_ns = std::max(s.unfinished_max_ns, elapsed);
-    queries_.end_ns = std::max(queries_.end_ns, start + elapsed);
-    const Outstanding o{start, elapsed, lag.value_or(0), 0};
-    if (opt_.every_queries) {
-      if (lat_.empty() && cur_.errors == 0 && cur_.query_time_ns == 0) {
-        cur_.start_ns = o.start_ns;
-        cur_end_ = o.start_ns;
-      }
-      cur_end_ = std::max(cur_end_, o.start_ns + o.latency_ns);
-      cur_.query_time_ns += o.latency_ns;
-      cur_.schedule_lag_ns += o.lag_ns();
-      return;
-    }
-    if (!grow_to(window_of(std::max(o.start_ns, o.start_ns + o.latency_ns - 1)))) return;
-    close_time_windows_before(window_of(o.start_ns));
-    spread(o.start_ns, o.start_ns + o.latency_ns, &Window::query_time_ns);
-    spread(o.start_ns, o.start_ns + o.lag_ns(), &Window::schedule_lag_ns);
+    add_unanswered({start, elapsed, lag.value_or(0), 0}, false);
   }
 
   // After the last row: closes the last window and sets the run's figures.
@@ -326,6 +290,38 @@ class QueryScan {
   }
 
  private:
+  // The span runs from the first row's start to the latest end.
+  void extend_span(std::int64_t start, std::int64_t end) {
+    if (!started_) queries_ = {start, start};
+    started_ = true;
+    queries_.end_ns = std::max(queries_.end_ns, end);
+  }
+
+  // Outstanding time that no answer ends (a failed connect attempt, a
+  // transaction cut short at the end): query time, schedule lag and, with
+  // connection_lost, the time without a server, in the windows it overlaps;
+  // the span runs to its end.
+  void add_unanswered(const Outstanding& o, bool connection_lost) {
+    const auto end = o.start_ns + o.latency_ns;
+    extend_span(o.start_ns, end);
+    if (opt_.every_queries) {
+      if (lat_.empty() && cur_.errors == 0 && cur_.query_time_ns == 0) {
+        cur_.start_ns = o.start_ns;
+        cur_end_ = o.start_ns;
+      }
+      cur_end_ = std::max(cur_end_, end);
+      cur_.query_time_ns += o.latency_ns;
+      cur_.schedule_lag_ns += o.lag_ns();
+      if (connection_lost) cur_.connection_lost_ns += o.latency_ns;
+      return;
+    }
+    if (!grow_to(window_of(std::max(o.start_ns, end - 1)))) return;
+    close_time_windows_before(window_of(o.start_ns));
+    spread(o.start_ns, end, &Window::query_time_ns);
+    spread(o.start_ns, o.start_ns + o.lag_ns(), &Window::schedule_lag_ns);
+    if (connection_lost) spread(o.start_ns, end, &Window::connection_lost_ns);
+  }
+
   // Query windows (--every N): a window closes at its N-th successful query.
   void add_to_query_window(const Outstanding& o, bool error) {
     if (lat_.empty() && cur_.errors == 0) {
