@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include <SQLiteCpp/SQLiteCpp.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -36,14 +37,18 @@ std::int64_t rss_bytes(int pid) {
   return 0;  // gone (or a zombie, which has no VmRSS)
 }
 
+// The bytes the file holds, as a reader sees its latest commit (pages ×
+// page size, WAL included): the sizes on disk grow in steps (the -wal is
+// reused after each checkpoint, the main file grows only at one), so 10 s
+// could pass without either changing. 0 before the file has a schema.
 std::int64_t file_bytes(const fs::path& db) {
-  std::int64_t total = 0;
-  for (const char* suffix : {"", "-wal"}) {
-    std::error_code ec;
-    const auto n = fs::file_size(db.string() + suffix, ec);
-    if (!ec) total += static_cast<std::int64_t>(n);
+  try {
+    SQLite::Database file(db.string(), SQLite::OPEN_READONLY);
+    return file.execAndGet("PRAGMA page_count").getInt64() *
+           file.execAndGet("PRAGMA page_size").getInt64();
+  } catch (const SQLite::Exception&) {
+    return 0;
   }
-  return total;
 }
 
 // Starts argv, reads its RSS and the file's size every second until it
