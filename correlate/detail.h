@@ -34,6 +34,11 @@ inline constexpr double kRateNotKeptMinLagShare = 0.5;
 // Clients idle between queries (think time, \sleep) for at least this share
 // of their time are paced by their script (verdict.cpp).
 inline constexpr double kPacedMinIdleShare = 0.5;
+// steal is a finding only when the hypervisor took at least this share of
+// all CPU time (top's "st" column at 2.0): below it, the share of the CPU
+// time a mostly idle guest wanted swings with a few stolen ticks (0.5 % of
+// all CPU time is 5–8 % of what a 10 %-busy guest wanted).
+inline constexpr double kStealMinAllCpuShare = 0.02;
 // single_thread: a process counts as saturating one core in a window when it
 // used at least this many cores there ...
 inline constexpr double kSingleThreadMinCores = 0.9;

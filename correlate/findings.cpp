@@ -301,8 +301,10 @@ void runqueue(const Context& c, const RunDelayCharge& rd, std::vector<Finding>& 
 // steal: steal share of the CPU time the guest wanted (steal ÷ (busy +
 // steal)) × the CPU parts of the accounting (driver + server CPU + run
 // delay, as shares of query time); record files: the steal share alone.
+// None while steal is under kStealMinAllCpuShare of all CPU time.
 void steal(const Context& c, std::vector<Finding>& out) {
   const auto& h = c.f.host;
+  if (ratio(double(h.steal_ns), double(h.total_ns)) < kStealMinAllCpuShare) return;
   const double steal_share = ratio(double(h.steal_ns), double(h.busy_ns + h.steal_ns));
   double cpu_parts = 1;
   if (c.acc) cpu_parts = c.share(c.acc->driver_cpu_ns + c.acc->server_cpu_ns + c.acc->run_delay_ns);

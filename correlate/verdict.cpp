@@ -16,16 +16,22 @@ namespace stallscope::correlate::detail {
 namespace {
 
 // Kinds that limit a paced run too: a saturated resource or a wait. Backend
-// CPU counts only on a saturated host, the driver's only when its threads
-// were saturated, run-queue delay only when other processes took at least
-// kRunqueueMinOtherCores; round trips and connection set-up are parts of
-// each query's latency, not a limit on a paced run.
+// CPU counts only on a saturated host, steal only on a guest saturated with
+// it, the driver's only when its threads were saturated, run-queue delay only
+// when other processes took at least kRunqueueMinOtherCores; round trips and connection set-up are
+// parts of each query's latency, not a limit on a paced run.
 bool limits_paced_run(FindingKind kind, const Facts& f, const Accounting* a) {
   const bool host_saturated =
       f.host.total_ns > 0 && f.host.busy_share() >= kRoundtripMaxHostBusyShare;
   switch (kind) {
     case FindingKind::server_cpu:
       return host_saturated;
+    case FindingKind::steal:
+      // Stolen time lengthens each query's CPU parts; it limits a paced run
+      // only when the guest's CPUs were saturated, busy and stolen together.
+      return f.host.total_ns > 0 &&
+             double(f.host.busy_ns + f.host.steal_ns) / double(f.host.total_ns) >=
+                 kRoundtripMaxHostBusyShare;
     case FindingKind::runqueue: {
       // Run-queue delay on an idle host is wake-up latency, a part of each
       // query's; it limits a paced run when others really took the CPUs.

@@ -363,6 +363,28 @@ TEST(CorrelateAccounting, ThinkTimeIsTheClientsIdleShareNotAPart) {
   EXPECT_NE(r.verdict.summary.find("between queries"), std::string::npos) << r.verdict.summary;
 }
 
+// Think time on a guest whose hypervisor took 10 % of all CPU time (two
+// thirds of the little it wanted): steal lengthens each query's CPU parts
+// and is a finding, but the script's pacing set the rate and the guest was
+// far from saturated, so the verdict stays "no bottleneck".
+TEST(CorrelateAccounting, StealOnAnIdleGuestDoesNotLimitAPacedRun) {
+  Fixture fx;
+  for (auto& q : fx.batch().queries) {
+    q.latency_ns = 500 * kMs;
+    fx.batch().query_sleeps.push_back(
+        {.client_id = q.client_id, .seq = q.seq, .start_ns = q.start_ns, .sleep_ns = 490 * kMs});
+  }
+  fx.host({.user_ms = 100, .idle_ms = 1700, .steal_ms = 200});
+  fx.rows(kBackendId[0], 2);
+  fx.rows(kBackendId[1], 2);
+  auto r = fx.explain();
+  const auto* f = finding(r, "steal");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NEAR(evidence<double>(*f, "steal_share"), 2.0 / 3.0, 1e-4);
+  EXPECT_FALSE(r.verdict.kind) << to_string(*r.verdict.kind);
+  EXPECT_EQ(r.verdict.reason, "paced");
+}
+
 TEST(CorrelateAccounting, SpreadsAProcessDeltaOverTheWindowsItCovers) {
   Fixture fx;
   fx.host({});
@@ -1396,6 +1418,24 @@ TEST(CorrelateStall, SteadyRunHasNoStall) {
   fx.host({});
   auto r = fx.explain();
   EXPECT_TRUE(r.stalls.empty());
+}
+
+// A few stolen ticks on a mostly idle guest: 1 % of all CPU time is a
+// sixth of the 6 % this guest wanted, yet it is under the 2 % floor
+// (kStealMinAllCpuShare) and no finding; at 3 % it is one.
+TEST(CorrelateFinding, StealUnderTwoPercentOfAllCpuTimeIsNoFinding) {
+  {
+    Fixture fx(/*with_queries=*/false);
+    fx.host({.user_ms = 100, .idle_ms = 1880, .steal_ms = 20});
+    auto r = fx.explain();
+    EXPECT_EQ(finding(r, "steal"), nullptr);
+  }
+  Fixture fx(/*with_queries=*/false);
+  fx.host({.user_ms = 100, .idle_ms = 1840, .steal_ms = 60});
+  auto r = fx.explain();
+  const auto* f = finding(r, "steal");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NEAR(f->score, 0.6 / 1.6, 1e-4);
 }
 
 TEST(CorrelateFinding, StealFiresOnThirtyPercentSteal) {
