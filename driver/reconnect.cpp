@@ -54,7 +54,7 @@ bool Worker::connect_for_transaction(Client& c) {
       return false;
     }
     c.failed = true;
-    c.sqlstate = kConnectFailure;
+    c.sqlstate = schema::kConnectFailedSqlstate;
     c.error = e.what();
     record(c, now, RowKind::failed_connect);
     if (++c.connect_failures == 1) c.down_since_mono_ns = begin_ns;
@@ -194,7 +194,7 @@ void Worker::flush_failed_attempt(Client& c, std::int64_t end_mono_ns) {
   c.lag_ns.reset();
   c.slept_ns = 0;
   c.statement_rows.clear();
-  c.sqlstate = kConnectFailure;
+  c.sqlstate = schema::kConnectFailedSqlstate;
   c.error = std::move(c.failed_attempt);
   c.failed_attempt.reset();
   record(c, end_mono_ns, RowKind::failed_connect);

@@ -56,9 +56,6 @@ inline constexpr std::int64_t kCancelWaitNs = 500 * common::kNsPerMs;
 // connects). driver/reconnect.cpp says why this is not a RetryBackoff.
 inline constexpr BackoffDelays kReconnectBackoff{.first_delay_ns = 100 * common::kNsPerMs,
                                                  .max_delay_ns = common::kNsPerS};
-// SQLSTATE of a failed reconnect attempt or -C connect (libpq gives none):
-// sqlclient_unable_to_establish_sqlconnection.
-inline constexpr const char* kConnectFailure = "08001";
 // Asynchronous connects ignore connect_timeout: bound each attempt ourselves.
 inline constexpr std::int64_t kResetAttemptTimeoutNs = 10 * common::kNsPerS;
 

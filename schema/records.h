@@ -251,6 +251,10 @@ struct QueryRow {
   std::optional<std::int64_t> lag_ns;  // -R only
 };
 
+// The SQLSTATE of the driver's failed (re)connect attempts and -C connects,
+// for which libpq gives none: sqlclient_unable_to_establish_sqlconnection.
+inline constexpr const char* kConnectFailedSqlstate = "08001";
+
 // One row of `query_error`: why the query (start_ns, client_id, seq) failed.
 struct QueryErrorRow {
   int client_id = 0;

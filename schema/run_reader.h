@@ -153,10 +153,6 @@ class ConnectionErrors {
   Cursor st_;
 };
 
-// The SQLSTATE of the driver's failed (re)connect attempts
-// (sqlclient_unable_to_establish_sqlconnection; driver/driver.h).
-inline constexpr std::string_view kConnectFailedSqlstate = "08001";
-
 // A failed query that lost its connection (SQLSTATE class 08 or 57P01–57P03),
 // or a failed reconnect attempt of the driver (08001, its row covering the
 // wait since the client's previous row): its span and message.

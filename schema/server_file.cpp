@@ -79,17 +79,12 @@ AttachedServerFile::AttachedServerFile(Store& store, const std::string& path) : 
     } catch (const SQLite::Exception&) {
     }
   };
-  // A -wal file whose WAL index this user cannot create or write (a
-  // read-only directory or mount, another user's file).
-  auto is_place_error = [](const SQLite::Exception& e) {
-    return e.getErrorCode() == SQLITE_READONLY || e.getErrorCode() == SQLITE_CANTOPEN;
-  };
   detail::sqlite_call([&] {
     try {
       attach(detail::readonly_uri(path));
       return;
     } catch (const SQLite::Exception& e) {
-      if (!is_place_error(e)) throw;
+      if (!detail::is_place_error(e.getErrorCode())) throw;
       detach();
     }
     // Its WAL read through an index in the connection's memory, as
@@ -106,7 +101,7 @@ AttachedServerFile::AttachedServerFile(Store& store, const std::string& path) : 
       return;
     } catch (const SQLite::Exception& e) {
       db.exec(fmt::format("PRAGMA locking_mode={}", main_mode));
-      if (!is_place_error(e)) throw;
+      if (!detail::is_place_error(e.getErrorCode())) throw;
       detach();
     }
     // The -wal file cannot be read either: immutable, without its commits.

@@ -138,6 +138,11 @@ std::string detail::immutable_uri(const std::string& path) {
   return file_uri(path, "immutable=1");
 }
 
+bool detail::is_place_error(int sqlite_code) {
+  const int primary = sqlite_code & 0xff;
+  return primary == SQLITE_READONLY || primary == SQLITE_CANTOPEN;
+}
+
 namespace {
 
 constexpr int kBusyTimeoutMs = 5000;
@@ -164,14 +169,6 @@ std::unique_ptr<SQLite::Database> open_checked(const std::string& path, const st
   return db;
 }
 
-// Whether `e` (from open_checked) is SQLite's refusal to open or read a
-// file for a reason of its place (SQLITE_READONLY, SQLITE_CANTOPEN), not of
-// its content.
-bool is_place_error(const Error& e) {
-  const int primary = e.code() & 0xff;
-  return primary == SQLITE_READONLY || primary == SQLITE_CANTOPEN;
-}
-
 std::unique_ptr<SQLite::Database> open_existing(const std::string& path, int flags) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) {
@@ -186,7 +183,7 @@ std::unique_ptr<SQLite::Database> open_existing(const std::string& path, int fla
     try {
       return open_checked(path, detail::readonly_uri(path), flags);
     } catch (const Error& e) {
-      if (!is_place_error(e)) throw;
+      if (!detail::is_place_error(e.code())) throw;
     }
     // A WAL file with a -wal file but no WAL index (-shm) that this user
     // may create (a killed run's file copied to a read-only directory or
@@ -196,7 +193,7 @@ std::unique_ptr<SQLite::Database> open_existing(const std::string& path, int fla
       return open_checked(path, detail::private_wal_index_uri(path), flags,
                           WalIndex::private_to_connection);
     } catch (const Error& e) {
-      if (!is_place_error(e)) throw;
+      if (!detail::is_place_error(e.code())) throw;
     }
     // The -wal file cannot even be read: as an immutable file, without the
     // WAL's commits (unread_wal_bytes() says how many bytes).

@@ -83,6 +83,11 @@ namespace detail {
 std::string readonly_uri(const std::string& path);
 std::string private_wal_index_uri(const std::string& path);
 std::string immutable_uri(const std::string& path);
+// Whether an SQLite (extended) result code is a refusal to open or read a
+// file for a reason of its place (SQLITE_READONLY, SQLITE_CANTOPEN: a
+// read-only directory or mount, another user's file), not of its content:
+// the cue to try the next of the URIs above.
+bool is_place_error(int sqlite_code);
 }  // namespace detail
 
 // Whether `e` is SQLite's SQLITE_CORRUPT or SQLITE_NOTADB, in any extended
