@@ -65,10 +65,7 @@ void fill_latency_stats(std::vector<std::int64_t>& lat, Window& w) {
 // only for those runs; INT64_MAX for the others.
 std::int64_t unfinished_run_cut_ns(schema::Store& store, const RunSummary& s) {
   std::int64_t cut_ns = std::numeric_limits<std::int64_t>::max();
-  const std::string_view reason = s.end_reason ? *s.end_reason : std::string_view();
-  const bool write_failed = s.status == "failed" && (reason.starts_with("disk full at") ||
-                                                     reason.starts_with("write failed at"));
-  if (!s.end_ns || write_failed) {
+  if (!s.end_ns || cut_short_by_its_file(s)) {
     const auto latest = schema::latest_query_per_client(store);
     if (latest.clients > 1)
       cut_ns = std::max(latest.earliest_ns, latest.latest_ns - common::kNsPerS);
@@ -251,12 +248,13 @@ class QueryScan {
 
   // A transaction cut short at the run's end: outstanding from its start
   // until the driver gave up on it (under -R, its first lag_ns schedule
-  // lag), never answered.
-  void add_unfinished(std::int64_t start, std::int64_t elapsed, std::optional<std::int64_t> lag) {
+  // lag), less its time in \sleep, never answered.
+  void add_unfinished(std::int64_t start, std::int64_t elapsed, std::optional<std::int64_t> lag,
+                      std::int64_t sleep) {
     auto& s = report_.run;
     ++s.unfinished;
     s.unfinished_max_ns = std::max(s.unfinished_max_ns, elapsed);
-    add_unanswered({start, elapsed, lag.value_or(0), 0}, false);
+    add_unanswered({start, elapsed, lag.value_or(0), sleep}, false);
   }
 
   // After the last row: closes the last window and sets the run's figures.
@@ -303,6 +301,8 @@ class QueryScan {
   // the span runs to its end.
   void add_unanswered(const Outstanding& o, bool connection_lost) {
     const auto end = o.start_ns + o.latency_ns;
+    // Its query time, as for an answered query: the \sleep counted last.
+    const auto query_end = end - o.sleep_ns;
     extend_span(o.start_ns, end);
     if (opt_.every_queries) {
       if (lat_.empty() && cur_.errors == 0 && cur_.query_time_ns == 0) {
@@ -310,16 +310,16 @@ class QueryScan {
         cur_end_ = o.start_ns;
       }
       cur_end_ = std::max(cur_end_, end);
-      cur_.query_time_ns += o.latency_ns;
+      cur_.query_time_ns += query_end - o.start_ns;
       cur_.schedule_lag_ns += o.lag_ns();
-      if (connection_lost) cur_.connection_lost_ns += o.latency_ns;
+      if (connection_lost) cur_.connection_lost_ns += query_end - o.start_ns;
       return;
     }
     if (!grow_to(window_of(std::max(o.start_ns, end - 1)))) return;
     close_time_windows_before(window_of(o.start_ns));
-    spread(o.start_ns, end, &Window::query_time_ns);
+    spread(o.start_ns, query_end, &Window::query_time_ns);
     spread(o.start_ns, o.start_ns + o.lag_ns(), &Window::schedule_lag_ns);
-    if (connection_lost) spread(o.start_ns, end, &Window::connection_lost_ns);
+    if (connection_lost) spread(o.start_ns, query_end, &Window::connection_lost_ns);
   }
 
   // Query windows (--every N): a window closes at its N-th successful query.
@@ -464,7 +464,7 @@ std::int64_t scan_queries(schema::Store& store, const ExplainOptions& opt, Repor
          ++next_unfinished) {
       const auto& u = *next_unfinished;
       bounds.check({u.key.start_ns, u.elapsed_ns, u.key.client_id, u.key.seq, u.lag_ns});
-      scan.add_unfinished(u.key.start_ns, u.elapsed_ns, u.lag_ns);
+      scan.add_unfinished(u.key.start_ns, u.elapsed_ns, u.lag_ns, u.sleep_ns);
     }
   };
   schema::QueryTiming q;

@@ -320,15 +320,21 @@ void Worker::record(Client& c, std::int64_t done_mono_ns, RowKind kind) {
 
 void Worker::record_unfinished(Client& c, std::int64_t now_ns) {
   bump(stats_.unfinished, 1);
+  const std::int64_t seq = c.next_seq++;
   pending_.query_unfinished.push_back(schema::QueryUnfinishedRow{
       .client_id = c.client_id,
-      .seq = c.next_seq++,
+      .seq = seq,
       .start_ns = c.sent_wall_ns,
       .elapsed_ns = now_ns - c.sent_mono_ns,
       .connection = c.backend_pid ? std::optional<std::int64_t>(c.connection) : std::nullopt,
       .lag_ns = c.lag_ns,
   });
-  // Its -r rows and \sleep would belong to a query row it does not have.
+  // Its time in \sleep, under its key as an answered one's: not query time.
+  if (c.slept_ns > 0) {
+    pending_.query_sleeps.push_back(schema::QuerySleepRow{
+        .client_id = c.client_id, .seq = seq, .start_ns = c.sent_wall_ns, .sleep_ns = c.slept_ns});
+  }
+  // Its -r rows would belong to a query row it does not have.
   c.statement_rows.clear();
   c.slept_ns = 0;
   c.sqlstate.reset();

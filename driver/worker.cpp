@@ -229,7 +229,8 @@ void Worker::advance_stop(std::int64_t now_ns) {
           finish(*c);
         }
         break;
-      case ClientState::sleeping:  // a script's transaction, started
+      case ClientState::sleeping:  // a script's transaction, started; in \sleep until now
+        c->slept_ns += now_ns - c->sleep_started_mono_ns;
         record_unfinished(*c, now_ns);
         finish(*c);
         break;

@@ -129,8 +129,9 @@ class Worker {
   enum class RowKind { transaction, failed_connect };
   void record(Client& c, std::int64_t done_mono_ns, RowKind kind = RowKind::transaction);
   // The transaction in flight (c.sent_*_ns, c.lag_ns) was cut short at the
-  // run's end: its query_unfinished row, elapsed up to `now_ns`; not counted
-  // in queries, errors or tps.
+  // run's end: its query_unfinished row, elapsed up to `now_ns`, and its
+  // query_sleep row when it was in \sleep; not counted in queries, errors
+  // or tps.
   void record_unfinished(Client& c, std::int64_t now_ns);
   void record_skipped(Client& c, std::int64_t scheduled_mono_ns, std::int64_t now_ns);
 

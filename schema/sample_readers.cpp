@@ -1,6 +1,8 @@
 // The SQL behind sample_readers.h.
 #include "schema/sample_readers.h"
 
+#include <algorithm>
+
 namespace stallscope::schema {
 
 QueryRows::QueryRows(Store& store, std::int64_t until_ns, bool with_lag)
@@ -142,12 +144,21 @@ bool DriverThreadRows::next(DriverThreadRow& row) {
 std::vector<UnfinishedQuery> unfinished_queries(Store& store, std::int64_t until_ns) {
   std::vector<UnfinishedQuery> out;
   if (!detail::table_exists(store, "query_unfinished")) return out;
+  // A transaction cut short in \sleep has a query_sleep row with its key.
+  const bool sleeps = detail::table_exists(store, "query_sleep");
   Cursor st(store.db(),
-            "SELECT start_ns, client_id, seq, elapsed_ns, lag_ns FROM query_unfinished "
-            "WHERE start_ns <= ?1 ORDER BY start_ns, client_id, seq");
+            sleeps ? "SELECT u.start_ns, u.client_id, u.seq, u.elapsed_ns, u.lag_ns, s.sleep_ns "
+                     "FROM query_unfinished u LEFT JOIN query_sleep s USING (start_ns, "
+                     "client_id, seq) WHERE u.start_ns <= ?1 ORDER BY 1, 2, 3"
+                   : "SELECT start_ns, client_id, seq, elapsed_ns, lag_ns, NULL FROM "
+                     "query_unfinished WHERE start_ns <= ?1 ORDER BY 1, 2, 3");
   st.bind(1, until_ns);
   while (st.step()) {
-    out.push_back({{st.int64(0), st.int64(1), st.int64(2)}, st.int64(3), st.opt_int64(4)});
+    const auto elapsed_ns = st.int64(3);
+    out.push_back({{st.int64(0), st.int64(1), st.int64(2)},
+                   elapsed_ns,
+                   st.opt_int64(4),
+                   std::clamp<std::int64_t>(st.opt_int64(5).value_or(0), 0, elapsed_ns)});
   }
   return out;
 }

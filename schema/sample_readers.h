@@ -59,6 +59,7 @@ struct UnfinishedQuery {
   QueryKey key;
   std::int64_t elapsed_ns = 0;         // start → given up on, ns
   std::optional<std::int64_t> lag_ns;  // -R only
+  std::int64_t sleep_ns = 0;           // its time in \sleep (query_sleep), ≤ elapsed_ns
 };
 // The query_unfinished rows with start_ns ≤ until_ns, in primary-key order
 // (at most one per client and pipeline slot, so read whole); none in files

@@ -406,8 +406,9 @@ CREATE TABLE query_unfinished (
 
 -- Scripts with \sleep: one row per transaction that slept, with the time it
 -- spent in \sleep (its latency includes it, as pgbench's does). Query time
--- (explain) is the latency net of it. Absent from files made before it
--- existed; read as no sleeps.
+-- (explain) is the latency net of it. A transaction cut short at the end
+-- (query_unfinished) has one too, with the time it slept up to then, under
+-- the same key. Absent from files made before it existed; read as no sleeps.
 CREATE TABLE query_sleep (
   start_ns            INTEGER NOT NULL,           -- query.start_ns
   client_id           INTEGER NOT NULL,           -- query.client_id

@@ -1357,6 +1357,30 @@ TEST(CorrelateStall, AStallLastingToTheEndIsSeenThroughTheTransactionsCutShort) 
             r.notes.end());
 }
 
+// A transaction cut short in \sleep: its 2 s in flight at the end hold
+// 1.5 s of \sleep (its query_sleep row), which is not query time, though
+// the span still runs to the moment the driver gave up on it.
+TEST(CorrelateAccounting, AnUnfinishedTransactionsSleepIsNotQueryTime) {
+  const auto explain = [](bool slept) {
+    Fixture fx;
+    fx.host({});
+    fx.batch().query_unfinished.push_back(
+        {.client_id = 0, .seq = 100, .start_ns = kT0 + 10 * kS, .elapsed_ns = 2 * kS});
+    if (slept) {
+      fx.batch().query_sleeps.push_back(
+          {.client_id = 0, .seq = 100, .start_ns = kT0 + 10 * kS, .sleep_ns = 1500 * kMs});
+    }
+    return fx.explain();
+  };
+  const auto awake = explain(false);
+  const auto slept = explain(true);
+  ASSERT_TRUE(awake.accounting && slept.accounting);
+  EXPECT_EQ(awake.accounting->query_ns - slept.accounting->query_ns, 1500 * kMs);
+  EXPECT_EQ(slept.run.unfinished, 1);
+  ASSERT_TRUE(slept.run.query_end_ns.has_value());
+  EXPECT_EQ(*slept.run.query_end_ns, kT0 + 12 * kS);
+}
+
 // An outage that took most of the query time leads the verdict even though
 // the backends also waited on locks: both clients lost their connection at
 // 3 s (57P01) and failed to reconnect until 9 s (08001 rows), 12 s of the

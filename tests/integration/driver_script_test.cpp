@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/units.h"
 #include "support/test_support.h"
 
 namespace stallscope {
@@ -182,6 +183,42 @@ TEST(ScriptSleep, SleepTimeIsStoredPerTransactionAndLeftOutOfQueryTime) {
   EXPECT_EQ(parts_ns, latency_ns - sleep_ns);
   // Think time is most of the clients' time.
   EXPECT_LT(j["accounting"]["client_busy_share"].get<double>(), 0.5);
+}
+
+// A transaction cut short at the end while in \sleep: its query_unfinished
+// row's elapsed time holds the sleep up to then, and a query_sleep row under
+// the same key holds that sleep, so that explain's query time is only the
+// query it ran (before: the whole elapsed time, up to the length of the
+// sleep, counted as query time at the run's end).
+TEST(ScriptSleep, ATransactionCutShortInSleepKeepsItsSleepOutOfQueryTime) {
+  auto conninfo = test::scratch_conninfo();
+  ASSERT_FALSE(conninfo.empty());
+  test::TempDir dir;
+  write_file(dir.file("s.sql"), "SELECT 1;\n\\sleep 10 s\n");
+  auto r = test::run_command({test::stallscope_bin(), "run", "-o", dir.file("run.db"), conninfo,
+                              "-c", "2", "-T", "1", "-P", "0", "-f", dir.file("s.sql")});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  std::int64_t elapsed_ns = 0, sleep_ns = 0;
+  {
+    SQLite::Database db(dir.file("run.db"), SQLite::OPEN_READONLY);
+    EXPECT_EQ(db.execAndGet("SELECT count(*) FROM query").getInt64(), 0);
+    EXPECT_EQ(db.execAndGet("SELECT count(*) FROM query_unfinished").getInt64(), 2);
+    EXPECT_EQ(db.execAndGet("SELECT count(*) FROM query_unfinished u JOIN query_sleep s "
+                            "USING (start_ns, client_id, seq)")
+                  .getInt64(),
+              2);
+    elapsed_ns = db.execAndGet("SELECT sum(elapsed_ns) FROM query_unfinished").getInt64();
+    sleep_ns = db.execAndGet("SELECT sum(sleep_ns) FROM query_sleep").getInt64();
+  }
+  // Each client slept from just after its SELECT 1 to the end (about 1 s).
+  EXPECT_GT(sleep_ns, 2 * 800 * common::kNsPerMs);
+  EXPECT_LE(sleep_ns, elapsed_ns);
+  auto e = test::run_command({test::stallscope_bin(), "explain", dir.file("run.db"), "--json"});
+  ASSERT_EQ(e.exit_status, 0) << e.err;
+  const auto j = nlohmann::json::parse(e.out);
+  EXPECT_EQ(j["run"]["unfinished"].get<std::int64_t>(), 2);
+  EXPECT_EQ(j["accounting"]["query_ns"].get<std::int64_t>(), elapsed_ns - sleep_ns);
+  EXPECT_LT(j["accounting"]["client_busy_share"].get<double>(), 0.2);
 }
 
 // A \sleep past 10^8 s (in ns it passed 64 bits, wrapped, and slept 0):
