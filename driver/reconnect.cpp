@@ -31,10 +31,10 @@
 namespace stallscope::driver::detail {
 
 // -C: opens the client's connection for the next transaction (blocking, as
-// pgbench -C does). On failure records a failed connect (SQLSTATE 08001, as
-// a failed reconnect attempt: not a transaction, not counted towards -t) and
-// backs off; a connect the run's end interrupted (-T reached, `stop`) is the
-// transaction cut short: unfinished. Returns whether the transaction can be
+// pgbench -C does). On failure a failed connect (SQLSTATE 08001, as a failed
+// reconnect attempt: not a transaction, not counted towards -t), its row
+// covering the backoff after it too, and backs off; a connect the run's end interrupted (-T
+// reached, `stop`) is the transaction cut short: unfinished. Returns whether the transaction can be
 // sent.
 bool Worker::connect_for_transaction(Client& c) {
   std::string application_name = fmt::format("stallscope/{}", c.client_id);
@@ -53,10 +53,14 @@ bool Worker::connect_for_transaction(Client& c) {
       finish(c);
       return false;
     }
-    c.failed = true;
-    c.sqlstate = schema::kConnectFailedSqlstate;
-    c.error = e.what();
-    record(c, now, RowKind::failed_connect);
+    // Its row runs from the transaction's start (or the end of the previous
+    // failed connect's row, under -R a later time) through the backoff, to
+    // the next try or the client's end: written then (flush_failed_attempt).
+    if (c.sent_mono_ns >= c.waiting_since_mono_ns) {
+      c.waiting_since_mono_ns = c.sent_mono_ns;
+      c.waiting_since_wall_ns = c.sent_wall_ns;
+    }
+    c.failed_attempt = e.what();
     if (++c.connect_failures == 1) c.down_since_mono_ns = begin_ns;
     set_reconnecting(c, true);
     if (stopping_ || should_stop(now)) {

@@ -175,7 +175,8 @@ void Worker::advance_timers(std::int64_t now_ns) {
   for (Client* c : clients_) {
     if (c->state == ClientState::backoff && now_ns >= c->retry_at_mono_ns) {
       if (options_.connect_per_transaction) {
-        c->state = ClientState::idle;  // -C: the next transaction connects
+        flush_failed_attempt(*c, now_ns);  // the failed connect's row ends here
+        c->state = ClientState::idle;      // -C: the next transaction connects
         send_next(*c, now_ns);
       } else {
         start_reset_attempt(*c, now_ns);

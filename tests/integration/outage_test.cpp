@@ -461,6 +461,21 @@ TEST(Outage, ConnectPerTransactionStoresFailedConnectsAs08001CountedApart) {
   }
   EXPECT_EQ(number_after(run.out(), "transactions: "), 600) << run.out();
   EXPECT_EQ(number_after(run.out(), "connects failed: "), unconnected) << run.out();
+  // A failed connect's row runs through the backoff after it, to the next
+  // try: each client's rows cover most of its 2 s without a server (before:
+  // only the refused connects, a few ms in all), and no two overlap.
+  for (int client = 0; client < 2; ++client) {
+    EXPECT_GT(count(db, fmt::format("SELECT sum(latency_ns) FROM query WHERE connection IS NULL "
+                                    "AND client_id = {}",
+                                    client)),
+              1'500'000'000)
+        << "client " << client;
+  }
+  EXPECT_EQ(count(db,
+                  "SELECT count(*) FROM query a JOIN query b ON b.client_id = a.client_id "
+                  "AND b.start_ns > a.start_ns AND b.start_ns < a.start_ns + a.latency_ns - "
+                  "1000000"),
+            0);
 }
 
 // -C against a server that stops answering mid-run (SIGSTOP): at -T each
