@@ -91,23 +91,85 @@ bool is_secret_option(std::string_view word) {
   return is_secret_name(parts);
 }
 
-// A word naming a MySQL or MariaDB client, whose -pSECRET is a password
-// where psql's -p is a port: a program (any path; quotes and shell
-// punctuation around it dropped) whose name starts with mysql, mariadb or
-// mariabackup and has only letters, digits, '-' and '_' — mysqlimport,
-// mariadb-dump, "mysql"; not the files mysql.db or mysql_init.sql.
-bool is_mysql_client(std::string_view word) {
+// Programs with an option whose value is a password though its name does
+// not say so (psql's and pgbench's -p is a port; these are not).
+enum class Program {
+  other,
+  mysql,    // mysql*, mariadb*, mariabackup*: -pSECRET
+  sshpass,  // -pSECRET, -p SECRET
+  redis,    // redis-cli, valkey-cli, keydb-cli: -a SECRET
+  curl,     // -u / --user / -U / --proxy-user USER:SECRET (also -uUSER:SECRET, --user=…)
+  openssl,  // -passin / -passout SECRET (pass:…, env:…)
+};
+
+// The program a word names: a program (any path; quotes and shell
+// punctuation around it dropped) whose name holds only letters, digits, '-'
+// and '_' — mysqlimport, mariadb-dump, "mysql", /usr/bin/sshpass; not the
+// files mysql.db or mysql_init.sql. Program::other for any other word.
+Program program_named(std::string_view word) {
   auto path_char = [](char c) { return is_name_char(c) || c == '/'; };
   while (!word.empty() && !path_char(word.front())) word.remove_prefix(1);
   while (!word.empty() && !path_char(word.back())) word.remove_suffix(1);
   if (const auto slash = word.find_last_of('/'); slash != std::string_view::npos) {
     word.remove_prefix(slash + 1);
   }
-  if (!word.starts_with("mysql") && !word.starts_with("mariadb") &&
-      !word.starts_with("mariabackup")) {
-    return false;
+  if (word.empty() ||
+      !std::ranges::all_of(word, [](char c) { return is_alnum(c) || c == '-' || c == '_'; })) {
+    return Program::other;
   }
-  return std::ranges::all_of(word, [](char c) { return is_alnum(c) || c == '-' || c == '_'; });
+  if (word.starts_with("mysql") || word.starts_with("mariadb") || word.starts_with("mariabackup")) {
+    return Program::mysql;
+  }
+  if (word == "sshpass") return Program::sshpass;
+  if (word == "redis-cli" || word == "valkey-cli" || word == "keydb-cli") return Program::redis;
+  if (word == "curl") return Program::curl;
+  if (word == "openssl") return Program::openssl;
+  return Program::other;
+}
+
+// How much of an option's value is its secret.
+enum class SecretValue {
+  none,
+  whole,        // --password S3cret
+  after_colon,  // curl -u user:S3cret (a value without ':' holds no secret)
+};
+
+// The option `word` of `program` whose next word or argument is (or holds)
+// its secret; SecretValue::none for any other.
+SecretValue program_option(Program program, std::string_view word) {
+  switch (program) {
+    case Program::sshpass:
+      return word == "-p" ? SecretValue::whole : SecretValue::none;
+    case Program::redis:
+      return word == "-a" ? SecretValue::whole : SecretValue::none;
+    case Program::openssl:
+      return word == "-passin" || word == "-passout" ? SecretValue::whole : SecretValue::none;
+    case Program::curl:
+      return word == "-u" || word == "--user" || word == "-U" || word == "--proxy-user"
+                 ? SecretValue::after_colon
+                 : SecretValue::none;
+    default:
+      return SecretValue::none;
+  }
+}
+
+// Where the secret of `word`, an option of `program` with its value
+// attached, starts: -pS3cret of MySQL clients and sshpass (2), curl's
+// -uUSER:S3cret and --user=USER:S3cret (past the first ':' of the value);
+// npos for any other word.
+std::size_t attached_secret_from(Program program, std::string_view word) {
+  if ((program == Program::mysql || program == Program::sshpass) && word.size() > 2 &&
+      word.starts_with("-p")) {
+    return 2;
+  }
+  if (program == Program::curl) {
+    for (std::string_view prefix : {"--user=", "--proxy-user=", "-u", "-U"}) {
+      if (word.size() <= prefix.size() || !word.starts_with(prefix)) continue;
+      const auto colon = word.find(':', prefix.size());
+      return colon == std::string_view::npos ? std::string_view::npos : colon + 1;
+    }
+  }
+  return std::string_view::npos;
 }
 
 // HTTP authentication schemes, shown before their credentials.
@@ -169,10 +231,14 @@ class Masker {
 
   // Whether the text last masked ended with a secret option (--password):
   // the next argument is its value.
-  bool value_pending() const { return value_pending_; }
-  void take_value(std::string_view argument) {
-    value_pending_ = false;
-    report(argument);
+  bool value_pending() const { return pending_ != SecretValue::none; }
+  // That next argument, masked.
+  std::string take_value(std::string_view argument) {
+    const auto from = secret_from(argument);
+    pending_ = SecretValue::none;
+    if (from == std::string_view::npos) return std::string(argument);
+    report(argument.substr(from));
+    return std::string(argument.substr(0, from)) + "***";
   }
 
   std::string mask(std::string_view text);
@@ -186,9 +252,17 @@ class Masker {
     if (!secret.empty()) found_->emplace_back(secret);
   }
 
+  // Where the secret of the pending option's value starts (npos: none).
+  std::size_t secret_from(std::string_view value) const {
+    if (pending_ != SecretValue::after_colon) return 0;
+    const auto colon = value.find(':');
+    return colon == std::string_view::npos ? std::string_view::npos : colon + 1;
+  }
+
   std::vector<std::string>* found_;
-  bool value_pending_ = false;
-  bool mysql_ = false;
+  SecretValue pending_ = SecretValue::none;
+  // The last program named that has options holding passwords.
+  Program program_ = Program::other;
 };
 
 std::string Masker::mask(std::string_view text) {
@@ -218,25 +292,33 @@ std::string Masker::mask(std::string_view text) {
       std::size_t word_to = i;
       while (word_to < n && !is_space(text[word_to])) ++word_to;
       const auto word = text.substr(i, word_to - i);
-      const bool mysql_password = mysql_ && word.size() > 2 && word.starts_with("-p");
-      if (!mysql_password && is_secret_option(word)) {
-        value_pending_ = true;
-        out += word;
-        i = word_to;
-        named = false;
-        continue;
+      const auto attached = attached_secret_from(program_, word);
+      if (attached == std::string_view::npos) {
+        auto option = program_option(program_, word);
+        if (option == SecretValue::none && is_secret_option(word)) option = SecretValue::whole;
+        if (option != SecretValue::none) {
+          pending_ = option;
+          out += word;
+          i = word_to;
+          named = false;
+          continue;
+        }
       }
-      if (value_pending_ || mysql_password) {
-        const std::size_t from = value_pending_ ? i : i + 2;
+      const auto pending_from = value_pending() ? secret_from(word) : std::string_view::npos;
+      if (value_pending() && pending_from == std::string_view::npos) {
+        pending_ = SecretValue::none;  // curl -u USER: no secret written
+      }
+      if (value_pending() || attached != std::string_view::npos) {
+        const std::size_t from = i + (value_pending() ? pending_from : attached);
         const std::size_t to = value_end(text, from, '\0', false);
         out += text.substr(i, from - i);
         hide(from, to);
-        value_pending_ = false;
+        pending_ = SecretValue::none;
         i = to;
         named = false;
         continue;
       }
-      if (is_mysql_client(word)) mysql_ = true;
+      if (const auto p = program_named(word); p != Program::other) program_ = p;
     }
     if (c == ':' && i + 2 < n && text[i + 1] == '/' && text[i + 2] == '/' && i > 0 &&
         (is_alnum(text[i - 1]) || text[i - 1] == '+' || text[i - 1] == '.' || text[i - 1] == '-')) {
@@ -464,8 +546,7 @@ std::vector<std::string> mask_args(const std::vector<std::string>& argv) {
   Masker masker;
   for (const auto& a : argv) {
     if (masker.value_pending() && !is_secret_option(a)) {
-      masker.take_value(a);
-      out.emplace_back("***");
+      out.push_back(masker.take_value(a));
     } else {
       out.push_back(masker.mask(a));
     }

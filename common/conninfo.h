@@ -67,6 +67,10 @@ std::optional<std::string> conninfo_value(const std::string& conninfo, const std
 //   whose name starts with mysql, mariadb or mariabackup and holds only
 //   letters, digits, '-', '_': mysqlimport, mariadb-dump; not mysql.db); the
 //   -p of psql and pgbench is a port;
+// - once the program is named: sshpass -p SECRET (or -pSECRET), redis-cli
+//   (valkey-cli, keydb-cli) -a SECRET, openssl -passin/-passout SECRET, and
+//   the SECRET of curl -u/--user/-U/--proxy-user USER:SECRET (also
+//   -uUSER:SECRET, --user=USER:SECRET);
 // - HTTP credentials: after Authorization: and Proxy-Authorization: (a
 //   known scheme kept: "Authorization: Bearer ***"), and after NAME: for a
 //   secret NAME of two parts or more (X-Api-Key: ***), to the end of the

@@ -224,6 +224,33 @@ TEST(MaskArgs, MasksDashPOfEveryMysqlAndMariadbClient) {
   EXPECT_EQ(join_args_masked({"mysql", "-p", "db"}), "mysql -p db");
 }
 
+// Options of other known programs that hold a password though their name
+// does not say so: sshpass -p, redis-cli -a, openssl -passin/-passout, and
+// the password after the ':' of curl's -u USER:PASSWORD.
+TEST(MaskArgs, MasksThePasswordOptionsOfSshpassRedisCliOpensslAndCurl) {
+  EXPECT_EQ(join_args_masked({"sshpass", "-p", "S3cret", "ssh", "db"}), "sshpass -p *** ssh db");
+  EXPECT_EQ(join_args_masked({"/usr/bin/sshpass", "-pS3cret", "ssh", "db"}),
+            "/usr/bin/sshpass -p*** ssh db");
+  EXPECT_EQ(join_args_masked({"redis-cli", "-h", "cache", "-a", "S3cret", "ping"}),
+            "redis-cli -h cache -a *** ping");
+  EXPECT_EQ(join_args_masked({"sh", "-c", "valkey-cli -a S3cret info"}),
+            "sh -c valkey-cli -a *** info");
+  EXPECT_EQ(join_args_masked({"openssl", "pkcs12", "-passin", "pass:S3cret", "-passout", "env:PW"}),
+            "openssl pkcs12 -passin *** -passout ***");
+  EXPECT_EQ(join_args_masked({"curl", "-u", "app:S3cret", "https://api"}),
+            "curl -u app:*** https://api");
+  EXPECT_EQ(
+      join_args_masked({"curl", "--user", "app:S3:cret", "-uapp:S3cret", "--proxy-user=p:S3cret"}),
+      "curl --user app:*** -uapp:*** --proxy-user=p:***");
+  EXPECT_EQ(join_args_masked({"sh", "-c", "curl -s -u app:S3cret https://api | jq ."}),
+            "sh -c curl -s -u app:*** https://api | jq .");
+  // curl -u USER prompts for the password: nothing to mask. Elsewhere -a,
+  // -u and -p are not secrets.
+  EXPECT_EQ(join_args_masked({"curl", "-u", "app", "https://api"}), "curl -u app https://api");
+  EXPECT_EQ(join_args_masked({"ls", "-a", "/tmp", "-u", "x:y"}), "ls -a /tmp -u x:y");
+  EXPECT_EQ(join_args_masked({"psql", "-p", "5433", "-U", "app:x"}), "psql -p 5433 -U app:x");
+}
+
 TEST(MaskArgs, MasksAssignmentsWhoseNameEndsInASecretWord) {
   EXPECT_EQ(join_args_masked({"env", "MYSQL_PWD=S3cret", "mysql"}), "env MYSQL_PWD=*** mysql");
   EXPECT_EQ(join_args_masked({"tool", "--pass=S3cret", "DB_PASS=S3cret"}),
@@ -322,6 +349,8 @@ TEST(MaskArgs, MaskingAgainChangesNothing) {
       {"curl", "-H", "Authorization: Bearer S3cret", "-H", "Authorization: S3cret x"},
       {"sh", "-c", R"(env "MYSQL_PWD=a b" curl -H "X-Api-Key: k" postgresql://u:p@s@h/d)"},
       {"psql", "postgres://db/app?password=s3&sslmode=disable", "host=x password='a b"},
+      {"curl", "-u", "a:b c", "-ua:b:c", "-u", "nouser", "sshpass", "-p", "-p", "x"},
+      {"sh", "-c", "sshpass -p 'a b' ssh; redis-cli -a x; openssl -passin pass:y"},
       // Found by the fuzz target: a NUL byte ended a value as if it were a
       // closing quote, and a value masked up to '&' or a quote inside an
       // authority joined it to a later '@' the second time.
