@@ -335,16 +335,21 @@ TEST(CorrelateAccounting, FixedRateNotKeptTakesTheFirstFindingAndApportionsTheLa
   EXPECT_DOUBLE_EQ(r.findings[0].score, 1.0);  // 4 s of 4 s of service time
 }
 
-// Think time: each transaction is a 10 ms query followed by a 490 ms \sleep
-// (query_sleep). The sleep is in the latency (as pgbench counts it) but not
-// query time; the clients are paced by their script.
-TEST(CorrelateAccounting, ThinkTimeIsTheClientsIdleShareNotAPart) {
-  Fixture fx;
+// Each transaction: a 10 ms query, then a 490 ms \sleep (query_sleep).
+void add_think_time(Fixture& fx) {
   for (auto& q : fx.batch().queries) {
     q.latency_ns = 500 * kMs;
     fx.batch().query_sleeps.push_back(
         {.client_id = q.client_id, .seq = q.seq, .start_ns = q.start_ns, .sleep_ns = 490 * kMs});
   }
+}
+
+// Think time: each transaction is a 10 ms query followed by a 490 ms \sleep
+// (query_sleep). The sleep is in the latency (as pgbench counts it) but not
+// query time; the clients are paced by their script.
+TEST(CorrelateAccounting, ThinkTimeIsTheClientsIdleShareNotAPart) {
+  Fixture fx;
+  add_think_time(fx);
   fx.host({});
   fx.rows(kBackendId[0], 2);
   fx.rows(kBackendId[1], 2);
@@ -369,11 +374,7 @@ TEST(CorrelateAccounting, ThinkTimeIsTheClientsIdleShareNotAPart) {
 // far from saturated, so the verdict stays "no bottleneck".
 TEST(CorrelateAccounting, StealOnAnIdleGuestDoesNotLimitAPacedRun) {
   Fixture fx;
-  for (auto& q : fx.batch().queries) {
-    q.latency_ns = 500 * kMs;
-    fx.batch().query_sleeps.push_back(
-        {.client_id = q.client_id, .seq = q.seq, .start_ns = q.start_ns, .sleep_ns = 490 * kMs});
-  }
+  add_think_time(fx);
   fx.host({.user_ms = 100, .idle_ms = 1700, .steal_ms = 200});
   fx.rows(kBackendId[0], 2);
   fx.rows(kBackendId[1], 2);
