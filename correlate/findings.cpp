@@ -298,17 +298,31 @@ void runqueue(const Context& c, const RunDelayCharge& rd, std::vector<Finding>& 
   out.push_back(std::move(x));
 }
 
-// steal: steal share of the CPU time the guest wanted (steal ÷ (busy +
-// steal)) × the CPU parts of the accounting (driver + server CPU + run
-// delay, as shares of query time); record files: the steal share alone.
-// None while steal is under kStealMinAllCpuShare of all CPU time.
+// steal: the query path's time the hypervisor took ÷ query time. A task's
+// CPU time (schedstat, on the guest's task clock) leaves out what was
+// stolen while it ran: steal ÷ busy of each unit of CPU used on the host,
+// so the driver's and the backends' CPU × steal ÷ busy. Their run delay
+// counts too, × steal ÷ (busy + steal), only on a guest saturated with busy
+// and stolen time (they waited for others' slices, which steal stretched);
+// elsewhere run delay is wake-up latency or a CPU quota's throttling, which
+// steal does not lengthen. Record files: the steal share of the CPU time the
+// guest wanted, steal ÷ (busy + steal). None while steal is under
+// kStealMinAllCpuShare of all CPU time.
 void steal(const Context& c, std::vector<Finding>& out) {
   const auto& h = c.f.host;
   if (ratio(double(h.steal_ns), double(h.total_ns)) < kStealMinAllCpuShare) return;
   const double steal_share = ratio(double(h.steal_ns), double(h.busy_ns + h.steal_ns));
-  double cpu_parts = 1;
-  if (c.acc) cpu_parts = c.share(c.acc->driver_cpu_ns + c.acc->server_cpu_ns + c.acc->run_delay_ns);
-  auto x = make(c, FindingKind::steal, steal_share * std::min(1.0, cpu_parts));
+  double score = steal_share;
+  double stolen_ns = 0;
+  if (c.acc) {
+    const bool saturated =
+        ratio(double(h.busy_ns + h.steal_ns), double(h.total_ns)) >= kRoundtripMaxHostBusyShare;
+    stolen_ns = double(c.acc->driver_cpu_ns + c.acc->server_cpu_ns) *
+                    ratio(double(h.steal_ns), double(h.busy_ns)) +
+                (saturated ? double(c.acc->run_delay_ns) * steal_share : 0.0);
+    score = std::min(1.0, ratio(stolen_ns, c.service_ns));
+  }
+  auto x = make(c, FindingKind::steal, score);
   if (x.score < kMinScore) return;
   set_span(x, signal_span(c.r, c.f, [&](std::size_t i) { return c.f.window_steal_share[i]; }));
   x.summary = fmt::format(
@@ -317,7 +331,8 @@ void steal(const Context& c, std::vector<Finding>& out) {
   x.evidence = {{"steal_share", round4(steal_share)},
                 {"steal_pct", round4(100 * ratio(double(h.steal_ns), double(h.total_ns)))},
                 {"host_cpu_busy_pct", round4(100 * h.busy_share())}};
-  if (c.acc) x.evidence.emplace_back("cpu_parts_share", round4(cpu_parts));
+  if (c.acc)
+    x.evidence.emplace_back("query_path_stolen_s", round4(stolen_ns / common::kNsPerSDouble));
   x.culprit = fmt::format("the hypervisor: {:.1f}% of this guest's CPU time stolen",
                           100 * ratio(double(h.steal_ns), double(h.total_ns)));
   x.suggestion =

@@ -1474,9 +1474,12 @@ TEST(CorrelateFinding, StealFiresOnThirtyPercentSteal) {
   const auto* f = finding(r, "steal");
   ASSERT_NE(f, nullptr);
   EXPECT_DOUBLE_EQ(evidence<double>(*f, "steal_pct"), 30.0);
-  const double steal_share = 0.6 / 1.8;
-  const double cpu_parts = (0.9 + 10.0) / 20.0;
-  EXPECT_NEAR(f->score, steal_share * cpu_parts, 1e-4);
+  // The driver's 0.9 s and the backends' 10 s of CPU, each unit of it
+  // stretched by steal ÷ busy = 0.6 ÷ 1.2 (the guest saturated, but no run
+  // delay), of 20 s of query time.
+  const double stolen_s = (0.9 + 10.0) * (0.6 / 1.2);
+  EXPECT_NEAR(f->score, stolen_s / 20.0, 1e-4);
+  EXPECT_NEAR(evidence<double>(*f, "query_path_stolen_s"), stolen_s, 1e-4);
   EXPECT_EQ(f->start_ns, kT0);
   EXPECT_EQ(f->end_ns, kT0 + 10 * kS);
   EXPECT_EQ(finding(r, "lock_wait"), nullptr);
