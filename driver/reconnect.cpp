@@ -31,11 +31,11 @@
 namespace stallscope::driver::detail {
 
 // -C: opens the client's connection for the next transaction (blocking, as
-// pgbench -C does). On failure a failed connect (SQLSTATE 08001, as a failed
-// reconnect attempt: not a transaction, not counted towards -t), its row
-// covering the backoff after it too, and backs off; a connect the run's end interrupted (-T
-// reached, `stop`) is the transaction cut short: unfinished. Returns whether the transaction can be
-// sent.
+// pgbench -C does). On failure: a failed connect (SQLSTATE 08001, as a
+// failed reconnect attempt: not a transaction, not counted towards -t),
+// whose row covers the backoff after it too, then the backoff. A connect the
+// run's end interrupted (-T reached, `stop`) is the transaction cut short:
+// unfinished. Returns whether the transaction can be sent.
 bool Worker::connect_for_transaction(Client& c) {
   std::string application_name = fmt::format("stallscope/{}", c.client_id);
   std::int64_t begin_ns = mono_now_ns();
