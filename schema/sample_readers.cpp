@@ -158,7 +158,8 @@ std::vector<UnfinishedQuery> unfinished_queries(Store& store, std::int64_t until
     out.push_back({{st.int64(0), st.int64(1), st.int64(2)},
                    elapsed_ns,
                    st.opt_int64(4),
-                   std::clamp<std::int64_t>(st.opt_int64(5).value_or(0), 0, elapsed_ns)});
+                   std::clamp<std::int64_t>(st.opt_int64(5).value_or(0), 0,
+                                            std::max<std::int64_t>(elapsed_ns, 0))});
   }
   return out;
 }
