@@ -102,14 +102,18 @@ enum class Program {
   openssl,  // -passin / -passout SECRET (pass:…, env:…)
 };
 
-// The program a word names: a program (any path; quotes and shell
-// punctuation around it dropped) whose name holds only letters, digits, '-'
-// and '_' — mysqlimport, mariadb-dump, "mysql", /usr/bin/sshpass; not the
-// files mysql.db or mysql_init.sql. Program::other for any other word.
+// The program a word names: a program (any path; quotes and the shell's
+// punctuation around it dropped: ( ) { } ; & | ` < > !) whose name holds only
+// letters, digits, '-' and '_' — mysqlimport, mariadb-dump, "mysql",
+// /usr/bin/sshpass; not the files mysql.db or mysql_init.sql, nor
+// mariadb_PWD=*** (no other character is dropped, so that masking a word
+// never makes it name a program). Program::other for any other word.
 Program program_named(std::string_view word) {
-  auto path_char = [](char c) { return is_name_char(c) || c == '/'; };
-  while (!word.empty() && !path_char(word.front())) word.remove_prefix(1);
-  while (!word.empty() && !path_char(word.back())) word.remove_suffix(1);
+  auto around = [](char c) {
+    return is_quote(c) || std::string_view("(){};&|`<>!").find(c) != std::string_view::npos;
+  };
+  while (!word.empty() && around(word.front())) word.remove_prefix(1);
+  while (!word.empty() && around(word.back())) word.remove_suffix(1);
   if (const auto slash = word.find_last_of('/'); slash != std::string_view::npos) {
     word.remove_prefix(slash + 1);
   }

@@ -351,6 +351,10 @@ TEST(MaskArgs, MaskingAgainChangesNothing) {
       {"psql", "postgres://db/app?password=s3&sslmode=disable", "host=x password='a b"},
       {"curl", "-u", "a:b c", "-ua:b:c", "-u", "nouser", "sshpass", "-p", "-p", "x"},
       {"sh", "-c", "sshpass -p 'a b' ssh; redis-cli -a x; openssl -passin pass:y"},
+      // Found by the fuzz target: masking turned "mariadbX_PWD=S\xcd" into
+      // "mariadbX_PWD=***", which, with "=***" dropped as punctuation, named
+      // a MariaDB client the second time, so the -p after it was masked then.
+      {"mariadbX_PWD=S\xcd\x01", "-ps3cre\xfe"},
       // Found by the fuzz target: a NUL byte ended a value as if it were a
       // closing quote, and a value masked up to '&' or a quote inside an
       // authority joined it to a later '@' the second time.
