@@ -338,6 +338,9 @@ std::string Masker::mask(std::string_view text) {
       if (colon != std::string_view::npos) {
         out += text.substr(i, colon + 1 - i);
         hide(colon + 1, last_at);
+        // The host part after it, as an authority without user-info: a
+        // value starting there must not hide the '/' that ended this scan.
+        authority_to = end;
         i = last_at;  // the '@' is copied below
       } else {
         authority_to = end;
