@@ -236,11 +236,12 @@ class Masker {
   // Whether the text last masked ended with a secret option (--password):
   // the next argument is its value.
   bool value_pending() const { return pending_ != SecretValue::none; }
-  // That next argument, masked.
+  // That next argument, masked (as any other when it holds no secret: curl
+  // -u USER).
   std::string take_value(std::string_view argument) {
     const auto from = secret_from(argument);
     pending_ = SecretValue::none;
-    if (from == std::string_view::npos) return std::string(argument);
+    if (from == std::string_view::npos) return mask(argument);
     report(argument.substr(from));
     return std::string(argument.substr(0, from)) + "***";
   }

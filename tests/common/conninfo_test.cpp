@@ -247,6 +247,9 @@ TEST(MaskArgs, MasksThePasswordOptionsOfSshpassRedisCliOpensslAndCurl) {
   // curl -u USER prompts for the password: nothing to mask. Elsewhere -a,
   // -u and -p are not secrets.
   EXPECT_EQ(join_args_masked({"curl", "-u", "app", "https://api"}), "curl -u app https://api");
+  // A value without ':' is masked as any other argument (found by the fuzz
+  // target: it was kept whole).
+  EXPECT_EQ(join_args_masked({"curl --user", "PGPASSWORD=S3cret"}), "curl --user PGPASSWORD=***");
   EXPECT_EQ(join_args_masked({"ls", "-a", "/tmp", "-u", "x:y"}), "ls -a /tmp -u x:y");
   EXPECT_EQ(join_args_masked({"psql", "-p", "5433", "-U", "app:x"}), "psql -p 5433 -U app:x");
 }
