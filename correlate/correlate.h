@@ -192,6 +192,16 @@ struct Accounting {
   // first: parts "kernel_wait:<wchan>" (correlate/kernel_sleep.cpp).
   std::int64_t kernel_wait_ns = 0;
   std::vector<std::pair<std::string, std::int64_t>> kernel_wait_by_wchan_ns;
+  // record --pg files: the client's side of the sessions' idle time, from
+  // where the client processes slept (sessions.cpp): asleep by choice in a
+  // timer (think time: nanosleep, hrtimer) — part "client_sleep" — and
+  // blocked in the kernel on something other than the database socket (a
+  // pipe or tty write, a futex, file I/O), by wchan, largest first — parts
+  // "client_blocked:<wchan>". Only their sleep on a socket or in poll beyond
+  // the server's own parts is the remainder (round trips); session time no
+  // sample of a client explains is "unaccounted".
+  std::int64_t client_sleep_ns = 0;
+  std::vector<std::pair<std::string, std::int64_t>> client_blocked_by_wchan_ns;
   // Set when no process sample's CPU delta covers the span (sampling slower
   // than the span, e.g. --hz 0.1): why the CPU and run-queue parts measured
   // from process samples — and so the remainder — cannot be accounted. They
@@ -290,6 +300,13 @@ enum class FindingKind {
   // Queries lost their connection and reconnects failed: an outage (the
   // accounting's connection_lost part; correlate/findings.cpp).
   connection_lost,
+  // A closed loop that nothing saturated: the clients wait for every answer,
+  // throughput ≈ clients ÷ mean latency, and the host has CPU to spare
+  // (correlate/closed_loop.cpp). Ranked first, above the parts of each answer.
+  latency_bound,
+  // Queries failed (a SQLSTATE other than a lost connection): the verdict
+  // when most transactions failed (correlate/errors.cpp).
+  errors,
 };
 std::string_view to_string(FindingKind kind);
 
@@ -490,7 +507,10 @@ struct Verdict {
   // think time and nothing was saturated or waiting), "no_queries" (nothing
   // to account: e.g. a record file with no finding), or "below_thresholds"
   // (no finding reached kMinScore), or "cannot_account" (nothing measured
-  // splits the query time: Accounting::cannot_account says why).
+  // splits the query time: Accounting::cannot_account says why), or
+  // "unaccounted" (the accounting's unaccounted part — time no sample
+  // explains, e.g. a record file's clients not sampled on its host — is
+  // larger than the first finding's score: no verdict from a small part).
   std::string reason;
   std::string summary;  // one or two sentences
 };
@@ -524,6 +544,11 @@ struct ClientProcess {
   double hottest_thread_demand_cores = 0;
   std::int64_t sessions = 0;       // client sessions it served (socket owner, or all)
   double sessions_idle_share = 0;  // their idle + idle in transaction ÷ their session time
+  // Where it slept in the span, off CPU and not runnable (schema::
+  // process_sleeps), by the wait channel of the row ending each span,
+  // largest first; "" for spans that ended with it running (it slept earlier
+  // in them, where is not known).
+  std::vector<std::pair<std::string, std::int64_t>> sleep_by_wchan_ns;
 };
 
 // One part of the session time (ASH, one state per session per poll).

@@ -52,6 +52,13 @@ inline constexpr double kSingleThreadMinOtherwiseIdleShare = 0.5;
 // CPU is not saturated (busy share below this); on a saturated host it is
 // more likely unmeasured CPU contention.
 inline constexpr double kRoundtripMaxHostBusyShare = 0.8;
+// latency_bound: a closed loop counts as queueing for no CPU while the
+// query path's run-queue delay is below this share of query time (wake-up
+// noise on an idle host is a few %).
+inline constexpr double kLatencyBoundMaxRunQueueShare = 0.10;
+// ... and a round trip (network_roundtrip's share) ranked first is a part of
+// each answer below this share; from it on, the round trip is the verdict.
+inline constexpr double kLatencyBoundMaxRoundtripShare = 0.5;
 // Backends are matched to `process` rows by pid and a start time no later
 // than the client's connect time plus this slack (start_ns derives from boot
 // time, which /proc/stat gives to the second).
@@ -107,6 +114,8 @@ enum class WchanFamily {
   memory,   // reclaim, swap, memory cgroup over its mark, compaction: memory_pressure
   latch,    // epoll/poll/select and socket reads: idle, heavyweight lock, waiting for the peer
   futex,    // futex: an LWLock semaphore inside PostgreSQL (lwlock_wait via ASH)
+  timer,    // nanosleep, hrtimer: asleep by choice (think time, a pacing loop)
+  child,    // waiting for a child or a signal (a shell running its pipeline)
   other,    // anything else (a full pipe, a socket send buffer, a timer…): kernel_wait
 };
 WchanFamily wchan_family(std::string_view wchan);
@@ -231,6 +240,19 @@ struct OutageFacts {
   std::string last_error;             // the latest one's message ("" when none)
 };
 
+// Failed queries that did not lose their connection (read_error_facts,
+// errors.cpp): the server's own errors, by SQLSTATE.
+struct ErrorFacts {
+  struct Code {
+    std::string sqlstate;
+    std::int64_t queries = 0;
+    std::string error;  // one message ("" when none was stored)
+  };
+  std::int64_t failed = 0;     // of RunSummary::queries
+  std::int64_t failed_ns = 0;  // Σ their latency
+  std::vector<Code> top;       // most frequent first, at most 3
+};
+
 struct Facts {
   // The analysed span: first query sent → last query answered (or the
   // samples' span; run_info.cpp).
@@ -290,6 +312,7 @@ struct Facts {
   NetworkFacts network;  // read_network_facts (facts_tcp.cpp; network.h)
   // read_pg_stats_facts (facts_pgstats.cpp).
   PgStatsFacts pg_stats;
+  ErrorFacts errors;  // read_error_facts (errors.cpp), with failed queries
 };
 
 // What read_path_facts reads for.
@@ -408,6 +431,22 @@ std::vector<Stall> find_stalls(const Report& r, const std::vector<WindowSignals>
 bool rate_not_kept(const RunSummary& r);
 // The verdict from the ranked findings (verdict.cpp).
 Verdict decide_verdict(const Report& r, const Facts& f);
+// The failed queries' facts (errors.cpp): nothing read without failures.
+void read_error_facts(schema::Store& store, const RunSummary& run, Facts& f);
+// The errors finding (errors.cpp): failed queries, not a bottleneck, are
+// the answer when most transactions failed (it is then ranked first); with
+// fewer, it scores the query time the failures took. nullopt below
+// kMinScore or without failures.
+std::optional<Finding> errors_finding(const Report& r, const Facts& f);
+// A share of the transactions at or above which failures are the verdict.
+inline constexpr double kErrorsVerdictMinShare = 0.5;
+// The latency_bound finding (closed_loop.cpp): for a closed loop whose
+// findings, ranked highest score first, start with a CPU part (server_cpu or
+// client_cpu) and hold no limit or wait, on a host with CPU headroom and
+// little run-queue delay — clients waiting for every answer, throughput ≈
+// clients ÷ mean latency. nullopt otherwise (record files included).
+std::optional<Finding> latency_bound(const Report& r, const Facts& f,
+                                     const std::vector<Finding>& ranked);
 
 // Ranks the findings (rules in findings.cpp).
 std::vector<Finding> find(const Report& report, const Facts& facts);

@@ -144,12 +144,13 @@ WchanFamily wchan_family(std::string_view w) {
                   "io_uring"})) {
     return WchanFamily::storage;
   }
+  if (has_any(w, {"do_wait", "sigsuspend", "sigtimedwait", "sys_pause"})) return WchanFamily::child;
   if (has_any(w, {"epoll", "ep_poll", "poll_schedule", "do_sys_poll", "do_select", "sys_select",
                   "unix_stream_read", "unix_dgram_recv", "sk_wait_data", "tcp_recvmsg",
-                  "inet_csk_accept", "skb_wait_for_more", "__skb_wait", "wait_woken", "do_wait",
-                  "sigsuspend", "sigtimedwait", "sys_pause"})) {
+                  "inet_csk_accept", "skb_wait_for_more", "__skb_wait", "wait_woken"})) {
     return WchanFamily::latch;
   }
+  if (has_any(w, {"nanosleep", "hrtimer"})) return WchanFamily::timer;
   if (has_any(w, {"futex"})) return WchanFamily::futex;
   return WchanFamily::other;
 }

@@ -959,8 +959,22 @@ std::vector<Finding> find(const Report& r, const Facts& f) {
           share_pct_text(x.score * direct));
     }
   }
+  // Failed queries: the verdict when most transactions failed, else ranked
+  // by the query time they took.
+  auto failed = errors_finding(r, f);
+  const bool failures_first =
+      failed && double(f.errors.failed) >= kErrorsVerdictMinShare * double(r.run.queries);
+  if (failed && !failures_first) out.push_back(std::move(*failed));
   std::stable_sort(out.begin(), out.end(),
                    [](const Finding& x, const Finding& y) { return x.score > y.score; });
+  if (failures_first) out.insert(out.begin(), std::move(*failed));
+  // A closed loop that nothing saturated: the loop's latency and concurrency
+  // come first, the parts of each answer beneath.
+  if (auto loop = latency_bound(r, f, out)) {
+    out.front().summary +=
+        " It is the largest part of each answer, not a saturated resource (latency_bound).";
+    out.insert(out.begin(), std::move(*loop));
+  }
   return out;
 }
 

@@ -9,6 +9,27 @@
 
 namespace stallscope::correlate::detail {
 
+std::string part_label(std::string_view name) {
+  if (name == "driver_cpu") return "driver CPU";
+  if (name == "server_cpu") return "server backend CPU";
+  if (name == "run_queue") return "run-queue delay";
+  if (name == "client_run_queue") return "driver run-queue delay";
+  if (name.starts_with("server_d_state:")) return "backend D state " + std::string(name.substr(15));
+  if (name.starts_with("kernel_wait:")) return "backend asleep in " + std::string(name.substr(12));
+  if (name == "remainder") return "remainder (round trips)";
+  if (name == "schedule_lag") return "schedule lag";
+  if (name == "connection_lost") return "connection lost (reconnecting)";
+  if (name == "unaccounted") return "unaccounted (not sampled)";
+  if (name == "client_cpu") return "client CPU";
+  if (name == "client_sleep") return "client asleep by choice (think time)";
+  if (name.starts_with("client_blocked:"))
+    return "client blocked in " + std::string(name.substr(15));
+  if (name.starts_with("server_wait:")) return "server wait " + std::string(name.substr(12));
+  if (name.starts_with("path_cpu:")) return "path CPU " + std::string(name.substr(9));
+  if (name.starts_with("path_wait:")) return "path wait " + std::string(name.substr(10));
+  return std::string(name);
+}
+
 std::string share_pct_text(double share) {
   return fmt::format("{:.0f}%", 100 * share);
 }

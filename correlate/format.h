@@ -35,6 +35,12 @@ inline double pct(std::int64_t part, std::int64_t whole) {
   return whole > 0 ? 100.0 * double(part) / double(whole) : 0;
 }
 
+// An accounting part's name (AccountingPart::name) as the text report
+// labels it: "server_cpu" → "server backend CPU", "kernel_wait:pipe_write" →
+// "backend asleep in pipe_write". Not escaped: wait channels come from the
+// file, so renderers escape the label.
+std::string part_label(std::string_view name);
+
 // A share (0–1) as a whole percentage: 0.254 → "25%".
 std::string share_pct_text(double share);
 

@@ -40,6 +40,10 @@ std::string_view to_string(FindingKind kind) {
       return "replication_wait";
     case FindingKind::connection_lost:
       return "connection_lost";
+    case FindingKind::latency_bound:
+      return "latency_bound";
+    case FindingKind::errors:
+      return "errors";
   }
   return "?";
 }

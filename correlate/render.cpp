@@ -81,24 +81,6 @@ std::string evidence_text(const Evidence& ev) {
   return out;
 }
 
-std::string part_label(const std::string& name) {
-  if (name == "driver_cpu") return "driver CPU";
-  if (name == "server_cpu") return "server backend CPU";
-  if (name == "run_queue") return "run-queue delay";
-  if (name == "client_run_queue") return "driver run-queue delay";
-  if (name.starts_with("server_d_state:")) return "backend D state " + escape_text(name.substr(15));
-  if (name.starts_with("kernel_wait:")) return "backend asleep in " + escape_text(name.substr(12));
-  if (name == "remainder") return "remainder (round trips)";
-  if (name == "schedule_lag") return "schedule lag";
-  if (name == "connection_lost") return "connection lost (reconnecting)";
-  if (name == "unaccounted") return "unaccounted (not sampled)";
-  if (name == "client_cpu") return "client CPU";
-  if (name.starts_with("server_wait:")) return "server wait " + name.substr(12);
-  if (name.starts_with("path_cpu:")) return "path CPU " + escape_text(name.substr(9));
-  if (name.starts_with("path_wait:")) return "path wait " + escape_text(name.substr(10));
-  return name;
-}
-
 std::string session_part_label(const std::string& name) {
   if (name == "on_cpu") return "on CPU";
   if (name == "idle") return "idle: waiting for the client";
@@ -328,10 +310,11 @@ double per_query_ms(const Report& r, std::int64_t ns) {
 
 void render_verdict(const Report& r, std::ostream& out) {
   const auto& v = r.verdict;
-  const std::string head = v.kind                         ? std::string(to_string(*v.kind))
-                           : v.reason == "paced"          ? std::string("no bottleneck")
-                           : v.reason == "cannot_account" ? std::string("unknown")
-                                                          : std::string("none found");
+  const std::string head = v.kind                ? std::string(to_string(*v.kind))
+                           : v.reason == "paced" ? std::string("no bottleneck")
+                           : v.reason == "cannot_account" || v.reason == "unaccounted"
+                               ? std::string("unknown")
+                               : std::string("none found");
   fmt::print(out, "\nverdict: {} — {}\n", head, escape_text(v.summary));
 }
 
@@ -359,8 +342,10 @@ void render_accounting(const Report& r, std::ostream& out) {
     // record --pg: the session view's time (sessions come and go).
     fmt::print(out,
                "\ntime accounting: {:.3f} s of session time (ASH polls) of {} client session{} in "
-               "a {:.3f} s span; the client's side of their idle time is the client processes' "
-               "CPU, the remainder is the network and the client's other waits\n",
+               "a {:.3f} s span; the client's side of their idle time is split by what the "
+               "client processes did: on CPU, queued for it, asleep by choice, blocked in the "
+               "kernel, or asleep on a socket (the round trips); what no client sample "
+               "explains is unaccounted\n",
                double(a.query_ns) / kNsPerS, a.clients, a.clients == 1 ? "" : "s",
                double(a.wall_ns) / kNsPerS);
   } else {
@@ -432,7 +417,7 @@ void render_accounting(const Report& r, std::ostream& out) {
     for (const auto& p : a.parts) {
       // record --pg: the remainder of session time is no driver's round trip.
       const std::string label = r.sessions && p.name == "remainder"
-                                    ? std::string("remainder (network, client)")
+                                    ? std::string("client on the socket (round trips)")
                                     : part_label(p.name);
       if (r.run.queries > 0) {
         fmt::print(out, "  {:<28} {:>12.3f} {:>7.1f}% {:>12.4f}\n", escape_text(label),

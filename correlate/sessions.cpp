@@ -24,6 +24,9 @@ namespace {
 // A backend process and the session it served start within this of each
 // other (process.start_ns comes from clock ticks since boot: 10 ms steps).
 constexpr std::int64_t kBackendStartMatchNs = 2 * common::kNsPerS;
+// The clients' sampled places split all of the session time left to their
+// side when they explain at least this share of it (session_accounting).
+constexpr double kClientSideMinCoverage = 0.5;
 
 // One session's polls in the span, by part name.
 struct SessionPolls {
@@ -159,7 +162,82 @@ ClientProcess client_process(schema::Store& store, const schema::ProcessIdentity
       cpu.top_thread_cpu_ns ? *cpu.top_thread_cpu_ns + cpu.top_thread_run_delay_ns.value_or(0)
                             : cpu.cpu_ns + cpu.run_delay_ns;
   c.hottest_thread_demand_cores = round4(double(demand_ns) / span_ns);
+  for (const auto& sl : schema::process_sleeps(store, p.process_id, span.start_ns, span.end_ns)) {
+    if (sl.sleep_ns <= 0) continue;
+    const std::string wchan = sl.state == "R" ? std::string() : sl.wchan;
+    auto it = std::find_if(c.sleep_by_wchan_ns.begin(), c.sleep_by_wchan_ns.end(),
+                           [&](const auto& e) { return e.first == wchan; });
+    if (it == c.sleep_by_wchan_ns.end()) {
+      c.sleep_by_wchan_ns.emplace_back(wchan, sl.sleep_ns);
+    } else {
+      it->second += sl.sleep_ns;
+    }
+  }
+  std::stable_sort(c.sleep_by_wchan_ns.begin(), c.sleep_by_wchan_ns.end(),
+                   [](const auto& x, const auto& y) { return x.second > y.second; });
   return c;
+}
+
+// The client side of the session time, from where the clients that held
+// sessions slept: shares of their own time (CPU + run delay + sleep) asleep
+// by choice (a timer), blocked elsewhere in the kernel (by wchan), and
+// asleep on a socket or in poll (waiting for the server or the network).
+// Sleep whose place is not known (spans that ended running) is spread over
+// the others in proportion; waiting for a child (a shell) is not the
+// client's side at all and is left out.
+struct ClientSide {
+  bool sampled = false;
+  double think_share = 0;
+  double socket_share = 0;
+  std::vector<std::pair<std::string, double>> blocked_share;  // largest first
+};
+
+ClientSide client_side(const SessionView& v) {
+  ClientSide out;
+  double think = 0, socket = 0, unknown = 0, own = 0;
+  std::map<std::string, double> blocked;
+  for (const auto& c : v.client_processes) {
+    if (c.sessions == 0) continue;
+    double sleeps = 0, child = 0;
+    for (const auto& [wchan, ns] : c.sleep_by_wchan_ns) {
+      const double t = double(ns);
+      sleeps += t;
+      if (wchan.empty()) {
+        unknown += t;
+        continue;
+      }
+      switch (wchan_family(wchan)) {
+        case WchanFamily::timer:
+          think += t;
+          break;
+        case WchanFamily::latch:
+        case WchanFamily::none:
+          socket += t;
+          break;
+        case WchanFamily::child:
+          child += t;
+          break;
+        default:
+          blocked[wchan] += t;
+      }
+    }
+    // Time spent waiting for a child (a shell running the pipeline) is the
+    // child's to explain, not this process's.
+    own += double(c.cpu_ns + c.run_delay_ns) + sleeps - child;
+  }
+  if (own <= 0) return out;
+  out.sampled = true;
+  const double known = think + socket;
+  double blocked_total = 0;
+  for (const auto& [w, t] : blocked) blocked_total += t;
+  // Unknown sleep spread over the known places in proportion.
+  const double spread = known + blocked_total > 0 ? 1 + unknown / (known + blocked_total) : 1;
+  out.think_share = think * spread / own;
+  out.socket_share = socket * spread / own;
+  for (const auto& [w, t] : blocked) out.blocked_share.emplace_back(w, t * spread / own);
+  std::stable_sort(out.blocked_share.begin(), out.blocked_share.end(),
+                   [](const auto& x, const auto& y) { return x.second > y.second; });
+  return out;
 }
 
 }  // namespace
@@ -353,7 +431,43 @@ Accounting session_accounting(const SessionScan& s, const WindowAcc& total, cons
   a.driver_cpu_ns = take(client_cpu_ns);
   a.driver_run_delay_ns = take(client_delay_ns);
   a.run_delay_ns = backend_delay_ns + a.driver_run_delay_ns;
-  a.remainder_ns = left_ns;
+  // The client's side of the rest: where the clients slept, as shares of
+  // their own time scaled to the session time. Their sleep on the socket
+  // also covers the server's parts taken above; only what is beyond those is
+  // the round trip. What no client sample explains is unaccounted.
+  const ClientSide side = client_side(v);
+  std::int64_t unaccounted_ns = 0;
+  if (side.sampled) {
+    const double session = double(a.client_ns);
+    const double server_taken =
+        double(a.server_wait_ns + a.server_cpu_ns + a.kernel_wait_ns + backend_delay_ns);
+    const double think = side.think_share * session;
+    const double socket = std::max(0.0, side.socket_share * session - server_taken);
+    double measured = think + socket;
+    for (const auto& [wchan, share] : side.blocked_share) measured += share * session;
+    // The session time (ASH polls) and the clients' own time (their rows'
+    // spans) are two clocks a few % apart: when the clients' places explain
+    // at least half of what is left, they split all of it in proportion;
+    // below that, each takes what it measured and the rest is unaccounted.
+    const double scale = measured > 0 && measured >= kClientSideMinCoverage * double(left_ns)
+                             ? double(left_ns) / measured
+                             : 1.0;
+    a.client_sleep_ns = take(std::llround(think * scale));
+    for (const auto& [wchan, share] : side.blocked_share) {
+      if (const auto taken = take(std::llround(share * session * scale)); taken > 0)
+        a.client_blocked_by_wchan_ns.emplace_back(wchan, taken);
+    }
+    // Rounding: the last place takes what is left when all of it is split.
+    a.remainder_ns = take(scale != 1.0 ? left_ns : std::llround(socket));
+    unaccounted_ns = left_ns;
+  } else {
+    a.remainder_ns = 0;
+    unaccounted_ns = left_ns;
+  }
+  // Clients asleep by choice are idle between queries, as think time is in a run.
+  a.idle_ns = a.client_sleep_ns;
+  a.client_busy_share =
+      a.client_ns > 0 ? double(a.client_ns - a.client_sleep_ns) / double(a.client_ns) : 0.0;
   auto part = [&](std::string name, std::int64_t ns) {
     a.parts.push_back(
         {std::move(name), ns, a.client_ns > 0 ? double(ns) / double(a.client_ns) : 0.0, ""});
@@ -363,77 +477,11 @@ Accounting session_accounting(const SessionScan& s, const WindowAcc& total, cons
   for (const auto& [cls, ns] : a.server_wait_by_class_ns) part("server_wait:" + cls, ns);
   for (const auto& [wchan, ns] : a.kernel_wait_by_wchan_ns) part("kernel_wait:" + wchan, ns);
   part("run_queue", a.run_delay_ns);
+  if (a.client_sleep_ns > 0) part("client_sleep", a.client_sleep_ns);
+  for (const auto& [wchan, ns] : a.client_blocked_by_wchan_ns) part("client_blocked:" + wchan, ns);
   part("remainder", a.remainder_ns);
+  if (unaccounted_ns > 0) part("unaccounted", unaccounted_ns);
   return a;
-}
-
-void client_process_findings(const Report& r, const Facts& f, std::vector<Finding>& out) {
-  if (!r.sessions || r.sessions->session_ns <= 0) return;
-  const SessionView& v = *r.sessions;
-  const double total_ns = double(v.session_ns);
-  for (const auto& c : v.client_processes) {
-    if (c.sessions == 0) continue;
-    std::int64_t session_ns = 0;
-    for (const auto& g : v.groups) {
-      if (std::find(g.client_pids.begin(), g.client_pids.end(), c.pid) != g.client_pids.end())
-        session_ns += g.session_ns;
-    }
-    const double idle_ns = c.sessions_idle_share * double(session_ns);
-    // One thread at a full core of CPU. Its run-queue delay does not count:
-    // on a host the backends saturate, a client thread queues behind them
-    // (server_cpu's case), whatever it would use alone.
-    const bool one_thread = c.hottest_thread_cores >= kSingleThreadMinCores;
-    const double score = one_thread
-                             ? idle_ns * std::min(1.0, c.hottest_thread_cores) / total_ns
-                             : std::min(double(c.cpu_ns + c.run_delay_ns), idle_ns) / total_ns;
-    Finding x;
-    x.kind = one_thread ? FindingKind::single_thread : FindingKind::client_cpu;
-    x.score = round4(std::clamp(score, 0.0, 1.0));
-    if (x.score < kMinScore) continue;
-    x.start_ns = f.span.start_ns;
-    x.end_ns = f.span.end_ns;
-    const std::string sessions_text =
-        fmt::format("{} session{}", c.sessions, c.sessions == 1 ? " was" : "s were");
-    x.summary =
-        one_thread
-            ? fmt::format(
-                  "The client {} (pid {}) ran at {:.2f} cores, its busiest thread at {:.2f} "
-                  "(running or waiting for a CPU: {:.2f}), while its {} idle, waiting for it, {} "
-                  "of the time: one client thread is the limit, not the database.",
-                  c.comm, c.pid, c.cores, c.hottest_thread_cores, c.hottest_thread_demand_cores,
-                  sessions_text, share_pct_text(c.sessions_idle_share))
-            : fmt::format(
-                  "The client {} (pid {}) used {:.2f} cores (with its run-queue delay {} of the "
-                  "session time) while its {} idle, waiting for the client or the round "
-                  "trip, {} of the time.",
-                  c.comm, c.pid, c.cores, share_pct_text(x.score), sessions_text,
-                  share_pct_text(c.sessions_idle_share));
-    x.evidence = {{"comm", c.comm},
-                  {"pid", std::int64_t{c.pid}},
-                  {"found_by", c.found_by},
-                  {"client_cores", round4(c.cores)},
-                  {"hottest_thread_cores", round4(c.hottest_thread_cores)},
-                  {"hottest_thread_demand_cores", round4(c.hottest_thread_demand_cores)},
-                  {"client_cpu_s", round4(double(c.cpu_ns) / kNsPerS)},
-                  {"client_run_delay_s", round4(double(c.run_delay_ns) / kNsPerS)},
-                  {"sessions", c.sessions},
-                  {"sessions_idle_share", round4(c.sessions_idle_share)},
-                  {"session_s", round4(double(session_ns) / kNsPerS)}};
-    if (c.top_thread_cores) x.evidence.emplace_back("top_thread_comm", c.top_thread_comm);
-    x.culprit = one_thread
-                    ? fmt::format("the client {} (pid {}), its busiest thread at {:.2f} cores",
-                                  c.comm, c.pid, c.hottest_thread_cores)
-                    : fmt::format("the client {} (pid {}) at {:.2f} cores", c.comm, c.pid, c.cores);
-    x.suggestion =
-        one_thread
-            ? "The client's own work sets the pace: one thread at a full core while its "
-              "database sessions sit idle. Profile the client (py-spy, perf), move per-row work "
-              "into SQL or batch it, or run several client processes; a faster database will "
-              "not help."
-            : "The client's CPU is a serial part of every round trip: make its per-query work "
-              "cheaper, or give it more cores or processes.";
-    out.push_back(std::move(x));
-  }
 }
 
 }  // namespace stallscope::correlate::detail

@@ -358,6 +358,10 @@ std::vector<Stall> find_stalls(const Report& r, const std::vector<WindowSignals>
   Typical t;
   std::tie(t.tps, t.tps_scale) = centre_scale(tps);
   std::tie(t.latency_ms, t.latency_scale) = centre_scale(lat);
+  // No stall against a typical window that answered nothing because the
+  // queries mostly failed: the errors finding says why. (A stall that lasts
+  // most of a run has typical windows without answers too, and stays one.)
+  if (t.tps <= 0 && 2 * r.run.errors >= r.run.queries) return out;
   std::vector<std::size_t> stalled;
   std::vector<bool> is_stall(r.windows.size(), false);
   for (auto i : idx) {

@@ -71,6 +71,31 @@ std::string latency_split(const Report& r) {
   return out;
 }
 
+// The accounting's "unaccounted" part as a share of its total (0 without).
+double unaccounted_share(const Accounting* a) {
+  if (!a) return 0;
+  for (const auto& p : a->parts) {
+    if (p.name == "unaccounted") return p.share;
+  }
+  return 0;
+}
+
+// A record file's session time but the think time, largest parts first:
+// "client CPU 4%, server backend CPU 1%, …".
+std::string session_split(const Accounting& a) {
+  auto parts = a.parts;
+  std::stable_sort(parts.begin(), parts.end(),
+                   [](const auto& x, const auto& y) { return x.time_ns > y.time_ns; });
+  std::string out;
+  int shown = 0;
+  for (const auto& p : parts) {
+    if (p.name == "client_sleep" || p.time_ns <= 0) continue;
+    if (shown == 4) break;
+    out += fmt::format("{}{} {}", shown++ ? ", " : "", part_label(p.name), share_pct_text(p.share));
+  }
+  return out.empty() ? std::string("nothing") : out;
+}
+
 }  // namespace
 
 bool rate_not_kept(const RunSummary& r) {
@@ -93,6 +118,16 @@ Verdict decide_verdict(const Report& r, const Facts& f) {
   if ((kept || think_time) && limiting == r.findings.end()) {
     v.reason = "paced";
     const double idle_pct = f.host.total_ns > 0 ? 100 * (1 - f.host.busy_share()) : 0;
+    if (r.sessions) {
+      // record --pg: the application's clients asleep by choice.
+      v.summary = fmt::format(
+          "The clients were asleep by choice (think time: a timer, not the database) for {:.0f}% "
+          "of their sessions' time, so the application's pacing set the throughput, and "
+          "nothing was saturated or waiting: the rest is {}{}.",
+          100 * (1 - a->client_busy_share), session_split(*a),
+          f.host.total_ns > 0 ? fmt::format("; the host's CPUs were {:.0f}% idle", idle_pct) : "");
+      return v;
+    }
     const std::string pacing =
         kept ? fmt::format("The fixed rate was kept ({:.1f} tps, mean schedule lag {:.3f} ms)",
                            r.run.tps.value_or(0), r.run.lag_mean_ms.value_or(0))
@@ -120,6 +155,26 @@ Verdict decide_verdict(const Report& r, const Facts& f) {
   if (kept || think_time) {
     v.kind = limiting->kind;
     v.summary = limiting->summary;
+    return v;
+  }
+  // Time nothing measured (a record file's clients not sampled on this host)
+  // larger than what the first finding explains: no verdict from a small
+  // part. Failed queries are the answer whatever else the file lacks.
+  const double unaccounted = unaccounted_share(a);
+  if (unaccounted >= kMinScore &&
+      (r.findings.empty() || (r.findings.front().kind != FindingKind::errors &&
+                              unaccounted > r.findings.front().score))) {
+    v.reason = "unaccounted";
+    v.summary = fmt::format(
+        "{} of the {} time was not measured{}: no measured part explains as much, so no "
+        "verdict.{}",
+        share_pct_text(unaccounted), r.sessions ? "session" : "query",
+        r.sessions ? " (the client's side: where the clients of these sessions spent it was not "
+                     "sampled on this host — record on the application's host too, or name its "
+                     "processes with --client-process)"
+                   : "",
+        r.findings.empty() ? std::string()
+                           : " The largest measured part: " + r.findings.front().summary);
     return v;
   }
   if (!r.findings.empty()) {

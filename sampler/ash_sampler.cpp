@@ -232,6 +232,14 @@ AshSampler::Impl::Session& AshSampler::Impl::session_of(PGresult* res, int r, in
       row.client_pid = owner->pid;
       row.client_start_ticks = owner->start_ticks;
     }
+  } else if (options.find_client_sockets && row.backend_type == "client backend" &&
+             row.client_port && *row.client_port == -1 && lookups < kSocketLookupsPerPoll) {
+    // A Unix-socket client (client_port -1): the owner of its socket's peer.
+    ++lookups;
+    if (auto owner = unix_socket_owner(row.pid, options.proc_root)) {
+      row.client_pid = owner->pid;
+      row.client_start_ticks = owner->start_ticks;
+    }
   }
   batch.pg_sessions.push_back(std::move(row));
   return s;

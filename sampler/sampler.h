@@ -152,6 +152,13 @@ struct SocketOwner {
 // first in the listing's order.
 std::optional<SocketOwner> tcp_socket_owner(int local_port, int remote_port,
                                             const std::string& proc_root = "/proc");
+// The process owning the peer of a Unix-socket session's backend socket:
+// the backend's sockets (proc_root/PID/fd), their peers from one sock_diag
+// dump (UNIX_DIAG_PEER; this host's network namespace, whatever proc_root
+// says), then each proc_root/PID/fd/* (the backend and stallscope skipped);
+// nullopt when none is found (a pooler's socket is found like any other).
+std::optional<SocketOwner> unix_socket_owner(int backend_pid,
+                                             const std::string& proc_root = "/proc");
 // proc_root/PID/stat field 22 (start time, clock ticks since boot); nullopt
 // when the process is gone.
 std::optional<std::int64_t> process_start_ticks(int pid, const std::string& proc_root = "/proc");

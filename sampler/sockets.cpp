@@ -1,9 +1,19 @@
 // Finding a database session's client process on this host: the owner of
 // the TCP socket whose local port is the session's client_port (and whose
 // remote port is the server's), through /proc/net/tcp{,6} and
-// /proc/PID/fd; and a process's start time from /proc/PID/stat.
+// /proc/PID/fd; over a Unix socket, the owner of the peer of the backend's
+// socket (sock_diag's UNIX_DIAG_PEER); and a process's start time from
+// /proc/PID/stat.
 #include <dirent.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/sock_diag.h>
+#include <linux/unix_diag.h>
+#include <sys/socket.h>
 #include <unistd.h>
+
+#include <cstring>
+#include <unordered_map>
 
 #include <cstdlib>
 #include <fstream>
@@ -46,7 +56,102 @@ bool holds_one_of(const std::string& fd_dir, const std::unordered_set<std::strin
   return false;
 }
 
+// The links ("socket:[INODE]") of the sockets among PID's open files.
+std::unordered_set<std::string> socket_links(const std::string& fd_dir) {
+  std::unordered_set<std::string> out;
+  common::Dir dir(::opendir(fd_dir.c_str()));
+  if (!dir) return out;
+  char target[64];
+  while (const dirent* e = dir.read()) {
+    if (e->d_name[0] == '.') continue;
+    const std::string path = fd_dir + "/" + e->d_name;
+    const ssize_t n = ::readlink(path.c_str(), target, sizeof target - 1);
+    if (n > 8 && std::strncmp(target, "socket:[", 8) == 0) {
+      out.emplace(target, static_cast<std::size_t>(n));
+    }
+  }
+  return out;
+}
+
+// Every connected Unix socket of this network namespace, inode → its peer's
+// inode, from one sock_diag dump (NETLINK_SOCK_DIAG, UDIAG_SHOW_PEER); empty
+// when the kernel refuses it.
+std::unordered_map<std::uint32_t, std::uint32_t> unix_peers() {
+  std::unordered_map<std::uint32_t, std::uint32_t> peers;
+  common::Fd fd(::socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG));
+  if (!fd) return peers;
+  struct {
+    nlmsghdr header;
+    unix_diag_req request;
+  } message{};
+  message.header.nlmsg_len = sizeof message;
+  message.header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+  message.header.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+  message.request.sdiag_family = AF_UNIX;
+  message.request.udiag_states = ~0u;
+  message.request.udiag_show = UDIAG_SHOW_PEER;
+  sockaddr_nl kernel{};
+  kernel.nl_family = AF_NETLINK;
+  if (::sendto(fd.get(), &message, sizeof message, 0, reinterpret_cast<sockaddr*>(&kernel),
+               sizeof kernel) < 0)
+    return peers;
+  alignas(nlmsghdr) char buffer[32768];
+  for (;;) {
+    const ssize_t n = ::recv(fd.get(), buffer, sizeof buffer, 0);
+    if (n <= 0) return peers;
+    auto left = static_cast<unsigned>(n);
+    for (auto* h = reinterpret_cast<nlmsghdr*>(buffer); NLMSG_OK(h, left);
+         h = NLMSG_NEXT(h, left)) {
+      if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR) return peers;
+      const auto* msg = static_cast<const unix_diag_msg*>(NLMSG_DATA(h));
+      auto attr_len = static_cast<int>(h->nlmsg_len - NLMSG_LENGTH(sizeof *msg));
+      for (auto* a = reinterpret_cast<rtattr*>(const_cast<unix_diag_msg*>(msg) + 1);
+           RTA_OK(a, attr_len); a = RTA_NEXT(a, attr_len)) {
+        if (a->rta_type == UNIX_DIAG_PEER && RTA_PAYLOAD(a) >= sizeof(std::uint32_t)) {
+          std::uint32_t peer = 0;
+          std::memcpy(&peer, RTA_DATA(a), sizeof peer);
+          if (peer != 0) peers[msg->udiag_ino] = peer;
+        }
+      }
+    }
+  }
+}
+
+// The first process (but `skip` and stallscope) holding one of `links`.
+std::optional<SocketOwner> owner_of(const std::unordered_set<std::string>& links,
+                                    const std::string& proc_root, int skip) {
+  common::Dir proc(::opendir(proc_root.c_str()));
+  if (!proc) return std::nullopt;
+  const int self = static_cast<int>(::getpid());
+  while (const dirent* e = proc.read()) {
+    const auto pid = common::parse_int(e->d_name);
+    if (!pid || *pid == self || *pid == skip) continue;
+    if (!holds_one_of(proc_root + "/" + e->d_name + "/fd", links)) continue;
+    if (auto start = process_start_ticks(*pid, proc_root)) {
+      return SocketOwner{.pid = *pid, .start_ticks = *start};
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
+
+std::optional<SocketOwner> unix_socket_owner(int backend_pid, const std::string& proc_root) {
+  if (backend_pid <= 0) return std::nullopt;
+  const auto own = socket_links(proc_root + "/" + std::to_string(backend_pid) + "/fd");
+  if (own.empty()) return std::nullopt;
+  const auto peers = unix_peers();
+  std::unordered_set<std::string> links;
+  for (const auto& link : own) {
+    // "socket:[INODE]"
+    const auto inode = common::parse_int64(std::string_view(link).substr(8, link.size() - 9));
+    if (!inode) continue;
+    if (auto it = peers.find(static_cast<std::uint32_t>(*inode)); it != peers.end())
+      links.insert("socket:[" + std::to_string(it->second) + "]");
+  }
+  if (links.empty()) return std::nullopt;
+  return owner_of(links, proc_root, backend_pid);
+}
 
 std::optional<std::int64_t> process_start_ticks(int pid, const std::string& proc_root) {
   std::ifstream in(proc_root + "/" + std::to_string(pid) + "/stat");
@@ -70,18 +175,7 @@ std::optional<SocketOwner> tcp_socket_owner(int local_port, int remote_port,
   add_socket_inodes(proc_root + "/net/tcp", local_port, remote_port, links);
   add_socket_inodes(proc_root + "/net/tcp6", local_port, remote_port, links);
   if (links.empty()) return std::nullopt;  // not on this host (or already closed)
-  common::Dir proc(::opendir(proc_root.c_str()));
-  if (!proc) return std::nullopt;
-  const int self = static_cast<int>(::getpid());
-  while (const dirent* e = proc.read()) {
-    const auto pid = common::parse_int(e->d_name);
-    if (!pid || *pid == self) continue;
-    if (!holds_one_of(proc_root + "/" + e->d_name + "/fd", links)) continue;
-    if (auto start = process_start_ticks(*pid, proc_root)) {
-      return SocketOwner{.pid = *pid, .start_ticks = *start};
-    }
-  }
-  return std::nullopt;
+  return owner_of(links, proc_root, 0);
 }
 
 }  // namespace stallscope::sampler

@@ -181,6 +181,23 @@ bool first_query_has_lag(Store& store) {
 #define STALLSCOPE_LOST_CONNECTION_SQLSTATE \
   "(e.sqlstate LIKE '08%' OR e.sqlstate IN ('57P01', '57P02', '57P03'))"
 
+QueryErrors query_errors_by_sqlstate(Store& store, int limit) {
+  Cursor st(
+      store.db(),
+      "SELECT e.sqlstate, count(*), sum(q.latency_ns), min(e.error) FROM query_error e JOIN "
+      "query q USING (start_ns, client_id, seq) WHERE NOT " STALLSCOPE_LOST_CONNECTION_SQLSTATE
+      " GROUP BY e.sqlstate ORDER BY 2 DESC, 1");
+  QueryErrors out;
+  while (st.step()) {
+    QueryErrorCount c{std::string(st.text(0)), st.int64(1), st.opt_int64(2).value_or(0),
+                      st.is_null(3) ? std::string() : std::string(st.text(3))};
+    out.total.queries += c.queries;
+    out.total.latency_ns += c.latency_ns;
+    if (static_cast<int>(out.top.size()) < limit) out.top.push_back(std::move(c));
+  }
+  return out;
+}
+
 ConnectionErrors::ConnectionErrors(Store& store)
     : st_(store.db(),
           "SELECT e.sqlstate, count(*) FROM query_error e JOIN query q USING (start_ns, "

@@ -153,6 +153,23 @@ class ConnectionErrors {
   Cursor st_;
 };
 
+// Failed queries whose failure is not a lost connection (the server's own
+// errors: syntax, constraints, serialization, timeouts…), by SQLSTATE, most
+// frequent first: the count, the time they were outstanding (Σ latency_ns)
+// and one message (the smallest, so the same for every reader).
+struct QueryErrorCount {
+  std::string sqlstate;
+  std::int64_t queries = 0;
+  std::int64_t latency_ns = 0;
+  std::string error;  // "" when no message was stored
+};
+// At most `limit` SQLSTATEs, and in `total` the sums over all of them.
+struct QueryErrors {
+  std::vector<QueryErrorCount> top;
+  QueryErrorCount total;  // sqlstate and error empty
+};
+QueryErrors query_errors_by_sqlstate(Store& store, int limit);
+
 // A failed query that lost its connection (SQLSTATE class 08 or 57P01–57P03),
 // or a failed reconnect attempt of the driver (08001, its row covering the
 // wait since the client's previous row): its span and message.

@@ -99,4 +99,21 @@ struct ProcessCpu {
 ProcessCpu process_cpu(Store& store, std::int64_t process_id, std::int64_t from_ns,
                        std::int64_t to_ns);
 
+// Where one process slept over sample ticks with time_ns in [from_ns, to_ns),
+// by the state and wait channel of the row that ends each span: per (state,
+// wchan), Σ (span_ns − cpu_ns − run_delay_ns, at least 0) — the time off
+// CPU and not runnable in the spans those rows cover — and the rows. A
+// process that did not run between two rows slept where its later row says
+// (the sampler writes a row when it runs, changes state, or sleeps where
+// nothing wakes it, and at least every 10 s). wchan "" when none was
+// read (state R). Rows at first sight (span_ns NULL) are left out.
+struct ProcessSleep {
+  std::string state;  // one letter: S, D, R, …
+  std::string wchan;
+  std::int64_t sleep_ns = 0;
+  std::int64_t rows = 0;
+};
+std::vector<ProcessSleep> process_sleeps(Store& store, std::int64_t process_id,
+                                         std::int64_t from_ns, std::int64_t to_ns);
+
 }  // namespace stallscope::schema

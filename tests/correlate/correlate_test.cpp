@@ -386,6 +386,128 @@ TEST(CorrelateAccounting, StealOnAnIdleGuestDoesNotLimitAPacedRun) {
   EXPECT_EQ(r.verdict.reason, "paced");
 }
 
+// A closed loop on a host with headroom: 2 clients, each 1 s query holds
+// 600 ms of its backend's CPU and 10 ms of run delay; the host is 60 % busy.
+// Nothing is saturated or waiting, so the verdict is latency_bound: 2
+// clients ÷ 1,000 ms = 2 q/s; at 0.6 s of CPU per answer 2 cores would
+// saturate near 3.33 q/s, about 3.3 clients at today's latency. server_cpu
+// stays beneath as the largest part of each answer.
+TEST(CorrelateFinding, AClosedLoopOnAnIdleHostIsLatencyBound) {
+  Fixture fx;
+  fx.host({.user_ms = 1200, .idle_ms = 800});
+  fx.rows(kBackendId[0], 600, 10);
+  fx.rows(kBackendId[1], 600, 10);
+  auto r = fx.explain();
+  ASSERT_GE(r.findings.size(), 2u);
+  EXPECT_EQ(to_string(r.findings[0].kind), "latency_bound");
+  ASSERT_TRUE(r.verdict.kind);
+  EXPECT_EQ(to_string(*r.verdict.kind), "latency_bound");
+  EXPECT_EQ(to_string(r.findings[1].kind), "server_cpu");
+  EXPECT_NE(r.findings[1].summary.find("largest part of each answer"), std::string::npos)
+      << r.findings[1].summary;
+  const auto& x = r.findings[0];
+  EXPECT_DOUBLE_EQ(x.score, 1.0);  // the clients spent all their time waiting for answers
+  EXPECT_EQ(evidence<std::int64_t>(x, "clients"), 2);
+  EXPECT_NEAR(evidence<double>(x, "clients_per_latency_qps"), 2.0, 1e-4);
+  EXPECT_NEAR(evidence<double>(x, "server_cpu_per_answer_ms"), 600.0, 1e-4);
+  EXPECT_NEAR(evidence<double>(x, "cpu_saturation_qps_estimate"), 2.0 / 0.6, 1e-3);
+  EXPECT_NEAR(evidence<double>(x, "clients_to_saturate_estimate"), 2.0 / 0.6, 1e-3);
+  EXPECT_NEAR(evidence<double>(x, "host_idle_cores"), 0.8, 1e-4);
+  EXPECT_NE(x.summary.find("2 clients waited for every answer"), std::string::npos) << x.summary;
+  EXPECT_NE(x.summary.find("2 ÷ 1000.000 ms ≈ 2 q/s"), std::string::npos) << x.summary;
+  EXPECT_NE(x.summary.find("server backend CPU 600.000 ms"), std::string::npos) << x.summary;
+  EXPECT_EQ(r.verdict.summary, x.summary);
+}
+
+// The same loop on a saturated host (90 % busy) is server_cpu's, and with a
+// lock wait among the findings, or run-queue delay beyond noise, it is not
+// merely latency-bound either.
+TEST(CorrelateFinding, ASaturatedHostAWaitOrQueueingIsNotLatencyBound) {
+  {
+    Fixture fx;
+    fx.host({.user_ms = 1800, .idle_ms = 200});
+    fx.rows(kBackendId[0], 600, 10);
+    fx.rows(kBackendId[1], 600, 10);
+    auto r = fx.explain();
+    EXPECT_EQ(finding(r, "latency_bound"), nullptr);
+    ASSERT_TRUE(r.verdict.kind);
+    EXPECT_EQ(to_string(*r.verdict.kind), "server_cpu");
+  }
+  {
+    Fixture fx;
+    fx.host({.user_ms = 1200, .idle_ms = 800});
+    fx.rows(kBackendId[0], 600, 10);
+    fx.rows(kBackendId[1], 600, 10);
+    for (int s = 0; s < 10; ++s) fx.ash(kBackendPid[0], "Lock", "transactionid", 2, 10 * s);
+    auto r = fx.explain();
+    ASSERT_NE(finding(r, "lock_wait"), nullptr);
+    EXPECT_EQ(finding(r, "latency_bound"), nullptr);
+  }
+  {
+    Fixture fx;
+    fx.host({.user_ms = 1200, .idle_ms = 800});
+    fx.rows(kBackendId[0], 600, 150);  // 15 % of each query queued for a CPU
+    fx.rows(kBackendId[1], 600, 150);
+    auto r = fx.explain();
+    EXPECT_EQ(finding(r, "latency_bound"), nullptr);
+  }
+}
+
+// Every transaction failed with a syntax error (a script split inside a
+// dollar-quoted block): the verdict is errors, ranked first whatever the
+// CPU parts, with the SQLSTATE, a message and the statement; no stall is
+// computed against typical windows that answered nothing.
+TEST(CorrelateFinding, MostTransactionsFailedIsTheErrorsVerdict) {
+  Fixture fx;
+  fx.host({.user_ms = 1900, .idle_ms = 100});  // a saturated host: server_cpu would rank high
+  fx.rows(kBackendId[0], 900);
+  fx.rows(kBackendId[1], 900);
+  for (const auto& q : fx.batch().queries) {
+    fx.batch().query_errors.push_back(
+        {.client_id = q.client_id,
+         .seq = q.seq,
+         .start_ns = q.start_ns,
+         .sqlstate = q.seq < 8 ? "42601" : "22012",
+         .error = q.seq < 8 ? "syntax error at or near \"$$\"" : "division by zero"});
+  }
+  auto r = fx.explain();
+  ASSERT_FALSE(r.findings.empty());
+  const auto& x = r.findings[0];
+  EXPECT_EQ(to_string(x.kind), "errors");
+  EXPECT_DOUBLE_EQ(x.score, 1.0);
+  ASSERT_TRUE(r.verdict.kind);
+  EXPECT_EQ(to_string(*r.verdict.kind), "errors");
+  EXPECT_EQ(evidence<std::int64_t>(x, "failed"), 20);
+  EXPECT_EQ(evidence<std::string>(x, "sqlstates"), "42601 ×16, 22012 ×4");
+  EXPECT_EQ(x.culprit, "SQLSTATE 42601 \"syntax error at or near \"$$\"\" from SELECT 1");
+  EXPECT_NE(x.summary.find("20 of 20 transactions failed (100%), 0 answered"), std::string::npos)
+      << x.summary;
+  EXPECT_TRUE(r.stalls.empty());
+  EXPECT_EQ(finding(r, "latency_bound"), nullptr);
+}
+
+// A few failures beside answers: an errors finding scored by the query time
+// the failed transactions took (4 of 20 one-second transactions: 0.2),
+// ranked like any other; the verdict stays the closed loop's.
+TEST(CorrelateFinding, AFewFailuresAreAFindingOfTheirTime) {
+  Fixture fx;
+  fx.host({.user_ms = 1200, .idle_ms = 800});
+  fx.rows(kBackendId[0], 600, 10);
+  fx.rows(kBackendId[1], 600, 10);
+  for (const auto& q : fx.batch().queries) {
+    if (q.seq % 5 != 0) continue;
+    fx.batch().query_errors.push_back(
+        {.client_id = q.client_id, .seq = q.seq, .start_ns = q.start_ns, .sqlstate = "40001"});
+  }
+  auto r = fx.explain();
+  const auto* x = finding(r, "errors");
+  ASSERT_NE(x, nullptr);
+  EXPECT_DOUBLE_EQ(x->score, 0.2);
+  EXPECT_NE(to_string(r.findings[0].kind), "errors");
+  ASSERT_TRUE(r.verdict.kind);
+  EXPECT_NE(to_string(*r.verdict.kind), "errors");
+}
+
 TEST(CorrelateAccounting, SpreadsAProcessDeltaOverTheWindowsItCovers) {
   Fixture fx;
   fx.host({});

@@ -25,8 +25,10 @@ constexpr int kBackendPid = test_record::kRecordBackendPid;
 // at t0 + k·100 ms): one client session of python3 (the command record
 // started), active on CPU in polls 1-5 and idle in polls 6-101; its backend
 // at 40 ms of CPU a second, the client at `client_cpu_ms` a second and
-// `client_delay_ms` of run-queue delay.
-schema::Store record_file(std::int64_t client_cpu_ms, std::int64_t client_delay_ms = 0) {
+// `client_delay_ms` of run-queue delay, asleep the rest of each second in
+// `client_wchan` (by default in poll, on its database socket).
+schema::Store record_file(std::int64_t client_cpu_ms, std::int64_t client_delay_ms = 0,
+                          const std::string& client_wchan = "do_sys_poll") {
   auto f = test_record::record_file_skeleton(client_cpu_ms + 40);
   auto& b = f.batch;
   for (int i = 1; i <= 10; ++i) {
@@ -37,6 +39,8 @@ schema::Store record_file(std::int64_t client_cpu_ms, std::int64_t client_delay_
                                    .cpu_ns = cpu_ms * kMs,
                                    .run_delay_ns = id == 3 ? client_delay_ms * kMs : 0,
                                    .span_ns = kS});
+      // The client sleeps in poll on its database socket between queries.
+      if (id == 3 && !client_wchan.empty()) b.process_samples.back().wchan = client_wchan;
     }
   }
   for (int k = 0; k < 5; ++k) {
@@ -154,6 +158,60 @@ TEST(CorrelateSessions, AClientBelowOneCoreOfCpuOnABusyHostIsClientCpuWithItsRun
   EXPECT_EQ(part_ns(*r.accounting, "client_cpu"), 7000 * kMs);
   EXPECT_EQ(part_ns(*r.accounting, "run_queue"), 2500 * kMs);
   EXPECT_EQ(part_ns(*r.accounting, "remainder"), (10100 - 400 - 7000 - 2500) * kMs);
+}
+
+// Think time: the client runs 50 ms a second and sleeps the rest in a
+// timer (hrtimer_nanosleep). Its side of the idle session time is asleep by
+// choice (client_sleep), not round trips; the clients were paced by their
+// own sleep and nothing was saturated: no bottleneck.
+TEST(CorrelateSessions, AClientAsleepInATimerIsThinkTimeNotRoundTrips) {
+  auto store = record_file(50, 0, "hrtimer_nanosleep");
+  const auto r = explain(store, {});
+  ASSERT_TRUE(r.accounting);
+  const auto& a = *r.accounting;
+  // Left to the client's side: 10.1 s − 0.4 s backend CPU − 0.5 s client CPU.
+  EXPECT_EQ(part_ns(a, "client_sleep"), (10100 - 400 - 500) * kMs);
+  EXPECT_EQ(part_ns(a, "remainder"), 0);
+  std::int64_t sum = 0;
+  for (const auto& p : a.parts) sum += p.time_ns;
+  EXPECT_EQ(sum, a.client_ns);
+  EXPECT_FALSE(r.verdict.kind) << to_string(*r.verdict.kind);
+  EXPECT_EQ(r.verdict.reason, "paced");
+  EXPECT_NE(r.verdict.summary.find("asleep by choice"), std::string::npos) << r.verdict.summary;
+  for (const auto& f : r.findings) EXPECT_NE(f.kind, FindingKind::network_roundtrip);
+}
+
+// A client blocked writing to a full pipe (its log's reader is slow): its
+// side of the session time is client_blocked:anon_pipe_write, and
+// kernel_wait names the client and the pipe, first.
+TEST(CorrelateSessions, AClientBlockedOnAFullPipeIsKernelWaitNamingIt) {
+  auto store = record_file(200, 0, "anon_pipe_write");
+  const auto r = explain(store, {});
+  ASSERT_TRUE(r.accounting);
+  EXPECT_EQ(part_ns(*r.accounting, "client_blocked:anon_pipe_write"), (10100 - 400 - 2000) * kMs);
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(to_string(r.findings[0].kind), "kernel_wait");
+  EXPECT_NEAR(r.findings[0].score, 7.7 / 10.1, 1e-4);
+  EXPECT_NE(r.findings[0].culprit.find("python3 (pid 300)"), std::string::npos)
+      << r.findings[0].culprit;
+  EXPECT_NE(r.findings[0].culprit.find("anon_pipe_write (a full pipe"), std::string::npos)
+      << r.findings[0].culprit;
+  ASSERT_TRUE(r.verdict.kind);
+  EXPECT_EQ(to_string(*r.verdict.kind), "kernel_wait");
+}
+
+// Without any sample of where the client slept (its rows carry no wait
+// channel), the client's side is unaccounted, never round trips, and with
+// it larger than any finding there is no verdict.
+TEST(CorrelateSessions, AClientSideNotSampledIsUnaccountedNotRoundTrips) {
+  auto store = record_file(50, 0, "");
+  const auto r = explain(store, {});
+  ASSERT_TRUE(r.accounting);
+  EXPECT_EQ(part_ns(*r.accounting, "remainder"), 0);
+  EXPECT_EQ(part_ns(*r.accounting, "unaccounted"), (10100 - 400 - 500) * kMs);
+  EXPECT_FALSE(r.verdict.kind);
+  EXPECT_EQ(r.verdict.reason, "unaccounted");
+  for (const auto& f : r.findings) EXPECT_NE(f.kind, FindingKind::network_roundtrip);
 }
 
 }  // namespace
