@@ -473,8 +473,9 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
     const std::string where = app.get_subcommands().empty()
                                   ? std::string("stallscope")
                                   : "stallscope " + app.get_subcommands().front()->get_name();
-    fmt::print(stderr, "{}: {} (see '{} --help')\n", where,
-               stallscope::common::printable(stallscope::fold_lines(e.what())), where);
+    stallscope::common::print_stderr(
+        "{}: {} (see '{} --help')\n", where,
+        stallscope::common::printable(stallscope::fold_lines(e.what())), where);
     return 2;
   }
   return std::nullopt;
