@@ -38,6 +38,11 @@ bool stop_requested() noexcept {
 void request_stop() noexcept {
   g_stop.store(true);
 }
+void request_stop_on_broken_pipe() noexcept {
+  int none = 0;
+  g_stop_signal.compare_exchange_strong(none, SIGPIPE);
+  g_stop.store(true);
+}
 void reset_stop() noexcept {
   g_stop.store(false);
   g_stop_signal.store(0);
@@ -52,6 +57,8 @@ const char* stop_signal_name() noexcept {
       return "SIGTERM";
     case SIGHUP:
       return "SIGHUP";
+    case SIGPIPE:
+      return "broken pipe (standard output or error closed)";
     default:
       return "SIGINT";
   }
@@ -67,6 +74,9 @@ void install_stop_handlers() {
   // A file-size limit (ulimit -f) then fails the write with EFBIG, which
   // the writer reports as any write error, instead of killing the process.
   signal(SIGXFSZ, SIG_IGN);
+  // A reader that went away (`run … | head -1`) then fails the write with
+  // EPIPE, which ends the run as SIGINT does, instead of killing it.
+  signal(SIGPIPE, SIG_IGN);
 }
 
 }  // namespace stallscope

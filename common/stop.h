@@ -73,17 +73,26 @@ StopToken global_stop_token() noexcept;
 bool stop_requested() noexcept;
 // Sets the flag; async-signal-safe.
 void request_stop() noexcept;
+// Sets the flag as a signal does, with SIGPIPE as its signal, unless a
+// signal set it first: standard output or error lost its reader (a write
+// failed with EPIPE, or common::standard_output_closed()). Async-signal-safe.
+void request_stop_on_broken_pipe() noexcept;
 // Clears the flag (tests; the start of a new run in one process).
 void reset_stop() noexcept;
 // Installs SIGINT, SIGTERM and SIGHUP (a closed terminal or ssh session)
 // handlers that call request_stop(); a second signal of any of them
 // restores the default action, so it kills. Ignores SIGXFSZ, so a write
-// past a file-size limit fails (EFBIG) instead of killing the process.
+// past a file-size limit fails (EFBIG) instead of killing the process, and
+// SIGPIPE, so a write to a pipe whose reader went away fails (EPIPE) and the
+// run ends through request_stop_on_broken_pipe() instead of being killed
+// (a child started after this must get both back: an ignored signal stays
+// ignored across exec).
 void install_stop_handlers();
 // Signal number that set the flag, 0 if none (or request_stop() was used).
 int stop_signal() noexcept;
-// "SIGTERM", "SIGHUP", or "SIGINT" (also when request_stop() was used): the
-// run's end_reason when a signal ended it.
+// "SIGTERM", "SIGHUP", "broken pipe (standard output or error closed)"
+// (request_stop_on_broken_pipe), or "SIGINT" (also when request_stop() was
+// used): the run's end_reason when a signal ended it.
 const char* stop_signal_name() noexcept;
 
 }  // namespace stallscope

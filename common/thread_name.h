@@ -12,7 +12,8 @@ inline constexpr const char* kHostSamplerThreadName = "ss-sampler";
 inline constexpr const char* kAshSamplerThreadName = "ss-ash";
 inline constexpr const char* kPoolerSamplerThreadName = "ss-pooler";  // --pooler-admin
 inline constexpr const char* kProgressThreadName = "ss-progress";
-inline constexpr const char* kClockThreadName = "ss-clock";  // run: clock-offset estimates
+inline constexpr const char* kClockThreadName = "ss-clock";         // run: clock-offset estimates
+inline constexpr const char* kOutputWatchThreadName = "ss-output";  // tools/session.h
 
 // Names the calling thread (pthread_setname_np; longer names are cut to 15
 // bytes). Failure is ignored: a name is a label, not a requirement.

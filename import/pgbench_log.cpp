@@ -72,6 +72,34 @@ std::optional<LogKind> detect_kind(const std::vector<std::string_view>& f) {
   return std::nullopt;
 }
 
+namespace {
+// The number a run of 1 to 18 decimal digits spells; nullopt otherwise.
+std::optional<std::int64_t> decimal(std::string_view text) {
+  if (text.empty() || text.size() > 18 ||
+      text.find_first_not_of("0123456789") != std::string_view::npos) {
+    return std::nullopt;
+  }
+  return common::parse_int64(text);
+}
+}  // namespace
+
+std::optional<LogName> parse_log_name(std::string_view path) {
+  if (const auto slash = path.rfind('/'); slash != std::string_view::npos) {
+    path.remove_prefix(slash + 1);
+  }
+  const auto last_dot = path.rfind('.');
+  if (last_dot == std::string_view::npos || last_dot == 0) return std::nullopt;
+  const auto last = decimal(path.substr(last_dot + 1));
+  if (!last) return std::nullopt;
+  const std::string_view head = path.substr(0, last_dot);
+  if (const auto dot = head.rfind('.'); dot != std::string_view::npos && dot > 0) {
+    if (const auto pid = decimal(head.substr(dot + 1))) {
+      return LogName{.prefix = std::string(head.substr(0, dot)), .pid = *pid, .thread = *last};
+    }
+  }
+  return LogName{.prefix = std::string(head), .pid = *last, .thread = 0};
+}
+
 void PgbenchLogParser::fail(const std::string& what) const {
   throw_usage(fmt::format("cannot import {}:{}: {}", file_, line_, what));
 }

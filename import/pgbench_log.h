@@ -103,6 +103,21 @@ std::vector<std::string_view> split_fields(std::string_view line);
 // in field 5; aggregate lines have 15. nullopt for anything else.
 std::optional<LogKind> detect_kind(const std::vector<std::string_view>& fields);
 
+// What pgbench's name for a log says: PREFIX.PID for the log of its first
+// thread, PREFIX.PID.N for thread N's (PREFIX: pgbench_log, or
+// --log-prefix), PID the pgbench process's.
+struct LogName {
+  std::string prefix;
+  std::int64_t pid = 0;
+  std::int64_t thread = 0;
+  bool operator==(const LogName&) const = default;
+};
+// The LogName of the file name of `path` (its directory ignored), e.g.
+// "logs/pgbench_log.4242.1" → {"pgbench_log", 4242, 1}; nullopt for a name
+// not of that form ("a.log", "pgbench_log.4242.copy"). A prefix that itself
+// ends in ".DIGITS" is read as PID (the form cannot tell them apart).
+std::optional<LogName> parse_log_name(std::string_view path);
+
 // Sums over everything parsed so far (all files), kept to bound them.
 struct ImportTotals {
   std::int64_t transactions = 0;  // Σ num_transactions of aggregate lines

@@ -53,6 +53,39 @@ std::vector<int> ash_pids_without_application_name(Store& store, const std::stri
   return out;
 }
 
+std::vector<PgbenchAggregateRow> pgbench_aggregates_at(Store& store,
+                                                       std::int64_t interval_start_ns) {
+  Cursor st(store.db(),
+            "SELECT file, line, transactions, latency_sum_ns, latency_sum2_us2, latency_min_ns, "
+            "latency_max_ns, lag_sum_ns, lag_sum2_us2, lag_min_ns, lag_max_ns, skipped, retried, "
+            "retries, serialization_failures, deadlock_failures FROM pgbench_aggregate "
+            "WHERE interval_start_ns = ?1 ORDER BY file, line");
+  st.bind(1, interval_start_ns);
+  std::vector<PgbenchAggregateRow> out;
+  while (st.step()) {
+    PgbenchAggregateRow r;
+    r.file = std::string(st.text(0));
+    r.line = st.int64(1);
+    r.interval_start_ns = interval_start_ns;
+    r.transactions = st.int64(2);
+    r.latency_sum_ns = st.int64(3);
+    r.latency_sum2_us2 = st.real(4);
+    r.latency_min_ns = st.opt_int64(5);
+    r.latency_max_ns = st.opt_int64(6);
+    r.lag_sum_ns = st.opt_int64(7);
+    if (!st.is_null(8)) r.lag_sum2_us2 = st.real(8);
+    r.lag_min_ns = st.opt_int64(9);
+    r.lag_max_ns = st.opt_int64(10);
+    r.skipped = st.opt_int64(11);
+    r.retried = st.opt_int64(12);
+    r.retries = st.opt_int64(13);
+    r.serialization_failures = st.opt_int64(14);
+    r.deadlock_failures = st.opt_int64(15);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 std::optional<std::string> run_command_line(Store& store) {
   Cursor st(store.db(), "SELECT command_line FROM main.run");
   if (!st.step()) return std::nullopt;

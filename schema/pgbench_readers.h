@@ -58,6 +58,11 @@ std::vector<int> ash_pids_without_application_name(Store& store, const std::stri
 // process_identity and postgres_processes_started_between (run_reader.h)
 // read the processes.
 
+// The pgbench_aggregate rows (import-pgbench) whose interval starts at
+// `interval_start_ns`, by file and line (an index makes this one lookup).
+std::vector<PgbenchAggregateRow> pgbench_aggregates_at(Store& store,
+                                                       std::int64_t interval_start_ns);
+
 // run.command_line of the store's own run row (`main.run`, never an
 // attached file's); nullopt without a run row.
 std::optional<std::string> run_command_line(Store& store);

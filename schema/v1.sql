@@ -515,6 +515,8 @@ CREATE TABLE pgbench_aggregate (
   deadlock_failures   INTEGER,                    -- deadlock_failures
   PRIMARY KEY (file, line)
 ) WITHOUT ROWID;
+-- import-pgbench looks up the intervals already imported by their start.
+CREATE INDEX pgbench_aggregate_by_interval ON pgbench_aggregate(interval_start_ns);
 
 -- The host's TCP counters, read by the host sampler at the first tick of
 -- each second: /proc/net/netstat (TcpExt) and /proc/net/snmp (Tcp) of the

@@ -93,7 +93,10 @@ struct ReportCommandOptions {
   int max_bins = 1000;                       // --bins: points per chart series at most
 };
 // Explains the file(s) as explain does (without saving findings into them)
-// and writes the HTML report whole (a temporary file renamed), or not at all.
+// and writes the HTML report with common::write_whole_file (mode 0600,
+// renamed into place; a device or FIFO written directly), or on standard
+// output for "-" (a failed write is Error(io) "cannot write standard
+// output: …"). An output that is one of the files read is refused first.
 int report_command(const ReportCommandOptions& options);
 
 struct ImportPgbenchOptions {

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "common/fd.h"
+#include "common/output.h"
 
 namespace stallscope::tools {
 namespace {
@@ -31,16 +32,16 @@ DelayacctGuard DelayacctGuard::enable(const std::string& who, std::string sysctl
   {
     const common::Fd fd(::open(sysctl_path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd) {
-      fmt::print(stderr, "{}: --delayacct: cannot read {}: {}; blkio_delay_ns stays NULL\n", who,
-                 sysctl_path, std::strerror(errno));
+      common::print_stderr("{}: --delayacct: cannot read {}: {}; blkio_delay_ns stays NULL\n", who,
+                           sysctl_path, std::strerror(errno));
       return guard;
     }
     n = ::read(fd.get(), buf, sizeof buf - 1);
   }                                          // closed before the sysctl is written
   if (n > 0 && buf[0] == '1') return guard;  // already on: leave it alone
   if (int err = write_sysctl(sysctl_path, "1"); err != 0) {
-    fmt::print(stderr, "{}: --delayacct: cannot turn on {}: {}; blkio_delay_ns stays NULL\n", who,
-               sysctl_path, std::strerror(err));
+    common::print_stderr("{}: --delayacct: cannot turn on {}: {}; blkio_delay_ns stays NULL\n", who,
+                         sysctl_path, std::strerror(err));
     return guard;
   }
   guard.path_ = std::move(sysctl_path);

@@ -3,11 +3,13 @@
 #include <iostream>
 #include <optional>
 #include <regex>
+#include <sstream>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "common/output.h"
 #include "common/parse.h"
 #include "common/printable.h"
 #include "common/units.h"
@@ -146,14 +148,17 @@ int explain_command(const ExplainCommandOptions& o) {
                            : " (the run is still being written; explain again when it ends)"));
     }
   }
+  // Rendered whole, then written with the write checked: a full disk or a
+  // closed stdout is an error, not a report nobody got.
+  std::ostringstream out;
   if (o.json) {
     // Invalid UTF-8 that reached the report is replaced (U+FFFD), never a throw.
-    std::cout << correlate::to_json(report).dump(2, ' ', false,
-                                                 nlohmann::json::error_handler_t::replace)
-              << '\n';
+    out << correlate::to_json(report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+        << '\n';
   } else {
-    correlate::render_text(report, std::cout);
+    correlate::render_text(report, out);
   }
+  common::write_standard_output(std::move(out).str());
   return 0;
 }
 

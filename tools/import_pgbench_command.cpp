@@ -8,6 +8,8 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <optional>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -15,8 +17,11 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/output.h"
+#include "common/stop.h"
 #include "common/units.h"
 #include "import/pgbench_log.h"
+#include "schema/pgbench_readers.h"
 #include "schema/run_reader.h"
 #include "schema/store.h"
 #include "tools/commands.h"
@@ -70,6 +75,86 @@ void refuse_a_file_given_twice(const std::vector<std::string>& files) {
     }
   }
 }
+
+// Logs whose names say that different pgbench processes wrote them (two
+// runs, or two concurrent ones) would read as one run with their clients
+// and transactions merged. Error(usage) naming two of them. Names not of
+// pgbench's form (import::parse_log_name) say nothing and pass.
+void refuse_logs_of_different_processes(const std::vector<std::string>& files) {
+  std::optional<std::pair<std::string, import::LogName>> first;
+  for (const auto& path : files) {
+    const auto name = import::parse_log_name(path);
+    if (!name) continue;
+    if (!first) {
+      first.emplace(path, *name);
+    } else if (name->prefix != first->second.prefix || name->pid != first->second.pid) {
+      throw_usage(fmt::format(
+          "cannot import {} with {}: their names say different pgbench processes wrote them "
+          "({}.{} and {}.{}: two runs, or two at once), whose clients and transactions would be "
+          "merged into one run; import each run's logs on its own",
+          path, first->first, name->prefix, name->pid, first->second.prefix, first->second.pid));
+    }
+  }
+}
+
+// Whether two aggregate lines carry the same figures (all but file and line).
+bool same_figures(const schema::PgbenchAggregateRow& a, const schema::PgbenchAggregateRow& b) {
+  const auto figures = [](const schema::PgbenchAggregateRow& r) {
+    return std::tie(r.interval_start_ns, r.transactions, r.latency_sum_ns, r.latency_sum2_us2,
+                    r.latency_min_ns, r.latency_max_ns, r.lag_sum_ns, r.lag_sum2_us2, r.lag_min_ns,
+                    r.lag_max_ns, r.skipped, r.retried, r.retries, r.serialization_failures,
+                    r.deadlock_failures);
+  };
+  return figures(a) == figures(b);
+}
+
+// The aggregate intervals of one import: an interval is imported once per
+// pgbench thread. `files` are the logs in the order given.
+class AggregateIntervals {
+ public:
+  explicit AggregateIntervals(const std::vector<std::string>& files) {
+    for (std::size_t i = 0; i < files.size(); ++i) {
+      order_.emplace(files[i], i);
+      names_.emplace(files[i], import::parse_log_name(files[i]));
+    }
+  }
+
+  // Refuses (Error(usage) "cannot import FILE:LINE: …") the first aggregate
+  // line of `chunk`, already written, whose interval an earlier line (an
+  // earlier file, or an earlier line of its own) already holds: one of the
+  // same log (a repeated line), of a log with the same pgbench name (the
+  // same thread's log twice, from two directories), or, when either name is
+  // not pgbench's, a line with the same figures and transactions (a copy
+  // under another name; pgbench's threads each log their own intervals, so
+  // two named logs share interval starts and, rarely, figures).
+  void refuse_repeated(schema::Store& store, const import::Chunk& chunk) const {
+    for (const auto& row : chunk.batch.pgbench_aggregates) {
+      const auto here = std::pair(order_.at(row.file), row.line);
+      for (const auto& earlier : schema::pgbench_aggregates_at(store, row.interval_start_ns)) {
+        if (std::pair(order_.at(earlier.file), earlier.line) >= here) continue;
+        if (!repeats(earlier, row)) continue;
+        throw_usage(fmt::format(
+            "cannot import {}:{}: the interval starting at {} s is already imported from {}:{} "
+            "(a line repeated, or a log given twice or copied)",
+            row.file, row.line, row.interval_start_ns / common::kNsPerS, earlier.file,
+            earlier.line));
+      }
+    }
+  }
+
+ private:
+  bool repeats(const schema::PgbenchAggregateRow& earlier,
+               const schema::PgbenchAggregateRow& row) const {
+    if (earlier.file == row.file) return true;
+    const auto& a = names_.at(earlier.file);
+    const auto& b = names_.at(row.file);
+    if (a && b) return *a == *b;
+    return row.transactions > 0 && same_figures(earlier, row);
+  }
+
+  std::map<std::string, std::size_t> order_;
+  std::map<std::string, std::optional<import::LogName>> names_;
+};
 
 // A chunk SQLite refused for a key already in its table: its rows again,
 // one at a time in line order, until the first that is refused, named by
@@ -159,6 +244,8 @@ schema::RunInfo import_run_info(const ImportPgbenchOptions& o, const ImportSpan&
 int import_pgbench_command(const ImportPgbenchOptions& o) {
   // Every log is opened, and a log named twice refused, before the run file
   // exists.
+  common::refuse_output_that_is_an_input(o.output_path, o.files);
+  refuse_logs_of_different_processes(o.files);
   std::vector<std::ifstream> logs;
   for (const auto& path : o.files) {
     logs.emplace_back(path);
@@ -171,17 +258,30 @@ int import_pgbench_command(const ImportPgbenchOptions& o) {
   // The rows go into the file chunk by chunk as they are parsed (memory
   // bounded by import::kChunkRows, not by the logs' length); the run row
   // follows them, so a file whose import did not finish has none. A bad
-  // line, a duplicate key or a failed write removes the file again.
+  // line, a duplicate key, a failed write or SIGINT/SIGTERM/SIGHUP removes
+  // the file again.
+  install_stop_handlers();
   auto store = schema::Store::create(o.output_path);
   ImportSpan span;
   std::string sampled_note;
+  const AggregateIntervals intervals(o.files);
+  const auto stop_if_asked = [] {
+    if (stop_requested()) {
+      throw Error(ErrorKind::runtime,
+                  fmt::format("cannot import: interrupted by {} (the run file was removed)",
+                              stop_signal_name()));
+    }
+  };
   try {
     import::PgbenchLogParser parser;
     for (std::size_t i = 0; i < o.files.size(); ++i) {
       parser.parse_file(logs[i], o.files[i], [&](import::Chunk chunk) {
+        stop_if_asked();
         span.add(chunk.batch);
         write_chunk(store, chunk);
+        intervals.refuse_repeated(store, chunk);
       });
+      stop_if_asked();
     }
     schema::RunInfo info = import_run_info(o, span, sampled_note);
     std::string reason = "imported";
@@ -193,6 +293,7 @@ int import_pgbench_command(const ImportPgbenchOptions& o) {
       if (auto interval_span = schema::pgbench_aggregate_span(store))
         end_ns = interval_span->end_ns;
     }
+    stop_if_asked();
     store.end_run(std::max(end_ns, info.start_ns), "complete", reason);
   } catch (...) {
     discard_run_file(store, o.output_path);

@@ -14,12 +14,14 @@
 #include <optional>
 #include <sstream>
 #include <string_view>
+#include <system_error>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
 #include "common/conninfo.h"
 #include "common/error.h"
+#include "common/output.h"
 #include "common/parse.h"
 #include "common/printable.h"
 #include "common/units.h"
@@ -471,16 +473,38 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
     const std::string where = app.get_subcommands().empty()
                                   ? std::string("stallscope")
                                   : "stallscope " + app.get_subcommands().front()->get_name();
-    fmt::print(stderr, "{}: {} (see '{} --help')\n", where,
-               stallscope::common::printable(stallscope::fold_lines(e.what())), where);
+    stallscope::common::print_stderr(
+        "{}: {} (see '{} --help')\n", where,
+        stallscope::common::printable(stallscope::fold_lines(e.what())), where);
     return 2;
   }
   return std::nullopt;
 }
 
+// The one-line error of a failed command on stderr (a write that fails is
+// lost: there is nowhere left to say so).
+void print_error(const CLI::App& app, const char* what) {
+  stallscope::common::print_stderr("stallscope {}: {}\n", app.get_subcommands().front()->get_name(),
+                                   stallscope::common::printable(stallscope::fold_lines(what)));
+}
+
+// Runs the parsed subcommand; its exit status.
+int run_subcommand(RunCli& run, RecordCli& record, ImportCli& import_pgbench, ExplainCli& explain,
+                   ReportCli& report, int argc, char** argv) {
+  if (run.cmd->parsed()) return finish_run(run, argc, argv);
+  if (record.cmd->parsed()) return finish_record(record, argc, argv);
+  if (import_pgbench.cmd->parsed()) return finish_import(import_pgbench, argc, argv);
+  if (explain.cmd->parsed()) return finish_explain(explain);
+  if (report.cmd->parsed()) return finish_report(report);
+  return 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  // `stallscope … >&-`: no file opened later may land on descriptor 1, and
+  // a write to standard output must fail (checked below).
+  stallscope::common::hold_closed_standard_output();
   CLI::App app{
       "stallscope: record host state and PostgreSQL wait events beside a benchmark, drive "
       "queries, and explain where the time went.",
@@ -503,19 +527,27 @@ int main(int argc, char** argv) {
   if (const auto status = parse_command_line(app, argc, argv)) return *status;
 
   try {
-    if (run.cmd->parsed()) return finish_run(run, argc, argv);
-    if (record.cmd->parsed()) return finish_record(record, argc, argv);
-    if (import_pgbench.cmd->parsed()) return finish_import(import_pgbench, argc, argv);
-    if (explain.cmd->parsed()) return finish_explain(explain);
-    if (report.cmd->parsed()) return finish_report(report);
+    const int status = run_subcommand(run, record, import_pgbench, explain, report, argc, argv);
+    // Every write to standard output is checked: what was not written is a
+    // failure, whatever the command's own status.
+    stallscope::common::check_standard_output();
+    return status;
   } catch (const Error& e) {
-    fmt::print(stderr, "stallscope {}: {}\n", app.get_subcommands().front()->get_name(),
-               stallscope::common::printable(stallscope::fold_lines(e.what())));
+    print_error(app, e.what());
     return e.exit_status();
+  } catch (const std::system_error& e) {
+    // fmt::print throws this for a write that failed: to standard output,
+    // unless it says otherwise.
+    if (std::ferror(stdout) != 0) {
+      print_error(
+          app,
+          fmt::format("cannot write standard output: {}", std::strerror(e.code().value())).c_str());
+    } else {
+      print_error(app, e.what());
+    }
+    return 1;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "stallscope {}: {}\n", app.get_subcommands().front()->get_name(),
-               stallscope::common::printable(stallscope::fold_lines(e.what())));
+    print_error(app, e.what());
     return 1;
   }
-  return 2;
 }

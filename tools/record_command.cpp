@@ -19,6 +19,7 @@
 #include "common/clock.h"
 #include "common/conninfo.h"
 #include "common/error.h"
+#include "common/output.h"
 #include "common/stop.h"
 #include "common/units.h"
 #include "sampler/sampler.h"
@@ -130,13 +131,15 @@ ChildEnd run_child(const std::vector<std::string>& command, const ChildOptions& 
   std::vector<char*> args;
   for (const auto& a : command) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
-  // The command gets SIGXFSZ's default action back (install_stop_handlers
-  // ignores it for stallscope's own writes).
+  // The command gets SIGXFSZ's and SIGPIPE's default actions back
+  // (install_stop_handlers ignores them for stallscope's own writes, and an
+  // ignored signal stays ignored across exec).
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   sigset_t default_signals;
   sigemptyset(&default_signals);
   sigaddset(&default_signals, SIGXFSZ);
+  sigaddset(&default_signals, SIGPIPE);
   posix_spawnattr_setsigdefault(&attr, &default_signals);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
   pid_t pid = 0;
@@ -162,8 +165,9 @@ ChildEnd run_child(const std::vector<std::string>& command, const ChildOptions& 
     if (done < 0 && errno != EINTR) break;
     const bool signalled = end.signal_sent != 0;
     if (stop_requested() && !signalled) {
-      // Pass our SIGINT/SIGTERM on to the command and keep sampling until it ends.
-      send(stop_signal() != 0 ? stop_signal() : SIGTERM);
+      // Pass our SIGINT/SIGTERM on to the command and keep sampling until it
+      // ends; a broken pipe (no signal came) ends it with SIGTERM.
+      send(stop_signal() != 0 && stop_signal() != SIGPIPE ? stop_signal() : SIGTERM);
     } else if (c.write_failed.stop_requested() && !signalled) {
       send(SIGTERM);
     } else if (c.limit_ns && !signalled && mono_now_ns() - c.start_mono_ns >= *c.limit_ns) {
@@ -173,10 +177,10 @@ ChildEnd run_child(const std::vector<std::string>& command, const ChildOptions& 
       // It ignores or outlasts the signal (e.g. `trap '' TERM`): as timeout -k.
       kill(pid, SIGKILL);
       end.killed = true;
-      fmt::print(stderr,
-                 "stallscope record: the command (pid {}) was still running {} after {}: sent it "
-                 "SIGKILL\n",
-                 pid, grace_text(c.kill_after_ns), signal_name(end.signal_sent));
+      common::print_stderr(
+          "stallscope record: the command (pid {}) was still running {} after {}: sent it "
+          "SIGKILL\n",
+          pid, grace_text(c.kill_after_ns), signal_name(end.signal_sent));
     }
     // One look a tick at most: this thread's wake-ups are part of
     // record's cost.
@@ -245,8 +249,10 @@ int record_command(const RecordOptions& o) {
   if (o.conninfo) check_conninfo(*o.conninfo);
   if (o.pooler_admin) check_conninfo(*o.pooler_admin);
   const double ash_hz = ash_hz_of(o);
-  // Before the file exists: a signal from here on ends the record cleanly.
+  // Before the file exists: a signal from here on ends the record cleanly,
+  // and so does a reader of stdout or stderr that went away.
   install_stop_handlers();
+  const BrokenPipeWatch broken_pipe;
   auto store = schema::Store::create(o.output_path);
   DelayacctGuard delayacct;  // restores kernel.task_delayacct when record ends
   const schema::RunInfo info = record_run_info(o, delayacct);
@@ -327,6 +333,9 @@ int record_command(const RecordOptions& o) {
           end.limit_reached
               ? fmt::format("duration reached; command ended with status {}{}", end.status, killed)
               : fmt::format("command exited with status {}{}", end.status, killed);
+      if (!end.limit_reached && stop_signal() == SIGPIPE) {
+        reason += fmt::format("; record sent it SIGTERM: {}", stop_signal_name());
+      }
       ended_by_limit = end.limit_reached;
       command_killed = end.killed;
     } else {
@@ -364,8 +373,8 @@ int record_command(const RecordOptions& o) {
   // A record without a limit ends by a signal: that is its normal end.
   const bool interrupted = stop_requested() && (o.duration_s || !o.command.empty());
   writer.close(wall_now_ns(), interrupted ? "interrupted" : "complete", reason, child_status);
-  fmt::print(stderr, "record: {} ({}), {} ticks\n", o.output_path, reason,
-             samplers.host.latest().ticks);
+  common::print_stderr("record: {} ({}), {} ticks\n", o.output_path, reason,
+                       samplers.host.latest().ticks);
   return ended_by_limit ? 0 : child_status.value_or(0);
 }
 

@@ -1,16 +1,14 @@
 // `stallscope report`: explain a run file (with its server's record file, or
 // against a baseline run) and write the HTML report.
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <sstream>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "common/output.h"
 #include "common/printable.h"
 #include "correlate/correlate.h"
 #include "report/report.h"
@@ -26,34 +24,6 @@ std::string file_name(const std::string& path) {
   return std::filesystem::path(path).filename().string();
 }
 
-// Writes `text` to `path` whole or not at all: a temporary file beside it,
-// renamed over it when complete.
-void write_whole(const std::string& path, const std::string& text) {
-  if (std::error_code ec; std::filesystem::is_directory(path, ec)) {
-    throw Error(ErrorKind::usage, fmt::format("cannot write {}: is a directory", path));
-  }
-  const auto tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) {
-      throw Error(ErrorKind::usage, fmt::format("cannot write {}: {}", path, std::strerror(errno)));
-    }
-    out << text;
-    out.close();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw Error(ErrorKind::io,
-                  fmt::format("cannot write {}: the write failed (disk full?)", path));
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    throw Error(ErrorKind::io, fmt::format("cannot write {}: {}", path, ec.message()));
-  }
-}
-
 }  // namespace
 
 int report_command(const ReportCommandOptions& o) {
@@ -63,6 +33,10 @@ int report_command(const ReportCommandOptions& o) {
                             "file ({} given)",
                             o.paths.size()));
   }
+  // The page never replaces what it reports on.
+  std::vector<std::string> inputs = o.paths;
+  if (o.baseline_path) inputs.push_back(*o.baseline_path);
+  if (o.output_path != "-") common::refuse_output_that_is_an_input(o.output_path, inputs);
   auto store = schema::Store::open_readonly(o.paths.front());
   correlate::ExplainOptions eo;
   if (o.window_ns) {
@@ -137,10 +111,9 @@ int report_command(const ReportCommandOptions& o) {
   report::write_html(page.data(), html);
   const auto text = std::move(html).str();
   if (o.output_path == "-") {
-    std::cout << text;
-    std::cout.flush();
+    common::write_standard_output(text);
   } else {
-    write_whole(o.output_path, text);
+    common::write_whole_file(o.output_path, text);
   }
   std::cerr << fmt::format(
       "stallscope report: wrote {} ({:.1f} MB): {}\n",

@@ -17,6 +17,7 @@
 #include "common/conninfo.h"
 #include "common/error.h"
 #include "common/host.h"
+#include "common/output.h"
 #include "common/periodic.h"
 #include "common/printable.h"
 #include "common/stop.h"
@@ -163,7 +164,7 @@ class ClockProbes {
       schema::Batch b;
       b.clock_offsets.push_back(clock_->estimate(phase));
       writer_.submit(std::move(b));
-      if (failing_) fmt::print(stderr, "clock-offset estimates resumed\n");
+      if (failing_) common::print_stderr("clock-offset estimates resumed\n");
       failing_ = false;
     } catch (const Error& e) {
       {
@@ -171,8 +172,8 @@ class ClockProbes {
         clock_.reset();
       }
       if (!failing_) {
-        fmt::print(stderr, "warning: no clock-offset estimate ({}); retrying every {:g} s\n",
-                   e.what(), o_.clock_offset_period_s);
+        common::print_stderr("warning: no clock-offset estimate ({}); retrying every {:g} s\n",
+                             e.what(), o_.clock_offset_period_s);
       }
       failing_ = true;
     }
@@ -315,7 +316,7 @@ RunEnd drive_and_sample(const RunOptions& o, driver::Driver& driver, schema::Wri
       // -t: every client gave up reconnecting (driver/driver.h).
       end.status = "failed";
       end.reason = "server lost: " + *lost;
-      fmt::print(stderr, "stallscope run: {}\n", end.reason);
+      common::print_stderr("stallscope run: {}\n", end.reason);
     } else if (stop_requested()) {
       end.status = "interrupted";
       end.reason = stop_signal_name();
@@ -368,8 +369,13 @@ int run_command(const RunOptions& o) {
   EarlyRows early;
   const driver::DriverOptions dopt = driver_options(o, protocol);
   // Before the file exists: a signal from here on ends the run cleanly, and
-  // a connect in progress too (pg::connect polls the flag).
+  // a connect in progress too (pg::connect polls the flag); so does a
+  // reader of stdout or stderr that went away.
   install_stop_handlers();
+  const BrokenPipeWatch broken_pipe;
+  std::vector<std::string> inputs;
+  for (const auto& f : o.script_files) inputs.push_back(f.path);
+  common::refuse_output_that_is_an_input(o.output_path, inputs);
   // The run file is created once the scripts parsed: bad input leaves none.
   auto store = schema::Store::create(o.output_path);
   driver::Driver driver(dopt, [&early](schema::Batch b) { early.submit(std::move(b)); });

@@ -11,7 +11,9 @@
 #include "common/conninfo.h"
 #include "common/error.h"
 #include "common/host.h"
+#include "common/output.h"
 #include "common/printable.h"
+#include "common/stop.h"
 #include "common/thread_name.h"
 #include "common/units.h"
 
@@ -38,7 +40,7 @@ schema::RunInfo make_run_info(const std::string& mode, const std::vector<std::st
 sampler::PoolerSamplerOptions pooler_options(const std::string& conninfo, double period_s) {
   check_conninfo(conninfo);
   return {.conninfo = conninfo, .period_s = period_s, .warn = [](const std::string& message) {
-            fmt::print(stderr, "warning: {}\n", common::printable(message));
+            common::print_stderr("warning: {}\n", common::printable(message));
           }};
 }
 
@@ -60,16 +62,16 @@ void close_after_write_failure(schema::Writer& writer, const schema::WriteFailur
     return static_cast<double>(t_ns - start_ns) / common::kNsPerSDouble;
   };
   // What the file holds, as explain's note on the run states it.
-  fmt::print(stderr, "stallscope {}: {}: {} at {:.1f} s: {}; the {:.1f} s committed are kept\n",
-             command, path, failure.reason, seconds(failure.failed_ns), stopped,
-             seconds(std::max(failure.kept_until_ns.value_or(start_ns), start_ns)));
+  common::print_stderr("stallscope {}: {}: {} at {:.1f} s: {}; the {:.1f} s committed are kept\n",
+                       command, path, failure.reason, seconds(failure.failed_ns), stopped,
+                       seconds(std::max(failure.kept_until_ns.value_or(start_ns), start_ns)));
   std::string end_error;
   if (!writer.close_after_failure(end_ns, "failed", schema::end_reason(failure, start_ns),
                                   command_exit_status, &end_error)) {
-    fmt::print(stderr,
-               "stallscope {}: {}: cannot mark the run's end ({}): it stays 'running' and explain "
-               "says the run did not end\n",
-               command, path, fold_lines(end_error));
+    common::print_stderr(
+        "stallscope {}: {}: cannot mark the run's end ({}): it stays 'running' and explain "
+        "says the run did not end\n",
+        command, path, fold_lines(end_error));
   }
 }
 
@@ -77,12 +79,17 @@ void warn_if_sampler_lagged(const sampler::HostSampler& host, double hz, double 
   const double expected = hz * elapsed_s;
   const auto ticks = static_cast<double>(host.latest().ticks);
   if (expected >= 5 && ticks < 0.8 * expected) {
-    fmt::print(stderr,
-               "warning: the host sampler took {:.0f} ticks in {:.1f} s, {:.0f} % of --hz {:g} "
-               "(mean interval {:.1f} ms); explain uses the real period\n",
-               ticks, elapsed_s, 100.0 * ticks / expected, hz,
-               common::kMsPerSDouble * elapsed_s / ticks);
+    common::print_stderr(
+        "warning: the host sampler took {:.0f} ticks in {:.1f} s, {:.0f} % of --hz {:g} "
+        "(mean interval {:.1f} ms); explain uses the real period\n",
+        ticks, elapsed_s, 100.0 * ticks / expected, hz, common::kMsPerSDouble * elapsed_s / ticks);
   }
+}
+
+BrokenPipeWatch::BrokenPipeWatch() {
+  thread_.start(kOutputWatchThreadName, 100 * common::kNsPerMs, [] {
+    if (common::standard_output_closed()) request_stop_on_broken_pipe();
+  });
 }
 
 ProgressPrinter::ProgressPrinter(double period_s, std::function<std::string()> driver_part,
@@ -126,8 +133,7 @@ void ProgressPrinter::print_line() {
   host_ticks_ = 0;
   idle_sum_pct_ = iowait_sum_pct_ = steal_sum_pct_ = d_sum_ = 0;
   std::string top_wait = ash_ ? ash_->latest().top_wait_event : std::string();
-  fmt::print(
-      stderr,
+  common::print_stderr(
       "progress: {:.1f} s, {}host idle {:.1f} %, iowait {:.1f} %, steal {:.1f} %, D {:.1f}"
       "{}\n",
       elapsed_s, driver.empty() ? std::string() : driver + "; ", h.idle_pct, h.iowait_pct,

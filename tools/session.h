@@ -58,6 +58,22 @@ void close_after_write_failure(schema::Writer& writer, const schema::WriteFailur
 // its process count); explain then uses the real period.
 void warn_if_sampler_lagged(const sampler::HostSampler& host, double hz, double elapsed_s);
 
+// While it lives, looks every 100 ms whether standard output or error lost
+// its reader (common::standard_output_closed: `run … | head -1` once head
+// exited) and then requests a stop as SIGINT does
+// (request_stop_on_broken_pipe, common/stop.h), so the run ends with its
+// file complete, marked interrupted, even when it has nothing to write.
+class BrokenPipeWatch {
+ public:
+  BrokenPipeWatch();
+  ~BrokenPipeWatch() { thread_.stop(); }
+  BrokenPipeWatch(const BrokenPipeWatch&) = delete;
+  BrokenPipeWatch& operator=(const BrokenPipeWatch&) = delete;
+
+ private:
+  PeriodicThread thread_;
+};
+
 // Prints a progress line on stderr every `period_s` (nothing when 0):
 // "progress: 3.0 s, <driver part>; host idle …, iowait …, steal …, D n; top wait …".
 // `driver_part` (may be empty) gives the driver's figures for the interval.

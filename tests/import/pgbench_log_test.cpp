@@ -271,5 +271,17 @@ TEST(PgbenchLog, SinkGetsBoundedChunksWithTheLineOfEachRow) {
   EXPECT_TRUE(p.batch().query_skips.empty());
 }
 
+// pgbench names its logs PREFIX.PID (thread 0) and PREFIX.PID.N (issue 27,
+// item 7: logs of different pgbench processes were merged into one run).
+TEST(PgbenchLogName, ReadsPrefixProcessAndThread) {
+  EXPECT_EQ(parse_log_name("pgbench_log.4242"), (LogName{"pgbench_log", 4242, 0}));
+  EXPECT_EQ(parse_log_name("/tmp/x.y/pgbench_log.4242.3"), (LogName{"pgbench_log", 4242, 3}));
+  EXPECT_EQ(parse_log_name("run.a.17"), (LogName{"run.a", 17, 0}));
+  for (const char* other : {"a.log", "pgbench_log", "pgbench_log.4242.copy", ".4242", "dir.7/a",
+                            "pgbench_log.", "pgbench_log.12a", "x.1234567890123456789"}) {
+    EXPECT_EQ(parse_log_name(other), std::nullopt) << other;
+  }
+}
+
 }  // namespace
 }  // namespace stallscope::import

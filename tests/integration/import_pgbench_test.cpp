@@ -1,6 +1,10 @@
 // `stallscope import-pgbench` on logs written by the real pgbench, and such
 // a log explained with a record file taken beside pgbench.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <SQLiteCpp/Database.h>
 #include <gtest/gtest.h>
@@ -339,6 +343,121 @@ TEST_F(ImportPgbench, ATransactionImportedTwiceIsNamedByFileAndLine) {
   SQLite::Database db(dir_.file("once.db"));
   EXPECT_EQ(db.execAndGet("SELECT count(*) FROM query").getInt64(), 20000);
   EXPECT_EQ(db.execAndGet("SELECT status FROM run").getString(), "complete");
+}
+
+// The same aggregate interval imported twice (a log given twice, or a copy
+// of it) doubled the transactions (issue 27, item 6): the rows' key is the
+// file and line. An interval is now imported once per pgbench thread: a
+// repeat in one log, the same thread's log (same name) from two
+// directories, or — when a name is not pgbench's — a line with the same
+// figures is refused, naming the file and line of both.
+TEST_F(ImportPgbench, AnAggregateIntervalImportedTwiceIsNamedByFileAndLine) {
+  const std::string agg =
+      "1700000000 10 1000 150000 50 200 0 0 0 0 0 0 0 0 0\n"
+      "1700000001 12 1300 170000 60 250 0 0 0 0 0 0 0 0 0\n"
+      "1700000002 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n";
+  std::ofstream(dir_.file("agg.log")) << agg;
+  std::ofstream(dir_.file("copy.log")) << agg;
+  std::ofstream(dir_.file("rep.log"))
+      << agg << "1700000001 3 300 30000 100 100 0 0 0 0 0 0 0 0 0\n";
+  std::ofstream(dir_.file("pgbench_log.77")) << agg;
+  std::ofstream(dir_.file("pgbench_log.77.1")) << agg;
+  std::filesystem::create_directory(dir_.file("sub"));
+  std::ofstream(dir_.file("sub/pgbench_log.77.1")) << agg;
+  for (const auto& [files, message] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"agg.log", "copy.log"},
+            "cannot import {dir}/copy.log:1: the interval starting at 1700000000 s is already "
+            "imported from {dir}/agg.log:1"},
+           {{"rep.log"},
+            "cannot import {dir}/rep.log:4: the interval starting at 1700000001 s is already "
+            "imported from {dir}/rep.log:2"},
+           {{"pgbench_log.77.1", "sub/pgbench_log.77.1"},
+            "cannot import {dir}/sub/pgbench_log.77.1:1: the interval starting at 1700000000 s is "
+            "already imported from {dir}/pgbench_log.77.1:1"}}) {
+    std::vector<std::string> argv{test::stallscope_bin(), "import-pgbench", "-o",
+                                  dir_.file("twice.db")};
+    for (const auto& f : files) argv.push_back(dir_.file(f));
+    const auto r = test::run_command(argv);
+    EXPECT_EQ(r.exit_status, 2) << files.back() << ": " << r.err;
+    std::string expected = message;
+    for (auto at = expected.find("{dir}"); at != std::string::npos; at = expected.find("{dir}"))
+      expected.replace(at, 5, dir_.path().string());
+    EXPECT_NE(r.err.find(expected), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(dir_.file("twice.db"))) << files.back();
+  }
+  // Two threads of one pgbench log the same intervals, and may log the same
+  // figures: both are imported.
+  const auto two =
+      test::run_command({test::stallscope_bin(), "import-pgbench", "-o", dir_.file("threads.db"),
+                         dir_.file("pgbench_log.77"), dir_.file("pgbench_log.77.1")});
+  ASSERT_EQ(two.exit_status, 0) << two.err;
+  SQLite::Database db(dir_.file("threads.db"));
+  EXPECT_EQ(db.execAndGet("SELECT sum(transactions) FROM pgbench_aggregate").getInt64(), 44);
+}
+
+// Logs of two pgbench runs (same --log-prefix, so PREFIX.PID1[.N] and
+// PREFIX.PID2[.N]) were merged into one run without a word: a tps that
+// matches neither, clients counted together (issue 27, item 7). They are
+// refused, naming two of them; one run's logs (two threads) still import.
+TEST_F(ImportPgbench, LogsOfDifferentPgbenchProcessesAreRefused) {
+  pgbench({"-t", "5"}, "two");
+  const auto first = logs_with_prefix(dir_.path(), "two");
+  ASSERT_EQ(first.size(), 2u);
+  pgbench({"-t", "5"}, "two");
+  const auto both = logs_with_prefix(dir_.path(), "two");
+  ASSERT_EQ(both.size(), 4u);
+  std::vector<std::string> argv{test::stallscope_bin(), "import-pgbench", "-o",
+                                dir_.file("merged.db")};
+  argv.insert(argv.end(), both.begin(), both.end());
+  const auto r = test::run_command(argv);
+  EXPECT_EQ(r.exit_status, 2) << r.err;
+  EXPECT_NE(r.err.find("their names say different pgbench processes wrote them"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("merged.db")));
+
+  std::vector<std::string> one{test::stallscope_bin(), "import-pgbench", "-o", dir_.file("one.db")};
+  one.insert(one.end(), first.begin(), first.end());
+  const auto ok = test::run_command(one);
+  ASSERT_EQ(ok.exit_status, 0) << ok.err;
+  SQLite::Database db(dir_.file("one.db"));
+  EXPECT_EQ(db.execAndGet("SELECT count(*) FROM query").getInt64(), 10);
+}
+
+// An import stopped by SIGINT left its partial file (and -wal, -shm), which
+// then blocked the rerun with "file exists" (issue 27, item 4). The second
+// log is a FIFO, so the import is still reading when the signal comes.
+TEST_F(ImportPgbench, AnInterruptedImportLeavesNoFile) {
+  std::string log;
+  for (int i = 0; i < 100; ++i) log += fmt::format("0 {} 100 0 1700000000 {}\n", i, i);
+  std::ofstream(dir_.file("a.log")) << log;
+  const std::string fifo = dir_.file("b.fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string db = dir_.file("cut.db");
+  const int pid =
+      test::spawn({test::stallscope_bin(), "import-pgbench", "-o", db, dir_.file("a.log"), fifo});
+  ASSERT_GT(pid, 0);
+  const int writer = ::open(fifo.c_str(), O_WRONLY);  // once the import opened it
+  ASSERT_GE(writer, 0);
+  const std::string line = "1 0 100 0 1700000000 5\n";
+  ASSERT_EQ(::write(writer, line.data(), line.size()), static_cast<ssize_t>(line.size()));
+  for (int i = 0; i < 3000 && !std::filesystem::exists(db); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(std::filesystem::exists(db));
+  ::kill(pid, SIGINT);
+  ::close(writer);  // the import reads to the end of the FIFO, then sees the stop
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+    EXPECT_FALSE(std::filesystem::exists(db + suffix)) << suffix;
+  }
+  const auto again =
+      test::run_command({test::stallscope_bin(), "import-pgbench", "-o", db, dir_.file("a.log")});
+  EXPECT_EQ(again.exit_status, 0) << again.err;
 }
 
 // Aggregate intervals 70 years apart (the import takes the gap as the
