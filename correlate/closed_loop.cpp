@@ -163,9 +163,8 @@ std::optional<Finding> latency_bound(const Report& r, const Facts& f,
     x.evidence.emplace_back("cpu_saturation_qps_estimate", round4(*saturation_qps));
     x.evidence.emplace_back("clients_to_saturate_estimate", round4(clients_needed));
     x.suggestion = fmt::format(
-        "Nothing here is a limit yet: more clients (or pipelining, -M extended with "
-        "\\startpipeline, "
-        "or batching) raise throughput until a part saturates. At today's CPU per answer ({:.3f} "
+        "Nothing here is a limit yet: more clients (or libpq's pipeline mode, or batching) "
+        "raise throughput until a part saturates. At today's CPU per answer ({:.3f} "
         "ms "
         "backend{}, {:.3f} ms driver) the {} would saturate near {} q/s, about {:.1f} clients at "
         "today's latency (an estimate from the parts: CPU per answer usually falls as wake-ups "

@@ -446,8 +446,8 @@ TEST(CorrelateFinding, ASaturatedHostAWaitOrQueueingIsNotLatencyBound) {
   {
     Fixture fx;
     fx.host({.user_ms = 1200, .idle_ms = 800});
-    fx.rows(kBackendId[0], 600, 150);  // 15 % of each query queued for a CPU
-    fx.rows(kBackendId[1], 600, 150);
+    fx.rows(kBackendId[0], 600, 300);  // 30 % of each query queued for a CPU
+    fx.rows(kBackendId[1], 600, 300);
     auto r = fx.explain();
     EXPECT_EQ(finding(r, "latency_bound"), nullptr);
   }
