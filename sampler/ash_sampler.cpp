@@ -446,6 +446,7 @@ void AshSampler::Impl::run_tick() {
     {
       std::lock_guard lock(mu);
       ++snapshot.failed_polls;
+      snapshot.last_poll_error = e.what();
     }
     drop_conn();
     recent.clear();

@@ -235,7 +235,7 @@ void submit_command_process(pid_t pid, const sampler::Sink& sink) {
 // gaps as blind ASH time and says so.
 std::string ash_failure_note(const sampler::AshSnapshot& ash) {
   if (ash.failed_polls == 0) return {};
-  const std::string last = fold_lines(ash.last_error);
+  const std::string last = fold_lines(ash.last_poll_error);
   if (ash.polls == 0) {
     fmt::print(stderr,
                "stallscope record: warning: no ASH samples: all {} polls of pg_stat_activity "
