@@ -605,11 +605,15 @@ std::string invalid_value(std::string_view keyword, std::string_view value) {
     auto port = value.substr(from, comma - from);
     while (!port.empty() && is_space(port.front())) port.remove_prefix(1);
     while (!port.empty() && is_space(port.back())) port.remove_suffix(1);
-    int number = 0;
-    bool ok =
+    // At most five digits, read only then (found by the fuzz target: the
+    // digits of a longer one overflowed an int).
+    const bool digits =
         port.size() <= 5 && std::ranges::all_of(port, [](char c) { return c >= '0' && c <= '9'; });
-    for (const char c : port) number = number * 10 + (c - '0');
-    if (!port.empty() && (!ok || number < 1 || number > 65535)) {
+    int number = 0;
+    if (digits) {
+      for (const char c : port) number = number * 10 + (c - '0');
+    }
+    if (!port.empty() && (!digits || number < 1 || number > 65535)) {
       return fmt::format("port '{}' is not a port number (1 to 65535)", value);
     }
     from = comma + 1;

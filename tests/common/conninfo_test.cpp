@@ -69,6 +69,8 @@ TEST(CheckConninfo, RejectsABadPortOrSslmode) {
             "to 65535)");
   EXPECT_NE(why("port=0").find("port '0' is not a port number"), std::string::npos);
   EXPECT_NE(why("port=65536").find("is not a port number"), std::string::npos);
+  // Found by the fuzz target: the digits of a long port overflowed an int.
+  EXPECT_NE(why("port=67882048912").find("is not a port number"), std::string::npos);
   EXPECT_NE(why("host=a,b port=5432,x").find("port '5432,x'"), std::string::npos);
   EXPECT_NE(why("postgresql://db:99999/x").find("port '99999'"), std::string::npos);
   EXPECT_EQ(why("host=db sslmode=bogus"),
