@@ -3,6 +3,8 @@
 #include <libpq-fe.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <initializer_list>
 #include <memory>
 #include <string_view>
 
@@ -95,11 +97,17 @@ bool is_secret_option(std::string_view word) {
 // not say so (psql's and pgbench's -p is a port; these are not).
 enum class Program {
   other,
-  mysql,    // mysql*, mariadb*, mariabackup*: -pSECRET
-  sshpass,  // -pSECRET, -p SECRET
-  redis,    // redis-cli, valkey-cli, keydb-cli: -a SECRET
-  curl,     // -u / --user / -U / --proxy-user USER:SECRET (also -uUSER:SECRET, --user=…)
-  openssl,  // -passin / -passout SECRET (pass:…, env:…)
+  mysql,         // mysql*, mariadb*, mariabackup*: -pSECRET
+  sshpass,       // -pSECRET, -p SECRET
+  redis,         // redis-cli, valkey-cli, keydb-cli: -a SECRET
+  curl,          // -u / --user / -U / --proxy-user USER:SECRET (also -uUSER:SECRET, --user=…)
+  openssl,       // -passin / -passout SECRET (pass:…, env:…), enc's -k SECRET and -K KEY
+  docker,        // docker, podman, nerdctl: named, not yet its login command
+  docker_login,  // docker login -p SECRET (docker run's -p is a port)
+  sqlcmd,        // sqlcmd, bcp: -P SECRET (also -PSECRET)
+  ldap,          // ldapsearch, ldapmodify, … (OpenLDAP's clients): -w SECRET (also -wSECRET)
+  mongo,         // mongosh, mongo, mongodump, …: -p SECRET
+  smb,           // smbclient, smbcacls, smbget, rpcclient, …: -U USER%SECRET (also --user=…)
 };
 
 // The program a word names: a program (any path; quotes and the shell's
@@ -128,14 +136,20 @@ Program program_named(std::string_view word) {
   if (word == "redis-cli" || word == "valkey-cli" || word == "keydb-cli") return Program::redis;
   if (word == "curl") return Program::curl;
   if (word == "openssl") return Program::openssl;
+  if (word == "docker" || word == "podman" || word == "nerdctl") return Program::docker;
+  if (word == "sqlcmd" || word == "bcp") return Program::sqlcmd;
+  if (word.starts_with("ldap")) return Program::ldap;
+  if (word.starts_with("mongo")) return Program::mongo;
+  if (word.starts_with("smb") || word == "rpcclient") return Program::smb;
   return Program::other;
 }
 
 // How much of an option's value is its secret.
 enum class SecretValue {
   none,
-  whole,        // --password S3cret
-  after_colon,  // curl -u user:S3cret (a value without ':' holds no secret)
+  whole,          // --password S3cret
+  after_colon,    // curl -u user:S3cret (a value without ':' holds no secret)
+  after_percent,  // smbclient -U user%S3cret (a value without '%' holds no secret)
 };
 
 // The option `word` of `program` whose next word or argument is (or holds)
@@ -147,7 +161,18 @@ SecretValue program_option(Program program, std::string_view word) {
     case Program::redis:
       return word == "-a" ? SecretValue::whole : SecretValue::none;
     case Program::openssl:
-      return word == "-passin" || word == "-passout" ? SecretValue::whole : SecretValue::none;
+      return word == "-passin" || word == "-passout" || word == "-k" || word == "-K"
+                 ? SecretValue::whole
+                 : SecretValue::none;
+    case Program::docker_login:
+    case Program::mongo:
+      return word == "-p" ? SecretValue::whole : SecretValue::none;
+    case Program::sqlcmd:
+      return word == "-P" ? SecretValue::whole : SecretValue::none;
+    case Program::ldap:
+      return word == "-w" ? SecretValue::whole : SecretValue::none;
+    case Program::smb:
+      return word == "-U" || word == "--user" ? SecretValue::after_percent : SecretValue::none;
     case Program::curl:
       return word == "-u" || word == "--user" || word == "-U" || word == "--proxy-user"
                  ? SecretValue::after_colon
@@ -158,13 +183,29 @@ SecretValue program_option(Program program, std::string_view word) {
 }
 
 // Where the secret of `word`, an option of `program` with its value
-// attached, starts: -pS3cret of MySQL clients and sshpass (2), curl's
-// -uUSER:S3cret and --user=USER:S3cret (past the first ':' of the value);
-// npos for any other word.
+// attached, starts: -pS3cret of MySQL clients, sshpass and docker login,
+// sqlcmd's -PS3cret and ldapsearch's -wS3cret (2), curl's -uUSER:S3cret and
+// --user=USER:S3cret (past the first ':' of the value), smbclient's
+// -UUSER%S3cret and --user=USER%S3cret (past the first '%'); npos for any
+// other word.
 std::size_t attached_secret_from(Program program, std::string_view word) {
-  if ((program == Program::mysql || program == Program::sshpass) && word.size() > 2 &&
-      word.starts_with("-p")) {
+  const auto attached = [&](std::string_view option) {
+    return word.size() > option.size() && word.starts_with(option);
+  };
+  if ((program == Program::mysql || program == Program::sshpass ||
+       program == Program::docker_login) &&
+      attached("-p")) {
     return 2;
+  }
+  if ((program == Program::sqlcmd && attached("-P")) ||
+      (program == Program::ldap && attached("-w")))
+    return 2;
+  if (program == Program::smb) {
+    for (std::string_view prefix : {"--user=", "-U"}) {
+      if (!attached(prefix)) continue;
+      const auto percent = word.find('%', prefix.size());
+      return percent == std::string_view::npos ? std::string_view::npos : percent + 1;
+    }
   }
   if (program == Program::curl) {
     for (std::string_view prefix : {"--user=", "--proxy-user=", "-u", "-U"}) {
@@ -259,9 +300,9 @@ class Masker {
 
   // Where the secret of the pending option's value starts (npos: none).
   std::size_t secret_from(std::string_view value) const {
-    if (pending_ != SecretValue::after_colon) return 0;
-    const auto colon = value.find(':');
-    return colon == std::string_view::npos ? std::string_view::npos : colon + 1;
+    if (pending_ != SecretValue::after_colon && pending_ != SecretValue::after_percent) return 0;
+    const auto at = value.find(pending_ == SecretValue::after_colon ? ':' : '%');
+    return at == std::string_view::npos ? std::string_view::npos : at + 1;
   }
 
   std::vector<std::string>* found_;
@@ -323,7 +364,11 @@ std::string Masker::mask(std::string_view text) {
         named = false;
         continue;
       }
-      if (const auto p = program_named(word); p != Program::other) program_ = p;
+      if (const auto p = program_named(word); p != Program::other) {
+        program_ = p;
+      } else if (program_ == Program::docker && word == "login") {
+        program_ = Program::docker_login;
+      }
     }
     if (c == ':' && i + 2 < n && text[i + 1] == '/' && text[i + 2] == '/' && i > 0 &&
         (is_alnum(text[i - 1]) || text[i - 1] == '+' || text[i - 1] == '.' || text[i - 1] == '-')) {
@@ -372,7 +417,10 @@ std::string Masker::mask(std::string_view text) {
       const auto parts = name_parts(name);
       const auto lower = lowered(name);
       const bool authorization = lower == "authorization" || lower == "proxy-authorization";
-      if (authorization || (name[0] != '-' && parts.size() > 1 && is_secret_name(parts))) {
+      // A session cookie is a credential too: Cookie: and Set-Cookie: whole.
+      const bool cookie = lower == "cookie" || lower == "set-cookie";
+      if (authorization || cookie ||
+          (name[0] != '-' && parts.size() > 1 && is_secret_name(parts))) {
         const char before = name_from > 0 ? text[name_from - 1] : '\0';
         std::size_t from = i + 1;
         while (from < n && (text[from] == ' ' || text[from] == '\t')) ++from;
@@ -535,11 +583,70 @@ std::string with_connection_flags(const std::string& conninfo,
   return out;
 }
 
+namespace {
+
+// libpq's reason for refusing `value` of `keyword` at connect time (a bad
+// port or sslmode got past PQconninfoParse and failed the connect, exit 1),
+// or "" when it is accepted. Ports: a comma-separated list (one per host),
+// each empty (the default) or 1 to 65535.
+std::string invalid_value(std::string_view keyword, std::string_view value) {
+  const auto one_of = [&](std::initializer_list<std::string_view> allowed) {
+    if (std::ranges::find(allowed, value) != allowed.end()) return std::string();
+    std::string list;
+    for (const auto a : allowed) list += fmt::format("{}{}", list.empty() ? "" : ", ", a);
+    return fmt::format("{} '{}' is not one of {}", keyword, value, list);
+  };
+  if (keyword == "sslmode")
+    return one_of({"disable", "allow", "prefer", "require", "verify-ca", "verify-full"});
+  if (keyword == "gssencmode") return one_of({"disable", "prefer", "require"});
+  if (keyword != "port") return {};
+  for (std::size_t from = 0; from <= value.size();) {
+    const auto comma = std::min(value.find(',', from), value.size());
+    auto port = value.substr(from, comma - from);
+    while (!port.empty() && is_space(port.front())) port.remove_prefix(1);
+    while (!port.empty() && is_space(port.back())) port.remove_suffix(1);
+    // At most five digits, read only then (found by the fuzz target: the
+    // digits of a longer one overflowed an int).
+    const bool digits =
+        port.size() <= 5 && std::ranges::all_of(port, [](char c) { return c >= '0' && c <= '9'; });
+    int number = 0;
+    if (digits) {
+      for (const char c : port) number = number * 10 + (c - '0');
+    }
+    if (!port.empty() && (!digits || number < 1 || number > 65535)) {
+      return fmt::format("port '{}' is not a port number (1 to 65535)", value);
+    }
+    from = comma + 1;
+  }
+  return {};
+}
+
+}  // namespace
+
 void check_conninfo(const std::string& conninfo) {
+  // PGPORT, PGSSLMODE and PGGSSENCMODE apply where the conninfo does not set
+  // the keyword: bad values there are bad input too.
+  for (const auto& [keyword, variable] :
+       {std::pair{"port", "PGPORT"}, std::pair{"sslmode", "PGSSLMODE"},
+        std::pair{"gssencmode", "PGGSSENCMODE"}}) {
+    const char* env = std::getenv(variable);
+    if (!env || !*env || conninfo_value(conninfo, keyword)) continue;
+    if (const auto why = invalid_value(keyword, env); !why.empty()) {
+      throw Error(ErrorKind::usage, fmt::format("invalid {}: {}", variable, why));
+    }
+  }
   if (conninfo.empty()) return;
   char* err = nullptr;
   PQconninfoOption* opts = PQconninfoParse(conninfo.c_str(), &err);
+  std::string why;
+  for (auto* o = opts; o && o->keyword && why.empty(); ++o) {
+    if (o->val) why = invalid_value(o->keyword, o->val);
+  }
   if (opts) PQconninfoFree(opts);
+  if (!why.empty()) {
+    throw Error(ErrorKind::usage,
+                fmt::format("invalid conninfo '{}': {}", mask_conninfo(conninfo), why));
+  }
   if (opts && !err) return;
   std::string reason = err ? err : "cannot parse";
   if (err) PQfreemem(err);

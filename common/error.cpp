@@ -21,6 +21,20 @@ std::string fold_lines(std::string_view text) {
   return out;
 }
 
+std::string without_nul(std::string text) {
+  if (text.find('\0') == std::string::npos) return text;
+  std::string out;
+  out.reserve(text.size() + 8);
+  for (char ch : text) {
+    if (ch == '\0') {
+      out += "\\x00";
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
 void throw_usage(std::string message) {
   throw Error(ErrorKind::usage, std::move(message));
 }

@@ -21,10 +21,15 @@ enum class ErrorKind {
   runtime,   // anything else that made the run fail
 };
 
+// `text` with each NUL byte written as the four characters \x00.
+std::string without_nul(std::string text);
+
 class Error : public std::runtime_error {
  public:
+  // A NUL byte in `message` (from an input file) is kept as the text "\x00":
+  // what() is a C string, which would end there.
   Error(ErrorKind kind, std::string message, int code = 0, std::string sqlstate = {})
-      : std::runtime_error(std::move(message)),
+      : std::runtime_error(without_nul(std::move(message))),
         kind_(kind),
         code_(code),
         sqlstate_(std::move(sqlstate)) {}

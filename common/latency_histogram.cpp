@@ -1,5 +1,6 @@
 #include "common/latency_histogram.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 
@@ -42,6 +43,7 @@ LatencyHistogram LatencyHistogram::minus(const LatencyHistogram& earlier) const 
   for (std::size_t i = 0; i < counts_.size(); ++i) out.counts_[i] = counts_[i] - earlier.counts_[i];
   out.count_ = count_ - earlier.count_;
   out.sum_ns_ = sum_ns_ - earlier.sum_ns_;
+  out.max_ns_ = max_ns_;
   return out;
 }
 
@@ -58,9 +60,12 @@ std::int64_t LatencyHistogram::percentile_ns(double q) const noexcept {
   auto rank = static_cast<std::int64_t>(std::ceil(q * static_cast<double>(total)));
   if (rank < 1) rank = 1;
   const auto value = [&](std::size_t i) {
-    return resolution_.report_bucket_max
-               ? max_[i]
-               : latency_bucket_mid_ns(static_cast<int>(i), resolution_.sub_bucket_bits);
+    const std::int64_t v =
+        resolution_.report_bucket_max
+            ? max_[i]
+            : latency_bucket_mid_ns(static_cast<int>(i), resolution_.sub_bucket_bits);
+    // Counts added alone (add_bucket) bring no max: unclamped then.
+    return max_ns_ > 0 ? std::min(v, max_ns_) : v;
   };
   std::int64_t seen = 0;
   for (std::size_t i = 0; i < counts_.size(); ++i) {
@@ -77,6 +82,7 @@ void SharedLatencyHistogram::add_to(LatencyHistogram& out) const noexcept {
   }
   out.add_sum_ns(sum_ns_.load(std::memory_order_relaxed));
   out.add_count(count_.load(std::memory_order_relaxed));
+  out.add_max_ns(max_ns_.load(std::memory_order_relaxed));
 }
 
 }  // namespace stallscope::common

@@ -71,6 +71,7 @@ class LatencyHistogram {
     const int b = latency_bucket(latency_ns, resolution_.sub_bucket_bits);
     ++counts_[b];
     if (resolution_.report_bucket_max && latency_ns > max_[b]) max_[b] = latency_ns;
+    if (latency_ns > max_ns_) max_ns_ = latency_ns;
     sum_ns_ += latency_ns;
     ++count_;
   }
@@ -78,6 +79,10 @@ class LatencyHistogram {
   void add_bucket(int bucket, std::int64_t count) noexcept { counts_[bucket] += count; }
   void add_sum_ns(std::int64_t sum_ns) noexcept { sum_ns_ += sum_ns; }
   void add_count(std::int64_t count) noexcept { count_ += count; }
+  // The largest value recorded in a merged histogram (the max of both).
+  void add_max_ns(std::int64_t max_ns) noexcept {
+    if (max_ns > max_ns_) max_ns_ = max_ns;
+  }
   // *this - earlier, bucket by bucket (earlier must be an older snapshot of
   // the same cumulative histogram, at the same resolution; without
   // report_bucket_max).
@@ -89,7 +94,9 @@ class LatencyHistogram {
   double mean_ns() const noexcept;
   // The q-quantile (0 < q ≤ 1), e.g. 0.99: the midpoint (or the largest
   // value, report_bucket_max) of the bucket that holds the ceil(q·count)-th
-  // smallest sample; 0 when empty.
+  // smallest sample, never above the largest value recorded (a midpoint
+  // may lie above every value of its bucket: a p99 of 1568.670 ms was
+  // printed beside a maximum of 1565.822 ms); 0 when empty.
   std::int64_t percentile_ns(double q) const noexcept;
 
  private:
@@ -98,6 +105,9 @@ class LatencyHistogram {
   std::vector<std::int64_t> max_;  // report_bucket_max: per bucket (negatives as 0)
   std::int64_t count_ = 0;
   std::int64_t sum_ns_ = 0;
+  // The largest value recorded (record_ns, add_max_ns); minus() keeps the
+  // later snapshot's, a bound for the interval's values too.
+  std::int64_t max_ns_ = 0;
 };
 
 // Adds `by` to a counter that exactly one thread writes (others only read
@@ -118,6 +128,9 @@ class SharedLatencyHistogram {
     bump(counts_[latency_bucket(latency_ns)], 1);
     bump(sum_ns_, latency_ns);
     bump(count_, 1);
+    if (latency_ns > max_ns_.load(std::memory_order_relaxed)) {
+      max_ns_.store(latency_ns, std::memory_order_relaxed);
+    }
   }
   // Any thread: adds the current totals to `out` (a kDriverResolution histogram).
   void add_to(LatencyHistogram& out) const noexcept;
@@ -126,6 +139,7 @@ class SharedLatencyHistogram {
   std::array<std::atomic<std::int64_t>, kLatencyBucketCount> counts_{};
   std::atomic<std::int64_t> sum_ns_{0};
   std::atomic<std::int64_t> count_{0};
+  std::atomic<std::int64_t> max_ns_{0};
 };
 
 }  // namespace stallscope::common

@@ -720,6 +720,12 @@ class ServerFileView {
 // throughput and latency, their tps ratio and a one-line summary.
 RunComparison compare_runs(const Report& run, const std::string& run_path, const Report& baseline,
                            const std::string& baseline_path);
+// Notes on the baseline of a comparison, added to `report` (the run's): the
+// baseline is the run's own file (the same inode: a run compared with
+// itself), or it did not end (killed or crashed: its figures cover what it
+// committed), or it ended early (interrupted, failed), with its end reason.
+void add_baseline_notes(Report& report, const std::string& run_path, const Report& baseline,
+                        const std::string& baseline_path);
 // Writes the findings and stalls into the run file's `finding` and `stall`
 // tables (creating them in files made before they existed), replacing any rows
 // of an earlier explain, in one transaction. Throws Error(sqlite) on failure.

@@ -1,6 +1,7 @@
 // explain_pair: a client run file with a server record file.
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -180,6 +181,29 @@ RunComparison compare_runs(const Report& run, const std::string& run_path, const
                           c.baseline.label);
   if (c.tps_change_pct) c.summary += fmt::format(" ({:+.0f}%)", *c.tps_change_pct);
   return c;
+}
+
+void add_baseline_notes(Report& report, const std::string& run_path, const Report& baseline,
+                        const std::string& baseline_path) {
+  std::error_code ec;
+  if (std::filesystem::equivalent(run_path, baseline_path, ec)) {
+    report.notes.push_back(fmt::format(
+        "The baseline {} is the same file as the run {}: the comparison compares the run with "
+        "itself.",
+        baseline_path, run_path));
+  }
+  const RunSummary& b = baseline.run;
+  if (!b.end_ns && b.mode != to_string(schema::RunMode::import_pgbench)) {
+    report.notes.push_back(fmt::format(
+        "The baseline {} did not end: its status is still '{}' and it has no end time (its "
+        "recorder was killed or crashed, or is still writing); its figures cover what it "
+        "committed.",
+        baseline_path, b.status));
+  } else if (b.status == "interrupted" || b.status == "failed") {
+    report.notes.push_back(fmt::format("The baseline {} was {}{}: its figures cover that much.",
+                                       baseline_path, b.status,
+                                       b.end_reason ? fmt::format(" ({})", *b.end_reason) : ""));
+  }
 }
 
 ServerFileView::ServerFileView(schema::Store& client, const std::string& server_path) {

@@ -339,6 +339,13 @@ class QueryScan {
     if (static_cast<std::int64_t>(lat_.size()) == *opt_.every_queries) close_query_window();
   }
   void close_query_window() {
+    if (static_cast<std::int64_t>(report_.windows.size()) >= kMaxWindows) {
+      throw_usage(fmt::format(
+          "cannot explain with --every {}: more than {} windows (at most {}, about {} MB at {} "
+          "bytes each); a larger --every fits",
+          *opt_.every_queries, kMaxWindows, kMaxWindows, kMaxWindows * kWindowBytes / 1'000'000,
+          kWindowBytes));
+    }
     fill_latency_stats(lat_, cur_);
     cur_.duration_s = double(cur_end_ - cur_.start_ns) / common::kNsPerSDouble;
     if (cur_end_ > cur_.start_ns) cur_.tps = double(cur_.queries) / cur_.duration_s;

@@ -12,8 +12,10 @@ namespace stallscope::correlate::detail {
 
 void throw_too_many_windows(std::int64_t window_ns, std::int64_t count) {
   throw TooManyWindows(
-      fmt::format("cannot explain with --window {} ns: {} windows is too many (at most {})",
-                  window_ns, count, kMaxWindows),
+      fmt::format("cannot explain with --window {} ns: {} windows is too many (at most {}, about "
+                  "{} MB at {} bytes each); --window {} ns or longer fits",
+                  window_ns, count, kMaxWindows, kMaxWindows * kWindowBytes / 1'000'000,
+                  kWindowBytes, window_to_fit(window_ns, count, kMaxWindows)),
       window_ns, count);
 }
 

@@ -178,7 +178,14 @@ void Driver::Impl::open_client(int i, schema::Batch& batch, std::mutex& batch_mu
   if (o.connect_per_transaction && i > 0) return;  // -C: they connect per transaction
   std::string application_name = fmt::format("stallscope/{}", i);
   std::int64_t begin_ns = mono_now_ns();
-  c.conn = pg::connect(o.conninfo, application_name, {.stop = connect_stop});
+  try {
+    c.conn = pg::connect(o.conninfo, application_name, {.stop = connect_stop});
+  } catch (const Error& e) {
+    // Which of the clients (a role's or the server's connection limit
+    // refuses a later one).
+    throw Error(e.kind(), fmt::format("{} (client {} of {})", e.what(), i + 1, o.clients), e.code(),
+                e.sqlstate());
+  }
   std::int64_t latency_ns = mono_now_ns() - begin_ns;
   std::int64_t connected_wall_ns = wall_now_ns();
   PGconn* conn = c.conn.get();

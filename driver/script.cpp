@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "common/parse.h"
+#include "common/printable.h"
 #include "common/units.h"
 
 namespace stallscope::driver {
@@ -532,9 +533,40 @@ struct SqlCollector {
   }
 };
 
+// Refuses a NUL byte and bytes that are not UTF-8, naming the line and
+// column: libpq sends SQL as C strings, so a NUL byte would end the text
+// there (select 1;\0select 2; ran only the first, a file of NUL bytes ran
+// empty queries), and a UTF-8 database refuses invalid UTF-8 anyway.
+void check_script_bytes(std::string_view text, const std::string& file) {
+  int line_no = 1;
+  std::size_t line_start = 0;
+  for (std::size_t i = 0; i < text.size();) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    if (byte == '\n') {
+      ++line_no;
+      line_start = ++i;
+    } else if (byte == 0) {
+      fail(file, line_no,
+           fmt::format(
+               "a NUL byte at byte {} of the line: a script is text, and SQL cannot hold one",
+               i - line_start + 1));
+    } else if (byte < 0x80) {
+      ++i;
+    } else if (const auto n = common::utf8_sequence_bytes(text.substr(i)); n > 0) {
+      i += n;
+    } else {
+      fail(file, line_no,
+           fmt::format(
+               "invalid UTF-8 (byte \\x{:02x}) at byte {} of the line: a script must be UTF-8",
+               byte, i - line_start + 1));
+    }
+  }
+}
+
 }  // namespace
 
 Script parse_script(std::string_view text, const std::string& file, Variables& variables) {
+  check_script_bytes(text, file);
   Script script;
   script.name = file;
   register_set_targets(text, variables);

@@ -17,6 +17,7 @@
 #include "common/parse.h"
 #include "common/periodic.h"
 #include "common/pg.h"
+#include "common/sql_secrets.h"
 #include "common/stop_watchdog.h"
 #include "common/thread_name.h"
 #include "common/units.h"
@@ -338,7 +339,10 @@ schema::Batch AshSampler::Impl::poll() {
         it->second = next_query_text_id++;
         batch.pg_query_texts.push_back({.query_text_id = it->second,
                                         .query_id = row.query_id,
-                                        .query = *text,
+                                        // Another session's statement may carry a password
+                                        // (ALTER ROLE … PASSWORD, dblink_connect): masked
+                                        // before it is stored.
+                                        .query = mask_sql_secrets(*text),
                                         .first_time_ns = wall_ns});
       }
       row.query_text_id = it->second;
@@ -443,9 +447,15 @@ void AshSampler::Impl::run_tick() {
   try {
     batch = poll();
   } catch (const Error& e) {
-    // Server restart, terminated backend, ...: reconnect at the next
+    // Server restart, terminated backend, a pooler whose server is gone, a
+    // role that may not read pg_stat_activity: reconnect at the next
     // deadline, then back off while it keeps failing.
     note_error(e.what());
+    {
+      std::lock_guard lock(mu);
+      ++snapshot.failed_polls;
+      snapshot.last_poll_error = e.what();
+    }
     drop_conn();
     recent.clear();
     {

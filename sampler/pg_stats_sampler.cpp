@@ -7,6 +7,7 @@
 
 #include "common/clock.h"
 #include "common/pg.h"
+#include "common/sql_secrets.h"
 #include "sampler/pg_stats.h"
 
 namespace stallscope::sampler::detail {
@@ -183,7 +184,7 @@ std::optional<std::int64_t> PgStatsPoller::read_statements(pg_conn* conn, std::i
                                .jit_emission_time_ns = col(res, r, 16)};
     if (texts && !texts_.contains(*query_id)) {
       if (auto text = pg::text_or_null(res.get(), r, 17); text && !text->empty()) {
-        row.query = std::move(text);
+        row.query = mask_sql_secrets(*text);  // utility statements keep their constants
         texts_.insert(*query_id);
       }
     }

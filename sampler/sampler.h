@@ -174,6 +174,11 @@ struct AshSnapshot {
   // the sampler reconnects with backoff and goes on. Failed polls get no
   // ash_tick row.
   std::int64_t poll_errors = 0;
+  // Of them, the polls of pg_stat_activity that failed (connected, and the
+  // query failed or the connection broke), not reconnect attempts.
+  std::int64_t failed_polls = 0;
+  // Message of the last failed poll ("cannot poll pg_stat_activity: …").
+  std::string last_poll_error;
   // Message of the last failure ("cannot ...: <libpq message>", conninfo
   // masked); empty if none.
   std::string last_error;

@@ -110,6 +110,7 @@ int explain_command(const ExplainCommandOptions& o) {
       auto baseline_store = schema::Store::open_readonly(o.paths[1]);
       const auto baseline = correlate::explain(baseline_store, baseline_options);
       report.comparison = correlate::compare_runs(report, o.paths[0], baseline, o.paths[1]);
+      correlate::add_baseline_notes(report, o.paths[0], baseline, o.paths[1]);
     } else {
       report = o.paths.size() == 2 ? correlate::explain_pair(store, o.paths[1], eo)
                                    : correlate::explain(store, eo);

@@ -3,6 +3,7 @@
 // This file parses the command line (CLI11) and maps errors to exit status:
 // 0 success, 1 the run or analysis failed, 2 bad usage or bad input — always
 // with a one-line message naming the offending thing.
+#include <array>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -12,7 +13,6 @@
 #include <iostream>
 #include <limits>
 #include <optional>
-#include <sstream>
 #include <string_view>
 #include <system_error>
 
@@ -33,19 +33,35 @@ namespace {
 using stallscope::Error;
 using stallscope::ErrorKind;
 
+// The most of an -f script read: a script is text a person wrote (pgbench's
+// are a few lines); /dev/zero or a FIFO that never ends is refused at this
+// size instead of read until memory runs out.
+constexpr std::size_t kMaxSqlFileBytes = 16 * 1024 * 1024;
+
 std::string read_sql_file(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     throw Error(ErrorKind::usage, fmt::format("cannot read SQL file {}: is a directory", path));
   }
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) {
     throw Error(ErrorKind::usage,
                 fmt::format("cannot read SQL file {}: {}", path, std::strerror(errno)), errno);
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string sql = ss.str();
+  std::string sql;
+  std::array<char, 64 * 1024> chunk{};
+  while (in.read(chunk.data(), chunk.size()) || in.gcount() > 0) {
+    sql.append(chunk.data(), static_cast<std::size_t>(in.gcount()));
+    if (sql.size() > kMaxSqlFileBytes) {
+      throw Error(ErrorKind::usage,
+                  fmt::format("cannot read SQL file {}: larger than {} MiB, the most -f reads",
+                              path, kMaxSqlFileBytes / (1024 * 1024)));
+    }
+  }
+  if (in.bad()) {
+    throw Error(ErrorKind::usage,
+                fmt::format("cannot read SQL file {}: {}", path, std::strerror(errno)), errno);
+  }
   if (sql.find_first_not_of(" \t\r\n") == std::string::npos) {
     throw Error(ErrorKind::usage, fmt::format("SQL file {} is empty", path));
   }

@@ -20,6 +20,7 @@
 #include "common/conninfo.h"
 #include "common/error.h"
 #include "common/output.h"
+#include "common/printable.h"
 #include "common/stop.h"
 #include "common/units.h"
 #include "sampler/sampler.h"
@@ -230,6 +231,30 @@ void submit_command_process(pid_t pid, const sampler::Sink& sink) {
   sink(std::move(b));
 }
 
+// A warning on stderr when ASH polls failed (a server that accepts the
+// login and fails every query: a pooler whose server is gone, a role that
+// may not read pg_stat_activity); and, when not one poll succeeded, what
+// the end reason adds ("; no ASH samples: …"), as for a sampler that never
+// connected. Some polls failing is said on stderr only: explain reads the
+// gaps as blind ASH time and says so.
+std::string ash_failure_note(const sampler::AshSnapshot& ash) {
+  if (ash.failed_polls == 0) return {};
+  const std::string last = fold_lines(ash.last_poll_error);
+  if (ash.polls == 0) {
+    fmt::print(stderr,
+               "stallscope record: warning: no ASH samples: all {} polls of pg_stat_activity "
+               "failed; last: {}\n",
+               ash.failed_polls, common::printable(last));
+    return fmt::format("; no ASH samples: all {} ASH polls failed (last: {})", ash.failed_polls,
+                       last);
+  }
+  fmt::print(stderr,
+             "stallscope record: warning: {} of {} polls of pg_stat_activity failed (explain "
+             "reads them as blind ASH time); last: {}\n",
+             ash.failed_polls, ash.failed_polls + ash.polls, common::printable(last));
+  return {};
+}
+
 // The samplers of a record, all feeding one writer.
 struct Samplers {
   sampler::HostSampler host;
@@ -253,7 +278,9 @@ int record_command(const RecordOptions& o) {
   // and so does a reader of stdout or stderr that went away.
   install_stop_handlers();
   const BrokenPipeWatch broken_pipe;
+  RunFileWatch file_watch;  // destroyed after the store and writer (tools/session.h)
   auto store = schema::Store::create(o.output_path);
+  file_watch.watch(o.output_path);
   DelayacctGuard delayacct;  // restores kernel.task_delayacct when record ends
   const schema::RunInfo info = record_run_info(o, delayacct);
   try {
@@ -356,6 +383,7 @@ int record_command(const RecordOptions& o) {
       samplers.host, o.hz,
       static_cast<double>(wall_now_ns() - info.start_ns) / common::kNsPerSDouble);
   samplers.stop();
+  if (samplers.ash) reason += ash_failure_note(samplers.ash->latest());
   writer.drain();  // a commit that fails now still makes the run 'failed'
   if (const auto failure = writer.failure()) {
     // Recording stopped at the failed commit (with a command: it was sent
@@ -375,6 +403,13 @@ int record_command(const RecordOptions& o) {
   writer.close(wall_now_ns(), interrupted ? "interrupted" : "complete", reason, child_status);
   common::print_stderr("record: {} ({}), {} ticks\n", o.output_path, reason,
                        samplers.host.latest().ticks);
+  if (file_watch.deleted()) {
+    common::print_stderr(
+        "stallscope record: {}: the run file was deleted while record wrote it: nothing it "
+        "recorded is kept\n",
+        common::printable(o.output_path));
+    return 1;
+  }
   return ended_by_limit ? 0 : child_status.value_or(0);
 }
 

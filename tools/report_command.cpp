@@ -75,6 +75,7 @@ int report_command(const ReportCommandOptions& o) {
                               report.run.queries == 0 ? o.paths[0] : *baseline_path));
     }
     report.comparison = correlate::compare_runs(report, o.paths[0], *baseline, *baseline_path);
+    correlate::add_baseline_notes(report, o.paths[0], *baseline, *baseline_path);
   }
 
   std::string title = file_name(o.paths[0]);

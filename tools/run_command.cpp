@@ -142,6 +142,26 @@ schema::RunInfo run_info(const RunOptions& o, const driver::DriverOptions& dopt,
   return info;
 }
 
+// A failed connect's error with what a run connects: -c clients, the ASH
+// sampler and the clock-offset probe, so a role's (or the server's)
+// connection limit reads as such. `which` names the connection that failed
+// when the error does not ("the ASH sampler's connection"); the driver's
+// errors name their client.
+Error with_connections_needed(const Error& e, const RunOptions& o, std::string_view which = {}) {
+  return Error(e.kind(),
+               fmt::format("{}{}; a run opens {} connections: {} client{}, the ASH sampler's and "
+                           "the clock-offset probe's",
+                           e.what(), which.empty() ? "" : fmt::format(" ({})", which),
+                           o.clients + 2, o.clients, o.clients == 1 ? "" : "s"),
+               e.code(), e.sqlstate());
+}
+
+// Whether `e` is a failed connect (common/pg.h's message), not a stop.
+bool is_connect_failure(const Error& e) {
+  return e.kind() == ErrorKind::postgres &&
+         std::string_view(e.what()).starts_with("cannot connect");
+}
+
 // Server clock offset: a dedicated connection, probed at the start, every
 // --clock-offset-period and at the end. A failure costs only these rows. The
 // start and end probes run before the periodic thread starts and after it
@@ -222,11 +242,13 @@ struct RunEnd {
   std::optional<schema::WriteFailure> write_failure;
 };
 
-// The end-of-run summary on stdout, pgbench's lines where it has them.
+// The end-of-run summary on stdout, pgbench's lines where it has them;
+// `file_deleted`: the run file was deleted while the run wrote it.
 void print_summary(const RunOptions& o, const driver::DriverOptions& dopt,
-                   const driver::Driver& driver, const RunEnd& end) {
+                   const driver::Driver& driver, const RunEnd& end, bool file_deleted) {
   const auto s = driver.summary();
-  fmt::print("run file: {}\n", common::printable(o.output_path));
+  fmt::print("run file: {}{}\n", common::printable(o.output_path),
+             file_deleted ? " (deleted during the run: nothing kept)" : "");
   fmt::print("protocol: {}, clients: {}, threads: {}\n", driver::protocol_name(dopt.protocol),
              o.clients, dopt.threads);
   fmt::print("transactions: {} ({} failed) in {:.3f} s{}\n", s.queries, s.errors,
@@ -243,7 +265,13 @@ void print_summary(const RunOptions& o, const driver::DriverOptions& dopt,
     fmt::print("transactions cut short at the end: {} (in query_unfinished, not counted)\n",
                s.unfinished);
   }
-  fmt::print("latency average = {:.3f} ms, p99 = {:.3f} ms\n", s.mean_latency_ms, s.p99_latency_ms);
+  if (s.queries > s.errors) {
+    fmt::print("latency average = {:.3f} ms, p99 = {:.3f} ms\n", s.mean_latency_ms,
+               s.p99_latency_ms);
+  } else {
+    // Latency counts successful transactions (as pgbench's): none, no figure.
+    fmt::print("latency: no transaction succeeded\n");
+  }
   if (s.mean_lag_ms) {
     fmt::print("rate limit schedule lag: avg {:.3f} (max {:.3f}) ms\n", *s.mean_lag_ms,
                s.max_lag_ms.value_or(0));
@@ -272,7 +300,7 @@ void print_summary(const RunOptions& o, const driver::DriverOptions& dopt,
                  common::printable(fold_lines(st.sql)));
     }
   }
-  fmt::print("next: stallscope explain {}\n", common::printable(o.output_path));
+  if (!file_deleted) fmt::print("next: stallscope explain {}\n", common::printable(o.output_path));
 }
 
 // Runs the driver with the host and ASH samplers, the clock-offset probes
@@ -304,12 +332,20 @@ RunEnd drive_and_sample(const RunOptions& o, driver::Driver& driver, schema::Wri
   std::int64_t driven_end_ns = 0;
   try {
     host_sampler.start();
-    ash_sampler.start();
-    {
+    try {
+      ash_sampler.start();
+    } catch (const Error& e) {
+      if (!is_connect_failure(e)) throw;
+      throw with_connections_needed(e, o, "the ASH sampler's connection");
+    }
+    try {
       ProgressPrinter progress(
           o.progress_s, [&driver, &o] { return driver_progress(driver, o); }, host_sampler,
           &ash_sampler);
       driver.run(stop);
+    } catch (const Error& e) {
+      if (!is_connect_failure(e)) throw;
+      throw with_connections_needed(e, o);
     }
     driven_end_ns = wall_now_ns();
     if (const auto lost = driver.server_lost()) {
@@ -377,12 +413,18 @@ int run_command(const RunOptions& o) {
   for (const auto& f : o.script_files) inputs.push_back(f.path);
   common::refuse_output_that_is_an_input(o.output_path, inputs);
   // The run file is created once the scripts parsed: bad input leaves none.
+  RunFileWatch file_watch;  // destroyed after the store and writer (tools/session.h)
   auto store = schema::Store::create(o.output_path);
+  file_watch.watch(o.output_path);
   driver::Driver driver(dopt, [&early](schema::Batch b) { early.submit(std::move(b)); });
   try {
     driver.connect();
-  } catch (...) {
+  } catch (const Error& e) {
     // Nothing was recorded yet: do not leave a file that blocks the next -o.
+    discard_run_file(store, o.output_path);
+    if (!is_connect_failure(e)) throw;
+    throw with_connections_needed(e, o);
+  } catch (...) {
     discard_run_file(store, o.output_path);
     throw;
   }
@@ -419,7 +461,15 @@ int run_command(const RunOptions& o) {
   }
 
   const RunEnd end = drive_and_sample(o, driver, writer, pooler, info.start_ns);
-  print_summary(o, dopt, driver, end);
+  const bool deleted = file_watch.deleted();
+  print_summary(o, dopt, driver, end, deleted);
+  if (deleted) {
+    fmt::print(stderr,
+               "stallscope run: {}: the run file was deleted while the run wrote it: nothing it "
+               "recorded is kept\n",
+               common::printable(o.output_path));
+    return 1;
+  }
   return end.write_failure || end.status == "failed" ? 1 : 0;
 }
 

@@ -1,5 +1,7 @@
 #include "tools/session.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +20,15 @@
 #include "common/units.h"
 
 namespace stallscope::tools {
+
+void RunFileWatch::watch(const std::string& path) {
+  fd_.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+}
+
+bool RunFileWatch::deleted() const {
+  struct stat st {};
+  return fd_ && ::fstat(fd_.get(), &st) == 0 && st.st_nlink == 0;
+}
 
 schema::RunInfo make_run_info(const std::string& mode, const std::vector<std::string>& argv,
                               const std::optional<std::string>& conninfo, double hz) {

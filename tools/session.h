@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/fd.h"
 #include "common/periodic.h"
 #include "sampler/pooler.h"
 #include "sampler/sampler.h"
@@ -52,6 +53,23 @@ void close_after_write_failure(schema::Writer& writer, const schema::WriteFailur
                                std::int64_t start_ns, std::int64_t end_ns,
                                const std::string& stopped,
                                std::optional<int> command_exit_status = std::nullopt);
+
+// Watches a run file for being deleted while the command writes it (SQLite
+// writes on into the unlinked inode and nothing is kept): it holds a
+// descriptor of the file, whose link count drops to 0 when the last name
+// goes. Destroy it only after the file's SQLite connection is closed
+// (declare it before the Store and the Writer): closing a descriptor of a
+// file drops every POSIX lock the process holds on it, SQLite's too.
+class RunFileWatch {
+ public:
+  // Opens `path` read-only; a file that cannot be opened is not watched.
+  void watch(const std::string& path);
+  // Whether the file has no name left (st_nlink 0 on the descriptor).
+  bool deleted() const;
+
+ private:
+  common::Fd fd_;
+};
 
 // Warns on stderr when the host sampler took fewer than 80 % of the ticks
 // `hz` asks for over `elapsed_s` (an overloaded host, or --hz too high for

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "common/error.h"
 
 namespace stallscope {
@@ -48,6 +50,45 @@ TEST(CheckConninfo, RejectsUnparsableConninfoNamingIt) {
   }
   EXPECT_NO_THROW(check_conninfo("host=/tmp port=1"));
   EXPECT_NO_THROW(check_conninfo(""));
+}
+
+// Issue 27: an unparsable port or sslmode got past PQconninfoParse and failed
+// the connect (exit 1): bad input is a usage error (exit 2) naming it.
+TEST(CheckConninfo, RejectsABadPortOrSslmode) {
+  const auto why = [](const std::string& conninfo) {
+    try {
+      check_conninfo(conninfo);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::usage);
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(why("host=db port=abc password=S3cret"),
+            "invalid conninfo 'password=*** host=db port=abc': port 'abc' is not a port number (1 "
+            "to 65535)");
+  EXPECT_NE(why("port=0").find("port '0' is not a port number"), std::string::npos);
+  EXPECT_NE(why("port=65536").find("is not a port number"), std::string::npos);
+  // Found by the fuzz target: the digits of a long port overflowed an int.
+  EXPECT_NE(why("port=67882048912").find("is not a port number"), std::string::npos);
+  EXPECT_NE(why("host=a,b port=5432,x").find("port '5432,x'"), std::string::npos);
+  EXPECT_NE(why("postgresql://db:99999/x").find("port '99999'"), std::string::npos);
+  EXPECT_EQ(why("host=db sslmode=bogus"),
+            "invalid conninfo 'host=db sslmode=bogus': sslmode 'bogus' is not one of disable, "
+            "allow, prefer, require, verify-ca, verify-full");
+  EXPECT_NE(why("gssencmode=yes").find("gssencmode 'yes'"), std::string::npos);
+  for (const std::string ok : {"port=5432", "port= 5432 ", "host=a,b port=5432,", "port=65535",
+                               "sslmode=verify-full", "gssencmode=disable"}) {
+    EXPECT_EQ(why(ok), "accepted") << ok;
+  }
+  // The environment's, where the conninfo does not set them.
+  ::setenv("PGPORT", "nope", 1);
+  EXPECT_EQ(why("host=db"), "invalid PGPORT: port 'nope' is not a port number (1 to 65535)");
+  EXPECT_EQ(why("host=db port=5432"), "accepted");
+  ::unsetenv("PGPORT");
+  ::setenv("PGSSLMODE", "sure", 1);
+  EXPECT_NE(why("").find("invalid PGSSLMODE: sslmode 'sure'"), std::string::npos);
+  ::unsetenv("PGSSLMODE");
 }
 
 // libpq's reason for refusing a malformed conninfo may quote the text it
@@ -254,6 +295,45 @@ TEST(MaskArgs, MasksThePasswordOptionsOfSshpassRedisCliOpensslAndCurl) {
   EXPECT_EQ(join_args_masked({"psql", "-p", "5433", "-U", "app:x"}), "psql -p 5433 -U app:x");
 }
 
+// Issue 27: docker login -p, sqlcmd -P, ldapsearch -w, mongosh -p, openssl
+// enc -k/-K, smbclient -U USER%PASSWORD and Cookie: headers were stored in
+// clear. Each option is a secret only once its program is named.
+TEST(MaskArgs, MasksThePasswordOptionsOfDockerSqlcmdLdapMongoOpensslEncAndSmbclient) {
+  EXPECT_EQ(join_args_masked({"docker", "login", "-u", "me", "-p", "S3cret", "reg.io"}),
+            "docker login -u me -p *** reg.io");
+  EXPECT_EQ(join_args_masked({"sh", "-c", "podman login -pS3cret reg.io && docker run -p 80:80 x"}),
+            "sh -c podman login -p*** reg.io && docker run -p 80:80 x");
+  EXPECT_EQ(join_args_masked({"docker", "run", "-p", "8080:80", "nginx"}),
+            "docker run -p 8080:80 nginx");
+  EXPECT_EQ(
+      join_args_masked({"/opt/mssql-tools/bin/sqlcmd", "-S", "db", "-U", "sa", "-P", "S3cret"}),
+      "/opt/mssql-tools/bin/sqlcmd -S db -U sa -P ***");
+  EXPECT_EQ(join_args_masked({"bcp", "t", "out", "f", "-PS3cret"}), "bcp t out f -P***");
+  EXPECT_EQ(join_args_masked({"ldapsearch", "-x", "-D", "cn=admin", "-w", "S3cret", "-b", "dc=x"}),
+            "ldapsearch -x -D cn=admin -w *** -b dc=x");
+  EXPECT_EQ(join_args_masked({"ldapmodify", "-wS3cret"}), "ldapmodify -w***");
+  EXPECT_EQ(join_args_masked({"mongosh", "--host", "db", "-u", "app", "-p", "S3cret"}),
+            "mongosh --host db -u app -p ***");
+  EXPECT_EQ(join_args_masked({"mongodump", "-p", "S3cret", "--out", "d"}),
+            "mongodump -p *** --out d");
+  EXPECT_EQ(join_args_masked({"openssl", "enc", "-aes-256-cbc", "-k", "S3cret", "-in", "f"}),
+            "openssl enc -aes-256-cbc -k *** -in f");
+  EXPECT_EQ(join_args_masked({"openssl", "enc", "-K", "00ff", "-iv", "01"}),
+            "openssl enc -K *** -iv 01");
+  EXPECT_EQ(join_args_masked({"smbclient", "//srv/share", "-U", "me%S3cret"}),
+            "smbclient //srv/share -U me%***");
+  EXPECT_EQ(join_args_masked({"smbclient", "-Ume%S3cret", "--user=dom/me%S3cret", "-U", "me"}),
+            "smbclient -Ume%*** --user=dom/me%*** -U me");
+  EXPECT_EQ(join_args_masked({"rpcclient", "-U", "me%S3cret", "srv"}), "rpcclient -U me%*** srv");
+  EXPECT_EQ(join_args_masked({"curl", "-H", "Cookie: session=S3cret; theme=dark", "https://x"}),
+            "curl -H Cookie: *** https://x");
+  EXPECT_EQ(join_args_masked({"sh", "-c", "curl -H 'Cookie: sid=S3cret' https://x"}),
+            "sh -c curl -H 'Cookie: ***' https://x");
+  // Elsewhere these options are not secrets.
+  EXPECT_EQ(join_args_masked({"tar", "-P", "-w", "x", "-k", "-U", "a%b"}), "tar -P -w x -k -U a%b");
+  EXPECT_EQ(join_args_masked({"psql", "-p", "5433", "-w"}), "psql -p 5433 -w");
+}
+
 TEST(MaskArgs, MasksAssignmentsWhoseNameEndsInASecretWord) {
   EXPECT_EQ(join_args_masked({"env", "MYSQL_PWD=S3cret", "mysql"}), "env MYSQL_PWD=*** mysql");
   EXPECT_EQ(join_args_masked({"tool", "--pass=S3cret", "DB_PASS=S3cret"}),
@@ -354,6 +434,10 @@ TEST(MaskArgs, MaskingAgainChangesNothing) {
       {"psql", "postgres://db/app?password=s3&sslmode=disable", "host=x password='a b"},
       {"curl", "-u", "a:b c", "-ua:b:c", "-u", "nouser", "sshpass", "-p", "-p", "x"},
       {"sh", "-c", "sshpass -p 'a b' ssh; redis-cli -a x; openssl -passin pass:y"},
+      {"docker", "login", "-p", "a b", "-pc", "sqlcmd", "-P", "x", "-Py", "ldapsearch", "-w", "z"},
+      {"mongosh", "-p", "x", "openssl", "enc", "-k", "y", "-K", "z", "smbclient", "-U", "u%p q",
+       "-Uu%v", "--user=%w", "-U", "nouser"},
+      {"curl", "-H", "Cookie: a=b; c=d", "-H", "Set-Cookie: x=y", "Cookie:"},
       // Found by the fuzz target: masking turned "mariadbX_PWD=S\xcd" into
       // "mariadbX_PWD=***", which, with "=***" dropped as punctuation, named
       // a MariaDB client the second time, so the -p after it was masked then.

@@ -112,11 +112,13 @@ TEST(LatencyHistogram, ExplainResolutionReportsTheLargestValueInTheBucket) {
   // A bucket with one value is exact.
   EXPECT_EQ(h.percentile_ns(0.99), 2'000'000);
   EXPECT_EQ(h.percentile_ns(1.0), 2'000'000);
-  // The driver's resolution reports the midpoint instead.
+  // The driver's resolution reports the midpoint instead (below the largest
+  // value recorded: PercentileNeverExceedsTheLargestValue).
   LatencyHistogram d(kDriverResolution);
   d.record_ns(1'000'400);
-  EXPECT_EQ(d.percentile_ns(1.0), latency_bucket_mid_ns(latency_bucket(1'000'400)));
-  EXPECT_NE(d.percentile_ns(1.0), 1'000'400);
+  d.record_ns(2'000'000);
+  EXPECT_EQ(d.percentile_ns(0.5), latency_bucket_mid_ns(latency_bucket(1'000'400)));
+  EXPECT_NE(d.percentile_ns(0.5), 1'000'400);
 }
 
 TEST(SharedLatencyHistogram, SnapshotMatchesAPlainHistogram) {
@@ -138,6 +140,30 @@ TEST(SharedLatencyHistogram, SnapshotMatchesAPlainHistogram) {
   shared.add_to(snap);
   EXPECT_EQ(snap.count(), 2 * plain.count());
   EXPECT_EQ(snap.percentile_ns(0.99), plain.percentile_ns(0.99));
+}
+
+// Issue 27: a p99 of 1568.670 ms was printed beside a maximum of 1565.822
+// ms: the bucket's midpoint lay above every value in it. A percentile is
+// never above the largest value recorded, in a plain histogram, a shared
+// one's snapshot and an interval (minus).
+TEST(LatencyHistogram, PercentileNeverExceedsTheLargestValue) {
+  const std::int64_t max_ns = 1'565'822'000;
+  const int bucket = latency_bucket(max_ns);
+  ASSERT_GT(latency_bucket_mid_ns(bucket), max_ns);  // the midpoint lies above it
+  LatencyHistogram plain;
+  SharedLatencyHistogram shared;
+  for (const std::int64_t v : {latency_bucket_lower_ns(bucket), max_ns}) {
+    plain.record_ns(v);
+    shared.record_ns(v);
+  }
+  EXPECT_EQ(plain.percentile_ns(0.99), max_ns);
+  LatencyHistogram snap;
+  shared.add_to(snap);
+  EXPECT_EQ(snap.percentile_ns(0.99), max_ns);
+  EXPECT_EQ(snap.minus(LatencyHistogram()).percentile_ns(0.99), max_ns);
+  // Below the largest value, the midpoint as before.
+  plain.record_ns(4 * max_ns);
+  EXPECT_EQ(plain.percentile_ns(0.5), latency_bucket_mid_ns(bucket));
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <string_view>
 
 #include "common/error.h"
 
@@ -133,6 +134,35 @@ TEST(Script, SleepOutOfRangeIsAnErrorNamingTheLine) {
   EXPECT_EQ(sleep_ns(7, common::kNsPerMs), 7'000'000);
   EXPECT_THROW(sleep_ns(9'300'000'000'000, s.commands.at(1).unit_ns), Error);
   EXPECT_THROW(sleep_ns(std::numeric_limits<std::int64_t>::max(), common::kNsPerUs), Error);
+}
+
+// Issue 27: "select 1;\0select 2;" ran only the first statement (libpq
+// sends C strings) and a file of NUL bytes ran empty queries; a NUL byte
+// and invalid UTF-8 are refused, naming the file and line.
+TEST(Script, RefusesNulBytesAndInvalidUtf8NamingFileAndLine) {
+  const auto message = [](std::string_view text) {
+    Variables vars;
+    try {
+      parse_script(text, "bench.sql", vars);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::usage);
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  using namespace std::string_view_literals;
+  EXPECT_EQ(message("select 1;\0select 2;"sv),
+            "cannot parse bench.sql:1: a NUL byte at byte 10 of the line: a script is text, and "
+            "SQL cannot hold one");
+  EXPECT_EQ(message("\0\0\0\0"sv).rfind("cannot parse bench.sql:1: a NUL byte", 0), 0u);
+  EXPECT_EQ(message("SELECT 1;\nSELECT 'caf\xe9';\n"),
+            "cannot parse bench.sql:2: invalid UTF-8 (byte \\xe9) at byte 12 of the line: a "
+            "script must be UTF-8");
+  EXPECT_EQ(message("SELECT 1;\n\\sleep 1\n-- \xc0\xaf\n").rfind("cannot parse bench.sql:3:", 0),
+            0u);
+  // Valid UTF-8 passes.
+  Variables vars;
+  EXPECT_EQ(parse_script("SELECT 'café ✓';\n", "bench.sql", vars).sql_commands(), 1);
 }
 
 TEST(Script, WeightsAndBuiltins) {

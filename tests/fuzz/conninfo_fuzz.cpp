@@ -4,6 +4,7 @@
 // an argv split at NUL bytes. And the promises themselves: a secret given in
 // each spelling guarded here never appears in what is printed or stored, and
 // masking is idempotent (masking the masked text or argv changes nothing).
+// The same for the input as SQL text (common/sql_secrets.h).
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -12,6 +13,7 @@
 
 #include "common/conninfo.h"
 #include "common/error.h"
+#include "common/sql_secrets.h"
 #include "fuzz_check.h"
 
 namespace {
@@ -81,6 +83,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // the patterns only).
   const auto message = mask_conninfo_message(text, "");
   FUZZ_CHECK(mask_conninfo_message(message, "") == message);
+  // The text as SQL.
+  const auto sql = mask_sql_secrets(text);
+  FUZZ_CHECK(mask_sql_secrets(sql) == sql);
 
   if (const std::string s = secret_of(text); !s.empty()) {
     FUZZ_CHECK(hides(mask_conninfo("host=db password=" + s), s));
@@ -101,6 +106,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_CHECK(hides(join_args_masked({"curl", "-H", "Authorization: Basic " + s}), s));
     FUZZ_CHECK(hides(join_args_masked({"psql", "postgresql://u:p@" + s + "@db/x"}), s));
     FUZZ_CHECK(hides(mask_conninfo("postgresql://u:p@" + s + "@db/x"), s));
+    // Issue 27's command forms, and SQL text carrying a password.
+    FUZZ_CHECK(hides(join_args_masked({"docker", "login", "-p", s}), s));
+    FUZZ_CHECK(hides(join_args_masked({"sqlcmd", "-P", s, "-P" + s}), s));
+    FUZZ_CHECK(hides(join_args_masked({"ldapsearch", "-w", s, "-w" + s}), s));
+    FUZZ_CHECK(hides(join_args_masked({"mongosh", "-p", s}), s));
+    FUZZ_CHECK(hides(join_args_masked({"openssl", "enc", "-k", s, "-K", s}), s));
+    FUZZ_CHECK(hides(join_args_masked({"smbclient", "-U", "u%" + s, "-Uu%" + s}), s));
+    FUZZ_CHECK(hides(join_args_masked({"curl", "-H", "Cookie: sid=" + s}), s));
+    FUZZ_CHECK(hides(mask_sql_secrets("ALTER ROLE a PASSWORD '" + s + "'"), s));
+    FUZZ_CHECK(hides(mask_sql_secrets("SELECT dblink_connect('password=" + s + "')"), s));
     // After whatever the input puts before them (its own text as an argument).
     FUZZ_CHECK(hides(join_args_masked({text, "--password", s}), s));
     FUZZ_CHECK(hides(join_args_masked({text, "PGPASSWORD=" + s}), s));

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/printable.h"
 #include "driver/script.h"
 #include "fuzz_check.h"
 
@@ -59,6 +60,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_CHECK(is_usage(e));
     return 0;
   }
+  // A script that parses is text: no NUL byte, valid UTF-8.
+  FUZZ_CHECK(text.find('\0') == std::string::npos);
+  FUZZ_CHECK(common::valid_utf8(text) == text);
   std::vector<std::optional<std::int64_t>> values(variables.names.size());
   for (std::size_t i = 0; i < values.size() && i < given.size(); ++i) values[i] = given[i];
   std::mt19937_64 rng(seed);

@@ -46,6 +46,15 @@ std::string aggregate(std::string n = "10", std::string sum = "1000", std::strin
          lag_min + " " + lag_max + " " + skipped + " 0 0 0 0\n";
 }
 
+// Issue 27: the message was cut at a NUL byte of the line it quotes.
+TEST(PgbenchLog, AnErrorQuotingANulByteIsNotCutThere) {
+  const auto message =
+      error_of(std::string("0 1 100 0 1700000000 5\n0 2 1\0x 0 1700000000 6\n", 46));
+  EXPECT_NE(message.find("t.log:2"), std::string::npos) << message;
+  EXPECT_NE(message.find("\\x00"), std::string::npos) << message;
+  EXPECT_EQ(message.find('\0'), std::string::npos);
+}
+
 TEST(PgbenchLog, TransactionLineBecomesAQueryRow) {
   const auto b = parse("3 7 1500 0 1700000000 250000 120 1\n");
   ASSERT_EQ(b.queries.size(), 1u);

@@ -235,3 +235,70 @@ TEST(RecordCommand, SamplesPgStatActivityWithPg) {
 
 }  // namespace
 }  // namespace stallscope
+
+namespace stallscope {
+namespace {
+
+// Issue 27: a server that accepts the login and fails every query (a
+// pooler whose server is gone; here a role in a database where
+// pg_stat_activity may not be read) gave 0 ASH samples, no warning and
+// end_reason "duration reached". It is said on stderr and in the end reason.
+TEST(RecordCommand, SaysSoWhenEveryAshPollFails) {
+  auto conninfo = test::scratch_conninfo();
+  ASSERT_FALSE(conninfo.empty());
+  test::psql(conninfo, "DROP DATABASE IF EXISTS ash_denied");
+  test::psql(conninfo, "CREATE DATABASE ash_denied");
+  test::psql(conninfo, "DROP ROLE IF EXISTS ash_denied; CREATE ROLE ash_denied LOGIN");
+  test::psql(conninfo + " dbname=ash_denied", "REVOKE SELECT ON pg_stat_activity FROM PUBLIC");
+  test::TempDir dir;
+  auto db_path = dir.file("denied.db");
+  auto r = test::run_command({test::stallscope_bin(), "record", "-o", db_path, "--pg",
+                              conninfo + " dbname=ash_denied user=ash_denied", "-T", "1.5"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  EXPECT_NE(r.err.find("warning: no ASH samples: all "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("permission denied for view pg_stat_activity"), std::string::npos) << r.err;
+  SQLite::Database db(db_path);
+  EXPECT_EQ(db.execAndGet("SELECT count(*) FROM ash_tick").getInt(), 0);
+  const auto reason = db.execAndGet("SELECT end_reason FROM run").getString();
+  EXPECT_EQ(reason.rfind("duration reached; no ASH samples: all ", 0), 0u) << reason;
+  EXPECT_NE(reason.find("ASH polls failed (last: cannot poll pg_stat_activity: ERROR:  permission "
+                        "denied for view pg_stat_activity"),
+            std::string::npos)
+      << reason;
+  // explain prints the end reason.
+  auto e = test::run_command({test::stallscope_bin(), "explain", db_path});
+  EXPECT_NE(e.out.find("no ASH samples: all "), std::string::npos) << e.out << e.err;
+}
+
+// Issue 27: another session's ALTER ROLE … PASSWORD '…' was stored in
+// pg_query_text (and shown in the report). SQL text carrying a password is
+// masked before it is stored.
+TEST(RecordCommand, MasksPasswordsInSampledSqlText) {
+  auto conninfo = test::scratch_conninfo();
+  ASSERT_FALSE(conninfo.empty());
+  test::psql(conninfo, "DROP ROLE IF EXISTS masked_role; CREATE ROLE masked_role");
+  test::TempDir dir;
+  auto db_path = dir.file("masked.db");
+  // Active for 3 s each: ASH sees them whatever the moment record starts.
+  std::thread other([&] {
+    test::psql(conninfo,
+               "ALTER ROLE masked_role PASSWORD 'S3cretPw1'; SELECT 'host=db password=S3cretPw2' "
+               "AS c, pg_sleep(3)");
+  });
+  auto r = test::run_command(
+      {test::stallscope_bin(), "record", "-o", db_path, "--pg", conninfo, "-T", "2"});
+  other.join();
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  SQLite::Database db(db_path);
+  EXPECT_EQ(
+      db.execAndGet("SELECT count(*) FROM pg_query_text WHERE query LIKE '%S3cretPw%'").getInt(),
+      0);
+  EXPECT_EQ(db.execAndGet("SELECT count(*) FROM pg_query_text WHERE query = 'ALTER ROLE "
+                          "masked_role PASSWORD ''***''; SELECT ''host=db password=***'' AS c, "
+                          "pg_sleep(3)'")
+                .getInt(),
+            1);
+}
+
+}  // namespace
+}  // namespace stallscope

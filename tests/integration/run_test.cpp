@@ -434,7 +434,40 @@ TEST(RunCommand, BadInputGivesOneLineErrorAndStatus) {
   EXPECT_EQ(refused.exit_status, 1);
   EXPECT_TRUE(one_line(refused)) << refused.err;
   EXPECT_NE(refused.err.find("too many connections for role"), std::string::npos) << refused.err;
+  // Issue 27: it says the run needs -c + 2 connections and which one failed
+  // (client 1 and the clock probe took the two: the ASH sampler's is refused).
+  EXPECT_NE(refused.err.find("(the ASH sampler's connection); a run opens 6 connections: 4 "
+                             "clients, the ASH sampler's and the clock-offset probe's"),
+            std::string::npos)
+      << refused.err;
   EXPECT_FALSE(std::filesystem::exists(dir.file("r.db")));
+  // With three, a later client is refused, and named.
+  test::psql(conninfo, "ALTER ROLE run_limited CONNECTION LIMIT 3");
+  auto refused_client =
+      run_command({bin, "run", "-o", dir.file("r.db"), conninfo + " user=run_limited", "-c", "4",
+                   "-j", "2", "-T", "1", "-P", "0", "--sql", "SELECT 1"});
+  EXPECT_EQ(refused_client.exit_status, 1);
+  EXPECT_TRUE(one_line(refused_client)) << refused_client.err;
+  EXPECT_TRUE(std::regex_search(
+      refused_client.err,
+      std::regex(
+          R"(too many connections for role "run_limited" \(client [234] of 4\); a run opens 6 connections)")))
+      << refused_client.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("r.db")));
+
+  // Issue 27: an unparsable port or sslmode exited 1 (the connect failed):
+  // bad input, exit 2, no file.
+  for (const auto& extra : std::vector<std::vector<std::string>>{
+           {conninfo, "-p", "abc"}, {conninfo + " sslmode=bogus"}, {conninfo + " port=70000"}}) {
+    std::vector<std::string> argv{bin,     "run",      "-o", dir.file("p.db"),
+                                  "--sql", "SELECT 1", "-T", "1"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    auto r = run_command(argv);
+    EXPECT_EQ(r.exit_status, 2) << r.err;
+    EXPECT_TRUE(one_line(r)) << r.err;
+    EXPECT_NE(r.err.find("invalid conninfo"), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(dir.file("p.db")));
+  }
 
   auto bad_conninfo =
       run_command({bin, "run", "-o", dir.file("b.db"), "nonsense_key=1", "--sql", "SELECT 1"});
@@ -457,7 +490,16 @@ TEST(RunCommand, BadInputGivesOneLineErrorAndStatus) {
   std::ofstream(dir.file("meta.sql")) << "SELECT 1;\n\\setshell x echo 1\n";
   std::ofstream(dir.file("badset.sql")) << "\\set x 1 +\nSELECT :x;\n";
   std::ofstream(dir.file("one.sql")) << "SELECT 1;\n";
+  // Issue 27: /dev/zero was read without bound (3.4 GB, then bad_alloc), a
+  // file of NUL bytes ran empty queries, "select 1;\0select 2;" only the first.
+  std::ofstream(dir.file("nul.sql"), std::ios::binary) << std::string("select 1;\0select 2;", 20);
+  std::ofstream(dir.file("zeros.sql"), std::ios::binary) << std::string(4096, '\0');
+  std::ofstream(dir.file("latin1.sql"), std::ios::binary) << "SELECT 1;\nSELECT 'caf\xe9';\n";
   for (const auto& [args, needle] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"-f", "/dev/zero"}, "/dev/zero: larger than 16 MiB, the most -f reads"},
+           {{"-f", dir.file("nul.sql")}, "nul.sql:1: a NUL byte at byte 10"},
+           {{"-f", dir.file("zeros.sql")}, "zeros.sql:1: a NUL byte"},
+           {{"-f", dir.file("latin1.sql")}, "latin1.sql:2: invalid UTF-8 (byte \\xe9)"},
            {{"-f", dir.file("meta.sql")}, "meta.sql:2"},
            {{"-f", dir.file("badset.sql")}, "badset.sql:1"},
            {{"-f", dir.file("one.sql") + "@0"}, "weights"},
@@ -518,6 +560,80 @@ TEST(RunCommand, SighupEndsTheRunCleanlyAndAFileSizeLimitIsAWriteError) {
   EXPECT_EQ(r.exit_status, 1) << r.err;
   SQLite::Database lf(limited);
   EXPECT_EQ(lf.execAndGet("SELECT status FROM run").getString(), "failed");
+}
+
+}  // namespace
+}  // namespace stallscope
+
+namespace stallscope {
+namespace {
+
+// Issue 27: "latency average = 0.000 ms" when every transaction failed; the
+// summary says no transaction succeeded.
+TEST(RunCommand, SummaryOfARunWhoseTransactionsAllFailedHasNoLatencyAverage) {
+  auto conninfo = test::scratch_conninfo();
+  ASSERT_FALSE(conninfo.empty());
+  test::TempDir dir;
+  auto r = test::run_command({test::stallscope_bin(), "run", "-o", dir.file("fail.db"), conninfo,
+                              "-c", "1", "-t", "20", "-P", "0", "--sql", "SELECT 1/0"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  EXPECT_NE(r.out.find("transactions: 20 (20 failed)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("latency: no transaction succeeded"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("latency average"), std::string::npos) << r.out;
+}
+
+// Issue 27: a run file deleted mid-run still ended with "run file: …" and
+// exit 0. The deletion is detected: said, no "next:" line, exit 1.
+TEST(RunCommand, RunFileDeletedMidRunIsSaidAndExits1) {
+  auto conninfo = test::scratch_conninfo();
+  ASSERT_FALSE(conninfo.empty());
+  test::TempDir dir;
+  const auto db = dir.file("gone.db");
+  auto r = test::run_command(
+      {"bash", "-c",
+       "\"$1\" run -o \"$2\" \"$3\" -c 1 -T 3 -P 0 --sql 'SELECT 1' & pid=$!; "
+       "for i in $(seq 100); do [ -e \"$2\" ] && break; sleep 0.05; done; sleep 1; "
+       "rm -f \"$2\" \"$2-wal\" \"$2-shm\"; wait $pid",
+       "sh", test::stallscope_bin(), db, conninfo});
+  EXPECT_EQ(r.exit_status, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("(deleted during the run: nothing kept)"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("next:"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("the run file was deleted while the run wrote it"), std::string::npos)
+      << r.err;
+}
+
+// Issue 27: a baseline that is the run's own file, or a killed run, got no
+// note in explain (or report) --baseline.
+TEST(RunCommand, ExplainNotesABaselineThatIsTheSameFileOrDidNotEnd) {
+  auto conninfo = test::scratch_conninfo();
+  ASSERT_FALSE(conninfo.empty());
+  test::TempDir dir;
+  const auto a = dir.file("a.db");
+  auto r = test::run_command({test::stallscope_bin(), "run", "-o", a, conninfo, "-c", "1", "-t",
+                              "200", "-P", "0", "--sql", "SELECT 1"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  std::filesystem::create_symlink(a, dir.file("link.db"));
+  auto same = test::run_command({test::stallscope_bin(), "explain", a, dir.file("link.db")});
+  ASSERT_EQ(same.exit_status, 0) << same.err;
+  EXPECT_NE(same.out.find("is the same file as the run"), std::string::npos) << same.out;
+  // A run killed mid-way: its file has no end.
+  const auto killed = dir.file("killed.db");
+  auto k = test::run_command(
+      {"bash", "-c",
+       "\"$1\" run -o \"$2\" \"$3\" -c 1 -T 30 -P 0 --sql 'SELECT 1' >/dev/null & pid=$!; "
+       "sleep 2; kill -KILL $pid; wait $pid; exit 0",
+       "sh", test::stallscope_bin(), killed, conninfo});
+  ASSERT_EQ(k.exit_status, 0) << k.err;
+  auto notes = test::run_command({test::stallscope_bin(), "explain", a, killed});
+  ASSERT_EQ(notes.exit_status, 0) << notes.err;
+  EXPECT_NE(notes.out.find("did not end"), std::string::npos) << notes.out;
+  EXPECT_EQ(notes.out.find("is the same file"), std::string::npos) << notes.out;
+  auto html = test::run_command(
+      {test::stallscope_bin(), "report", a, "--baseline", a, "-o", dir.file("r.html")});
+  ASSERT_EQ(html.exit_status, 0) << html.err;
+  std::ifstream page(dir.file("r.html"));
+  const std::string text((std::istreambuf_iterator<char>(page)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("is the same file as the run"), std::string::npos);
 }
 
 }  // namespace
