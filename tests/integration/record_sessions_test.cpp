@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <fstream>
 #include <regex>
 #include <string>
@@ -29,14 +30,6 @@ std::string tcp_conninfo(const std::string& conninfo) {
   const std::regex port(R"(port=(\d+))");
   if (!std::regex_search(conninfo, m, port)) return "";
   return "host=127.0.0.1 port=" + m[1].str() + " user=postgres dbname=postgres";
-}
-
-// This process's comm (/proc/self/comm).
-std::string own_comm() {
-  std::ifstream in("/proc/self/comm");
-  std::string comm;
-  std::getline(in, comm);
-  return comm;
 }
 
 nlohmann::json explain_json(const std::string& db_path) {
@@ -150,7 +143,7 @@ TEST(RecordSessions, FindsTheCommandAndItsDescendantsAsClients) {
   auto psql = client_with_pid(j, psql_pid);
   ASSERT_FALSE(psql.is_null()) << j["sessions"].dump(1);
   EXPECT_EQ(psql["found_by"], "descendant");
-  // Its session (a Unix socket: no socket owner) is served by the command's processes.
+  // Its session (a Unix socket, found through its peer) is psql's.
   auto g = group_of(j, "via-command");
   ASSERT_FALSE(g.is_null()) << j["sessions"].dump(1);
   EXPECT_EQ(g["client_addr"], "local");
@@ -195,30 +188,54 @@ TEST(RecordSessions, FindsTheOwnerOfATcpClientSocket) {
   EXPECT_EQ(g["client_pids"], nlohmann::json::array({static_cast<int>(::getpid())}));
 }
 
-TEST(RecordSessions, FindsAClientProcessByName) {
+// A Unix-socket session of this process, which record did not start: its
+// client is found through the peer of the backend's socket (sock_diag), as a
+// TCP client is through its port.
+TEST(RecordSessions, FindsTheOwnerOfAUnixSocketClient) {
   auto conninfo = test::scratch_conninfo();
   ASSERT_FALSE(conninfo.empty());
-  // A Unix-socket session of this process, which record neither started nor
-  // can see through a socket: named with --client-process.
-  auto conn = pg::connect(conninfo, "via-name");
+  auto conn = pg::connect(conninfo, "via-unix-socket");
   test::TempDir dir;
-  auto db_path = dir.file("name.db");
-  const std::string comm = own_comm();
+  auto db_path = dir.file("unix.db");
   auto r = test::run_command({test::stallscope_bin(), "record", "-o", db_path, "--pg", conninfo,
-                              "-T", "1.5", "--hz", "20", "--client-process", comm});
+                              "-T", "1.5", "--hz", "20"});
   ASSERT_EQ(r.exit_status, 0) << r.err;
   SQLite::Database db(db_path);
-  EXPECT_EQ(db.execAndGet("SELECT comm FROM record_client WHERE source = 'comm'").getString(),
-            comm);
+  EXPECT_EQ(db.execAndGet("SELECT client_pid FROM pg_session WHERE application_name = "
+                          "'via-unix-socket'")
+                .getInt(),
+            static_cast<int>(::getpid()));
   auto j = explain_json(db_path);
   auto me = client_with_pid(j, static_cast<int>(::getpid()));
   ASSERT_FALSE(me.is_null()) << j["sessions"].dump(1);
-  EXPECT_EQ(me["found_by"], "name");
-  EXPECT_EQ(me["comm"], comm);
-  auto g = group_of(j, "via-name");
+  EXPECT_EQ(me["found_by"], "socket");
+  auto g = group_of(j, "via-unix-socket");
   ASSERT_FALSE(g.is_null());
-  const auto pids = g["client_pids"].get<std::vector<int>>();
-  EXPECT_NE(std::find(pids.begin(), pids.end(), static_cast<int>(::getpid())), pids.end());
+  EXPECT_EQ(g["client_addr"], "local");
+  EXPECT_EQ(g["client_pids"], nlohmann::json::array({static_cast<int>(::getpid())}));
+}
+
+TEST(RecordSessions, FindsAClientProcessByName) {
+  auto conninfo = test::scratch_conninfo();
+  ASSERT_FALSE(conninfo.empty());
+  // A process that record neither started nor sees through a session's
+  // socket (it holds none): named with --client-process.
+  ASSERT_EQ(std::system("sleep 4 >/dev/null 2>&1 &"), 0);
+  auto conn = pg::connect(conninfo, "via-name");
+  test::TempDir dir;
+  auto db_path = dir.file("name.db");
+  auto r = test::run_command({test::stallscope_bin(), "record", "-o", db_path, "--pg", conninfo,
+                              "-T", "1.5", "--hz", "20", "--client-process", "sleep"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  SQLite::Database db(db_path);
+  EXPECT_EQ(db.execAndGet("SELECT comm FROM record_client WHERE source = 'comm'").getString(),
+            "sleep");
+  auto j = explain_json(db_path);
+  bool named = false;
+  for (const auto& c : j["sessions"]["client_processes"]) {
+    if (c["comm"] == "sleep" && c["found_by"] == "name") named = true;
+  }
+  EXPECT_TRUE(named) << j["sessions"].dump(1);
 }
 
 TEST(RecordSessions, SessionAccountingAddsUpToTheSessionTime) {

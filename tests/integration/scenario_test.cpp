@@ -106,6 +106,20 @@ TEST(Scenario, Seed000With1ClientBehindADelayIsNetworkRoundtrip) {
   run_scenario("seed-000-c1", "network_roundtrip");
 }
 
+// Seed 000's own question: one client over a Unix socket on an idle host.
+// Nothing saturates; the clients wait for every answer (issue 29).
+TEST(Scenario, Seed000With1ClientOnAnIdleHostIsLatencyBound) {
+  std::string out;
+  run_scenario("seed-000-c1-local", "latency_bound", &out);
+  if (IsSkipped()) return;
+  EXPECT_NE(out.find("clients ÷ latency: "), std::string::npos) << out;
+  EXPECT_NE(out.find("parts add up: ok"), std::string::npos) << out;
+}
+
+TEST(Scenario, Seed000With1ClientThroughPgbouncerIsLatencyBound) {
+  run_scenario("seed-000-pgbouncer-c1", "latency_bound");
+}
+
 TEST(Scenario, NagleBehindDelayedAcksIsNetworkStackNamingTcpNodelay) {
   std::string out;
   // A proxy without TCP_NODELAY writing each message in two pieces: ~40 ms a
@@ -165,6 +179,22 @@ TEST(Scenario, ThinkTimeIsTheClientsIdleShareNotAPart) {
   if (out.empty()) GTEST_SKIP();
   EXPECT_NE(out.find("verdict kind: none\n"), std::string::npos) << out;
   EXPECT_NE(out.find("idle share: 0.9"), std::string::npos) << out;
+}
+
+// record beside an application with think time: the client asleep by
+// choice is its own part and the verdict is no bottleneck (issue 23).
+TEST(Scenario, RecordOfAnApplicationWithThinkTimeIsNoBottleneck) {
+  const auto out = run_checked("record-think-time");
+  if (out.empty()) GTEST_SKIP();
+  EXPECT_NE(out.find("verdict kind: none\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("verdict reason: paced\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("client asleep by choice: 0."), std::string::npos) << out;
+}
+
+// record beside a client blocked writing its log to a slow pipe (seed 003's
+// logging, on the client): kernel_wait naming the client and the pipe.
+TEST(Scenario, RecordOfAClientBlockedOnItsLogPipeIsKernelWait) {
+  run_scenario("record-client-log-pipe", "kernel_wait");
 }
 
 TEST(Scenario, FullStopIsAStallOnTheWindowWithNoAnswerExplainedAsLockWait) {
