@@ -56,21 +56,63 @@ std::string grouped(double v) {
   return out;
 }
 
+// The loop's throughput and latency. A run measures both; a record file
+// (its client sessions) measures the server's transactions per second
+// (pg_stat_database over the span) and derives the latency each session's
+// loop implies: sessions ÷ tps.
+struct LoopFigures {
+  int clients = 0;
+  double tps = 0;
+  double latency_ms = 0;
+  bool latency_derived = false;
+  std::int64_t answers = 0;  // answered transactions: what CPU per answer divides by
+  // Each part per answer, ms: a run's part ÷ its queries; a record's part's
+  // share of the session time × the latency.
+  double part_ms(const Accounting& a, std::int64_t part_ns, std::int64_t queries) const {
+    if (!latency_derived) return double(part_ns) / double(queries) / common::kNsPerMsDouble;
+    return double(part_ns) / double(a.query_ns) * latency_ms;
+  }
+};
+
+std::optional<LoopFigures> loop_figures(const Report& r, const Facts& f) {
+  const Accounting& a = *r.accounting;
+  LoopFigures x;
+  x.clients = a.clients;
+  if (!r.sessions) {
+    const RunSummary& run = r.run;
+    x.answers = run.queries - run.errors;
+    if (x.answers <= 0 || !run.latency_mean_ms || *run.latency_mean_ms <= 0 || !run.tps ||
+        *run.tps <= 0)
+      return std::nullopt;
+    x.tps = *run.tps;
+    x.latency_ms = *run.latency_mean_ms;
+    return x;
+  }
+  const auto& c = f.pg_stats.counters;
+  if (!c || !c->first.xact_commit || !c->last.xact_commit) return std::nullopt;
+  const std::int64_t xacts = *c->last.xact_commit - *c->first.xact_commit +
+                             c->last.xact_rollback.value_or(0) - c->first.xact_rollback.value_or(0);
+  const double dt_s = double(c->last.time_ns - c->first.time_ns) / common::kNsPerSDouble;
+  if (xacts <= 0 || dt_s <= 0 || x.clients <= 0) return std::nullopt;
+  x.answers =
+      static_cast<std::int64_t>(double(xacts) * double(a.wall_ns) / (dt_s * common::kNsPerSDouble));
+  if (x.answers <= 0) return std::nullopt;
+  x.tps = double(xacts) / dt_s;
+  x.latency_ms = double(x.clients) / x.tps * common::kMsPerSDouble;
+  x.latency_derived = true;
+  return x;
+}
+
 }  // namespace
 
 std::optional<Finding> latency_bound(const Report& r, const Facts& f,
                                      const std::vector<Finding>& ranked) {
-  if (!r.accounting || r.sessions || ranked.empty()) return std::nullopt;
+  if (!r.accounting || ranked.empty()) return std::nullopt;
   const Accounting& a = *r.accounting;
-  const RunSummary& run = r.run;
   // A closed loop: no fixed rate, clients mostly in queries (not think time),
-  // answers measured.
-  if (run.lag_mean_ms || a.client_ns <= 0 || a.query_ns <= 0 ||
+  // everything accounted.
+  if (r.run.lag_mean_ms || a.client_ns <= 0 || a.query_ns <= 0 ||
       a.client_busy_share < 1 - kPacedMinIdleShare || a.cannot_account)
-    return std::nullopt;
-  const std::int64_t answered = run.queries - run.errors;
-  if (answered <= 0 || !run.latency_mean_ms || *run.latency_mean_ms <= 0 || !run.tps ||
-      *run.tps <= 0)
     return std::nullopt;
   // The largest part of each answer is CPU work, or a round trip that is not
   // most of it (a round trip that is, is network_roundtrip's: the distance is
@@ -84,6 +126,11 @@ std::optional<Finding> latency_bound(const Report& r, const Facts& f,
   if (std::any_of(ranked.begin(), ranked.end(),
                   [](const Finding& x) { return limits_a_closed_loop(x.kind); }))
     return std::nullopt;
+  // What was not measured is not a loop's part: it keeps its own verdict.
+  const double unaccounted_share =
+      double(parts_ns(a, [](const std::string& n) { return n == "unaccounted"; })) /
+      double(a.query_ns);
+  if (unaccounted_share > first.score) return std::nullopt;
   // Host headroom (busy and stolen together), and no queueing for a CPU
   // beyond noise.
   if (f.host.total_ns <= 0) return std::nullopt;
@@ -93,20 +140,23 @@ std::optional<Finding> latency_bound(const Report& r, const Facts& f,
       parts_ns(a, [](const std::string& n) { return n == "run_queue" || n == "client_run_queue"; });
   const double queued_share = double(queued_ns) / double(a.query_ns);
   if (queued_share >= kLatencyBoundMaxRunQueueShare) return std::nullopt;
-  // No thread of the loop at its core: the driver's threads, a pooler.
-  const double wall_s = double(a.wall_ns) / common::kNsPerSDouble;
-  if (wall_s <= 0) return std::nullopt;
+  // No thread of the loop at its core: the driver's threads (a record
+  // file's client processes: single_thread, a limit, says so), a pooler.
+  if (a.wall_ns <= 0) return std::nullopt;
   const double driver_cores = double(a.driver_cpu_ns) / double(a.wall_ns);
-  if (driver_cores >= kSingleThreadMinCores * std::max(1, f.threads)) return std::nullopt;
+  if (!r.sessions && driver_cores >= kSingleThreadMinCores * std::max(1, f.threads))
+    return std::nullopt;
   for (const auto& [comm, ns] : a.path_cpu_by_comm_ns) {
     if (double(ns) / double(a.wall_ns) >= kSingleThreadMinCores) return std::nullopt;
   }
+  const auto loop = loop_figures(r, f);
+  if (!loop) return std::nullopt;
 
-  const int clients = a.clients;
-  const double latency_ms = *run.latency_mean_ms;
+  const int clients = loop->clients;
+  const double latency_ms = loop->latency_ms;
   const double little_qps = double(clients) / latency_ms * common::kMsPerSDouble;
   const double idle_cores = (1 - busy) * f.cores;
-  // Each answer's parts, largest first (ms per answered query).
+  // Each answer's parts, largest first (ms per answer).
   auto parts = a.parts;
   std::stable_sort(parts.begin(), parts.end(),
                    [](const auto& x, const auto& y) { return x.time_ns > y.time_ns; });
@@ -115,20 +165,20 @@ std::optional<Finding> latency_bound(const Report& r, const Facts& f,
   for (const auto& p : parts) {
     if (p.time_ns <= 0 || shown == 4) break;
     made_of += fmt::format("{}{} {:.3f} ms", shown++ ? ", " : "", part_label(p.name),
-                           double(p.time_ns) / double(run.queries) / common::kNsPerMsDouble);
+                           loop->part_ms(a, p.time_ns, r.run.queries));
   }
   // What more clients could reach before a CPU saturates: the CPU each answer
   // takes on each host ÷ that host's cores (one host: driver, poolers and
-  // backends share its cores). An estimate at today's CPU per answer.
-  // With a server file the driver's CPU was measured on another host (its
-  // parts are labelled "client"); then only the server's cores are estimated.
+  // backends share its cores). An estimate at today's CPU per answer. With a
+  // server file the driver's CPU was measured on another host (its parts are
+  // labelled "client"); then only the server's cores are estimated.
   const bool two_hosts =
       !(r.pgbench && r.pgbench->pid) &&
       std::any_of(a.parts.begin(), a.parts.end(), [](const auto& p) { return p.host == "client"; });
   const double per_answer_server_ms =
-      double(a.server_cpu_ns + a.path_cpu_ns) / double(answered) / common::kNsPerMsDouble;
+      double(a.server_cpu_ns + a.path_cpu_ns) / double(loop->answers) / common::kNsPerMsDouble;
   const double per_answer_driver_ms =
-      double(a.driver_cpu_ns) / double(answered) / common::kNsPerMsDouble;
+      double(a.driver_cpu_ns) / double(loop->answers) / common::kNsPerMsDouble;
   const double on_this_host_ms = per_answer_server_ms + (two_hosts ? 0 : per_answer_driver_ms);
   std::optional<double> saturation_qps;
   if (on_this_host_ms > 0) saturation_qps = std::max(1, f.cores) / on_this_host_ms * 1e3;
@@ -138,38 +188,50 @@ std::optional<Finding> latency_bound(const Report& r, const Facts& f,
   x.score = round4(std::clamp(a.client_busy_share, 0.0, 1.0));
   x.start_ns = f.span.start_ns;
   x.end_ns = f.span.end_ns;
-  const std::string who = fmt::format("{} client{}", clients, clients == 1 ? "" : "s");
+  const std::string who = r.sessions
+                              ? fmt::format("{} client session{}", clients, clients == 1 ? "" : "s")
+                              : fmt::format("{} client{}", clients, clients == 1 ? "" : "s");
+  const std::string loop_text =
+      loop->latency_derived
+          ? fmt::format(
+                "the server answered {} transactions/s (pg_stat_database), so each "
+                "answer took about clients ÷ throughput = {} ÷ {} ≈ {:.3f} ms",
+                grouped(loop->tps), clients, grouped(loop->tps), latency_ms)
+          : fmt::format(
+                "throughput ≈ clients ÷ mean latency = {} ÷ {:.3f} ms ≈ {} q/s "
+                "(measured {} tps)",
+                clients, latency_ms, grouped(little_qps), grouped(loop->tps));
   x.summary = fmt::format(
-      "A closed loop that nothing saturated: {} waited for every answer, so throughput ≈ "
-      "clients ÷ mean latency = {} ÷ {:.3f} ms ≈ {} q/s (measured {} tps); each answer is {}; "
-      "the host's CPUs were {:.0f}% idle ({:.2f} of {} cores) and queueing for them took {} of "
-      "query time.",
-      who, clients, latency_ms, grouped(little_qps), grouped(*run.tps), made_of, 100 * (1 - busy),
-      idle_cores, f.cores, share_pct_text(queued_share));
+      "A closed loop that nothing saturated: {} waited for every answer, so {}; each answer is "
+      "{}; the host's CPUs were {:.0f}% idle ({:.2f} of {} cores) and queueing for them took {} "
+      "of {} time.",
+      who, loop_text, made_of, 100 * (1 - busy), idle_cores, f.cores, share_pct_text(queued_share),
+      r.sessions ? "session" : "query");
   x.culprit = fmt::format("the concurrency: {} waiting for every answer at {:.3f} ms each", who,
                           latency_ms);
   x.evidence = {{"clients", std::int64_t{clients}},
                 {"latency_mean_ms", round4(latency_ms)},
                 {"clients_per_latency_qps", round4(little_qps)},
-                {"measured_tps", round4(*run.tps)},
+                {"measured_tps", round4(loop->tps)},
                 {"client_busy_share", round4(a.client_busy_share)},
                 {"host_cpu_busy_pct", round4(100 * busy)},
                 {"host_idle_cores", round4(idle_cores)},
                 {"run_queue_share", round4(queued_share)},
                 {"server_cpu_per_answer_ms", round4(per_answer_server_ms)},
                 {"driver_cpu_per_answer_ms", round4(per_answer_driver_ms)}};
+  if (loop->latency_derived) x.evidence.emplace_back("latency_source", "pg_stat_database");
   if (saturation_qps && *saturation_qps > little_qps) {
     const double clients_needed = *saturation_qps * latency_ms / common::kMsPerSDouble;
     x.evidence.emplace_back("cpu_saturation_qps_estimate", round4(*saturation_qps));
     x.evidence.emplace_back("clients_to_saturate_estimate", round4(clients_needed));
     x.suggestion = fmt::format(
         "Nothing here is a limit yet: more clients (or libpq's pipeline mode, or batching) "
-        "raise throughput until a part saturates. At today's CPU per answer ({:.3f} "
-        "ms "
-        "backend{}, {:.3f} ms driver) the {} would saturate near {} q/s, about {:.1f} clients at "
+        "raise throughput until a part saturates. At today's CPU per answer ({:.3f} ms "
+        "backend{}, {:.3f} ms {}) the {} would saturate near {} q/s, about {:.1f} clients at "
         "today's latency (an estimate from the parts: CPU per answer usually falls as wake-ups "
         "batch, and latency rises as CPUs fill).",
         per_answer_server_ms, a.path_cpu_ns > 0 ? " and pooler" : "", per_answer_driver_ms,
+        r.sessions ? "client" : "driver",
         fmt::format("{}{} cores", two_hosts ? "server's " : "", f.cores), grouped(*saturation_qps),
         clients_needed);
   } else {

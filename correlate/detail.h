@@ -125,6 +125,17 @@ enum class WchanFamily {
 };
 WchanFamily wchan_family(std::string_view wchan);
 
+// The connection poolers known by process name (comm): pgbouncer, pgcat,
+// odyssey, pgpool. Behind one, a session's socket belongs to the pooler, a
+// hop on the query path, not to the client.
+inline constexpr std::string_view kPoolerComms[] = {"pgbouncer", "pgcat", "odyssey", "pgpool"};
+inline bool is_pooler_comm(std::string_view comm) {
+  for (const auto name : kPoolerComms) {
+    if (comm == name) return true;
+  }
+  return false;
+}
+
 // Wait classes (pg_stat_activity.wait_event_type) that are not server waits
 // on the query path: the backend waiting for the client, or a background
 // process's main loop.
@@ -447,9 +458,11 @@ std::optional<Finding> errors_finding(const Report& r, const Facts& f);
 inline constexpr double kErrorsVerdictMinShare = 0.5;
 // The latency_bound finding (closed_loop.cpp): for a closed loop whose
 // findings, ranked highest score first, start with a CPU part (server_cpu or
-// client_cpu) and hold no limit or wait, on a host with CPU headroom and
-// little run-queue delay — clients waiting for every answer, throughput ≈
-// clients ÷ mean latency. nullopt otherwise (record files included).
+// client_cpu, or a round trip below kLatencyBoundMaxRoundtripShare) and hold
+// no limit or wait, on a host with CPU headroom and little run-queue delay —
+// clients waiting for every answer, throughput ≈ clients ÷ mean latency (a
+// record file: its sessions ÷ the server's transactions per second from
+// pg_stat_database). nullopt otherwise.
 std::optional<Finding> latency_bound(const Report& r, const Facts& f,
                                      const std::vector<Finding>& ranked);
 

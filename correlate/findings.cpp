@@ -588,7 +588,7 @@ void single_thread(const Context& c, std::vector<Finding>& out) {
           "pgbouncer at {:.0f} % of one core: run more pgbouncer processes with so_reuseport or "
           "pool on the client.",
           100 * core_share);
-    } else if (comm == "pgcat" || comm == "odyssey" || comm == "pgpool") {
+    } else if (is_pooler_comm(comm)) {
       x.suggestion = fmt::format(
           "{} at {:.0f} % of one core: give it more worker threads or processes, or pool on the "
           "client.",

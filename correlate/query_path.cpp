@@ -1,6 +1,7 @@
 // The query path: the processes whose time is query time (the driver and
 // this run's backends, and the poolers between them), how the queries are
 // tied to their backends, the path's cgroups and the checkpointer.
+#include <iterator>
 #include <set>
 
 #include <fmt/format.h>
@@ -54,7 +55,7 @@ void find_middle_processes(schema::Store& store, const ExplainOptions& opt, Quer
   std::vector<std::string> names = opt.path_process_names;
   const bool auto_detect =
       names.empty() && !qp.backend_pids.empty() && qp.backend_process_ids.empty();
-  if (auto_detect) names = {"pgbouncer", "pgcat", "odyssey", "pgpool"};
+  if (auto_detect) names.assign(std::begin(kPoolerComms), std::end(kPoolerComms));
   std::set<std::string> found;
   for (const auto& name : names) {
     for (auto& p : schema::sampled_processes_named(store, name, span.start_ns, span.end_ns)) {

@@ -417,7 +417,7 @@ void render_accounting(const Report& r, std::ostream& out) {
     for (const auto& p : a.parts) {
       // record --pg: the remainder of session time is no driver's round trip.
       const std::string label = r.sessions && p.name == "remainder"
-                                    ? std::string("client on the socket (round trips)")
+                                    ? std::string("round trips (on the socket)")
                                     : part_label(p.name);
       if (r.run.queries > 0) {
         fmt::print(out, "  {:<28} {:>12.3f} {:>7.1f}% {:>12.4f}\n", escape_text(label),

@@ -106,8 +106,13 @@ std::map<std::size_t, std::string> find_client_processes(
     const ProcessIndex& px, const std::vector<schema::RecordClient>& declared,
     const std::vector<schema::SessionInfo>& sessions, int stallscope_pid) {
   std::map<std::size_t, std::string> found;
+  // A pooler owns the sockets of the sessions it pools: a hop on the path,
+  // not the client (its clients are the command, its descendants and the
+  // named processes), unless named with --client-process.
   auto take = [&](std::size_t i, const char* how) {
-    if (px.all[i].pid != stallscope_pid) found.try_emplace(i, how);
+    if (px.all[i].pid == stallscope_pid) return;
+    if (std::string_view(how) != "name" && is_pooler_comm(px.all[i].comm)) return;
+    found.try_emplace(i, how);
   };
   for (const auto& c : declared) {
     if (c.source != "command" || !c.pid) continue;
@@ -131,6 +136,9 @@ std::map<std::size_t, std::string> find_client_processes(
   }
   for (const auto& s : sessions) {
     if (!s.client_pid) continue;
+    // A pooler owns the sockets of the sessions it pools: a hop on the
+    // path, not the client (its clients are the command, its descendants
+    // and the named processes).
     if (auto i = px.find(*s.client_pid, s.client_start_ticks)) take(*i, "socket");
   }
   for (const auto& c : declared) {

@@ -91,7 +91,9 @@ std::string session_split(const Accounting& a) {
   for (const auto& p : parts) {
     if (p.name == "client_sleep" || p.time_ns <= 0) continue;
     if (shown == 4) break;
-    out += fmt::format("{}{} {}", shown++ ? ", " : "", part_label(p.name), share_pct_text(p.share));
+    out += fmt::format("{}{} {}", shown++ ? ", " : "",
+                       p.name == "remainder" ? "round trips (on the socket)" : part_label(p.name),
+                       share_pct_text(p.share));
   }
   return out.empty() ? std::string("nothing") : out;
 }

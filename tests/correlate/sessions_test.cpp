@@ -214,5 +214,38 @@ TEST(CorrelateSessions, AClientSideNotSampledIsUnaccountedNotRoundTrips) {
   for (const auto& f : r.findings) EXPECT_NE(f.kind, FindingKind::network_roundtrip);
 }
 
+// A closed loop beside the recorder: the client (0.6 cores, never asleep by
+// choice) and its backend take turns, the host is 32 % busy, nothing waits.
+// The server committed 2,000 transactions a second (pg_stat_database), so
+// one session's loop took 1 ÷ 2,000 s = 0.5 ms an answer: latency_bound,
+// with the latency derived from the throughput.
+TEST(CorrelateSessions, AClosedLoopBesideTheRecorderIsLatencyBound) {
+  auto store = record_file(600);
+  schema::Batch b;
+  b.pg_stats.samples.push_back({.time_ns = kT0, .duration_ns = kMs, .xact_commit = 1000});
+  b.pg_stats.samples.push_back(
+      {.time_ns = kT0 + 10 * kS, .duration_ns = kMs, .xact_commit = 21000, .xact_rollback = 0});
+  store.write(b);
+  const auto r = explain(store, {});
+  ASSERT_FALSE(r.findings.empty());
+  const auto& x = r.findings[0];
+  EXPECT_EQ(to_string(x.kind), "latency_bound") << x.summary;
+  ASSERT_TRUE(r.verdict.kind);
+  EXPECT_EQ(to_string(*r.verdict.kind), "latency_bound");
+  for (const auto& [k, v] : x.evidence) {
+    if (k == "measured_tps") {
+      EXPECT_NEAR(std::get<double>(v), 2000.0, 1e-6);
+    } else if (k == "latency_mean_ms") {
+      EXPECT_NEAR(std::get<double>(v), 0.5, 1e-6);
+    } else if (k == "latency_source") {
+      EXPECT_EQ(std::get<std::string>(v), "pg_stat_database");
+    }
+  }
+  EXPECT_NE(x.summary.find("1 client session waited for every answer"), std::string::npos)
+      << x.summary;
+  EXPECT_NE(x.summary.find("2,000 transactions/s (pg_stat_database)"), std::string::npos)
+      << x.summary;
+}
+
 }  // namespace
 }  // namespace stallscope::correlate
