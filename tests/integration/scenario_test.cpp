@@ -209,19 +209,6 @@ TEST(Scenario, RecordOfAPreforkServerNamesItsWorkersAsOneCommand) {
   run_scenario("record-prefork-workers", "client_cpu");
 }
 
-// Seed 000's shape: three CPU-bound application workers behind pgbouncer on
-// one host. The application is the client, not pgbouncer (a hop).
-TEST(Scenario, RecordOfCpuBoundWorkersBehindPgbouncerNamesTheApplication) {
-  std::string out;
-  run_scenario("record-pgbouncer-python", "client_cpu", &out);
-}
-
-// A pre-fork server's four workers over a Unix socket: one culprit for the
-// command, with its worker count.
-TEST(Scenario, RecordOfAPreforkServerNamesItsWorkersAsOneCommand) {
-  run_scenario("record-prefork-workers", "client_cpu");
-}
-
 TEST(Scenario, FullStopIsAStallOnTheWindowWithNoAnswerExplainedAsLockWait) {
   const auto out = run_checked("full-stop");
   if (out.empty()) GTEST_SKIP();
