@@ -67,6 +67,10 @@ inline constexpr std::int64_t kBackendStartSlackNs = 2 * common::kNsPerS;
 // Run delay charging: with clients ≤ cores, the query path's run delay is all
 // charged to processes off the path when they used at least this many cores.
 inline constexpr double kRunqueueMinOtherCores = 0.25;
+// runqueue in a record file: only when runnable tasks waited for a CPU for
+// at least this many cores on average (run delay ÷ wall time): a share of
+// almost no CPU on an idle host is no bottleneck.
+inline constexpr double kRunqueueMinQueuedCores = 0.05;
 // server_cpu says "the server's CPUs are the limit" only when the query path
 // used at least this share of the CPU used on a saturated host.
 inline constexpr double kServerCpuMinPathWeight = 0.75;

@@ -245,8 +245,13 @@ void runqueue(const Context& c, const RunDelayCharge& rd, std::vector<Finding>& 
     score = c.share(rd.delay.others_ns + rd.remainder.others_ns);
     delay_ns = c.acc->run_delay_ns;
   } else {
-    score = ratio(double(c.f.all_run_delay_ns), double(c.f.all_cpu_ns + c.f.all_run_delay_ns));
+    // A record file: the share of runnable time spent waiting, once tasks
+    // waited for at least kRunqueueMinQueuedCores on average — on a host
+    // doing nothing a few µs of wake-up delay are a large share of almost no
+    // CPU, not a bottleneck.
     delay_ns = c.f.all_run_delay_ns;
+    if (c.wall_ns <= 0 || double(delay_ns) / double(c.wall_ns) < kRunqueueMinQueuedCores) return;
+    score = ratio(double(c.f.all_run_delay_ns), double(c.f.all_cpu_ns + c.f.all_run_delay_ns));
   }
   auto x = make(c, FindingKind::runqueue, score);
   if (x.score < kMinScore) return;

@@ -568,6 +568,24 @@ TEST(CorrelateAccounting, ProcessCpuIsSchedstatAndTicksOnlyAFallback) {
   EXPECT_EQ(r.accounting->server_cpu_ns, 500 * kMs + 300 * kMs);
 }
 
+// A record of an idle host (issue 27's item 10): a process that ran 10 ms
+// a second and waited 5 ms a second for a CPU spent a third of its runnable
+// time queued, but that is 0.005 cores of waiting — no bottleneck. Waiting
+// 300 ms a second (0.3 cores) is one.
+TEST(CorrelateFinding, RunqueueInARecordFileNeedsTimeNotOnlyAShare) {
+  for (const auto& [delay_ms, expected] : {std::pair{5, false}, std::pair{300, true}}) {
+    Fixture fx(/*with_queries=*/false);
+    fx.host({.user_ms = 20, .idle_ms = 1980});
+    fx.process(20, 777, "worker", kT0 - 100 * kS);
+    fx.rows(20, delay_ms == 5 ? 10 : 600, delay_ms);
+    auto r = fx.explain();
+    EXPECT_EQ(finding(r, "runqueue") != nullptr, expected) << "run delay " << delay_ms << " ms/s";
+    if (!expected) {
+      EXPECT_FALSE(r.verdict.kind) << to_string(*r.verdict.kind);
+    }
+  }
+}
+
 TEST(CorrelateAccounting, RecordFileHasNoAccounting) {
   Fixture fx(/*with_queries=*/false);
   fx.host({.user_ms = 1000, .idle_ms = 400, .steal_ms = 600});

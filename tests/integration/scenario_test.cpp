@@ -120,6 +120,12 @@ TEST(Scenario, Seed000With1ClientThroughPgbouncerIsLatencyBound) {
   run_scenario("seed-000-pgbouncer-c1", "latency_bound");
 }
 
+// A script that fails every time (an undefined column): the failure is the
+// answer, not the CPUs it keeps busy (issue 23).
+TEST(Scenario, ARunWhoseScriptAlwaysFailsIsErrors) {
+  run_scenario("run-failing-script", "errors");
+}
+
 TEST(Scenario, NagleBehindDelayedAcksIsNetworkStackNamingTcpNodelay) {
   std::string out;
   // A proxy without TCP_NODELAY writing each message in two pieces: ~40 ms a
