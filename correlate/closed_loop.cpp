@@ -194,15 +194,15 @@ std::optional<Finding> latency_bound(const Report& r, const Facts& f,
   const std::string loop_text =
       loop->latency_derived
           ? fmt::format(
-                "the server answered {} transactions/s (pg_stat_database), so each "
-                "answer took about clients ÷ throughput = {} ÷ {} ≈ {:.3f} ms",
+                "the server answered {} transactions/s (pg_stat_database), so each answer took "
+                "about clients ÷ throughput = {} ÷ {} ≈ {:.3f} ms",
                 grouped(loop->tps), clients, grouped(loop->tps), latency_ms)
           : fmt::format(
                 "throughput ≈ clients ÷ mean latency = {} ÷ {:.3f} ms ≈ {} q/s "
                 "(measured {} tps)",
                 clients, latency_ms, grouped(little_qps), grouped(loop->tps));
   x.summary = fmt::format(
-      "A closed loop that nothing saturated: {} waited for every answer, so {}; each answer is "
+      "A closed loop that nothing saturated: {} waited for every answer: {}; each answer is "
       "{}; the host's CPUs were {:.0f}% idle ({:.2f} of {} cores) and queueing for them took {} "
       "of {} time.",
       who, loop_text, made_of, 100 * (1 - busy), idle_cores, f.cores, share_pct_text(queued_share),

@@ -632,10 +632,18 @@ void network_roundtrip(const Context& c, const std::vector<Finding>& so_far,
   const double rem = c.share(a.remainder_ns);
   auto x = make(c, FindingKind::network_roundtrip, rem - claimed);
   if (x.score < kMinScore) return;
-  x.summary = fmt::format(
-      "{} of query time was neither driver CPU, backend CPU nor a server wait: about {:.3f} ms of "
-      "each query went to round trips (wire, protocol, wake-ups) against {:.3f} ms of backend CPU.",
-      share_pct_text(rem), c.per_query_ms(a.remainder_ns), c.per_query_ms(a.server_cpu_ns));
+  x.summary =
+      c.r.sessions
+          ? fmt::format(
+                "For {} of the session time the clients were asleep on their sockets beyond "
+                "what the server's parts explain: round trips (wire, protocol, wake-ups).",
+                share_pct_text(rem))
+          : fmt::format(
+                "{} of query time was neither driver CPU, backend CPU nor a server wait: about "
+                "{:.3f} ms of each query went to round trips (wire, protocol, wake-ups) against "
+                "{:.3f} ms of backend CPU.",
+                share_pct_text(rem), c.per_query_ms(a.remainder_ns),
+                c.per_query_ms(a.server_cpu_ns));
   x.evidence = {{"remainder_share", round4(rem)},
                 {"remainder_per_query_ms", c.per_query_ms(a.remainder_ns)},
                 {"latency_mean_ms", round4(c.r.run.latency_mean_ms.value_or(0))},

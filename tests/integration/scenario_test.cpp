@@ -126,6 +126,12 @@ TEST(Scenario, ARunWhoseScriptAlwaysFailsIsErrors) {
   run_scenario("run-failing-script", "errors");
 }
 
+// The same reading beside pgbench -c 1 under record: the throughput from
+// pg_stat_database, the latency derived (issue 29).
+TEST(Scenario, RecordOfPgbenchWith1ClientIsLatencyBound) {
+  run_scenario("record-pgbench-c1", "latency_bound");
+}
+
 TEST(Scenario, NagleBehindDelayedAcksIsNetworkStackNamingTcpNodelay) {
   std::string out;
   // A proxy without TCP_NODELAY writing each message in two pieces: ~40 ms a
