@@ -411,25 +411,34 @@ void render_accounting(const Report& r, std::ostream& out) {
                    per_query_ms(r, p.time_ns));
       }
     }
-  } else if (!a.parts.empty()) {
-    fmt::print(out, "  {:<28} {:>12} {:>8}{}\n", "part", "seconds", "share",
+  }
+  // The labels, and a first column wide enough for the longest (a wait
+  // channel's name can be long).
+  std::vector<std::string> labels;
+  std::size_t width = 28;
+  for (const auto& p : a.parts) {
+    // record --pg: the remainder of session time is no driver's round trip.
+    labels.push_back(escape_text(r.sessions && p.name == "remainder"
+                                     ? std::string("round trips (on the socket)")
+                                     : part_label(p.name)));
+    width = std::max(width, labels.back().size());
+  }
+  if (!by_host && !a.parts.empty()) {
+    fmt::print(out, "  {:<{}} {:>12} {:>8}{}\n", "part", width, "seconds", "share",
                r.run.queries > 0 ? fmt::format(" {:>12}", "ms/query") : std::string());
-    for (const auto& p : a.parts) {
-      // record --pg: the remainder of session time is no driver's round trip.
-      const std::string label = r.sessions && p.name == "remainder"
-                                    ? std::string("round trips (on the socket)")
-                                    : part_label(p.name);
+    for (std::size_t i = 0; i < a.parts.size(); ++i) {
+      const auto& p = a.parts[i];
       if (r.run.queries > 0) {
-        fmt::print(out, "  {:<28} {:>12.3f} {:>7.1f}% {:>12.4f}\n", escape_text(label),
+        fmt::print(out, "  {:<{}} {:>12.3f} {:>7.1f}% {:>12.4f}\n", labels[i], width,
                    double(p.time_ns) / kNsPerS, 100 * p.share, per_query_ms(r, p.time_ns));
       } else {
-        fmt::print(out, "  {:<28} {:>12.3f} {:>7.1f}%\n", escape_text(label),
+        fmt::print(out, "  {:<{}} {:>12.3f} {:>7.1f}%\n", labels[i], width,
                    double(p.time_ns) / kNsPerS, 100 * p.share);
       }
     }
   }
   if (a.excess_ns > 0) {
-    fmt::print(out, "  {:<28} {:>12.3f}\n", "(measured parts trimmed by)",
+    fmt::print(out, "  {:<{}} {:>12.3f}\n", "(measured parts trimmed by)", width,
                double(a.excess_ns) / kNsPerS);
   }
   if (a.schedule_lag_ns > 0 && !a.lag_apportioned) {
