@@ -586,6 +586,15 @@ struct SessionView {
   std::vector<SessionPart> parts;               // all groups together
   std::vector<SessionGroup> groups;             // largest session time first
   std::vector<ClientProcess> client_processes;  // largest CPU first
+  // The server's other load: sessions whose client socket belongs to a
+  // process on this host that is neither the recorded application (the
+  // command after --, its descendants, --client-process) nor a pooler —
+  // another benchmark, another application. Only when the application was
+  // named; their time is not in the groups, the parts or the accounting, and
+  // their backends count as other processes. Their parts are not split.
+  std::vector<SessionGroup> other_groups;  // largest session time first
+  std::int64_t other_sessions = 0;
+  std::int64_t other_session_ns = 0;
 };
 
 // A file with neither queries nor client sessions (`record` without --pg):

@@ -113,6 +113,16 @@ void render_sessions(const Report& r, std::ostream& out) {
       fmt::print(out, "    client process pid {}\n", pids);
     }
   }
+  for (const auto& g : v.other_groups) {
+    std::string pids;
+    for (int pid : g.client_pids) pids += fmt::format("{}{}", pids.empty() ? "" : ", ", pid);
+    fmt::print(out,
+               "  other load, not the application's: application '{}', client {}, user {}, "
+               "database {}: {} session{}, {:.3f} s (client pid {})\n",
+               escape_text(g.application_name), escape_text(g.client_addr), escape_text(g.user),
+               escape_text(g.database), g.sessions, g.sessions == 1 ? "" : "s",
+               double(g.session_ns) / kNsPerS, pids);
+  }
   if (v.client_processes.empty()) {
     fmt::print(out,
                "  client processes: none found (no command after --, no client socket on "
@@ -166,13 +176,27 @@ nlohmann::json sessions_json(const SessionView& v) {
         c.top_thread_cores ? nlohmann::json(round4(*c.top_thread_cores)) : nlohmann::json(nullptr);
     clients.push_back(std::move(j));
   }
+  nlohmann::json others = nlohmann::json::array();
+  for (const auto& g : v.other_groups) {
+    others.push_back({{"application_name", valid_utf8(g.application_name)},
+                      {"client_addr", valid_utf8(g.client_addr)},
+                      {"user", valid_utf8(g.user)},
+                      {"database", valid_utf8(g.database)},
+                      {"sessions", g.sessions},
+                      {"session_ns", g.session_ns},
+                      {"client_pids", g.client_pids}});
+  }
   return {{"ash_period_ns", v.ash_period_ns},
           {"polls", v.polls},
           {"sessions", v.sessions},
           {"session_ns", v.session_ns},
           {"parts", parts_json(v.parts)},
           {"groups", std::move(groups)},
-          {"client_processes", std::move(clients)}};
+          {"client_processes", std::move(clients)},
+          {"other_load",
+           {{"sessions", v.other_sessions},
+            {"session_ns", v.other_session_ns},
+            {"groups", std::move(others)}}}};
 }
 
 void render_header(const Report& r, std::ostream& out) {

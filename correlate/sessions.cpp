@@ -134,17 +134,17 @@ std::map<std::size_t, std::string> find_client_processes(
       }
     }
   }
+  for (const auto& c : declared) {
+    if (c.source != "comm" || c.comm.empty()) continue;
+    for (std::size_t i = 0; i < px.all.size(); ++i)
+      if (px.all[i].comm == c.comm) take(i, "name");
+  }
   for (const auto& s : sessions) {
     if (!s.client_pid) continue;
     // A pooler owns the sockets of the sessions it pools: a hop on the
     // path, not the client (its clients are the command, its descendants
     // and the named processes).
     if (auto i = px.find(*s.client_pid, s.client_start_ticks)) take(*i, "socket");
-  }
-  for (const auto& c : declared) {
-    if (c.source != "comm" || c.comm.empty()) continue;
-    for (std::size_t i = 0; i < px.all.size(); ++i)
-      if (px.all[i].comm == c.comm) take(i, "name");
   }
   return found;
 }
@@ -288,8 +288,25 @@ std::optional<SessionScan> read_session_view(schema::Store& store, const Session
   const ProcessIndex px(store);
   const auto found = find_client_processes(px, schema::read_record_clients(store), sessions,
                                            in.run.stallscope_pid);
+  // With the application named (a command, --client-process), a session
+  // whose socket another process on this host holds is the server's other
+  // load, not the application's.
+  std::set<int> named_pids, other_owner_pids;
+  for (const auto& [i, how] : found) {
+    if (how != "socket") named_pids.insert(px.all[i].pid);
+  }
+  auto is_other = [&](const schema::SessionInfo& info) {
+    return !named_pids.empty() && info.client_pid && !named_pids.contains(*info.client_pid) && [&] {
+      const auto k = px.find(*info.client_pid, info.client_start_ticks);
+      return !(k && is_pooler_comm(px.all[*k].comm));
+    }();
+  };
+  for (const auto& [i, p] : polls) {
+    if (is_other(sessions[i])) other_owner_pids.insert(*sessions[i].client_pid);
+  }
   std::unordered_map<int, std::size_t> client_of_pid;  // pid → index in v.client_processes
   for (const auto& [i, how] : found) {
+    if (how == "socket" && other_owner_pids.contains(px.all[i].pid)) continue;
     client_of_pid[px.all[i].pid] = v.client_processes.size();
     v.client_processes.push_back(client_process(store, px.all[i], how, in.span));
     s.client_process_ids.insert(px.all[i].process_id);
@@ -299,11 +316,22 @@ std::optional<SessionScan> read_session_view(schema::Store& store, const Session
   std::map<GroupKey, std::map<std::string, std::int64_t>> group_polls;
   std::map<GroupKey, std::set<int>> group_clients;
   std::map<std::string, std::int64_t> all_polls;
+  std::map<GroupKey, SessionGroup> others;
   for (const auto& [i, p] : polls) {
     const auto& info = sessions[i];
     const GroupKey key{info.application_name,
                        info.client_addr.empty() ? std::string("local") : info.client_addr,
                        info.usename, info.datname};
+    if (is_other(info)) {
+      auto& g = others[key];
+      std::tie(g.application_name, g.client_addr, g.user, g.database) = key;
+      ++g.sessions;
+      g.session_ns += p.total * in.ash_period_ns;
+      if (std::find(g.client_pids.begin(), g.client_pids.end(), *info.client_pid) ==
+          g.client_pids.end())
+        g.client_pids.push_back(*info.client_pid);
+      continue;
+    }
     auto& g = groups[key];
     std::tie(g.application_name, g.client_addr, g.user, g.database) = key;
     ++g.sessions;
@@ -346,6 +374,14 @@ std::optional<SessionScan> read_session_view(schema::Store& store, const Session
   }
   std::stable_sort(v.groups.begin(), v.groups.end(),
                    [](const auto& x, const auto& y) { return x.session_ns > y.session_ns; });
+  for (auto& [key, g] : others) {
+    v.other_sessions += g.sessions;
+    v.other_session_ns += g.session_ns;
+    v.other_groups.push_back(std::move(g));
+  }
+  std::stable_sort(v.other_groups.begin(), v.other_groups.end(),
+                   [](const auto& x, const auto& y) { return x.session_ns > y.session_ns; });
+  if (v.groups.empty()) return std::nullopt;
   v.parts = make_parts(all_polls, in.ash_period_ns, v.session_ns);
   for (const auto& p : v.parts) {
     if (p.name == "on_cpu") {

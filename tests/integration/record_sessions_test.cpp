@@ -215,27 +215,60 @@ TEST(RecordSessions, FindsTheOwnerOfAUnixSocketClient) {
   EXPECT_EQ(g["client_pids"], nlohmann::json::array({static_cast<int>(::getpid())}));
 }
 
+// With the application named (the command after --), a session whose
+// socket another process on this host holds — another client running beside
+// it — is the server's other load: listed apart, never in the application's
+// groups or accounting.
+TEST(RecordSessions, AnotherClientsSessionsAreOtherLoadNotTheApplications) {
+  auto conninfo = test::scratch_conninfo();
+  ASSERT_FALSE(conninfo.empty());
+  ASSERT_EQ(std::system(("psql -X -q '" + conninfo +
+                         " application_name=other-load' -c 'SELECT pg_sleep(3)' >/dev/null 2>&1 &")
+                            .c_str()),
+            0);
+  test::TempDir dir;
+  auto db_path = dir.file("other.db");
+  const std::string script =
+      "psql -X -q '" + conninfo + " application_name=the-app' -c 'SELECT pg_sleep(1.5)' >/dev/null";
+  auto r = test::run_command({test::stallscope_bin(), "record", "-o", db_path, "--pg", conninfo,
+                              "--hz", "20", "--", "sh", "-c", script});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  auto j = explain_json(db_path);
+  ASSERT_TRUE(j.contains("sessions")) << j.dump(1);
+  EXPECT_FALSE(group_of(j, "the-app").is_null()) << j["sessions"].dump(1);
+  EXPECT_TRUE(group_of(j, "other-load").is_null()) << j["sessions"].dump(1);
+  const auto& other = j["sessions"]["other_load"];
+  ASSERT_EQ(other["groups"].size(), 1u) << other.dump(1);
+  EXPECT_EQ(other["groups"][0]["application_name"], "other-load");
+  EXPECT_EQ(other["sessions"], 1);
+  EXPECT_EQ(j["accounting"]["clients"], 1);  // the application's one session
+  for (const auto& c : j["sessions"]["client_processes"]) EXPECT_NE(c["found_by"], "socket");
+}
+
 TEST(RecordSessions, FindsAClientProcessByName) {
   auto conninfo = test::scratch_conninfo();
   ASSERT_FALSE(conninfo.empty());
-  // A process that record neither started nor sees through a session's
-  // socket (it holds none): named with --client-process.
-  ASSERT_EQ(std::system("sleep 4 >/dev/null 2>&1 &"), 0);
-  auto conn = pg::connect(conninfo, "via-name");
+  // A psql that record did not start, named with --client-process: found by
+  // its name (before its socket), and its session is the application's.
+  ASSERT_EQ(std::system(("psql -X -q '" + conninfo +
+                         " application_name=via-name' -c 'SELECT pg_sleep(3)' >/dev/null 2>&1 &")
+                            .c_str()),
+            0);
   test::TempDir dir;
   auto db_path = dir.file("name.db");
   auto r = test::run_command({test::stallscope_bin(), "record", "-o", db_path, "--pg", conninfo,
-                              "-T", "1.5", "--hz", "20", "--client-process", "sleep"});
+                              "-T", "1.5", "--hz", "20", "--client-process", "psql"});
   ASSERT_EQ(r.exit_status, 0) << r.err;
   SQLite::Database db(db_path);
   EXPECT_EQ(db.execAndGet("SELECT comm FROM record_client WHERE source = 'comm'").getString(),
-            "sleep");
+            "psql");
   auto j = explain_json(db_path);
   bool named = false;
   for (const auto& c : j["sessions"]["client_processes"]) {
-    if (c["comm"] == "sleep" && c["found_by"] == "name") named = true;
+    if (c["comm"] == "psql" && c["found_by"] == "name") named = true;
   }
   EXPECT_TRUE(named) << j["sessions"].dump(1);
+  EXPECT_FALSE(group_of(j, "via-name").is_null()) << j["sessions"].dump(1);
 }
 
 TEST(RecordSessions, SessionAccountingAddsUpToTheSessionTime) {
