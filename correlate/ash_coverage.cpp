@@ -79,14 +79,30 @@ void add_ash_blind_note(const Facts& f, Report& report) {
       "ASH was blind for {:.1f} s of the span ({} gap{} of {} poll periods or more without a "
       "poll; the longest {:.1f} s from +{:.1f} s; the slowest poll took {:.1f} s): the poll came "
       "late or not at all — its own backend may have been held up too. Server waits there are "
-      "unsampled (ASH rows count one period of the time the polls covered); host state (process "
-      "states and wait channels) was sampled throughout and is what those windows are read "
-      "from.",
+      "unsampled (ASH rows count one period of the time the polls covered); {}",
       double(k.ash_blind_ns) / common::kNsPerSDouble, k.ash_blind_gaps,
       k.ash_blind_gaps == 1 ? "" : "s", kAshBlindMinGapPeriods,
       double(k.ash_longest_gap_ns) / common::kNsPerSDouble,
       double(k.ash_longest_gap_start_ns - first_ns) / common::kNsPerSDouble,
-      double(k.ash_longest_poll_ns) / common::kNsPerSDouble));
+      double(k.ash_longest_poll_ns) / common::kNsPerSDouble,
+      f.sampler_gaps.empty()
+          ? std::string("host state (process states and wait channels) was sampled throughout and "
+                        "is what those windows are read from.")
+          : fmt::format("host state was not sampled either for {:.1f} s (see the note on the "
+                        "host sampler's missed ticks).",
+                        double(f.sampler_gap_ns) / common::kNsPerSDouble)));
+}
+
+void add_sampler_gap_note(const Facts& f, Report& report) {
+  if (f.sampler_gaps.empty()) return;
+  report.notes.push_back(fmt::format(
+      "The host sampler missed its ticks for {:.1f} s ({} gap{} of {} sample periods or more, "
+      "every {:.1f} ms expected): stallscope's own process did not run there — stopped (SIGSTOP, "
+      "a debugger, a paused VM) or starved of CPU — so host state, process CPU and waits are "
+      "unsampled in those windows, and a driver in the same process sent nothing.",
+      double(f.sampler_gap_ns) / common::kNsPerSDouble, f.sampler_gaps.size(),
+      f.sampler_gaps.size() == 1 ? "" : "s", kSamplerGapMinPeriods,
+      double(f.sample_period_ns) / common::kNsPerMsDouble));
 }
 
 }  // namespace stallscope::correlate::detail

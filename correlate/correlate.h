@@ -307,6 +307,10 @@ enum class FindingKind {
   // Queries failed (a SQLSTATE other than a lost connection): the verdict
   // when most transactions failed (correlate/errors.cpp).
   errors,
+  // The driver's own process did not run while its queries were outstanding
+  // (the host sampler's missed ticks): a fault of the client, not the
+  // database (correlate/stopped.cpp).
+  driver_stopped,
 };
 std::string_view to_string(FindingKind kind);
 

@@ -23,6 +23,11 @@ namespace stallscope::correlate::detail {
 
 // ---- Thresholds (docs/findings.md, "Findings", lists them) ----
 
+// The host sampler missed its ticks (the process stopped or starved) when
+// one interval between ticks is at least this many sample periods ...
+inline constexpr std::int64_t kSamplerGapMinPeriods = 5;
+// ... and at least this long.
+inline constexpr std::int64_t kSamplerGapMinNs = common::kNsPerS / 2;
 // A finding is reported only when it explains at least this share of client
 // time (or, without queries, of the host-side quantity its rule measures).
 inline constexpr double kMinScore = 0.05;
@@ -333,6 +338,12 @@ struct Facts {
   // read_pg_stats_facts (facts_pgstats.cpp).
   PgStatsFacts pg_stats;
   ErrorFacts errors;  // read_error_facts (errors.cpp), with failed queries
+  // The host sampler's missed ticks in the span (read_run_facts): intervals
+  // of at least kSamplerGapMinPeriods sample periods (and
+  // kSamplerGapMinNs) without a tick — stallscope's process stopped or
+  // starved. Their total in sampler_gap_ns.
+  std::vector<Span> sampler_gaps;
+  std::int64_t sampler_gap_ns = 0;
 };
 
 // What read_path_facts reads for.
@@ -451,6 +462,12 @@ std::vector<Stall> find_stalls(const Report& r, const std::vector<WindowSignals>
 bool rate_not_kept(const RunSummary& r);
 // The verdict from the ranked findings (verdict.cpp).
 Verdict decide_verdict(const Report& r, const Facts& f);
+// driver_stopped (stopped.cpp): the query time outstanding while the
+// driver's own process did not run (the sampler's missed ticks, Facts::
+// sampler_gaps), as a share of query time; nullopt below kMinScore, without
+// queries, or without gaps. Its time is no round trip (network_roundtrip
+// leaves it out).
+std::optional<Finding> driver_stopped(const Report& r, const Facts& f);
 // The failed queries' facts (errors.cpp): nothing read without failures.
 void read_error_facts(schema::Store& store, const RunSummary& run, Facts& f);
 // The errors finding (errors.cpp): failed queries, not a bottleneck, are

@@ -626,6 +626,8 @@ void network_roundtrip(const Context& c, const std::vector<Finding>& so_far,
     if (x.kind == FindingKind::single_thread) claimed = std::max(claimed, x.score);
     if (x.kind == FindingKind::connection_setup) connect = x.score;
     if (x.kind == FindingKind::network_stack) stack = x.score;
+    // The driver's stop: its queries were outstanding, but not on the wire.
+    if (x.kind == FindingKind::driver_stopped) connect += x.score;
   }
   const double single = claimed;
   claimed += connect + stack;
@@ -958,6 +960,7 @@ std::vector<Finding> find(const Report& r, const Facts& f) {
   single_thread(c, out);
   client_process_findings(r, f, out);      // record --pg files (sessions.cpp)
   network_stack(r, f, c.service_ns, out);  // network.cpp
+  if (auto stopped = driver_stopped(r, f)) out.push_back(std::move(*stopped));  // stopped.cpp
   network_roundtrip(c, out, out);
   // The setting behind server_cpu / io_wait, when PostgreSQL's statistics
   // name one (facts_pgstats.cpp).

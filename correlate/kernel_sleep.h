@@ -62,5 +62,8 @@ void read_ash_coverage(schema::Store& store, const WindowIndex& windows, Span sp
                        std::vector<WindowAcc>& acc, Facts& f);
 // The note on blind ASH polls (none when ASH was never blind).
 void add_ash_blind_note(const Facts& f, Report& report);
+// The note on the host sampler's missed ticks (Facts::sampler_gaps; none
+// without).
+void add_sampler_gap_note(const Facts& f, Report& report);
 
 }  // namespace stallscope::correlate::detail

@@ -44,6 +44,8 @@ std::string_view to_string(FindingKind kind) {
       return "latency_bound";
     case FindingKind::errors:
       return "errors";
+    case FindingKind::driver_stopped:
+      return "driver_stopped";
   }
   return "?";
 }

@@ -33,7 +33,8 @@ void add_sampling_rates(const NoteInputs& in, Report& report) {
     report.notes.push_back(
         "No ASH samples in this file: server waits are unknown and stay in the remainder.");
   }
-  add_ash_blind_note(f, report);  // kernel_sleep.h
+  add_ash_blind_note(f, report);    // kernel_sleep.h
+  add_sampler_gap_note(f, report);  // kernel_sleep.h
   report.notes.push_back(fmt::format(
       "Host state is sampled every {:.1f} ms; process CPU and run delay are exact schedstat "
       "deltas, spread over the span each covers; D-state time is rows x period.",

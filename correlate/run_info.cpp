@@ -170,6 +170,15 @@ Facts read_run_facts(schema::Store& store, const ExplainOptions& options, Report
   f.ash_available = schema::has_ash_rows(store);
   if (f.ash_available) report.ash_period_ns = f.ash_period_ns;
   f.span = analysed_span(samples, report.run, f.has_queries);
+  const auto min_gap_ns = std::max(
+      kSamplerGapMinPeriods * schema::median_sample_interval_ns(store).value_or(f.sample_period_ns),
+      kSamplerGapMinNs);
+  for (const auto& g : schema::sample_gaps(store, min_gap_ns)) {
+    const Span gap{std::max(g.start_ns, f.span.start_ns), std::min(g.end_ns, f.span.end_ns)};
+    if (gap.duration_ns() <= 0) continue;
+    f.sampler_gaps.push_back(gap);
+    f.sampler_gap_ns += gap.duration_ns();
+  }
   add_run_end_note(f.span,
                    cut_short_by_its_file(report.run) ? schema::kept_until_ns(store) : std::nullopt,
                    report);  // notes.cpp

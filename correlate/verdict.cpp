@@ -163,9 +163,14 @@ Verdict decide_verdict(const Report& r, const Facts& f) {
   // larger than what the first finding explains: no verdict from a small
   // part. Failed queries are the answer whatever else the file lacks.
   const double unaccounted = unaccounted_share(a);
+  // Faults measured apart from the accounting's parts (failed queries, the
+  // driver's own stop) are the answer whatever else the file lacks.
+  const auto is_fault = [](FindingKind k) {
+    return k == FindingKind::errors || k == FindingKind::driver_stopped;
+  };
   if (unaccounted >= kMinScore &&
-      (r.findings.empty() || (r.findings.front().kind != FindingKind::errors &&
-                              unaccounted > r.findings.front().score))) {
+      (r.findings.empty() ||
+       (!is_fault(r.findings.front().kind) && unaccounted > r.findings.front().score))) {
     v.reason = "unaccounted";
     v.summary = fmt::format(
         "{} of the {} time was not measured{}: no measured part explains as much, so no "

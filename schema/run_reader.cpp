@@ -84,6 +84,24 @@ TickRange sample_ticks(Store& store) {
   return tick_range(store, "SELECT count(*), min(time_ns), max(time_ns) FROM sample");
 }
 
+std::vector<SampleGap> sample_gaps(Store& store, std::int64_t min_interval_ns) {
+  Cursor st(store.db(),
+            "SELECT time_ns - interval_ns, time_ns FROM sample WHERE interval_ns >= ? ORDER BY "
+            "time_ns");
+  st.bind(1, min_interval_ns);
+  std::vector<SampleGap> out;
+  while (st.step()) out.push_back({st.int64(0), st.int64(1)});
+  return out;
+}
+
+std::optional<std::int64_t> median_sample_interval_ns(Store& store) {
+  Cursor st(store.db(),
+            "SELECT interval_ns FROM sample WHERE interval_ns IS NOT NULL ORDER BY interval_ns "
+            "LIMIT 1 OFFSET (SELECT count(interval_ns) / 2 FROM sample)");
+  if (!st.step()) return std::nullopt;
+  return st.int64(0);
+}
+
 TickRange ash_ticks(Store& store) {
   return tick_range(store, "SELECT count(*), min(time_ns), max(time_ns) FROM ash_tick");
 }

@@ -62,6 +62,18 @@ struct TickRange {
 };
 TickRange sample_ticks(Store& store);  // `sample`
 TickRange ash_ticks(Store& store);     // `ash_tick`
+// The host sampler's missed ticks: each `sample` row whose interval_ns (since
+// the previous tick, monotonic) is at least min_interval_ns, as the wall-clock
+// span [time_ns − interval_ns, time_ns) without a tick, in time order — the
+// sampling process stopped (SIGSTOP, a debugger, a paused VM) or starved.
+struct SampleGap {
+  std::int64_t start_ns = 0;
+  std::int64_t end_ns = 0;
+};
+std::vector<SampleGap> sample_gaps(Store& store, std::int64_t min_interval_ns);
+// The median interval_ns of the `sample` rows (the sampler's own period,
+// which gaps do not stretch as a mean would); nullopt with fewer than two.
+std::optional<std::int64_t> median_sample_interval_ns(Store& store);
 // Whether the ASH sampler left anything: ash_tick or pg_activity_sample rows.
 bool has_ash_rows(Store& store);
 

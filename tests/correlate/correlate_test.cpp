@@ -508,6 +508,38 @@ TEST(CorrelateFinding, AFewFailuresAreAFindingOfTheirTime) {
   EXPECT_NE(to_string(*r.verdict.kind), "errors");
 }
 
+// The driver's process stopped (SIGSTOP) from t0 + 2 s to t0 + 8 s: its
+// sampler has no tick in between (one interval of 6 s, ≥ 5 periods of 1 s),
+// while both clients' queries were outstanding. Those 12 s of the 20 s of
+// query time are the stop, driver_stopped, ranked first — not round trips —
+// and the notes say the host was not sampled there.
+TEST(CorrelateFinding, ADriverStoppedWhileItsQueriesWereOutstandingIsDriverStopped) {
+  Fixture fx;
+  fx.host({});
+  auto& b = fx.batch();
+  std::erase_if(b.samples, [](const auto& x) { return x.sample_id >= 4 && x.sample_id <= 8; });
+  std::erase_if(b.host_samples, [](const auto& x) { return x.sample_id >= 4 && x.sample_id <= 8; });
+  for (auto& x : b.samples) {
+    if (x.sample_id == 9) x.interval_ns = 6 * kS;  // t0 + 2 s → t0 + 8 s
+  }
+  auto r = fx.explain();
+  const auto* x = finding(r, "driver_stopped");
+  ASSERT_NE(x, nullptr);
+  EXPECT_NEAR(x->score, 12.0 / 20.0, 1e-4);
+  EXPECT_EQ(to_string(r.findings[0].kind), "driver_stopped");
+  ASSERT_TRUE(r.verdict.kind) << r.verdict.reason << ": " << r.verdict.summary;
+  EXPECT_EQ(to_string(*r.verdict.kind), "driver_stopped");
+  EXPECT_NEAR(evidence<double>(*x, "stopped_s"), 6.0, 1e-4);
+  EXPECT_NE(x->culprit.find("stopped for 6.0 s from +2.0 s"), std::string::npos) << x->culprit;
+  const auto* trips = finding(r, "network_roundtrip");
+  if (trips) {
+    EXPECT_LT(trips->score, 0.45);
+  }
+  EXPECT_TRUE(std::any_of(r.notes.begin(), r.notes.end(), [](const std::string& n) {
+    return n.find("The host sampler missed its ticks for 6.0 s") != std::string::npos;
+  }));
+}
+
 TEST(CorrelateAccounting, SpreadsAProcessDeltaOverTheWindowsItCovers) {
   Fixture fx;
   fx.host({});
