@@ -73,7 +73,7 @@ std::string pids_text(const CommandGroup& g, std::size_t at_most) {
 
 // client_cpu / single_thread for one command's client processes.
 void client_cpu_finding(const CommandGroup& g, const Facts& f, double total_ns,
-                        std::vector<Finding>& out) {
+                        double accounted_ns, std::vector<Finding>& out) {
   const ClientProcess& top = *g.processes.front();
   const bool many = g.processes.size() > 1;
   const double span_ns = double(std::max<std::int64_t>(1, f.span.duration_ns()));
@@ -83,9 +83,13 @@ void client_cpu_finding(const CommandGroup& g, const Facts& f, double total_ns,
   // does not count: on a host the backends saturate, a client thread queues
   // behind them (server_cpu's case), whatever it would use alone.
   const bool one_thread = !many && top.hottest_thread_cores >= kSingleThreadMinCores;
-  const double score = one_thread
-                           ? g.idle_ns * std::min(1.0, top.hottest_thread_cores) / total_ns
-                           : std::min(double(g.cpu_ns + g.run_delay_ns), g.idle_ns) / total_ns;
+  // A finding claims no more than the accounting's client parts (client CPU
+  // and its run delay, trimmed to the session time) measured.
+  const double score =
+      std::min(one_thread ? g.idle_ns * std::min(1.0, top.hottest_thread_cores)
+                          : std::min(double(g.cpu_ns + g.run_delay_ns), g.idle_ns),
+               accounted_ns) /
+      total_ns;
   Finding x;
   x.kind = one_thread ? FindingKind::single_thread : FindingKind::client_cpu;
   x.score = round4(std::clamp(score, 0.0, 1.0));
@@ -201,7 +205,11 @@ void client_blocked_finding(const Report& r, const Facts& f, std::vector<Finding
 void client_process_findings(const Report& r, const Facts& f, std::vector<Finding>& out) {
   if (!r.sessions || r.sessions->session_ns <= 0) return;
   const double total_ns = double(r.sessions->session_ns);
-  for (const auto& g : command_groups(*r.sessions)) client_cpu_finding(g, f, total_ns, out);
+  const double accounted_ns =
+      r.accounting ? double(r.accounting->driver_cpu_ns + r.accounting->driver_run_delay_ns)
+                   : total_ns;
+  for (const auto& g : command_groups(*r.sessions))
+    client_cpu_finding(g, f, total_ns, accounted_ns, out);
   if (r.accounting) client_blocked_finding(r, f, out);
 }
 

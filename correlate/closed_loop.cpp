@@ -29,6 +29,9 @@ bool limits_a_closed_loop(FindingKind kind) {
     case FindingKind::client_cpu:
     case FindingKind::steal:
     case FindingKind::network_roundtrip:
+    // Others' CPU on a host with headroom: a part of each answer while the
+    // run-queue delay stays under kLatencyBoundMaxRunQueueShare (checked below).
+    case FindingKind::runqueue:
       return false;
     default:
       return true;
@@ -43,17 +46,6 @@ std::int64_t parts_ns(const Accounting& a, Pred&& pred) {
     if (pred(p.name)) ns += p.time_ns;
   }
   return ns;
-}
-
-// "12,345".
-std::string grouped(double v) {
-  const auto digits = fmt::format("{:.0f}", std::abs(v));
-  std::string out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out.push_back(',');
-    out.push_back(digits[i]);
-  }
-  return out;
 }
 
 // The loop's throughput and latency. A run measures both; a record file
@@ -196,11 +188,11 @@ std::optional<Finding> latency_bound(const Report& r, const Facts& f,
           ? fmt::format(
                 "the server answered {} transactions/s (pg_stat_database), so each answer took "
                 "about clients ÷ throughput = {} ÷ {} ≈ {:.3f} ms",
-                grouped(loop->tps), clients, grouped(loop->tps), latency_ms)
+                grouped_text(loop->tps), clients, grouped_text(loop->tps), latency_ms)
           : fmt::format(
                 "throughput ≈ clients ÷ mean latency = {} ÷ {:.3f} ms ≈ {} q/s "
                 "(measured {} tps)",
-                clients, latency_ms, grouped(little_qps), grouped(loop->tps));
+                clients, latency_ms, grouped_text(little_qps), grouped_text(loop->tps));
   x.summary = fmt::format(
       "A closed loop that nothing saturated: {} waited for every answer: {}; each answer is "
       "{}; the host's CPUs were {:.0f}% idle ({:.2f} of {} cores) and queueing for them took {} "
@@ -211,7 +203,6 @@ std::optional<Finding> latency_bound(const Report& r, const Facts& f,
                           latency_ms);
   x.evidence = {{"clients", std::int64_t{clients}},
                 {"latency_mean_ms", round4(latency_ms)},
-                {"clients_per_latency_qps", round4(little_qps)},
                 {"measured_tps", round4(loop->tps)},
                 {"client_busy_share", round4(a.client_busy_share)},
                 {"host_cpu_busy_pct", round4(100 * busy)},
@@ -219,7 +210,13 @@ std::optional<Finding> latency_bound(const Report& r, const Facts& f,
                 {"run_queue_share", round4(queued_share)},
                 {"server_cpu_per_answer_ms", round4(per_answer_server_ms)},
                 {"driver_cpu_per_answer_ms", round4(per_answer_driver_ms)}};
-  if (loop->latency_derived) x.evidence.emplace_back("latency_source", "pg_stat_database");
+  // A record derives the latency from the throughput: N ÷ latency would
+  // only repeat it.
+  if (loop->latency_derived) {
+    x.evidence.emplace_back("latency_source", "pg_stat_database");
+  } else {
+    x.evidence.emplace_back("clients_per_latency_qps", round4(little_qps));
+  }
   if (saturation_qps && *saturation_qps > little_qps) {
     const double clients_needed = *saturation_qps * latency_ms / common::kMsPerSDouble;
     x.evidence.emplace_back("cpu_saturation_qps_estimate", round4(*saturation_qps));
@@ -232,8 +229,8 @@ std::optional<Finding> latency_bound(const Report& r, const Facts& f,
         "batch, and latency rises as CPUs fill).",
         per_answer_server_ms, a.path_cpu_ns > 0 ? " and pooler" : "", per_answer_driver_ms,
         r.sessions ? "client" : "driver",
-        fmt::format("{}{} cores", two_hosts ? "server's " : "", f.cores), grouped(*saturation_qps),
-        clients_needed);
+        fmt::format("{}{} cores", two_hosts ? "server's " : "", f.cores),
+        grouped_text(*saturation_qps), clients_needed);
   } else {
     x.suggestion =
         "Nothing here is a limit yet: more clients (or pipelining, or batching) raise throughput "

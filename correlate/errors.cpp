@@ -44,17 +44,19 @@ std::optional<Finding> errors_finding(const Report& r, const Facts& f) {
   const std::string message =
       top.error.empty() ? std::string() : fmt::format(" \"{}\"", sql_one_line(top.error, 160));
   const std::int64_t answered = r.run.queries - r.run.errors;
+  // "SQLSTATE 42703 \"column … does not exist\"" for one code; else the
+  // codes and the most frequent one's message.
+  const std::string codes_text =
+      e.top.size() == 1 ? fmt::format("all SQLSTATE {}{}", top.sqlstate, message)
+                        : fmt::format("{}; the most frequent, {}{}", codes, top.sqlstate, message);
   x.summary =
       most ? fmt::format(
                  "{} of {} transactions failed ({}), {} answered: the failures, not a bottleneck, "
-                 "are the answer — {}, the most frequent {}{}.",
-                 e.failed, r.run.queries, share_pct_text(failed_share), answered, codes,
-                 top.sqlstate, message)
-           : fmt::format(
-                 "{} of {} transactions failed ({}) and took {} of query time: {}, the most "
-                 "frequent {}{}.",
-                 e.failed, r.run.queries, share_pct_text(failed_share), share_pct_text(time_share),
-                 codes, top.sqlstate, message);
+                 "are the answer — {}.",
+                 e.failed, r.run.queries, share_pct_text(failed_share), answered, codes_text)
+           : fmt::format("{} of {} transactions failed ({}) and took {} of query time: {}.",
+                         e.failed, r.run.queries, share_pct_text(failed_share),
+                         share_pct_text(time_share), codes_text);
   x.culprit = fmt::format("SQLSTATE {}{}", top.sqlstate, message);
   if (r.run.sql && !r.run.sql->empty()) {
     x.culprit += fmt::format(" from {}", sql_one_line(*r.run.sql, 100));

@@ -647,12 +647,15 @@ void network_roundtrip(const Context& c, const std::vector<Finding>& so_far,
                 share_pct_text(rem), c.per_query_ms(a.remainder_ns),
                 c.per_query_ms(a.server_cpu_ns));
   x.evidence = {{"remainder_share", round4(rem)},
-                {"remainder_per_query_ms", c.per_query_ms(a.remainder_ns)},
-                {"latency_mean_ms", round4(c.r.run.latency_mean_ms.value_or(0))},
-                {"backend_cpu_per_query_ms", c.per_query_ms(a.server_cpu_ns)},
-                {"driver_cpu_per_query_ms", c.per_query_ms(a.driver_cpu_ns)},
                 {"host_cpu_busy_pct", round4(100 * busy)},
                 {"clients", std::int64_t{a.clients}}};
+  if (c.r.run.queries > 0) {
+    // Per-query figures: a record file has no queries to divide by.
+    x.evidence.emplace_back("remainder_per_query_ms", c.per_query_ms(a.remainder_ns));
+    x.evidence.emplace_back("latency_mean_ms", round4(c.r.run.latency_mean_ms.value_or(0)));
+    x.evidence.emplace_back("backend_cpu_per_query_ms", c.per_query_ms(a.server_cpu_ns));
+    x.evidence.emplace_back("driver_cpu_per_query_ms", c.per_query_ms(a.driver_cpu_ns));
+  }
   if (single > 0) x.evidence.emplace_back("single_thread_claimed_share", round4(single));
   if (connect > 0) x.evidence.emplace_back("connection_setup_claimed_share", round4(connect));
   if (stack > 0) x.evidence.emplace_back("network_stack_claimed_share", round4(stack));
@@ -661,10 +664,12 @@ void network_roundtrip(const Context& c, const std::vector<Finding>& so_far,
       std::max<std::int64_t>(0, a.remainder_ns - static_cast<std::int64_t>(stack * c.service_ns));
   add_roundtrip_evidence(c.f.network, trips_ns, c.r.run.queries, x.evidence);
   x.culprit = roundtrip_culprit(c.f.network, trips_ns, c.r.run.queries);
-  x.suggestion =
-      "Each query waits for a round trip: send fewer of them (batch statements, "
-      "pipeline mode, prepared statements), use a Unix socket or a closer client, or "
-      "add clients — a closed loop of N clients does at most N / latency queries per second.";
+  // Over a Unix socket (no TCP round-trip time) a closer client is no fix.
+  x.suggestion = fmt::format(
+      "Each query waits for a round trip: send fewer of them (batch statements, pipeline mode, "
+      "prepared statements){}, or add clients — a closed loop of N clients does at most N / "
+      "latency queries per second.",
+      c.f.network.rtt ? ", use a Unix socket or a closer client" : "");
   out.push_back(std::move(x));
 }
 

@@ -2,6 +2,7 @@
 #include "correlate/format.h"
 
 #include <algorithm>
+#include <cmath>
 #include <ctime>
 
 #include <fmt/chrono.h>
@@ -28,6 +29,16 @@ std::string part_label(std::string_view name) {
   if (name.starts_with("path_cpu:")) return "path CPU " + std::string(name.substr(9));
   if (name.starts_with("path_wait:")) return "path wait " + std::string(name.substr(10));
   return std::string(name);
+}
+
+std::string grouped_text(double v) {
+  const auto digits = fmt::format("{:.0f}", std::abs(v));
+  std::string out(v <= -0.5 ? "-" : "");
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out.push_back(',');
+    out.push_back(digits[i]);
+  }
+  return out;
 }
 
 std::string share_pct_text(double share) {

@@ -41,6 +41,10 @@ inline double pct(std::int64_t part, std::int64_t whole) {
 // file, so renderers escape the label.
 std::string part_label(std::string_view name);
 
+// A number rounded to an integer with thousands separated by commas:
+// 9840.4 → "9,840", -12345 → "-12,345".
+std::string grouped_text(double v);
+
 // A share (0–1) as a whole percentage: 0.254 → "25%".
 std::string share_pct_text(double share);
 

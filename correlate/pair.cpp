@@ -67,17 +67,6 @@ HostSummary summarise(const Report& r, std::string role) {
   return h;
 }
 
-// 9840.4 → "9,840".
-std::string grouped(double v) {
-  const auto digits = fmt::format("{:.0f}", std::abs(v));
-  std::string out(v < 0 ? "-" : "");
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out.push_back(',');
-    out.push_back(digits[i]);
-  }
-  return out;
-}
-
 // The poolers on a run's query path (its path_cpu parts), "" without one.
 std::string pooler_of(const Report& r) {
   if (!r.accounting || r.accounting->path_cpu_by_comm_ns.empty()) return "";
@@ -175,7 +164,7 @@ RunComparison compare_runs(const Report& run, const std::string& run_path, const
     c.tps_change_pct = (*c.tps_ratio - 1) * 100;
   }
   auto tps = [](const std::optional<double>& v) {
-    return v ? grouped(*v) + " tps" : std::string("no tps");
+    return v ? detail::grouped_text(*v) + " tps" : std::string("no tps");
   };
   c.summary = fmt::format("{}: {} vs {} {}", c.run.label, tps(c.run.tps), tps(c.baseline.tps),
                           c.baseline.label);

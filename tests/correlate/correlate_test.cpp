@@ -2362,6 +2362,16 @@ TEST(CorrelateFinding, ServerCpuKeepsNoSettingCulpritBelowTheThresholds) {
 namespace stallscope::correlate {
 namespace {
 
+TEST(CorrelateFormat, GroupedTextSeparatesThousands) {
+  using detail::grouped_text;
+  EXPECT_EQ(grouped_text(9840.4), "9,840");
+  EXPECT_EQ(grouped_text(999.6), "1,000");
+  EXPECT_EQ(grouped_text(12), "12");
+  EXPECT_EQ(grouped_text(1234567), "1,234,567");
+  EXPECT_EQ(grouped_text(-12345), "-12,345");
+  EXPECT_EQ(grouped_text(-0.2), "0");
+}
+
 TEST(CorrelateFormat, SqlOneLineCollapsesBlanksAndCutsAtACharacterBoundary) {
   using detail::sql_one_line;
   EXPECT_EQ(sql_one_line("  SELECT *\n\tFROM  t\r\n WHERE id = 1;  "),
