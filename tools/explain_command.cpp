@@ -68,21 +68,28 @@ int explain_command(const ExplainCommandOptions& o) {
   // Each file is checked (PRAGMA quick_check) on threads of their own while
   // explain reads it; a damaged file is refused before anything is printed.
   std::vector<correlate::FileCheck> checks;
-  if (!o.no_check) {
+  auto start_checks = [&checks, &o] {
+    if (o.no_check) return;
     for (const auto& path : o.paths) checks.emplace_back(path);
-  }
+  };
   auto wait_for_checks = [&checks] {
     for (auto& c : checks) c.wait();
   };
   // Read-write: explain stores its findings and stalls in the file; a file
-  // it cannot write is read all the same and the report printed.
+  // it cannot write is read all the same and the report printed. Opened
+  // before the checks start: a check's read-only connection opened while
+  // this one makes -wal and -shm beside the file (and, on a full disk,
+  // removes them again) would read a half-made WAL index ("disk I/O error")
+  // and leave both files behind.
   std::optional<schema::Store> opened;
   try {
     opened.emplace(schema::Store::open_readwrite_if_possible(o.paths.front()));
   } catch (const Error&) {
+    start_checks();
     wait_for_checks();
     throw;
   }
+  start_checks();
   auto& store = *opened;
   correlate::ExplainOptions eo;
   if (o.window_ns) {

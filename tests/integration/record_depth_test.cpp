@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -83,17 +84,69 @@ TEST(RecordDepth, SpinningThreadInsideAnIdleMultiThreadedProcessIsFoundByDefault
   EXPECT_EQ(db.execAndGet("SELECT count(*) " + of_child + " AND t.comm = 'sleeper'").getInt(), 0);
 }
 
+// The whole disk (MAJ:MIN) under the file system that holds `dir`: the
+// device a blkio cgroup throttles (a partition's bios are its disk's).
+std::string whole_disk_of(const std::filesystem::path& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) return {};
+  const std::string dev = fmt::format("{}:{}", major(st.st_dev), minor(st.st_dev));
+  const std::filesystem::path sys = "/sys/dev/block/" + dev;
+  std::error_code ec;
+  if (!std::filesystem::exists(sys, ec)) return {};  // tmpfs, overlay, 9p: no block device
+  if (!std::filesystem::exists(sys / "partition", ec)) return dev;
+  std::ifstream in(std::filesystem::canonical(sys, ec).parent_path() / "dev");
+  std::string parent;
+  in >> parent;
+  return parent;
+}
+
+// A blkio (cgroup v1) group whose writes to one disk are limited to
+// `iops` a second, removed on destruction; empty() when the host has no
+// blk-throttle, or not this disk.
+class ThrottledBlkioGroup {
+ public:
+  ThrottledBlkioGroup(const std::string& disk, int iops)
+      : path_(fmt::format("/sys/fs/cgroup/blkio/stallscope-test-{}", ::getpid())) {
+    if (disk.empty() || ::mkdir(path_.c_str(), 0755) != 0) return;
+    made_ = true;
+    std::ofstream limit(path_ / "blkio.throttle.write_iops_device");
+    limit << disk << ' ' << iops;
+    limit.close();
+    throttled_ = static_cast<bool>(limit);
+  }
+  ~ThrottledBlkioGroup() {
+    for (int i = 0; made_ && i < 50 && ::rmdir(path_.c_str()) != 0; ++i) {
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+  ThrottledBlkioGroup(const ThrottledBlkioGroup&) = delete;
+  ThrottledBlkioGroup& operator=(const ThrottledBlkioGroup&) = delete;
+  bool empty() const { return !throttled_; }
+  std::string procs() const { return (path_ / "cgroup.procs").string(); }
+
+ private:
+  std::filesystem::path path_;
+  bool made_ = false;
+  bool throttled_ = false;
+};
+
 TEST(RecordDepth, BlockedDirectIoTaskAppearsInStateDWithWchanAndStack) {
-  // dd with O_DIRECT|O_DSYNC waits for the disk on every 1 MiB write (at
-  // 4 KiB it is mostly runnable on a fast disk). /tmp may be tmpfs; the
-  // working directory of the build is on a real disk.
-  const std::string file =
-      (std::filesystem::current_path() / fmt::format("dstate-{}.tmp", ::getpid())).string();
+  // dd with O_DIRECT|O_DSYNC waits for the disk on every 1 MiB write. On a
+  // fast virtual disk it is in D too briefly for ticks 50 ms apart to catch
+  // it with its wait channel (CI's disk); a blkio group limiting its writes
+  // to 4 a second keeps it in D for about 250 ms each. /tmp may be tmpfs;
+  // the working directory of the build is on a real disk.
+  const auto cwd = std::filesystem::current_path();
+  const std::string file = (cwd / fmt::format("dstate-{}.tmp", ::getpid())).string();
+  ThrottledBlkioGroup group(whole_disk_of(cwd), 4);
+  const std::string enter =
+      group.empty() ? std::string() : fmt::format("echo $$ > {} && ", group.procs());
   test::TempDir dir;
   auto db_path = dir.file("d.db");
   auto r = test::run_command({test::stallscope_bin(), "record", "-o", db_path, "--hz", "20",
-                              "--stacks", "--delayacct", "--", "timeout", "3", "dd", "if=/dev/zero",
-                              "of=" + file, "bs=1M", "count=100000", "oflag=direct,dsync"});
+                              "--stacks", "--delayacct", "--", "sh", "-c",
+                              enter + "exec timeout 3 dd if=/dev/zero of=" + file +
+                                  " bs=1M count=100000 oflag=direct,dsync"});
   std::filesystem::remove(file);
   ASSERT_EQ(r.exit_status, 124) << r.err;  // timeout's status: dd was still writing
   SQLite::Database db(db_path);
@@ -102,7 +155,15 @@ TEST(RecordDepth, BlockedDirectIoTaskAppearsInStateDWithWchanAndStack) {
             "SELECT count(*) FROM process_sample s JOIN process p USING (process_id) "
             "WHERE p.comm = 'dd' AND s.state = 'D' AND s.wchan IS NOT NULL")
           .getInt();
-  EXPECT_GE(d_rows, 1);
+  EXPECT_GE(d_rows, 1) << "blkio throttling: " << (group.empty() ? "none" : "4 writes/s")
+                       << "; dd's "
+                       << "states: "
+                       << db.execAndGet(
+                                "SELECT group_concat(state || '=' || n) FROM (SELECT "
+                                "s.state, count(*) AS n FROM process_sample s JOIN "
+                                "process p USING (process_id) WHERE p.comm = 'dd' GROUP "
+                                "BY s.state)")
+                              .getString();
   if (::geteuid() == 0) {
     EXPECT_EQ(db.execAndGet("SELECT kernel_stacks FROM run").getString(), "collected");
     EXPECT_GE(db.execAndGet("SELECT count(*) FROM process_sample s JOIN process p USING "
