@@ -470,7 +470,17 @@ int run_command(const RunOptions& o) {
                common::printable(o.output_path));
     return 1;
   }
-  return end.write_failure || end.status == "failed" ? 1 : 0;
+  if (end.write_failure || end.status == "failed") return 1;
+  // Every transaction failed: the run measured nothing but its errors. The
+  // file keeps them (explain's `errors` finding names the SQLSTATEs).
+  if (const auto s = driver.summary(); s.queries > 0 && s.errors == s.queries) {
+    fmt::print(stderr,
+               "stallscope run: every transaction failed ({}): `stallscope explain {}` names the "
+               "errors\n",
+               s.errors, common::printable(o.output_path));
+    return 1;
+  }
+  return 0;
 }
 
 }  // namespace stallscope::tools

@@ -108,7 +108,8 @@ TEST(Scripts, ASetThatAlwaysFailsFailsEachTransactionWithoutRecursing) {
   const auto db = dir.file("run.db");
   auto r = test::run_command({test::stallscope_bin(), "run", "-o", db, conninfo, "-c", "2", "-t",
                               "100000", "-P", "0", "-f", dir.file("bad.sql")});
-  ASSERT_EQ(r.exit_status, 0) << r.err;
+  ASSERT_EQ(r.exit_status, 1) << r.err;  // every transaction failed
+  EXPECT_NE(r.err.find("every transaction failed (200000)"), std::string::npos) << r.err;
   SQLite::Database file(db);
   EXPECT_EQ(file.execAndGet("SELECT status || '/' || end_reason FROM run").getString(),
             "complete/transactions done");

@@ -576,7 +576,12 @@ TEST(RunCommand, SummaryOfARunWhoseTransactionsAllFailedHasNoLatencyAverage) {
   test::TempDir dir;
   auto r = test::run_command({test::stallscope_bin(), "run", "-o", dir.file("fail.db"), conninfo,
                               "-c", "1", "-t", "20", "-P", "0", "--sql", "SELECT 1/0"});
-  ASSERT_EQ(r.exit_status, 0) << r.err;
+  // The run failed: exit 1, one stderr line pointing at explain.
+  ASSERT_EQ(r.exit_status, 1) << r.err;
+  EXPECT_NE(r.err.find("stallscope run: every transaction failed (20): `stallscope explain " +
+                       dir.file("fail.db") + "` names the errors\n"),
+            std::string::npos)
+      << r.err;
   EXPECT_NE(r.out.find("transactions: 20 (20 failed)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("latency: no transaction succeeded"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("latency average"), std::string::npos) << r.out;
