@@ -383,10 +383,11 @@ void render_accounting(const Report& r, std::ostream& out) {
                           100 * a.client_busy_share,
                           a.client_ns > 0 ? 100 * (1 - a.client_busy_share) : 0.0);
     fmt::print(out,
-               "\ntime accounting: {:.3f} s of query time (Σ latency{}); {} clients x {:.3f} s = "
+               "\ntime accounting: {:.3f} s of query time (Σ latency{}); {} client{} x {:.3f} s = "
                "{:.3f} s of client time, {}\n",
                double(a.query_ns) / kNsPerS,
                a.schedule_lag_ns > 0 ? " from the scheduled start" : "", a.clients,
+               a.clients == 1 ? "" : "s",
                double(a.wall_ns) / kNsPerS, double(a.client_ns) / kNsPerS, use);
   }
   if (!r.sessions && r.run.queries > 0 &&
