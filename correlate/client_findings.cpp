@@ -72,8 +72,8 @@ std::string pids_text(const CommandGroup& g, std::size_t at_most) {
 }
 
 // client_cpu / single_thread for one command's client processes.
-void client_cpu_finding(const CommandGroup& g, const Facts& f, double total_ns,
-                        double accounted_ns, std::vector<Finding>& out) {
+void client_cpu_finding(const CommandGroup& g, const Facts& f, double total_ns, double accounted_ns,
+                        std::vector<Finding>& out) {
   const ClientProcess& top = *g.processes.front();
   const bool many = g.processes.size() > 1;
   const double span_ns = double(std::max<std::int64_t>(1, f.span.duration_ns()));
@@ -85,11 +85,10 @@ void client_cpu_finding(const CommandGroup& g, const Facts& f, double total_ns,
   const bool one_thread = !many && top.hottest_thread_cores >= kSingleThreadMinCores;
   // A finding claims no more than the accounting's client parts (client CPU
   // and its run delay, trimmed to the session time) measured.
-  const double score =
-      std::min(one_thread ? g.idle_ns * std::min(1.0, top.hottest_thread_cores)
-                          : std::min(double(g.cpu_ns + g.run_delay_ns), g.idle_ns),
-               accounted_ns) /
-      total_ns;
+  const double score = std::min(one_thread ? g.idle_ns * std::min(1.0, top.hottest_thread_cores)
+                                           : std::min(double(g.cpu_ns + g.run_delay_ns), g.idle_ns),
+                                accounted_ns) /
+                       total_ns;
   Finding x;
   x.kind = one_thread ? FindingKind::single_thread : FindingKind::client_cpu;
   x.score = round4(std::clamp(score, 0.0, 1.0));

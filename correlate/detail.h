@@ -39,6 +39,9 @@ inline constexpr double kRateNotKeptMinLagShare = 0.5;
 // Clients idle between queries (think time, \sleep) for at least this share
 // of their time are paced by their script (verdict.cpp).
 inline constexpr double kPacedMinIdleShare = 0.5;
+// The wait event of SELECT pg_sleep(…): the workload sleeping by choice in
+// its own queries — pacing, as \sleep and think time are, not a wait.
+inline constexpr std::string_view kPgSleepEvent = "Timeout:PgSleep";
 // steal is a finding only when the hypervisor took at least this share of
 // all CPU time (top's "st" column at 2.0): below it, the share of the CPU
 // time a mostly idle guest wanted swings with a few stolen ticks (0.5 % of

@@ -729,15 +729,14 @@ void memory_pressure(const Context& c, std::vector<Finding>& out) {
 // log collector, a socket send buffer, a timer; for the driver and poolers
 // also a futex — a futex outside PostgreSQL), rows × sample period; plus the
 // backends' ASH waits of the classes no other kind covers — IPC (another
-// process: parallel workers, synchronous replication), Timeout (pg_sleep,
-// vacuum delay) and Extension — rows × ASH period; ÷ query time. The two views see
-// different waits (a pipe write has no wait event; an IPC wait sleeps on the
-// latch, a latch family wchan), so they add. With an accounting (queries,
-// or a record --pg file's sessions), backends asleep (S) count as its
-// kernel_wait parts (kernel_sleep.cpp: each row's span when the backend did
-// not run in it, only while it served the queries) rather than rows × period. Record files: those
-// ASH classes' share of sampled non-idle rows. The culprit is the largest of them
-// (kernel_wait_culprit).
+// process: parallel workers, synchronous replication), Timeout (vacuum
+// delay, spin delay; not pg_sleep, the workload's own pacing) and Extension — rows × ASH period; ÷
+// query time. The two views see different waits (a pipe write has no wait event; an IPC wait sleeps
+// on the latch, a latch family wchan), so they add. With an accounting (queries, or a record --pg
+// file's sessions), backends asleep (S) count as its kernel_wait parts (kernel_sleep.cpp: each
+// row's span when the backend did not run in it, only while it served the queries) rather than rows
+// × period. Record files: those ASH classes' share of sampled non-idle rows. The culprit is the
+// largest of them (kernel_wait_culprit).
 void kernel_wait(const Context& c, std::vector<Finding>& out) {
   static const std::vector<std::string> kClasses = {"IPC", "Timeout", "Extension"};
   std::int64_t ash_rows = 0;
@@ -746,8 +745,9 @@ void kernel_wait(const Context& c, std::vector<Finding>& out) {
     ash_rows += class_rows(c.f, cls);
     for (const auto& [label, n] : c.f.ash_event_rows) {
       if (!label.starts_with(cls + ":")) continue;
-      // Waits for a standby are replication_wait's (facts_pgstats.cpp).
-      if (is_replication_wait(label)) {
+      // Waits for a standby are replication_wait's (facts_pgstats.cpp); the
+      // workload's own pg_sleep is its pacing (the verdict's), not a wait.
+      if (is_replication_wait(label) || label == kPgSleepEvent) {
         ash_rows -= n;
         continue;
       }
@@ -807,8 +807,7 @@ void kernel_wait(const Context& c, std::vector<Finding>& out) {
       "collector) not drained fast enough — turn logging_collector on, log less (log_statement, "
       "log_min_duration_statement), or fix the reader (a container's logging driver, journald "
       "rate limits); a socket send the reader not reading (syslog), a futex a lock in "
-      "the client or pooler, IPC:SyncRep a synchronous standby, Timeout:PgSleep an explicit "
-      "sleep in the workload.";
+      "the client or pooler, IPC:SyncRep a synchronous standby.";
   out.push_back(std::move(x));
 }
 

@@ -101,8 +101,7 @@ std::string kernel_wait_culprit(const Accounting* acc, const Facts& f,
     const auto ns = rows * f.ash_period_ns;
     if (ns <= best_ns) continue;
     best_ns = ns;
-    culprit = fmt::format("backends waiting on {}{}", event,
-                          event == "Timeout:PgSleep" ? " (an explicit sleep in the workload)" : "");
+    culprit = fmt::format("backends waiting on {}", event);
   }
   return culprit;
 }

@@ -387,8 +387,8 @@ void render_accounting(const Report& r, std::ostream& out) {
                "{:.3f} s of client time, {}\n",
                double(a.query_ns) / kNsPerS,
                a.schedule_lag_ns > 0 ? " from the scheduled start" : "", a.clients,
-               a.clients == 1 ? "" : "s",
-               double(a.wall_ns) / kNsPerS, double(a.client_ns) / kNsPerS, use);
+               a.clients == 1 ? "" : "s", double(a.wall_ns) / kNsPerS,
+               double(a.client_ns) / kNsPerS, use);
   }
   if (!r.sessions && r.run.queries > 0 &&
       (r.run.errors > 0 || r.run.unfinished > 0 || r.run.connect_failures > 0)) {

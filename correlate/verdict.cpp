@@ -112,14 +112,31 @@ Verdict decide_verdict(const Report& r, const Facts& f) {
   const auto* a = r.accounting ? &*r.accounting : nullptr;
   const bool fixed_rate = r.run.lag_mean_ms.has_value();
   const bool kept = fixed_rate && !rate_not_kept(r.run) && r.run.skipped == 0;
+  // The workload's own pg_sleep (ASH rows × period) is pacing too.
+  const auto pg_sleep_rows = f.ash_event_rows.find(std::string(kPgSleepEvent));
+  const double pg_sleep_share =
+      a && a->client_ns > 0 && pg_sleep_rows != f.ash_event_rows.end()
+          ? std::min(1.0, double(pg_sleep_rows->second * f.ash_period_ns) / double(a->client_ns))
+          : 0.0;
+  const double idle_share = a && a->client_ns > 0 ? 1 - a->client_busy_share : 0.0;
   const bool think_time =
-      !fixed_rate && a && a->client_ns > 0 && 1 - a->client_busy_share >= kPacedMinIdleShare;
+      !fixed_rate && a && a->client_ns > 0 && idle_share + pg_sleep_share >= kPacedMinIdleShare;
   const auto limiting = std::find_if(r.findings.begin(), r.findings.end(), [&](const Finding& x) {
     return limits_paced_run(x.kind, f, a);
   });
   if ((kept || think_time) && limiting == r.findings.end()) {
     v.reason = "paced";
     const double idle_pct = f.host.total_ns > 0 ? 100 * (1 - f.host.busy_share()) : 0;
+    if (pg_sleep_share > idle_share) {
+      // SELECT pg_sleep(…): the backends slept by the workload's choice.
+      v.summary = fmt::format(
+          "The workload slept by choice in its own queries (pg_sleep, wait event {}) for {:.0f}% "
+          "of the {} time, so its pacing set the throughput, and nothing was saturated or "
+          "waiting{}.",
+          kPgSleepEvent, 100 * pg_sleep_share, r.sessions ? "session" : "client",
+          f.host.total_ns > 0 ? fmt::format("; the host's CPUs were {:.0f}% idle", idle_pct) : "");
+      return v;
+    }
     if (r.sessions) {
       // record --pg: the application's clients asleep by choice.
       v.summary = fmt::format(

@@ -368,6 +368,33 @@ TEST(CorrelateAccounting, ThinkTimeIsTheClientsIdleShareNotAPart) {
   EXPECT_NE(r.verdict.summary.find("between queries"), std::string::npos) << r.verdict.summary;
 }
 
+// SELECT pg_sleep(…): the backends spent the queries in Timeout:PgSleep, the
+// workload's own sleep. It is pacing, as \sleep is: "no bottleneck", and no
+// kernel_wait finding for it. The same time in Timeout:VacuumDelay (not the
+// workload's choice) stays a kernel_wait verdict.
+TEST(CorrelateAccounting, PgSleepInTheQueriesIsPacingNotAWait) {
+  for (const std::string event : {"PgSleep", "VacuumDelay"}) {
+    Fixture fx;
+    fx.host({});
+    fx.rows(kBackendId[0], 2);
+    fx.rows(kBackendId[1], 2);
+    fx.ash(kBackendPid[0], "Timeout", event, 95);
+    fx.ash(kBackendPid[1], "Timeout", event, 95);
+    auto r = fx.explain();
+    if (event == "PgSleep") {
+      EXPECT_FALSE(r.verdict.kind) << to_string(*r.verdict.kind);
+      EXPECT_EQ(r.verdict.reason, "paced");
+      EXPECT_NE(r.verdict.summary.find("pg_sleep, wait event Timeout:PgSleep) for 95%"),
+                std::string::npos)
+          << r.verdict.summary;
+      EXPECT_EQ(finding(r, "kernel_wait"), nullptr);
+    } else {
+      ASSERT_TRUE(r.verdict.kind);
+      EXPECT_EQ(to_string(*r.verdict.kind), "kernel_wait");
+    }
+  }
+}
+
 // Think time on a guest whose hypervisor took 10 % of all CPU time (two
 // thirds of the little it wanted): steal lengthens each query's CPU parts
 // and is a finding, but the script's pacing set the rate and the guest was
