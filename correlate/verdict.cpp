@@ -127,14 +127,25 @@ Verdict decide_verdict(const Report& r, const Facts& f) {
   if ((kept || think_time) && limiting == r.findings.end()) {
     v.reason = "paced";
     const double idle_pct = f.host.total_ns > 0 ? 100 * (1 - f.host.busy_share()) : 0;
+    // A host busy with other work (no finding on the query path) is said so.
+    const std::string nothing =
+        f.host.total_ns > 0 && f.host.busy_share() >= kRoundtripMaxHostBusyShare
+            ? fmt::format(
+                  "nothing on the query path was saturated or waiting (the host's CPUs "
+                  "were {:.0f}% busy with other work)",
+                  100 - idle_pct)
+            : std::string("nothing was saturated or waiting");
+    const std::string idle_text =
+        f.host.total_ns > 0 && f.host.busy_share() < kRoundtripMaxHostBusyShare
+            ? fmt::format("; the host's CPUs were {:.0f}% idle", idle_pct)
+            : std::string();
     if (pg_sleep_share > idle_share) {
       // SELECT pg_sleep(…): the backends slept by the workload's choice.
       v.summary = fmt::format(
           "The workload slept by choice in its own queries (pg_sleep, wait event {}) for {:.0f}% "
-          "of the {} time, so its pacing set the throughput, and nothing was saturated or "
-          "waiting{}.",
-          kPgSleepEvent, 100 * pg_sleep_share, r.sessions ? "session" : "client",
-          f.host.total_ns > 0 ? fmt::format("; the host's CPUs were {:.0f}% idle", idle_pct) : "");
+          "of the {} time, so its pacing set the throughput, and {}{}.",
+          kPgSleepEvent, 100 * pg_sleep_share, r.sessions ? "session" : "client", nothing,
+          idle_text);
       return v;
     }
     if (r.sessions) {
@@ -142,9 +153,8 @@ Verdict decide_verdict(const Report& r, const Facts& f) {
       v.summary = fmt::format(
           "The clients were asleep by choice (think time: a timer, not the database) for {:.0f}% "
           "of their sessions' time, so the application's pacing set the throughput, and "
-          "nothing was saturated or waiting: the rest is {}{}.",
-          100 * (1 - a->client_busy_share), session_split(*a),
-          f.host.total_ns > 0 ? fmt::format("; the host's CPUs were {:.0f}% idle", idle_pct) : "");
+          "{}: the rest is {}{}.",
+          100 * (1 - a->client_busy_share), nothing, session_split(*a), idle_text);
       return v;
     }
     const std::string pacing =
@@ -166,9 +176,8 @@ Verdict decide_verdict(const Report& r, const Facts& f) {
                   "a transaction",
                   latency_ms, latency_ms - query_ms, query_ms)
             : fmt::format("mean latency {:.3f} ms", latency_ms);
-    v.summary = fmt::format(
-        "{}, and nothing was saturated or waiting: {} = {}{}.", pacing, latency, latency_split(r),
-        f.host.total_ns > 0 ? fmt::format("; the host's CPUs were {:.0f}% idle", idle_pct) : "");
+    v.summary = fmt::format("{}, and {}: {} = {}{}.", pacing, nothing, latency, latency_split(r),
+                            idle_text);
     return v;
   }
   if (kept || think_time) {

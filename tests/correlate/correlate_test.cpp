@@ -368,6 +368,23 @@ TEST(CorrelateAccounting, ThinkTimeIsTheClientsIdleShareNotAPart) {
   EXPECT_NE(r.verdict.summary.find("between queries"), std::string::npos) << r.verdict.summary;
 }
 
+// Think time on a host 90 % busy with work off the query path: still paced
+// (nothing on the path saturated or waited), and the summary says the host
+// was busy instead of "nothing was saturated".
+TEST(CorrelateAccounting, ThinkTimeOnAHostBusyWithOtherWorkSaysSo) {
+  Fixture fx;
+  add_think_time(fx);
+  fx.host({.user_ms = 1800, .idle_ms = 200});
+  auto r = fx.explain();
+  EXPECT_FALSE(r.verdict.kind) << to_string(*r.verdict.kind);
+  EXPECT_EQ(r.verdict.reason, "paced");
+  EXPECT_NE(r.verdict.summary.find("nothing on the query path was saturated or waiting (the "
+                                   "host's CPUs were 90% busy with other work)"),
+            std::string::npos)
+      << r.verdict.summary;
+  EXPECT_EQ(r.verdict.summary.find("idle"), std::string::npos) << r.verdict.summary;
+}
+
 // SELECT pg_sleep(…): the backends spent the queries in Timeout:PgSleep, the
 // workload's own sleep. It is pacing, as \sleep is: "no bottleneck", and no
 // kernel_wait finding for it. The same time in Timeout:VacuumDelay (not the
