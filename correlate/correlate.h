@@ -124,7 +124,8 @@ struct AccountingPart {
                      // "server_wait:<class>", "server_d_state:<wchan>",
                      // "kernel_wait:<wchan>", "run_queue",
                      // "client_run_queue" (client + server), "connection_lost",
-                     // "schedule_lag" (-R), "remainder"
+                     // "schedule_lag" (-R), "driver_stopped" (the driver's
+                     // process not running: stopped.cpp), "remainder"
   std::int64_t time_ns = 0;
   double share = 0;  // time_ns ÷ query_ns (0 when query_ns is 0)
   // explain_pair: the host whose samples measured it, "client" (driver CPU,

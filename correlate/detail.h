@@ -471,6 +471,10 @@ Verdict decide_verdict(const Report& r, const Facts& f);
 // queries, or without gaps. Its time is no round trip (network_roundtrip
 // leaves it out).
 std::optional<Finding> driver_stopped(const Report& r, const Facts& f);
+// The same query time as the accounting's part "driver_stopped", taken out
+// of its remainder or unaccounted part (at most all of it; nothing below
+// kMinScore of query time), so that the parts still add up and the stop is no round trip.
+void account_driver_stop(Report& r, const Facts& f);
 // The failed queries' facts (errors.cpp): nothing read without failures.
 void read_error_facts(schema::Store& store, const RunSummary& run, Facts& f);
 // The errors finding (errors.cpp): failed queries, not a bottleneck, are

@@ -188,6 +188,7 @@ Report explain_once(schema::Store& store, const ExplainOptions& options) {
     clock.lap("path facts, windows");
     if (report.accounting && report.accounting->connection_lost_ns > 0) read_outage(store, f);
     read_error_facts(store, report.run, f);
+    account_driver_stop(report, f);  // stopped.cpp
     report.findings = find(report, f);
     report.verdict = decide_verdict(report, f);
     count_connection_errors(store, report.windows, sums.signals);

@@ -626,8 +626,6 @@ void network_roundtrip(const Context& c, const std::vector<Finding>& so_far,
     if (x.kind == FindingKind::single_thread) claimed = std::max(claimed, x.score);
     if (x.kind == FindingKind::connection_setup) connect = x.score;
     if (x.kind == FindingKind::network_stack) stack = x.score;
-    // The driver's stop: its queries were outstanding, but not on the wire.
-    if (x.kind == FindingKind::driver_stopped) connect += x.score;
   }
   const double single = claimed;
   claimed += connect + stack;

@@ -20,6 +20,7 @@ std::string part_label(std::string_view name) {
   if (name == "remainder") return "remainder (round trips)";
   if (name == "schedule_lag") return "schedule lag";
   if (name == "connection_lost") return "connection lost (reconnecting)";
+  if (name == "driver_stopped") return "driver stopped (not running)";
   if (name == "unaccounted") return "unaccounted (not sampled)";
   if (name == "client_cpu") return "client CPU";
   if (name == "client_sleep") return "client think time (asleep)";

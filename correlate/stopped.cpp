@@ -13,12 +13,12 @@
 
 namespace stallscope::correlate::detail {
 
-std::optional<Finding> driver_stopped(const Report& r, const Facts& f) {
-  if (!r.accounting || r.sessions || f.sampler_gaps.empty()) return std::nullopt;
-  const Accounting& a = *r.accounting;
-  if (a.query_ns <= 0) return std::nullopt;
-  // The query time of the windows the gaps overlap, in proportion to the
-  // overlap.
+namespace {
+
+// The query time of the windows the gaps overlap, in proportion to the
+// overlap; 0 without an accounting of queries.
+double stopped_query_ns(const Report& r, const Facts& f) {
+  if (!r.accounting || r.sessions || r.accounting->query_ns <= 0) return 0;
   double stopped_ns = 0;
   for (const auto& g : f.sampler_gaps) {
     for (const auto& w : r.windows) {
@@ -28,6 +28,37 @@ std::optional<Finding> driver_stopped(const Report& r, const Facts& f) {
       stopped_ns += double(w.query_time_ns) * double(to - from) / double(w.end_ns - w.start_ns);
     }
   }
+  return stopped_ns;
+}
+
+}  // namespace
+
+void account_driver_stop(Report& r, const Facts& f) {
+  if (!r.accounting) return;
+  Accounting& a = *r.accounting;
+  // The part that holds what nothing else measured: the remainder, or the
+  // whole unaccounted time when CPU could not be split.
+  const auto rem = std::find_if(a.parts.begin(), a.parts.end(), [](const AccountingPart& p) {
+    return p.name == "remainder" || p.name == "unaccounted";
+  });
+  if (rem == a.parts.end()) return;
+  const auto stopped_ns =
+      std::min<std::int64_t>(std::llround(stopped_query_ns(r, f)), rem->time_ns);
+  if (stopped_ns <= 0 || double(stopped_ns) < kMinScore * double(a.query_ns)) return;
+  rem->time_ns -= stopped_ns;
+  rem->share = double(rem->time_ns) / double(a.query_ns);
+  if (rem->name == "remainder") a.remainder_ns = rem->time_ns;
+  a.parts.insert(rem, {.name = "driver_stopped",
+                       .time_ns = stopped_ns,
+                       .share = double(stopped_ns) / double(a.query_ns),
+                       .host = "client"});
+}
+
+std::optional<Finding> driver_stopped(const Report& r, const Facts& f) {
+  if (!r.accounting || r.sessions || f.sampler_gaps.empty()) return std::nullopt;
+  const Accounting& a = *r.accounting;
+  if (a.query_ns <= 0) return std::nullopt;
+  const double stopped_ns = stopped_query_ns(r, f);
   Finding x;
   x.kind = FindingKind::driver_stopped;
   x.score = round4(std::clamp(stopped_ns / double(a.query_ns), 0.0, 1.0));

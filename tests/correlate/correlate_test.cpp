@@ -579,6 +579,15 @@ TEST(CorrelateFinding, ADriverStoppedWhileItsQueriesWereOutstandingIsDriverStopp
   if (trips) {
     EXPECT_LT(trips->score, 0.45);
   }
+  // The accounting has the stop as a part of its own, out of what nothing
+  // measured (here "unaccounted": no process rows to split CPU), and its
+  // parts still add up to the query time.
+  ASSERT_TRUE(r.accounting);
+  EXPECT_EQ(part_ns(*r.accounting, "driver_stopped"), 12 * kS);
+  EXPECT_EQ(part_ns(*r.accounting, "unaccounted"), 8 * kS);
+  std::int64_t sum_ns = 0;
+  for (const auto& p : r.accounting->parts) sum_ns += p.time_ns;
+  EXPECT_EQ(sum_ns, r.accounting->query_ns);
   EXPECT_TRUE(std::any_of(r.notes.begin(), r.notes.end(), [](const std::string& n) {
     return n.find("The host sampler missed its ticks for 6.0 s") != std::string::npos;
   }));
