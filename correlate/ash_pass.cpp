@@ -85,6 +85,7 @@ void AshScan::handle() {
   // so a backend that just finished shows 'active' with Client:ClientRead:
   // it is waiting for the client, not a server wait. Not a "top wait".
   const auto type = rows_.wait_event_type();
+  if (state && *state == "active") ++f_.ash_active_query_rows[rows_.query_text_id().value_or(0)];
   if (!type || *type != "Client") {
     ++a.ash_event_rows[label];
     ++f_.ash_event_rows[label];

@@ -310,6 +310,13 @@ struct Facts {
   std::map<std::int64_t, std::int64_t> ash_cpu_query_rows;
   std::string top_cpu_query;
   std::int64_t top_cpu_query_rows = 0;
+  // Active ASH rows (on CPU, in a wait, or just done: Client:ClientRead) by
+  // pg_query_text id: at high rates of short queries ASH may catch no
+  // backend on CPU with its query, and then the query the backends were
+  // seen active in is server_cpu's culprit instead (top_active_query).
+  std::map<std::int64_t, std::int64_t> ash_active_query_rows;
+  std::string top_active_query;
+  std::int64_t top_active_query_rows = 0;
   // Process view.
   std::int64_t backend_d_rows = 0;  // backend process rows in state D
   std::map<std::string, std::int64_t> backend_d_wchan_rows;

@@ -183,6 +183,17 @@ void server_cpu(const Context& c, const RunDelayCharge& rd, std::vector<Finding>
     x.evidence.emplace_back("top_cpu_query_share", round4(share));
     x.culprit = fmt::format("{} ({} of the backends' on-CPU samples)",
                             sql_one_line(c.f.top_cpu_query, 100), share_pct_text(share));
+  } else if (!c.f.top_active_query.empty()) {
+    // Short queries at high rates: ASH caught none on CPU with its query,
+    // but saw the backends active in it (just done: Client:ClientRead).
+    std::int64_t active_rows = 0;
+    for (const auto& [id, n] : c.f.ash_active_query_rows) active_rows += n;
+    const double share = ratio(double(c.f.top_active_query_rows), double(active_rows));
+    x.evidence.emplace_back("top_active_query", sql_one_line(c.f.top_active_query, 200));
+    x.evidence.emplace_back("top_active_query_share", round4(share));
+    x.culprit = fmt::format(
+        "{} ({} of the backends' active samples; ASH caught none on CPU with its query)",
+        sql_one_line(c.f.top_active_query, 100), share_pct_text(share));
   } else if (c.r.run.sql && !c.r.run.sql->empty()) {
     // Short queries at high rates: ASH may catch no backend on CPU with its
     // query (they show ClientRead between queries). The driver ran this SQL.

@@ -75,15 +75,22 @@ std::function<std::string(int, std::int64_t)> blocker_queries(schema::Store& sto
 
 // Facts::top_cpu_query (passes.h).
 void name_top_cpu_query(schema::Store& store, Facts& f) {
-  std::int64_t best_id = 0, best_rows = 0;
-  for (const auto& [id, rows] : f.ash_cpu_query_rows) {
-    if (id != 0 && rows > best_rows) std::tie(best_id, best_rows) = std::tie(id, rows);
-  }
-  if (best_rows == 0) return;
-  if (auto text = schema::query_text(store, best_id)) {
-    f.top_cpu_query = std::move(*text);
-    f.top_cpu_query_rows = best_rows;
-  }
+  // The query text with the most rows (and how many), if any.
+  const auto top = [&store](const std::map<std::int64_t, std::int64_t>& rows_by_id,
+                            std::string& text_out, std::int64_t& rows_out) {
+    std::int64_t best_id = 0, best_rows = 0;
+    for (const auto& [id, rows] : rows_by_id) {
+      if (id != 0 && rows > best_rows) std::tie(best_id, best_rows) = std::tie(id, rows);
+    }
+    if (best_rows == 0) return;
+    if (auto text = schema::query_text(store, best_id)) {
+      text_out = std::move(*text);
+      rows_out = best_rows;
+    }
+  };
+  top(f.ash_cpu_query_rows, f.top_cpu_query, f.top_cpu_query_rows);
+  if (f.top_cpu_query.empty())
+    top(f.ash_active_query_rows, f.top_active_query, f.top_active_query_rows);
 }
 
 }  // namespace stallscope::correlate::detail
