@@ -242,7 +242,8 @@ TEST(ScriptSleep, SleepOutOfRangeIsRefusedOrFailsTheTransaction) {
   const auto db = dir.file("var.db");
   auto r = test::run_command({test::stallscope_bin(), "run", "-o", db, conninfo, "-c", "1", "-t",
                               "3", "-P", "0", "-D", "x=9300000000000", "-f", dir.file("var.sql")});
-  ASSERT_EQ(r.exit_status, 0) << r.err;
+  ASSERT_EQ(r.exit_status, 1) << r.err;  // every transaction failed
+  EXPECT_NE(r.err.find("every transaction failed (3)"), std::string::npos) << r.err;
   SQLite::Database file(db);
   EXPECT_EQ(file.execAndGet("SELECT count(*) FROM query").getInt64(), 3);
   EXPECT_EQ(file.execAndGet("SELECT count(*) FROM query_error WHERE sqlstate = 'XX000' AND "
