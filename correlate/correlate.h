@@ -554,6 +554,11 @@ struct ClientProcess {
   // largest first; "" for spans that ended with it running (it slept earlier
   // in them, where is not known).
   std::vector<std::pair<std::string, std::int64_t>> sleep_by_wchan_ns;
+  // Of that sleep, the time in poll, select or epoll_wait with a timeout
+  // and no socket to another process among the fds (process_poll): asleep
+  // until its own timer — think time inside an event loop. Not in
+  // sleep_by_wchan_ns.
+  std::int64_t own_timer_ns = 0;
 };
 
 // One part of the session time (ASH, one state per session per poll).

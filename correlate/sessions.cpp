@@ -172,6 +172,10 @@ ClientProcess client_process(schema::Store& store, const schema::ProcessIdentity
   c.hottest_thread_demand_cores = round4(double(demand_ns) / span_ns);
   for (const auto& sl : schema::process_sleeps(store, p.process_id, span.start_ns, span.end_ns)) {
     if (sl.sleep_ns <= 0) continue;
+    if (sl.own_timer) {
+      c.own_timer_ns += sl.sleep_ns;
+      continue;
+    }
     const std::string wchan = sl.state == "R" ? std::string() : sl.wchan;
     auto it = std::find_if(c.sleep_by_wchan_ns.begin(), c.sleep_by_wchan_ns.end(),
                            [&](const auto& e) { return e.first == wchan; });
@@ -188,7 +192,8 @@ ClientProcess client_process(schema::Store& store, const schema::ProcessIdentity
 
 // The client side of the session time, from where the clients that held
 // sessions slept: shares of their own time (CPU + run delay + sleep) asleep
-// by choice (a timer), blocked elsewhere in the kernel (by wchan), and
+// by choice (a timer: nanosleep, or poll/select/epoll_wait with a timeout
+// and no socket to another process among its fds), blocked elsewhere in the kernel (by wchan), and
 // asleep on a socket or in poll (waiting for the server or the network).
 // Sleep whose place is not known (spans that ended running) is spread over
 // the others in proportion; waiting for a child (a shell) is not the
@@ -206,7 +211,9 @@ ClientSide client_side(const SessionView& v) {
   std::map<std::string, double> blocked;
   for (const auto& c : v.client_processes) {
     if (c.sessions == 0) continue;
-    double sleeps = 0, child = 0;
+    // Asleep in an event loop until its own timer: think time.
+    double sleeps = double(c.own_timer_ns), child = 0;
+    think += double(c.own_timer_ns);
     for (const auto& [wchan, ns] : c.sleep_by_wchan_ns) {
       const double t = double(ns);
       sleeps += t;

@@ -242,6 +242,8 @@ AshSampler::Impl::Session& AshSampler::Impl::session_of(PGresult* res, int r, in
       row.client_start_ticks = owner->start_ticks;
     }
   }
+  // The host sampler reads what this client waits on (sampler.h ClientWatch).
+  if (row.client_pid && options.client_watch) options.client_watch->add_pid(*row.client_pid);
   batch.pg_sessions.push_back(std::move(row));
   return s;
 }

@@ -151,7 +151,8 @@ struct HostSampler::Impl {
                     .all_threads = options.all_threads,
                     .kernel_stacks = options.kernel_stacks,
                     .always_threads_pid = options.own_threads ? static_cast<int>(getpid()) : 0,
-                    .never_threads_pid = options.own_threads ? 0 : static_cast<int>(getpid())}),
+                    .never_threads_pid = options.own_threads ? 0 : static_cast<int>(getpid()),
+                    .client_watch = options.client_watch}),
         cgroups(options.cgroup_root),
         scanner(options.proc_root),
         tcp_stack(options.proc_root) {}

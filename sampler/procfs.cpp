@@ -717,7 +717,20 @@ std::optional<std::int64_t> delta(std::int64_t now, std::int64_t before) {
 }  // namespace
 
 ProcessTracker::ProcessTracker(std::string proc_root, std::int64_t heartbeat_ns, TrackerDepth depth)
-    : proc_root_(std::move(proc_root)), heartbeat_ns_(heartbeat_ns), depth_(depth) {}
+    : proc_root_(std::move(proc_root)),
+      heartbeat_ns_(heartbeat_ns),
+      depth_(std::move(depth)),
+      poll_reader_(proc_root_) {}
+
+bool ProcessTracker::watch(const ProcessObservation& obs) {
+  if (!depth_.client_watch) return false;
+  const bool watched =
+      watched_pids_.contains(obs.pid) ||
+      (obs.ppid && (watched_pids_.contains(*obs.ppid) || next_watched_pids_.contains(*obs.ppid))) ||
+      depth_.client_watch->watches(obs.pid, obs.comm);
+  if (watched) next_watched_pids_.insert(obs.pid);
+  return watched;
+}
 
 void ProcessTracker::read_tasks(int pid) {
   tasks_.clear();
@@ -833,6 +846,8 @@ void ProcessTracker::observe(const TickInfo& tick,
                              schema::Batch& out) {
   ++generation_;
   active_cgroups_.clear();
+  poll_reader_.new_tick();
+  next_watched_pids_.clear();
   const std::size_t first_process_sample = out.process_samples.size();
   const std::size_t first_thread_sample = out.thread_samples.size();
   for (const ProcessObservation& listed : observations) {
@@ -842,6 +857,7 @@ void ProcessTracker::observe(const TickInfo& tick,
     Tracked& t = it->second;
     if (!is_new && t.generation == generation_) continue;  // listed twice in one tick
     t.generation = generation_;
+    const bool watched = watch(obs);
     auto wants_threads = [&] {
       if (obs.threads <= 1 || obs.pid == depth_.never_threads_pid) return false;
       return depth_.all_threads || t.recent_cores >= depth_.thread_cores_min ||
@@ -917,11 +933,12 @@ void ProcessTracker::observe(const TickInfo& tick,
       if (per_thread && depth_.all_threads) sample_threads(tick, obs.pid, t, out);
       continue;
     }
-    sample_row(tick, listed, is_new, exec_seen, quiet, schedstat, t, out);
+    sample_row(tick, listed, is_new, exec_seen, quiet, watched, schedstat, t, out);
     if (per_thread) sample_threads(tick, obs.pid, t, out);
   }
   std::erase_if(tracked_,
                 [&](const auto& entry) { return entry.second.generation != generation_; });
+  std::swap(watched_pids_, next_watched_pids_);
   // Rows in key order: the writer then appends to the end of each
   // WITHOUT ROWID table, which leaves its pages full instead of split half
   // empty.
@@ -941,7 +958,7 @@ bool ProcessTracker::exited_since(const ProcessObservation& obs) {
 }
 
 void ProcessTracker::sample_row(const TickInfo& tick, const ProcessObservation& listed, bool is_new,
-                                bool exec_seen, bool quiet,
+                                bool exec_seen, bool quiet, bool watched,
                                 const std::optional<Schedstat>& schedstat, Tracked& t,
                                 schema::Batch& out) {
   // A sleeping process the scanner did not re-read: read its stat now.
@@ -976,11 +993,15 @@ void ProcessTracker::sample_row(const TickInfo& tick, const ProcessObservation& 
   };
   if (quiet) {
     sample.wchan = t.last_wchan;
+    sample.poll_wait = t.last_poll_wait;
   } else {
     if (obs.state != 'R') sample.wchan = read_wchan(proc_root_, obs.pid);
     t.held_in_kernel = sample.wchan && !is_idle_wchan(*sample.wchan);
+    if (watched && obs.state == 'S' && sample.wchan && is_poll_wchan(*sample.wchan))
+      sample.poll_wait = poll_reader_.read(obs.pid);
   }
   t.last_wchan = sample.wchan;
+  t.last_poll_wait = sample.poll_wait;
   if (obs.state == 'D' && depth_.kernel_stacks) {
     sample.kernel_stack = read_kernel_stack(pid_path(proc_root_, obs.pid, "stack"));
   }

@@ -25,14 +25,18 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include "common/fd.h"
+#include "sampler/poll_wait.h"
+#include "sampler/sampler.h"
 #include "schema/records.h"
 
 namespace stallscope::sampler::detail {
@@ -363,6 +367,11 @@ struct TrackerDepth {
   // process_sample rows (its sampler thread would add a row every tick).
   // 0 = none.
   int never_threads_pid = 0;
+  // `record` beside an application: its client processes and their
+  // descendants get, when a row finds them asleep in poll, select or
+  // epoll_wait, what they wait on (ProcessSampleRow::poll_wait, from
+  // PollWaitReader). nullptr = none.
+  std::shared_ptr<const ClientWatch> client_watch;
 };
 
 // Keeps, per process (keyed by (pid, start_ticks), so a reused pid is a new
@@ -454,6 +463,7 @@ class ProcessTracker {
     // last_wchan is a sleep held up in the kernel (!is_idle_wchan), decided
     // once when the wchan is read, not at every tick it is reused.
     bool held_in_kernel = false;
+    std::optional<schema::PollWaitRow> last_poll_wait;  // of its last row, as last_wchan
     // CPU rate over about the last second, for the per-thread decision.
     std::int64_t window_mono_ns = 0;
     std::int64_t window_cpu_ns = -1;  // -1: no window yet
@@ -474,8 +484,11 @@ class ProcessTracker {
   // The process_sample row (and, at first sight or exec, the process row) of
   // a process that gets a row this tick.
   void sample_row(const TickInfo& tick, const ProcessObservation& listed, bool is_new,
-                  bool exec_seen, bool quiet, const std::optional<Schedstat>& schedstat, Tracked& t,
-                  schema::Batch& out);
+                  bool exec_seen, bool quiet, bool watched,
+                  const std::optional<Schedstat>& schedstat, Tracked& t, schema::Batch& out);
+  // Whether depth_.client_watch watches the process (or its parent); notes
+  // it for this tick's children.
+  bool watch(const ProcessObservation& obs);
   // true when /proc/PID/stat, read again now, says the process (same start
   // time) is exiting or gone: a cgroup change read after `obs` is its exit.
   bool exited_since(const ProcessObservation& obs);
@@ -489,6 +502,10 @@ class ProcessTracker {
   std::unordered_map<Key, Tracked, KeyHash> tracked_;
   std::vector<TaskReading> tasks_;  // of the process being observed (reused buffer)
   std::string text_;                // file buffer (reused)
+  // depth_.client_watch: the watched pids of the last observe() and this one
+  // (a child of a watched process is watched).
+  std::unordered_set<int> watched_pids_, next_watched_pids_;
+  PollWaitReader poll_reader_;
 };
 
 // ---------------------------------------------------------------------------

@@ -19,13 +19,41 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <unordered_set>
+#include <vector>
 
 #include "common/units.h"
 #include "schema/records.h"
 
 namespace stallscope::sampler {
+
+// The client processes of a `record` beside an application, shared by its
+// samplers (thread-safe): the command record started (and, as the host
+// sampler sees them, its descendants), the --client-process names, and the
+// owners of the sessions' client sockets as the ASH sampler finds them. The
+// host sampler reads what these processes wait on when they sleep in poll,
+// select or epoll_wait (schema::PollWaitRow), and only for them: it costs
+// a few /proc reads a process.
+//
+//   auto watch = std::make_shared<sampler::ClientWatch>();
+//   watch->add_pid(child_pid);   // record's command
+//   // HostSamplerOptions::client_watch and AshSamplerOptions::client_watch = watch
+class ClientWatch {
+ public:
+  void add_pid(int pid);
+  void add_comm(std::string comm);
+  // Whether the process is one of the named or added ones (not its children).
+  bool watches(int pid, std::string_view comm) const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::unordered_set<int> pids_;
+  std::vector<std::string> comms_;
+};
 
 // Receives the rows of one tick (or a few); called on the sampler's thread.
 // It must not throw: a throwing sink ends that sampler's thread.
@@ -56,6 +84,9 @@ struct HostSamplerOptions {
   // all_threads — its cost is in sample.sampler_cpu_ns and its
   // process_sample rows, and its sampler thread would add a row every tick.
   bool own_threads = true;
+  // `record` beside an application: what its client processes (and their
+  // descendants) wait on in poll, select or epoll_wait (process_poll rows).
+  std::shared_ptr<const ClientWatch> client_watch;
 };
 
 // The latest tick's system figures, for progress lines.
@@ -120,6 +151,8 @@ struct AshSamplerOptions {
   // host (pg_session.client_pid): `record` does; `run` knows its own
   // backends and does not pay for it.
   bool find_client_sockets = false;
+  // With find_client_sockets: each owner found is added here.
+  std::shared_ptr<ClientWatch> client_watch;
   // Seam for tests: where a new session's client socket owner is looked up
   // (tcp_socket_owner).
   std::string proc_root = "/proc";

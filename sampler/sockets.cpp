@@ -24,6 +24,7 @@
 
 #include "common/fd.h"
 #include "common/parse.h"
+#include "sampler/poll_wait.h"
 #include "sampler/procfs.h"
 #include "sampler/sampler.h"
 
@@ -73,10 +74,9 @@ std::unordered_set<std::string> socket_links(const std::string& fd_dir) {
   return out;
 }
 
-// Every connected Unix socket of this network namespace, inode → its peer's
-// inode, from one sock_diag dump (NETLINK_SOCK_DIAG, UDIAG_SHOW_PEER); empty
-// when the kernel refuses it.
-std::unordered_map<std::uint32_t, std::uint32_t> unix_peers() {
+}  // namespace
+
+std::unordered_map<std::uint32_t, std::uint32_t> detail::unix_socket_peers() {
   std::unordered_map<std::uint32_t, std::uint32_t> peers;
   common::Fd fd(::socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG));
   if (!fd) return peers;
@@ -117,6 +117,8 @@ std::unordered_map<std::uint32_t, std::uint32_t> unix_peers() {
   }
 }
 
+namespace {
+
 // The first process (but `skip` and stallscope) holding one of `links`.
 std::optional<SocketOwner> owner_of(const std::unordered_set<std::string>& links,
                                     const std::string& proc_root, int skip) {
@@ -140,7 +142,7 @@ std::optional<SocketOwner> unix_socket_owner(int backend_pid, const std::string&
   if (backend_pid <= 0) return std::nullopt;
   const auto own = socket_links(proc_root + "/" + std::to_string(backend_pid) + "/fd");
   if (own.empty()) return std::nullopt;
-  const auto peers = unix_peers();
+  const auto peers = detail::unix_socket_peers();
   std::unordered_set<std::string> links;
   for (const auto& link : own) {
     // "socket:[INODE]"

@@ -94,6 +94,18 @@ struct ProcessRow {
   std::optional<std::string> cgroup;
 };
 
+// process_poll: what a watched client process asleep in poll, select or
+// epoll_wait waited on at the tick (sampler/poll_wait.h).
+struct PollWaitRow {
+  std::string syscall;  // "epoll_wait", "epoll_pwait", "epoll_pwait2", "poll", "ppoll", "select",
+                        // "pselect6"
+  bool timed = false;   // with a finite timeout
+  // Waited fds that are sockets to another process (TCP, or a Unix socket
+  // whose peer this process does not hold); nullopt when the fds could not
+  // be read.
+  std::optional<int> peer_sockets;
+};
+
 struct ProcessSampleRow {
   std::int64_t sample_id = 0;
   std::int64_t process_id = 0;
@@ -112,6 +124,7 @@ struct ProcessSampleRow {
   std::optional<std::int64_t> write_bytes;
   std::optional<std::int64_t> blkio_delay_ns;
   std::optional<std::string> kernel_stack;
+  std::optional<PollWaitRow> poll_wait;  // process_poll, a row only when set
 };
 
 struct ThreadSampleRow {

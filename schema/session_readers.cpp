@@ -141,20 +141,30 @@ ProcessCpu process_cpu(Store& store, std::int64_t process_id, std::int64_t from_
 
 std::vector<ProcessSleep> process_sleeps(Store& store, std::int64_t process_id,
                                          std::int64_t from_ns, std::int64_t to_ns) {
-  Cursor st(
-      store.db(),
-      "SELECT t.state, coalesce(w.name, ''), sum(max(CASE t.span_ns WHEN 0 THEN s.interval_ns "
-      "ELSE t.span_ns END - coalesce(t.cpu_ns, 0) - coalesce(t.run_delay_ns, 0), 0)), "
-      "count(*) FROM process_tick t JOIN sample s ON s.sample_id = t.sample_id "
-      "LEFT JOIN wchan w ON w.wchan_id = t.wchan_id WHERE t.process_id = ? AND "
-      "s.time_ns >= ? AND s.time_ns < ? AND t.span_ns IS NOT NULL GROUP BY 1, 2 ORDER BY 3 DESC");
+  // Files made before process_poll existed: no timer is known.
+  const std::string own_timer =
+      table_exists(store, "process_poll")
+          ? "coalesce((SELECT pp.timed = 1 AND pp.peer_sockets = 0 FROM process_poll pp "
+            "WHERE pp.sample_id = t.sample_id AND pp.process_id = t.process_id), 0)"
+          : "0";
+  const std::string sql =
+      "SELECT t.state, coalesce(w.name, ''), " + own_timer +
+      ", sum(max(CASE t.span_ns WHEN 0 THEN s.interval_ns ELSE t.span_ns END - "
+      "coalesce(t.cpu_ns, 0) - coalesce(t.run_delay_ns, 0), 0)), count(*) FROM process_tick "
+      "t JOIN sample s ON s.sample_id = t.sample_id LEFT JOIN wchan w ON w.wchan_id = "
+      "t.wchan_id WHERE t.process_id = ? AND s.time_ns >= ? AND s.time_ns < ? AND t.span_ns "
+      "IS NOT NULL GROUP BY 1, 2, 3 ORDER BY 4 DESC";
+  Cursor st(store.db(), sql.c_str());
   st.bind(1, process_id);
   st.bind(2, from_ns);
   st.bind(3, to_ns);
   std::vector<ProcessSleep> out;
   while (st.step()) {
-    out.push_back({std::string(st.text(0)), std::string(st.text(1)), st.opt_int64(2).value_or(0),
-                   st.int64(3)});
+    out.push_back({.state = std::string(st.text(0)),
+                   .wchan = std::string(st.text(1)),
+                   .own_timer = st.int64(2) != 0,
+                   .sleep_ns = st.opt_int64(3).value_or(0),
+                   .rows = st.int64(4)});
   }
   return out;
 }

@@ -106,10 +106,15 @@ ProcessCpu process_cpu(Store& store, std::int64_t process_id, std::int64_t from_
 // process that did not run between two rows slept where its later row says
 // (the sampler writes a row when it runs, changes state, or sleeps where
 // nothing wakes it, and at least every 10 s). wchan "" when none was
-// read (state R). Rows at first sight (span_ns NULL) are left out.
+// read (state R). Rows at first sight (span_ns NULL) are left out. A row
+// with a process_poll row (a record's client in poll, select or epoll_wait)
+// is keyed by what it waited on too (own_timer).
 struct ProcessSleep {
   std::string state;  // one letter: S, D, R, …
   std::string wchan;
+  // A timed wait on no socket to another process (process_poll timed = 1,
+  // peer_sockets = 0): asleep until its own timer.
+  bool own_timer = false;
   std::int64_t sleep_ns = 0;
   std::int64_t rows = 0;
 };

@@ -55,6 +55,9 @@ TickRowWriter::TickRowWriter(SQLite::Database& db)
       forget_process_(db, "DELETE FROM process_tick WHERE sample_id = ?1 AND process_id = ?2"),
       forget_process_io_(db,
                          "DELETE FROM process_io_sample WHERE sample_id = ?1 AND process_id = ?2"),
+      process_poll_(db,
+                    "INSERT OR REPLACE INTO process_poll (sample_id, process_id, syscall, timed, "
+                    "peer_sockets) VALUES (?,?,?,?,?)"),
       process_io_(db,
                   "INSERT OR REPLACE INTO process_io_sample (sample_id, process_id, majflt, "
                   "read_bytes, write_bytes, kernel_stack) VALUES (?,?,?,?,?,?)"),
@@ -126,6 +129,18 @@ void TickRowWriter::write_process_samples(const std::vector<ProcessSampleRow>& r
     }
     st.reset();
     st.clearBindings();
+
+    if (r.poll_wait) {
+      auto& pw = process_poll_;
+      pw.bind(1, static_cast<int64_t>(r.sample_id));
+      pw.bind(2, static_cast<int64_t>(r.process_id));
+      pw.bind(3, r.poll_wait->syscall);
+      pw.bind(4, r.poll_wait->timed ? 1 : 0);
+      bind_opt(pw, 5,
+               r.poll_wait->peer_sockets ? std::optional<std::int64_t>(*r.poll_wait->peer_sockets)
+                                         : std::nullopt);
+      run_row(pw);
+    }
 
     const bool first_sight = !r.span_ns;
     if (is_default(r.majflt, first_sight) && is_default(r.read_bytes, first_sight) &&

@@ -66,8 +66,8 @@ class TickRowWriter {
   // span_ns as stored: 0 when it equals the tick's interval_ns.
   std::optional<std::int64_t> stored_span(std::int64_t sample_id, std::optional<std::int64_t> span);
 
-  SQLite::Statement process_tick_, forget_process_, forget_process_io_, process_io_, thread_tick_,
-      interval_;
+  SQLite::Statement process_tick_, forget_process_, forget_process_io_, process_poll_, process_io_,
+      thread_tick_, interval_;
   NameIds wchans_, thread_comms_;
   std::int64_t interval_sample_id_ = -1;  // one-tick cache of interval_
   std::optional<std::int64_t> interval_ns_;

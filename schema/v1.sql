@@ -142,6 +142,23 @@ CREATE TABLE process_io_sample (
   PRIMARY KEY (sample_id, process_id)
 ) WITHOUT ROWID;
 
+-- What a client process of a record (the command record started and its
+-- descendants, --client-process names, the sessions' socket owners) waited
+-- on when its process_tick row found it asleep in poll, select or
+-- epoll_wait: the main thread's blocked system call (/proc/PID/syscall), and
+-- for a wait with a timeout, the sockets among the fds it waited on
+-- (sampler/poll_wait.h). A timed wait on no socket to another process is
+-- the client's own timer (think time inside an event loop), not a wait for
+-- the server. Absent from files made before it existed; read as unknown.
+CREATE TABLE process_poll (
+  sample_id           INTEGER NOT NULL,           -- process_tick.sample_id
+  process_id          INTEGER NOT NULL,           -- process_tick.process_id
+  syscall             TEXT NOT NULL,              -- epoll_wait, epoll_pwait, epoll_pwait2, poll, ppoll, select, pselect6
+  timed               INTEGER NOT NULL,           -- 1: with a finite timeout; 0: none (waits for an fd for ever)
+  peer_sockets        INTEGER,                    -- timed waits: waited fds that are sockets to another process (TCP; Unix whose peer it does not hold); NULL: not read or unreadable
+  PRIMARY KEY (sample_id, process_id)
+) WITHOUT ROWID;
+
 -- What users and explain query: one row per process_tick row, every column
 -- decoded (units and sources as in process_tick and process_io_sample;
 -- span_ns always the span in ns, NULL at first sight).

@@ -298,11 +298,16 @@ int record_command(const RecordOptions& o) {
   // files open); the command gets the limit we were started with.
   rlimit nofile_before{};
   const bool have_nofile = getrlimit(RLIMIT_NOFILE, &nofile_before) == 0;
+  // The application's processes: the command, --client-process names and
+  // the sessions' socket owners (what they wait on is sampled).
+  auto client_watch = std::make_shared<sampler::ClientWatch>();
+  for (const auto& name : o.client_processes) client_watch->add_comm(name);
   Samplers samplers{
       .host = sampler::HostSampler({.hz = o.hz,
                                     .all_threads = o.all_threads,
                                     .kernel_stacks = o.kernel_stacks && geteuid() == 0,
-                                    .own_threads = false},
+                                    .own_threads = false,
+                                    .client_watch = client_watch},
                                    sink),
       .ash = std::nullopt,
       .pooler = std::nullopt};
@@ -325,6 +330,7 @@ int record_command(const RecordOptions& o) {
               .conninfo = *o.conninfo,
               .hz = ash_hz,
               .find_client_sockets = true,
+              .client_watch = client_watch,
               .connect_deadline_mono_ns =
                   limit_ns ? std::optional<std::int64_t>(start_ns + *limit_ns) : std::nullopt},
           sink);
@@ -350,7 +356,11 @@ int record_command(const RecordOptions& o) {
                          .limit_ns = duration_limit_ns(o),
                          .start_mono_ns = start_ns,
                          .kill_after_ns = o.kill_after_ns,
-                         .started = [&](pid_t pid) { submit_command_process(pid, sink); },
+                         .started =
+                             [&](pid_t pid) {
+                               submit_command_process(pid, sink);
+                               client_watch->add_pid(static_cast<int>(pid));
+                             },
                          .write_failed = writer.failure_token()};
       const ChildEnd end = run_child(o.command, child);
       command_end_ns = wall_now_ns();

@@ -1773,6 +1773,28 @@ TEST(CorrelateFinding, NoRoundTripWithoutAsh) {
   EXPECT_EQ(finding(r, "network_roundtrip"), nullptr);
 }
 
+// Short queries at a high rate: ASH caught every backend just done
+// (active, Client:ClientRead), none on CPU. server_cpu names the query the
+// backends were seen active in, and says ASH caught none on CPU.
+TEST(CorrelateFinding, ServerCpuNamesTheActiveQueryWhenNoneWasCaughtOnCpu) {
+  Fixture fx;
+  fx.host({.user_ms = 1700, .system_ms = 200, .idle_ms = 100, .procs_running = 9});
+  fx.rows(kBackendId[0], 800, 300);
+  fx.rows(kBackendId[1], 800, 300);
+  fx.ash(kBackendPid[0], "Client", "ClientRead", 30);
+  fx.ash(kBackendPid[1], "Client", "ClientRead", 10);
+  fx.batch().pg_query_texts.push_back(
+      {.query_text_id = 1, .query = "SELECT * FROM hot WHERE k = 1", .first_time_ns = kT0});
+  fx.batch().pg_query_texts.push_back({.query_text_id = 2, .query = "BEGIN", .first_time_ns = kT0});
+  for (auto& a : fx.batch().pg_activity) a.query_text_id = a.pid == kBackendPid[0] ? 1 : 2;
+  auto r = fx.explain();
+  const auto* cpu = finding(r, "server_cpu");
+  ASSERT_NE(cpu, nullptr);
+  EXPECT_EQ(cpu->culprit,
+            "SELECT * FROM hot WHERE k = 1 (75% of the backends' active samples; ASH caught none "
+            "on CPU with its query)");
+}
+
 TEST(CorrelateFinding, ServerCpuRanksFirstWhenBackendsSaturateTheHost) {
   Fixture fx;
   fx.host({.user_ms = 1700, .system_ms = 200, .idle_ms = 100, .procs_running = 9});

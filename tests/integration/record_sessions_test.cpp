@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <string>
 #include <thread>
@@ -323,6 +324,124 @@ TEST(RecordSessions, SessionAccountingAddsUpToTheSessionTime) {
   EXPECT_EQ(part_ns(g["parts"], "idle"), session_ns - sleep_ns - in_tx_ns -
                                              part_ns(g["parts"], "on_cpu") -
                                              part_ns(g["parts"], "other"));
+}
+
+}  // namespace
+}  // namespace stallscope
+
+namespace stallscope {
+namespace {
+
+// An asyncio application (psycopg2 in asynchronous mode, its socket watched
+// by the loop only while a query is out, as aiopg does). `between` runs
+// after each answer; `background` is a task running beside the loop.
+std::string asyncio_app(const std::string& query, const std::string& between,
+                        const std::string& background) {
+  return "import asyncio, sys, psycopg2, psycopg2.extensions as ext\n"
+         "async def ready(loop, conn):\n"
+         "    while True:\n"
+         "        state = conn.poll()\n"
+         "        if state == ext.POLL_OK:\n"
+         "            return\n"
+         "        fut = loop.create_future()\n"
+         "        add, remove = ((loop.add_reader, loop.remove_reader) if state == ext.POLL_READ\n"
+         "                       else (loop.add_writer, loop.remove_writer))\n"
+         "        add(conn.fileno(), fut.set_result, None)\n"
+         "        try:\n"
+         "            await fut\n"
+         "        finally:\n"
+         "            remove(conn.fileno())\n"
+         "async def main():\n"
+         "    loop = asyncio.get_running_loop()\n"
+         "    keep = asyncio.create_task(" +
+         background +
+         ")\n"
+         "    conn = psycopg2.connect(sys.argv[1], async_=1)\n"
+         "    await ready(loop, conn)\n"
+         "    cur = conn.cursor()\n"
+         "    while True:\n"
+         "        cur.execute('" +
+         query +
+         "')\n"
+         "        await ready(loop, conn)\n"
+         "        cur.fetchall()\n"
+         "        " +
+         between +
+         "\n"
+         "asyncio.run(main())\n";
+}
+
+// The waits of the application's process: process_poll rows of its
+// python3 process, (timed, peer_sockets) → rows.
+std::map<std::pair<int, int>, int> python_poll_rows(const std::string& db_path) {
+  SQLite::Database db(db_path);
+  SQLite::Statement q(
+      db,
+      "SELECT pp.timed, coalesce(pp.peer_sockets, -1), count(*) FROM process_poll "
+      "pp JOIN process p USING (process_id) WHERE p.comm = 'python3' GROUP BY 1, 2");
+  std::map<std::pair<int, int>, int> out;
+  while (q.executeStep()) {
+    out[{q.getColumn(0).getInt(), q.getColumn(1).getInt()}] = q.getColumn(2).getInt();
+  }
+  return out;
+}
+
+// Think time inside an event loop: between queries the loop sleeps in
+// epoll_wait until its 10 ms timer, with only its own socketpair in the set
+// (process_poll timed, no peer socket), and explain calls that time the
+// client's think time, not round trips. The same loop awaiting a 20 ms query
+// while a long timer of another task is pending waits with a timeout too,
+// but on the database socket (a peer): that is not think time.
+TEST(RecordSessions, AnEventLoopAsleepOnItsOwnTimerIsThinkTimeNotRoundTrips) {
+  if (std::system("/usr/bin/python3 -c 'import psycopg2' 2>/dev/null") != 0) {
+    GTEST_SKIP() << "no python3 with psycopg2 (tools/install-deps installs python3-psycopg2)";
+  }
+  auto conninfo = test::scratch_conninfo();
+  ASSERT_FALSE(conninfo.empty());
+  test::TempDir dir;
+  struct Shape {
+    const char* name;
+    std::string app;
+  };
+  const Shape shapes[] = {
+      {"think", asyncio_app("SELECT 1", "await asyncio.sleep(0.010)", "asyncio.sleep(0)")},
+      {"busy", asyncio_app("SELECT count(*) FROM generate_series(1, 300000)", "pass",
+                           "asyncio.sleep(3600)")}};
+  for (const auto& shape : shapes) {
+    SCOPED_TRACE(shape.name);
+    const auto app = dir.file(std::string(shape.name) + ".py");
+    std::ofstream(app) << shape.app;
+    const auto db_path = dir.file(std::string(shape.name) + ".db");
+    auto r = test::run_command({test::stallscope_bin(), "record", "-o", db_path, "--pg", conninfo,
+                                "-T", "3", "-P", "0", "--", "/usr/bin/python3", app,
+                                conninfo + " application_name=" + shape.name});
+    ASSERT_EQ(r.exit_status, 0) << r.err;
+    const auto rows = python_poll_rows(db_path);
+    const int own_timer = rows.contains({1, 0}) ? rows.at({1, 0}) : 0;
+    int with_peer = 0;
+    for (const auto& [key, n] : rows) {
+      if (key.first == 1 && key.second > 0) with_peer += n;
+    }
+    auto j = explain_json(db_path);
+    const auto& parts = j["accounting"]["parts"];
+    const double session = double(sum_parts(parts));
+    ASSERT_GT(session, 0);
+    const auto part_share = [&](const char* name) {
+      for (const auto& p : parts)
+        if (p["part"] == name) return double(p["time_ns"].get<std::int64_t>()) / session;
+      return 0.0;
+    };
+    const double think = part_share("client_sleep");
+    if (std::string(shape.name) == "think") {
+      EXPECT_GE(own_timer, 10) << j["accounting"].dump(1);
+      EXPECT_GE(think, 0.5) << parts.dump(1);
+      EXPECT_LT(part_share("remainder"), 0.2) << parts.dump(1);
+      EXPECT_TRUE(j["verdict"]["kind"].is_null()) << j["verdict"].dump(1);
+    } else {
+      EXPECT_GE(with_peer, 1) << "no timed wait on the database socket";
+      EXPECT_LT(think, 0.2) << parts.dump(1);
+    }
+  }
 }
 
 }  // namespace

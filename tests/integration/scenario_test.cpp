@@ -203,6 +203,16 @@ TEST(Scenario, RecordOfAnApplicationWithThinkTimeIsNoBottleneck) {
   EXPECT_NE(out.find("client asleep by choice: 0."), std::string::npos) << out;
 }
 
+// The same think time inside an asyncio event loop (epoll_wait with the
+// loop's 10 ms timer, not nanosleep): still no bottleneck, never round trips.
+TEST(Scenario, RecordOfAnAsyncioApplicationWithThinkTimeIsNoBottleneck) {
+  const auto out = run_checked("record-asyncio-think-time");
+  if (out.empty()) GTEST_SKIP();
+  EXPECT_NE(out.find("verdict kind: none\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("verdict reason: paced\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("client asleep by choice: 0."), std::string::npos) << out;
+}
+
 // record beside a client blocked writing its log to a slow pipe (seed 003's
 // logging, on the client): kernel_wait naming the client and the pipe.
 TEST(Scenario, RecordOfAClientBlockedOnItsLogPipeIsKernelWait) {
