@@ -144,6 +144,8 @@ WchanFamily wchan_family(std::string_view w) {
                   "io_uring"})) {
     return WchanFamily::storage;
   }
+  // Before the child family: Linux 6.x's futex_do_wait holds "do_wait".
+  if (has_any(w, {"futex"})) return WchanFamily::futex;
   if (has_any(w, {"do_wait", "sigsuspend", "sigtimedwait", "sys_pause"})) return WchanFamily::child;
   if (has_any(w, {"epoll", "ep_poll", "poll_schedule", "do_sys_poll", "do_select", "sys_select",
                   "unix_stream_read", "unix_dgram_recv", "sk_wait_data", "tcp_recvmsg",
@@ -151,7 +153,6 @@ WchanFamily wchan_family(std::string_view w) {
     return WchanFamily::latch;
   }
   if (has_any(w, {"nanosleep", "hrtimer"})) return WchanFamily::timer;
-  if (has_any(w, {"futex"})) return WchanFamily::futex;
   return WchanFamily::other;
 }
 

@@ -860,8 +860,9 @@ void ProcessTracker::observe(const TickInfo& tick,
     const bool watched = watch(obs);
     auto wants_threads = [&] {
       if (obs.threads <= 1 || obs.pid == depth_.never_threads_pid) return false;
+      // A record's client process: its threads' waits split the client's side.
       return depth_.all_threads || t.recent_cores >= depth_.thread_cores_min ||
-             obs.pid == depth_.always_threads_pid;
+             obs.pid == depth_.always_threads_pid || watched;
     };
     // A process sampled per thread: its task files are read once, for the
     // schedstat sum and the thread rows.

@@ -368,9 +368,9 @@ struct TrackerDepth {
   // 0 = none.
   int never_threads_pid = 0;
   // `record` beside an application: its client processes and their
-  // descendants get, when a row finds them asleep in poll, select or
-  // epoll_wait, what they wait on (ProcessSampleRow::poll_wait, from
-  // PollWaitReader). nullptr = none.
+  // descendants are sampled per thread when multi-threaded, and get, when a
+  // row finds them asleep in poll, select or epoll_wait, what they wait on
+  // (ProcessSampleRow::poll_wait, from PollWaitReader). nullptr = none.
   std::shared_ptr<const ClientWatch> client_watch;
 };
 

@@ -141,17 +141,36 @@ ProcessCpu process_cpu(Store& store, std::int64_t process_id, std::int64_t from_
 
 std::vector<ProcessSleep> process_sleeps(Store& store, std::int64_t process_id,
                                          std::int64_t from_ns, std::int64_t to_ns) {
-  // Files made before process_poll existed: no timer is known.
+  // A process sampled per thread in the span: where each thread slept (the
+  // process's own row has one wait channel, its main thread's, and its
+  // span minus the CPU of all its threads is no sleep time).
+  const bool per_thread = [&] {
+    Cursor st(store.db(),
+              "SELECT 1 FROM thread_tick t JOIN sample s ON s.sample_id = t.sample_id WHERE "
+              "t.process_id = ? AND s.time_ns >= ? AND s.time_ns < ? AND t.span_ns IS NOT NULL "
+              "LIMIT 1");
+    st.bind(1, process_id);
+    st.bind(2, from_ns);
+    st.bind(3, to_ns);
+    return st.step();
+  }();
+  // What a row's task waited on in poll, select or epoll_wait (the main
+  // thread's, process_poll); files made before it existed: no timer known.
+  const bool polls = table_exists(store, "process_poll");
+  const std::string main_thread =
+      per_thread ? "t.tid = (SELECT pid FROM process p WHERE p.process_id = t.process_id) AND "
+                 : "";
   const std::string own_timer =
-      table_exists(store, "process_poll")
-          ? "coalesce((SELECT pp.timed = 1 AND pp.peer_sockets = 0 FROM process_poll pp "
-            "WHERE pp.sample_id = t.sample_id AND pp.process_id = t.process_id), 0)"
-          : "0";
+      polls ? "coalesce((SELECT " + main_thread +
+                  "pp.timed = 1 AND pp.peer_sockets = 0 FROM process_poll pp WHERE pp.sample_id = "
+                  "t.sample_id AND pp.process_id = t.process_id), 0)"
+            : "0";
   const std::string sql =
       "SELECT t.state, coalesce(w.name, ''), " + own_timer +
       ", sum(max(CASE t.span_ns WHEN 0 THEN s.interval_ns ELSE t.span_ns END - "
-      "coalesce(t.cpu_ns, 0) - coalesce(t.run_delay_ns, 0), 0)), count(*) FROM process_tick "
-      "t JOIN sample s ON s.sample_id = t.sample_id LEFT JOIN wchan w ON w.wchan_id = "
+      "coalesce(t.cpu_ns, 0) - coalesce(t.run_delay_ns, 0), 0)), count(*) FROM " +
+      (per_thread ? "thread_tick" : "process_tick") +
+      " t JOIN sample s ON s.sample_id = t.sample_id LEFT JOIN wchan w ON w.wchan_id = "
       "t.wchan_id WHERE t.process_id = ? AND s.time_ns >= ? AND s.time_ns < ? AND t.span_ns "
       "IS NOT NULL GROUP BY 1, 2, 3 ORDER BY 4 DESC";
   Cursor st(store.db(), sql.c_str());

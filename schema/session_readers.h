@@ -106,7 +106,9 @@ ProcessCpu process_cpu(Store& store, std::int64_t process_id, std::int64_t from_
 // process that did not run between two rows slept where its later row says
 // (the sampler writes a row when it runs, changes state, or sleeps where
 // nothing wakes it, and at least every 10 s). wchan "" when none was
-// read (state R). Rows at first sight (span_ns NULL) are left out. A row
+// read (state R). Rows at first sight (span_ns NULL) are left out. A
+// process with thread rows (thread_tick) in the span is read per thread:
+// each thread's off-CPU time by its own state and wait channel. A row
 // with a process_poll row (a record's client in poll, select or epoll_wait)
 // is keyed by what it waited on too (own_timer).
 struct ProcessSleep {

@@ -2029,6 +2029,9 @@ TEST(CorrelateFinding, WchanFamiliesMatchByFamilyNotOneName) {
   EXPECT_EQ(wchan_family("ep_poll"), WchanFamily::latch);
   EXPECT_EQ(wchan_family("poll_schedule_timeout.constprop.0"), WchanFamily::latch);
   EXPECT_EQ(wchan_family("futex_wait_queue_me"), WchanFamily::futex);
+  // Linux 6.x: holds "do_wait", which is a wait for a child.
+  EXPECT_EQ(wchan_family("futex_do_wait"), WchanFamily::futex);
+  EXPECT_EQ(wchan_family("do_wait"), WchanFamily::child);
   EXPECT_EQ(wchan_family("anon_pipe_write"), WchanFamily::other);
   EXPECT_EQ(wchan_family("pipe_write"), WchanFamily::other);
   EXPECT_EQ(wchan_family("0"), WchanFamily::none);

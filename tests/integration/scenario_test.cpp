@@ -213,6 +213,14 @@ TEST(Scenario, RecordOfAnAsyncioApplicationWithThinkTimeIsNoBottleneck) {
   EXPECT_NE(out.find("client asleep by choice: 0."), std::string::npos) << out;
 }
 
+// record beside a multi-threaded client whose 8 threads queue on one lock
+// (a log lock held for 2 ms a write): kernel_wait on the client's side,
+// python3 asleep on a futex — read from its threads' rows, not its main
+// thread's (asleep in join).
+TEST(Scenario, RecordOfThreadsQueuedOnOneLockIsKernelWaitOnAFutex) {
+  run_scenario("record-threads-one-lock", "kernel_wait");
+}
+
 // record beside a client blocked writing its log to a slow pipe (seed 003's
 // logging, on the client): kernel_wait naming the client and the pipe.
 TEST(Scenario, RecordOfAClientBlockedOnItsLogPipeIsKernelWait) {
