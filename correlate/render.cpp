@@ -196,7 +196,8 @@ nlohmann::json sessions_json(const SessionView& v) {
           {"other_load",
            {{"sessions", v.other_sessions},
             {"session_ns", v.other_session_ns},
-            {"groups", std::move(others)}}}};
+            {"groups", std::move(others)}}},
+          {"idle_pooled_sessions", v.idle_pooled_sessions}};
 }
 
 void render_header(const Report& r, std::ostream& out) {

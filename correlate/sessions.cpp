@@ -324,8 +324,22 @@ std::optional<SessionScan> read_session_view(schema::Store& store, const Session
   std::map<GroupKey, std::set<int>> group_clients;
   std::map<std::string, std::int64_t> all_polls;
   std::map<GroupKey, SessionGroup> others;
+  // A pooler's server connection idle at every poll served none of the
+  // queries: the pool's spare (or one left from an earlier run).
+  auto pooler_of = [&](const schema::SessionInfo& info) -> std::string {
+    if (!info.client_pid) return {};
+    const auto k = px.find(*info.client_pid, info.client_start_ticks);
+    return k && is_pooler_comm(px.all[*k].comm) ? px.all[*k].comm : std::string();
+  };
   for (const auto& [i, p] : polls) {
     const auto& info = sessions[i];
+    if (p.by_part.size() == 1 && p.by_part.contains("idle")) {
+      if (auto pooler = pooler_of(info); !pooler.empty()) {
+        ++v.idle_pooled_sessions;
+        v.idle_pooler = pooler;
+        continue;
+      }
+    }
     const GroupKey key{info.application_name,
                        info.client_addr.empty() ? std::string("local") : info.client_addr,
                        info.usename, info.datname};

@@ -129,6 +129,45 @@ TEST(CorrelateSessions, SplitsTheSessionTimeAndAccountsItExactly) {
   EXPECT_EQ(j["sessions"]["client_processes"][0]["found_by"], "command");
 }
 
+// A pgbouncer server connection idle at every poll (the pool's spare, or
+// one left from an earlier run) served none of the queries: left out of the
+// application's sessions and time, with a note; the accounting is as
+// without it.
+TEST(CorrelateSessions, AnIdlePooledServerConnectionIsNotTheApplicationsSession) {
+  auto store = record_file(950);
+  schema::Batch b;
+  b.processes.push_back({.process_id = 4,
+                         .pid = 400,
+                         .start_ticks = 7000,
+                         .start_ns = kT0 - 5 * kS,
+                         .comm = "pgbouncer",
+                         .first_sample_id = 1});
+  b.pg_sessions.push_back({.session_id = 2,
+                           .pid = 202,
+                           .backend_start_ns = kT0 - 5 * kS,
+                           .backend_type = "client backend",
+                           .application_name = "",
+                           .client_port = 41000,
+                           .usename = "app",
+                           .datname = "site",
+                           .first_ash_tick = 1,
+                           .client_pid = 400,
+                           .client_start_ticks = 7000});
+  b.pg_session_idles.push_back({.session_id = 2, .first_ash_tick = 1, .polls = 60});
+  b.pg_session_idles.push_back({.session_id = 2, .first_ash_tick = 61, .polls = 41});
+  store.write(b);
+  const auto r = explain(store, {});
+  ASSERT_TRUE(r.sessions);
+  EXPECT_EQ(r.sessions->sessions, 1);
+  EXPECT_EQ(r.sessions->session_ns, 101 * 100 * kMs);
+  EXPECT_EQ(r.sessions->idle_pooled_sessions, 1);
+  ASSERT_TRUE(r.accounting);
+  EXPECT_EQ(r.accounting->client_ns, 10100 * kMs);
+  EXPECT_TRUE(std::any_of(r.notes.begin(), r.notes.end(), [](const std::string& n) {
+    return n.starts_with("1 server connection of pgbouncer was idle at every poll");
+  }));
+}
+
 TEST(CorrelateSessions, AClientBelowOneCoreIsClientCpu) {
   auto store = record_file(500);
   const auto r = explain(store, {});
