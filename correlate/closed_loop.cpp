@@ -141,6 +141,15 @@ std::optional<Finding> latency_bound(const Report& r, const Facts& f,
   for (const auto& [comm, ns] : a.path_cpu_by_comm_ns) {
     if (double(ns) / double(a.wall_ns) >= kSingleThreadMinCores) return std::nullopt;
   }
+  // A record file's client process whose busiest thread wanted a core (on
+  // it or queued for it) is saturated, even when single_thread's CPU alone
+  // fell just short of it.
+  if (r.sessions) {
+    for (const auto& c : r.sessions->client_processes) {
+      if (c.sessions > 0 && c.hottest_thread_demand_cores >= kSingleThreadMinCores)
+        return std::nullopt;
+    }
+  }
   const auto loop = loop_figures(r, f);
   if (!loop) return std::nullopt;
 

@@ -606,10 +606,10 @@ struct SessionView {
   std::int64_t other_sessions = 0;
   std::int64_t other_session_ns = 0;
   // Server connections of a pooler (sessions whose socket a pooler holds)
-  // that were idle at every poll of the span: the pool's spare connections
-  // (or ones left from an earlier run), which served none of the recorded
-  // queries. Left out of the groups, the parts and the accounting; a note
-  // says how many.
+  // idle at every poll of the span, whose backend (sampled on this host)
+  // used under 1 ms of CPU in it: the pool's spare connections (or ones
+  // left from an earlier run), which served none of the recorded queries. Left out of the groups,
+  // the parts and the accounting; a note says how many.
   std::int64_t idle_pooled_sessions = 0;
   std::string idle_pooler;  // the pooler's comm
 };

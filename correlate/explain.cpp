@@ -181,9 +181,11 @@ Report explain_once(schema::Store& store, const ExplainOptions& options) {
       report.sessions = std::move(sessions->view);
       if (const auto n = report.sessions->idle_pooled_sessions; n > 0) {
         report.notes.push_back(fmt::format(
-            "{} server connection{} of {} {} idle at every poll (the pool's spare connections, "
-            "or ones left from an earlier run): left out of the application's sessions.",
-            n, n == 1 ? "" : "s", report.sessions->idle_pooler, n == 1 ? "was" : "were"));
+            "{} server connection{} of {} {} idle at every poll, {} backend using no CPU (the "
+            "pool's spare connections, or ones left from an earlier run): left out of the "
+            "application's sessions.",
+            n, n == 1 ? "" : "s", report.sessions->idle_pooler, n == 1 ? "was" : "were",
+            n == 1 ? "its" : "their"));
       }
     } else {
       report.host_accounting = host_accounting(f, report.run.cores);

@@ -24,6 +24,9 @@ namespace {
 // A backend process and the session it served start within this of each
 // other (process.start_ns comes from clock ticks since boot: 10 ms steps).
 constexpr std::int64_t kBackendStartMatchNs = 2 * common::kNsPerS;
+// A pooled server connection's backend below this CPU over the span served
+// no query (one short query costs ≥ 20 µs; an idle backend's timers none).
+constexpr std::int64_t kIdlePooledMaxBackendCpuNs = common::kNsPerMs;
 // The clients' sampled places split all of the session time left to their
 // side when they explain at least this share of it (session_accounting).
 constexpr double kClientSideMinCoverage = 0.5;
@@ -324,17 +327,35 @@ std::optional<SessionScan> read_session_view(schema::Store& store, const Session
   std::map<GroupKey, std::set<int>> group_clients;
   std::map<std::string, std::int64_t> all_polls;
   std::map<GroupKey, SessionGroup> others;
-  // A pooler's server connection idle at every poll served none of the
-  // queries: the pool's spare (or one left from an earlier run).
+  // A pooler's server connection idle at every poll whose backend (sampled
+  // on this host) used no CPU in the span served none of the queries: the
+  // pool's spare (or one left from an earlier run). At 10 polls a second a
+  // short query is rarely seen active, so idle polls alone do not say it.
   auto pooler_of = [&](const schema::SessionInfo& info) -> std::string {
     if (!info.client_pid) return {};
     const auto k = px.find(*info.client_pid, info.client_start_ticks);
     return k && is_pooler_comm(px.all[*k].comm) ? px.all[*k].comm : std::string();
   };
+  auto backend_unused = [&](const schema::SessionInfo& info) {
+    const auto it = px.by_pid.find(info.pid);
+    if (it == px.by_pid.end()) return false;  // not sampled here: not known
+    bool matched = false;
+    for (auto k : it->second) {
+      const auto& proc = px.all[k];
+      if (proc.start_ns && info.backend_start_ns &&
+          std::llabs(*proc.start_ns - *info.backend_start_ns) > kBackendStartMatchNs)
+        continue;
+      matched = true;
+      if (schema::process_cpu(store, proc.process_id, in.span.start_ns, in.span.end_ns).cpu_ns >=
+          kIdlePooledMaxBackendCpuNs)
+        return false;
+    }
+    return matched;
+  };
   for (const auto& [i, p] : polls) {
     const auto& info = sessions[i];
     if (p.by_part.size() == 1 && p.by_part.contains("idle")) {
-      if (auto pooler = pooler_of(info); !pooler.empty()) {
+      if (auto pooler = pooler_of(info); !pooler.empty() && backend_unused(info)) {
         ++v.idle_pooled_sessions;
         v.idle_pooler = pooler;
         continue;

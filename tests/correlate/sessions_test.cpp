@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include <gtest/gtest.h>
@@ -129,10 +130,11 @@ TEST(CorrelateSessions, SplitsTheSessionTimeAndAccountsItExactly) {
   EXPECT_EQ(j["sessions"]["client_processes"][0]["found_by"], "command");
 }
 
-// A pgbouncer server connection idle at every poll (the pool's spare, or
-// one left from an earlier run) served none of the queries: left out of the
-// application's sessions and time, with a note; the accounting is as
-// without it.
+// Two pgbouncer server connections idle at every poll: one whose backend
+// used no CPU (the pool's spare, or one left from an earlier run) served
+// none of the queries — left out of the application's sessions and time,
+// with a note; the other's backend ran 30 ms a second (short queries ASH
+// never caught active) — the application's.
 TEST(CorrelateSessions, AnIdlePooledServerConnectionIsNotTheApplicationsSession) {
   auto store = record_file(950);
   schema::Batch b;
@@ -142,27 +144,46 @@ TEST(CorrelateSessions, AnIdlePooledServerConnectionIsNotTheApplicationsSession)
                          .start_ns = kT0 - 5 * kS,
                          .comm = "pgbouncer",
                          .first_sample_id = 1});
-  b.pg_sessions.push_back({.session_id = 2,
-                           .pid = 202,
-                           .backend_start_ns = kT0 - 5 * kS,
-                           .backend_type = "client backend",
-                           .application_name = "",
-                           .client_port = 41000,
-                           .usename = "app",
-                           .datname = "site",
-                           .first_ash_tick = 1,
-                           .client_pid = 400,
-                           .client_start_ticks = 7000});
-  b.pg_session_idles.push_back({.session_id = 2, .first_ash_tick = 1, .polls = 60});
-  b.pg_session_idles.push_back({.session_id = 2, .first_ash_tick = 61, .polls = 41});
+  for (const auto& [id, pid, cpu_ms] :
+       {std::tuple<std::int64_t, int, std::int64_t>{5, 202, 0}, {6, 203, 30}}) {
+    b.processes.push_back({.process_id = id,
+                           .pid = pid,
+                           .start_ticks = 7100,
+                           .start_ns = kT0 - 5 * kS,
+                           .ppid = 50,
+                           .comm = "postgres",
+                           .first_sample_id = 1});
+    for (int i = 1; i <= 10; ++i) {
+      b.process_samples.push_back({.sample_id = i + 1,
+                                   .process_id = id,
+                                   .state = 'S',
+                                   .cpu_ns = cpu_ms * kMs,
+                                   .run_delay_ns = 0,
+                                   .span_ns = kS});
+    }
+    const std::int64_t session_id = id - 3;  // 2, 3
+    b.pg_sessions.push_back({.session_id = session_id,
+                             .pid = pid,
+                             .backend_start_ns = kT0 - 5 * kS,
+                             .backend_type = "client backend",
+                             .application_name = "",
+                             .client_port = 41000 + pid,
+                             .usename = "app",
+                             .datname = "site",
+                             .first_ash_tick = 1,
+                             .client_pid = 400,
+                             .client_start_ticks = 7000});
+    b.pg_session_idles.push_back({.session_id = session_id, .first_ash_tick = 1, .polls = 60});
+    b.pg_session_idles.push_back({.session_id = session_id, .first_ash_tick = 61, .polls = 41});
+  }
   store.write(b);
   const auto r = explain(store, {});
   ASSERT_TRUE(r.sessions);
-  EXPECT_EQ(r.sessions->sessions, 1);
-  EXPECT_EQ(r.sessions->session_ns, 101 * 100 * kMs);
+  EXPECT_EQ(r.sessions->sessions, 2);
+  EXPECT_EQ(r.sessions->session_ns, 2 * 101 * 100 * kMs);
   EXPECT_EQ(r.sessions->idle_pooled_sessions, 1);
   ASSERT_TRUE(r.accounting);
-  EXPECT_EQ(r.accounting->client_ns, 10100 * kMs);
+  EXPECT_EQ(r.accounting->client_ns, 2 * 10100 * kMs);
   EXPECT_TRUE(std::any_of(r.notes.begin(), r.notes.end(), [](const std::string& n) {
     return n.starts_with("1 server connection of pgbouncer was idle at every poll");
   }));
