@@ -76,10 +76,29 @@ bool same_file(const std::string& a, const std::string& b) {
 
 void refuse_output_that_is_an_input(const std::string& output,
                                     const std::vector<std::string>& inputs) {
+  // The output's absolute, lexically normal path (its directory resolved):
+  // a name beside an input is caught even before that file exists.
+  auto normal = [](const std::string& path) {
+    std::error_code ec;
+    const auto p = std::filesystem::path(path);
+    const auto dir = std::filesystem::weakly_canonical(
+        p.has_parent_path() ? p.parent_path() : std::filesystem::path("."), ec);
+    return ec ? p.lexically_normal() : (dir / p.filename()).lexically_normal();
+  };
   for (const auto& input : inputs) {
     if (same_file(output, input)) {
       throw_usage(fmt::format("cannot write {}: it is the input {} (the output would destroy it)",
                               output, input));
+    }
+    // An SQLite input's files beside it: its WAL (a killed run's commits),
+    // WAL index and rollback journal.
+    for (const char* suffix : {"-wal", "-shm", "-journal"}) {
+      const std::string beside = input + suffix;
+      if (same_file(output, beside) || normal(output) == normal(beside)) {
+        throw_usage(fmt::format(
+            "cannot write {}: it is the {} file of the input {} (the output would destroy it)",
+            output, suffix, input));
+      }
     }
   }
 }

@@ -24,8 +24,10 @@ namespace stallscope::common {
 bool same_file(const std::string& a, const std::string& b);
 
 // Throws Error(usage) "cannot write OUT: it is the input IN" when `output`
-// names the same file (same device and inode) as one of `inputs`: the
-// command would destroy what it reads. A missing output is never an input.
+// names the same file (same device and inode) as one of `inputs`, and
+// "cannot write OUT: it is the -wal file of the input IN" when it is an
+// input's -wal, -shm or -journal (by inode, or by name before it exists):
+// the command would destroy what it reads.
 void refuse_output_that_is_an_input(const std::string& output,
                                     const std::vector<std::string>& inputs);
 

@@ -64,6 +64,34 @@ TEST(OutputFile, AnOutputThatIsAnInputIsRefusedNamingBoth) {
   EXPECT_EQ(slurp(dir.file("run.db")), "data");
 }
 
+// The files SQLite keeps beside an input (a killed run's -wal holds its
+// commits): refused by inode through another name, and by name before they
+// exist.
+TEST(OutputFile, AnInputsWalShmOrJournalIsRefused) {
+  test::TempDir dir;
+  std::ofstream(dir.file("run.db")) << "data";
+  std::ofstream(dir.file("run.db-wal")) << "commits";
+  std::filesystem::create_symlink(dir.file("run.db-wal"), dir.file("page.html"));
+  try {
+    refuse_output_that_is_an_input(dir.file("page.html"), {dir.file("run.db")});
+    ADD_FAILURE() << "not refused";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              fmt::format("cannot write {}: it is the -wal file of the input {} (the output "
+                          "would destroy it)",
+                          dir.file("page.html"), dir.file("run.db")));
+  }
+  const auto sub = (dir.path() / "sub").string();
+  std::filesystem::create_directory(sub);
+  for (const char* beside : {"run.db-shm", "run.db-journal", "sub/../run.db-shm"}) {
+    EXPECT_THROW(refuse_output_that_is_an_input(dir.file(beside), {dir.file("run.db")}), Error)
+        << beside;
+  }
+  EXPECT_NO_THROW(
+      refuse_output_that_is_an_input(dir.file("run.db-wal.html"), {dir.file("run.db")}));
+  EXPECT_EQ(slurp(dir.file("run.db-wal")), "commits");
+}
+
 // The page went to OUT.tmp, opened with O_CREAT|O_TRUNC: a symlink planted
 // there was followed and its target overwritten. The temporary file is now
 // mkstemp's (O_EXCL), and the page ends with mode 0600 even over a 0644 file.
