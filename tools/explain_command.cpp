@@ -39,6 +39,11 @@ std::int64_t parse_duration_ns(const std::string& text, const std::string& flag)
                  : unit == "s"  ? common::kNsPerSDouble
                  : unit == "m"  ? 60 * common::kNsPerSDouble
                                 : 3600 * common::kNsPerSDouble;
+  // Past what an int64 of ns holds (292 years): said so, not wrapped around.
+  if (value * scale >= 9.2e18) {
+    throw Error(ErrorKind::usage,
+                fmt::format("{}: '{}' is too long (at most 292 years)", flag, text));
+  }
   auto ns = static_cast<std::int64_t>(std::llround(value * scale));
   if (ns < common::kNsPerMs) {
     throw Error(ErrorKind::usage, fmt::format("{}: '{}' is shorter than 1 ms", flag, text));

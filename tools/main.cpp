@@ -473,6 +473,14 @@ int finish_report(ReportCli& r) {
   return stallscope::tools::report_command(r.options);
 }
 
+// An error message as printed: secrets masked as in any argument (an extra
+// argument CLI11 quotes may be a conninfo with its password=…; a command
+// record cannot run may be one), folded to one line, made printable.
+std::string masked_printable(const std::string& message) {
+  const auto masked = stallscope::mask_args({"stallscope", message});
+  return stallscope::common::printable(stallscope::fold_lines(masked.back()));
+}
+
 // Parses the command line into the subcommands' options; the exit status
 // when parsing ends the program (--help, --version, a usage error), else
 // nullopt.
@@ -489,9 +497,8 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
     const std::string where = app.get_subcommands().empty()
                                   ? std::string("stallscope")
                                   : "stallscope " + app.get_subcommands().front()->get_name();
-    stallscope::common::print_stderr(
-        "{}: {} (see '{} --help')\n", where,
-        stallscope::common::printable(stallscope::fold_lines(e.what())), where);
+    stallscope::common::print_stderr("{}: {} (see '{} --help')\n", where,
+                                     masked_printable(e.what()), where);
     return 2;
   }
   return std::nullopt;
@@ -501,7 +508,7 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
 // lost: there is nowhere left to say so).
 void print_error(const CLI::App& app, const char* what) {
   stallscope::common::print_stderr("stallscope {}: {}\n", app.get_subcommands().front()->get_name(),
-                                   stallscope::common::printable(stallscope::fold_lines(what)));
+                                   masked_printable(what));
 }
 
 // Runs the parsed subcommand; its exit status.

@@ -471,9 +471,11 @@ int run_command(const RunOptions& o) {
     return 1;
   }
   if (end.write_failure || end.status == "failed") return 1;
-  // Every transaction failed: the run measured nothing but its errors. The
-  // file keeps them (explain's `errors` finding names the SQLSTATEs).
-  if (const auto s = driver.summary(); s.queries > 0 && s.errors == s.queries) {
+  // Every transaction of a run that ended as asked failed: it measured
+  // nothing but its errors. The file keeps them (explain's `errors` finding
+  // names the SQLSTATEs). A run ended by a signal exits 0 whatever it did.
+  if (const auto s = driver.summary();
+      end.status == "complete" && s.queries > 0 && s.errors == s.queries) {
     fmt::print(stderr,
                "stallscope run: every transaction failed ({}): `stallscope explain {}` names the "
                "errors\n",

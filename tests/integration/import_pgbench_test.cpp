@@ -486,6 +486,13 @@ TEST_F(ImportPgbench, DecadesApartExplainWithLongerDefaultWindows) {
   auto chosen = test::run_command({test::stallscope_bin(), "explain", db, "--window", "1s"});
   EXPECT_EQ(chosen.exit_status, 2) << chosen.err;
   EXPECT_NE(chosen.err.find("windows is too many"), std::string::npos) << chosen.err;
+  // A window past an int64 of ns is too long, not "shorter than 1 ms".
+  auto huge =
+      test::run_command({test::stallscope_bin(), "explain", db, "--window", "99999999999h"});
+  EXPECT_EQ(huge.exit_status, 2) << huge.err;
+  EXPECT_EQ(huge.err,
+            "stallscope explain: --window: '99999999999h' is too long (at most 292 "
+            "years)\n");
 }
 
 // The accounting part named `name` (null when absent).

@@ -425,6 +425,20 @@ TEST(RunCommand, BadInputGivesOneLineErrorAndStatus) {
   EXPECT_EQ(unreachable.err.find("hunter2"), std::string::npos) << unreachable.err;
   EXPECT_FALSE(std::filesystem::exists(dir.file("u.db")));
 
+  // A conninfo split over two arguments (unquoted): CLI11's error quotes the
+  // extra one, and record would take it for the command to run. Masked both.
+  auto split = run_command(
+      {bin, "run", "-o", dir.file("s.db"), "--sql", "SELECT 1", "host=/x", "password=hunter2"});
+  EXPECT_EQ(split.exit_status, 2);
+  EXPECT_NE(split.err.find("password=***"), std::string::npos) << split.err;
+  EXPECT_EQ(split.err.find("hunter2"), std::string::npos) << split.err;
+  auto as_command = run_command(
+      {bin, "record", "-o", dir.file("c.db"), "-T", "1", "--pg", conninfo, "password=hunter2"});
+  EXPECT_EQ(as_command.exit_status, 2);
+  EXPECT_NE(as_command.err.find("cannot run command 'password=***'"), std::string::npos)
+      << as_command.err;
+  EXPECT_EQ(as_command.err.find("hunter2"), std::string::npos) << as_command.err;
+
   // Client 0 connects, a later client (opened by its driver thread in the
   // run) is refused: the same kind of error, and no file either.
   test::psql(conninfo,
