@@ -408,8 +408,10 @@ int record_command(const RecordOptions& o) {
         child_status);
     return 1;
   }
-  // A record without a limit ends by a signal: that is its normal end.
-  const bool interrupted = stop_requested() && (o.duration_s || !o.command.empty());
+  // A record without a limit ends by a signal: that is its normal end; a
+  // broken pipe (its output closed) is not.
+  const bool interrupted =
+      stop_requested() && (o.duration_s || !o.command.empty() || stop_signal() == SIGPIPE);
   writer.close(wall_now_ns(), interrupted ? "interrupted" : "complete", reason, child_status);
   common::print_stderr("record: {} ({}), {} ticks\n", o.output_path, reason,
                        samplers.host.latest().ticks);

@@ -208,5 +208,16 @@ TEST_F(Outputs, RecordWhoseOutputReaderWentAwayEndsItsCommand) {
   EXPECT_FALSE(fs::exists(fmt::format("/proc/{}", pid))) << "sleep still running";
 }
 
+// `record` without -T or a command whose progress reader goes away: a
+// broken pipe is no normal end (as SIGINT is for an unlimited record), so
+// the file says interrupted.
+TEST_F(Outputs, UnlimitedRecordEndedByABrokenPipeIsInterrupted) {
+  run_redirected({test::stallscope_bin(), "record", "-o", dir_.file("unlimited.db"), "-P", "0.2"},
+                 "2>&1 | head -1");
+  SQLite::Database db(dir_.file("unlimited.db"));
+  EXPECT_EQ(db.execAndGet("SELECT status || '|' || end_reason FROM run").getString(),
+            "interrupted|broken pipe (standard output or error closed)");
+}
+
 }  // namespace
 }  // namespace stallscope
