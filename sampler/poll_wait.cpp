@@ -178,6 +178,23 @@ std::optional<PollCall> poll_call(const BlockedSyscall& s) {
   const auto& a = s.args;
   // A timeout in ms as an int: -1 (or any negative) waits for ever.
   const auto timed_ms = [](std::uint64_t v) { return static_cast<std::int32_t>(v) >= 0; };
+  // poll(fds, nfds, …) and ppoll: a pollfd array.
+  const auto pollfd_call = [&a](std::string_view name, bool timed) {
+    return PollCall{.name = name,
+                    .timed = timed,
+                    .fds = PollCall::Fds::pollfd_array,
+                    .array_address = a[0],
+                    .count = a[1]};
+  };
+  // select(nfds, read, write, except, timeout) and pselect6: fd_sets.
+  const auto fd_set_call = [&a](std::string_view name) {
+    return PollCall{.name = name,
+                    .timed = a[4] != 0,
+                    .fds = PollCall::Fds::fd_sets,
+                    .read_set_address = a[1],
+                    .write_set_address = a[2],
+                    .count = a[0]};
+  };
   PollCall c;
   switch (s.number) {
 #ifdef SYS_epoll_wait
@@ -195,38 +212,16 @@ std::optional<PollCall> poll_call(const BlockedSyscall& s) {
 #endif
 #ifdef SYS_poll
     case SYS_poll:
-      c = {.name = "poll",
-           .timed = timed_ms(a[2]),
-           .fds = PollCall::Fds::pollfd_array,
-           .array_address = a[0],
-           .count = a[1]};
-      return c;
+      return pollfd_call("poll", timed_ms(a[2]));
 #endif
     case SYS_ppoll:
-      c = {.name = "ppoll",
-           .timed = a[2] != 0,
-           .fds = PollCall::Fds::pollfd_array,
-           .array_address = a[0],
-           .count = a[1]};
-      return c;
+      return pollfd_call("ppoll", a[2] != 0);
 #ifdef SYS_select
     case SYS_select:
-      c = {.name = "select",
-           .timed = a[4] != 0,
-           .fds = PollCall::Fds::fd_sets,
-           .read_set_address = a[1],
-           .write_set_address = a[2],
-           .count = a[0]};
-      return c;
+      return fd_set_call("select");
 #endif
     case SYS_pselect6:
-      c = {.name = "pselect6",
-           .timed = a[4] != 0,
-           .fds = PollCall::Fds::fd_sets,
-           .read_set_address = a[1],
-           .write_set_address = a[2],
-           .count = a[0]};
-      return c;
+      return fd_set_call("pselect6");
     default:
       return std::nullopt;
   }
