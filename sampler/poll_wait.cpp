@@ -274,16 +274,21 @@ namespace stallscope::sampler {
 void ClientWatch::add_pid(int pid) {
   std::lock_guard lock(mutex_);
   pids_.insert(pid);
+  ++version_;
 }
 
 void ClientWatch::add_comm(std::string comm) {
   std::lock_guard lock(mutex_);
   comms_.push_back(std::move(comm));
+  ++version_;
 }
 
-bool ClientWatch::watches(int pid, std::string_view comm) const {
+void ClientWatch::refresh(Snapshot& copy) const {
+  if (version_.load() == copy.version) return;
   std::lock_guard lock(mutex_);
-  return pids_.contains(pid) || std::find(comms_.begin(), comms_.end(), comm) != comms_.end();
+  copy.version = version_.load();
+  copy.pids = pids_;
+  copy.comms = comms_;
 }
 
 }  // namespace stallscope::sampler

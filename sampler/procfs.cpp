@@ -727,7 +727,7 @@ bool ProcessTracker::watch(const ProcessObservation& obs) {
   const bool watched =
       watched_pids_.contains(obs.pid) ||
       (obs.ppid && (watched_pids_.contains(*obs.ppid) || next_watched_pids_.contains(*obs.ppid))) ||
-      depth_.client_watch->watches(obs.pid, obs.comm);
+      watch_.watches(obs.pid, obs.comm);
   if (watched) next_watched_pids_.insert(obs.pid);
   return watched;
 }
@@ -848,6 +848,7 @@ void ProcessTracker::observe(const TickInfo& tick,
   active_cgroups_.clear();
   poll_reader_.new_tick();
   next_watched_pids_.clear();
+  if (depth_.client_watch) depth_.client_watch->refresh(watch_);
   const std::size_t first_process_sample = out.process_samples.size();
   const std::size_t first_thread_sample = out.thread_samples.size();
   for (const ProcessObservation& listed : observations) {

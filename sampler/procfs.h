@@ -505,6 +505,7 @@ class ProcessTracker {
   // depth_.client_watch: the watched pids of the last observe() and this one
   // (a child of a watched process is watched).
   std::unordered_set<int> watched_pids_, next_watched_pids_;
+  ClientWatch::Snapshot watch_;  // depth_.client_watch as of this tick
   PollWaitReader poll_reader_;
 };
 

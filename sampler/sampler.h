@@ -16,6 +16,8 @@
 // /proc/net/netstat and /proc/net/snmp (tcp_stack_sample).
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -44,13 +46,24 @@ namespace stallscope::sampler {
 //   // HostSamplerOptions::client_watch and AshSamplerOptions::client_watch = watch
 class ClientWatch {
  public:
+  // What the host sampler works from: a copy, taken again only when
+  // something was added (one atomic load a tick otherwise).
+  struct Snapshot {
+    std::uint64_t version = 0;
+    std::unordered_set<int> pids;    // the processes (not their children)
+    std::vector<std::string> comms;  // --client-process names
+    bool watches(int pid, std::string_view comm) const {
+      return pids.contains(pid) || std::find(comms.begin(), comms.end(), comm) != comms.end();
+    }
+  };
   void add_pid(int pid);
   void add_comm(std::string comm);
-  // Whether the process is one of the named or added ones (not its children).
-  bool watches(int pid, std::string_view comm) const;
+  // Brings `copy` up to date when it is older than this watch.
+  void refresh(Snapshot& copy) const;
 
  private:
   mutable std::mutex mutex_;
+  std::atomic<std::uint64_t> version_{0};
   std::unordered_set<int> pids_;
   std::vector<std::string> comms_;
 };
