@@ -401,6 +401,14 @@ struct TrackerDepth {
 // does one whose cgroup a row finds changed. Processes not in a tick's
 // observations are forgotten, so memory follows the process count.
 // process_ids are 1, 2, ... and never reused.
+// Helpers shared by procfs.cpp and process_tracker.cpp.
+// Whether /proc/PID/stat says the task is exiting (PF_EXITING) or gone (Z, X).
+bool is_exiting(const PidStat& st);
+// stat's rss (pages) in bytes; nullopt when the product would not fit.
+std::optional<std::int64_t> rss_bytes(std::int64_t pages, std::int64_t page_bytes);
+// "<proc_root>/<pid>/<file>".
+std::string pid_path(const std::string& proc_root, int pid, std::string_view file);
+
 class ProcessTracker {
  public:
   ProcessTracker(std::string proc_root, std::int64_t heartbeat_ns, TrackerDepth depth = {});
