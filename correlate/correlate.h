@@ -203,6 +203,10 @@ struct Accounting {
   // sample of a client explains is "unaccounted".
   std::int64_t client_sleep_ns = 0;
   std::vector<std::pair<std::string, std::int64_t>> client_blocked_by_wchan_ns;
+  // record --pg files: the clients asleep waiting on fds none of which is
+  // the database's (ClientProcess::on_other_ns) — their own requests,
+  // another service, a pipe: part "client_idle". Idle as think time is.
+  std::int64_t client_idle_ns = 0;
   // Set when no process sample's CPU delta covers the span (sampling slower
   // than the span, e.g. --hz 0.1): why the CPU and run-queue parts measured
   // from process samples — and so the remainder — cannot be accounted. They
@@ -559,6 +563,17 @@ struct ClientProcess {
   // until its own timer — think time inside an event loop. Not in
   // sleep_by_wchan_ns.
   std::int64_t own_timer_ns = 0;
+  // Of that sleep, waits on fds with a database socket among them
+  // (process_poll database_sockets > 0): waiting for the database, a round
+  // trip. Not in sleep_by_wchan_ns.
+  std::int64_t on_database_ns = 0;
+  // Of that sleep, waits on fds with no database socket and not on its own
+  // timer (its own clients, another service, a pipe or terminal): the
+  // client waiting for something else. Kept apart only for a process seen
+  // waiting on a database socket in the span (which of its sockets is the
+  // database's is known); else those spans stay in sleep_by_wchan_ns. Not in
+  // sleep_by_wchan_ns.
+  std::int64_t on_other_ns = 0;
 };
 
 // One part of the session time (ASH, one state per session per poll).

@@ -14,6 +14,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common/poolers.h"
 #include "common/units.h"
 #include "correlate/correlate.h"
 #include "correlate/network.h"
@@ -137,16 +138,9 @@ enum class WchanFamily {
 };
 WchanFamily wchan_family(std::string_view wchan);
 
-// The connection poolers known by process name (comm): pgbouncer, pgcat,
-// odyssey, pgpool. Behind one, a session's socket belongs to the pooler, a
-// hop on the query path, not to the client.
-inline constexpr std::string_view kPoolerComms[] = {"pgbouncer", "pgcat", "odyssey", "pgpool"};
-inline bool is_pooler_comm(std::string_view comm) {
-  for (const auto name : kPoolerComms) {
-    if (comm == name) return true;
-  }
-  return false;
-}
+// The connection poolers by process name (common/poolers.h).
+using common::is_pooler_comm;
+using common::kPoolerComms;
 
 // Wait classes (pg_stat_activity.wait_event_type) that are not server waits
 // on the query path: the backend waiting for the client, or a background

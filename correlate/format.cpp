@@ -24,6 +24,7 @@ std::string part_label(std::string_view name) {
   if (name == "unaccounted") return "unaccounted (not sampled)";
   if (name == "client_cpu") return "client CPU";
   if (name == "client_sleep") return "client think time (asleep)";
+  if (name == "client_idle") return "client waiting for other input (not the database)";
   if (name.starts_with("client_blocked:"))
     return "client blocked in " + std::string(name.substr(15));
   if (name.starts_with("server_wait:")) return "server wait " + std::string(name.substr(12));

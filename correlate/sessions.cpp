@@ -152,8 +152,11 @@ std::map<std::size_t, std::string> find_client_processes(
   return found;
 }
 
+// `holds_session_socket`: the process owns a session's client socket (the
+// sampler recognises that socket as the database's: it leads to the
+// server's port or to its .s.PGSQL.* file).
 ClientProcess client_process(schema::Store& store, const schema::ProcessIdentity& p,
-                             const std::string& found_by, Span span) {
+                             const std::string& found_by, Span span, bool holds_session_socket) {
   const auto cpu = schema::process_cpu(store, p.process_id, span.start_ns, span.end_ns);
   const double span_ns = double(std::max<std::int64_t>(1, span.duration_ns()));
   ClientProcess c{.process_id = p.process_id,
@@ -173,10 +176,27 @@ ClientProcess client_process(schema::Store& store, const schema::ProcessIdentity
       cpu.top_thread_cpu_ns ? *cpu.top_thread_cpu_ns + cpu.top_thread_run_delay_ns.value_or(0)
                             : cpu.cpu_ns + cpu.run_delay_ns;
   c.hottest_thread_demand_cores = round4(double(demand_ns) / span_ns);
-  for (const auto& sl : schema::process_sleeps(store, p.process_id, span.start_ns, span.end_ns)) {
+  const auto sleeps = schema::process_sleeps(store, p.process_id, span.start_ns, span.end_ns);
+  // Which of its sockets is the database's is known when it holds a
+  // session's socket or was seen waiting on a database socket (else its
+  // database socket may lead where the sampler could not tell: a pooler on
+  // another host).
+  const bool database_known =
+      holds_session_socket || std::any_of(sleeps.begin(), sleeps.end(), [](const auto& sl) {
+        return sl.on == schema::SleptOn::database && sl.sleep_ns > 0;
+      });
+  for (const auto& sl : sleeps) {
     if (sl.sleep_ns <= 0) continue;
-    if (sl.own_timer) {
+    if (sl.on == schema::SleptOn::own_timer) {
       c.own_timer_ns += sl.sleep_ns;
+      continue;
+    }
+    if (sl.on == schema::SleptOn::database) {
+      c.on_database_ns += sl.sleep_ns;
+      continue;
+    }
+    if (sl.on == schema::SleptOn::other && database_known) {
+      c.on_other_ns += sl.sleep_ns;
       continue;
     }
     const std::string wchan = sl.state == "R" ? std::string() : sl.wchan;
@@ -196,8 +216,11 @@ ClientProcess client_process(schema::Store& store, const schema::ProcessIdentity
 // The client side of the session time, from where the clients that held
 // sessions slept: shares of their own time (CPU + run delay + sleep) asleep
 // by choice (a timer: nanosleep, or poll/select/epoll_wait with a timeout
-// and no socket to another process among its fds), blocked elsewhere in the kernel (by wchan), and
-// asleep on a socket or in poll (waiting for the server or the network).
+// and no socket to another process among its fds), blocked elsewhere in the
+// kernel (by wchan), waiting on fds none of which is the database's (other),
+// and asleep on the database socket (waiting for the server or the
+// network; by wait channel — a socket read or poll — where process_poll
+// did not say).
 // Sleep whose place is not known (spans that ended running) is spread over
 // the others in proportion; waiting for a child (a shell) is not the
 // client's side at all and is left out.
@@ -205,18 +228,21 @@ struct ClientSide {
   bool sampled = false;
   double think_share = 0;
   double socket_share = 0;
+  double other_share = 0;
   std::vector<std::pair<std::string, double>> blocked_share;  // largest first
 };
 
 ClientSide client_side(const SessionView& v) {
   ClientSide out;
-  double think = 0, socket = 0, unknown = 0, own = 0;
+  double think = 0, socket = 0, other = 0, unknown = 0, own = 0;
   std::map<std::string, double> blocked;
   for (const auto& c : v.client_processes) {
     if (c.sessions == 0) continue;
     // Asleep in an event loop until its own timer: think time.
-    double sleeps = double(c.own_timer_ns), child = 0;
+    double sleeps = double(c.own_timer_ns + c.on_database_ns + c.on_other_ns), child = 0;
     think += double(c.own_timer_ns);
+    socket += double(c.on_database_ns);
+    other += double(c.on_other_ns);
     for (const auto& [wchan, ns] : c.sleep_by_wchan_ns) {
       const double t = double(ns);
       sleeps += t;
@@ -245,13 +271,14 @@ ClientSide client_side(const SessionView& v) {
   }
   if (own <= 0) return out;
   out.sampled = true;
-  const double known = think + socket;
+  const double known = think + socket + other;
   double blocked_total = 0;
   for (const auto& [w, t] : blocked) blocked_total += t;
   // Unknown sleep spread over the known places in proportion.
   const double spread = known + blocked_total > 0 ? 1 + unknown / (known + blocked_total) : 1;
   out.think_share = think * spread / own;
   out.socket_share = socket * spread / own;
+  out.other_share = other * spread / own;
   for (const auto& [w, t] : blocked) out.blocked_share.emplace_back(w, t * spread / own);
   std::stable_sort(out.blocked_share.begin(), out.blocked_share.end(),
                    [](const auto& x, const auto& y) { return x.second > y.second; });
@@ -314,11 +341,17 @@ std::optional<SessionScan> read_session_view(schema::Store& store, const Session
   for (const auto& [i, p] : polls) {
     if (is_other(sessions[i])) other_owner_pids.insert(*sessions[i].client_pid);
   }
+  std::set<std::size_t> socket_owners;  // indexes in px.all
+  for (const auto& info : sessions) {
+    if (!info.client_pid) continue;
+    if (const auto k = px.find(*info.client_pid, info.client_start_ticks)) socket_owners.insert(*k);
+  }
   std::unordered_map<int, std::size_t> client_of_pid;  // pid → index in v.client_processes
   for (const auto& [i, how] : found) {
     if (how == "socket" && other_owner_pids.contains(px.all[i].pid)) continue;
     client_of_pid[px.all[i].pid] = v.client_processes.size();
-    v.client_processes.push_back(client_process(store, px.all[i], how, in.span));
+    v.client_processes.push_back(
+        client_process(store, px.all[i], how, in.span, socket_owners.contains(i)));
     s.client_process_ids.insert(px.all[i].process_id);
   }
   // Groups, and each group's client processes.
@@ -528,8 +561,9 @@ Accounting session_accounting(const SessionScan& s, const WindowAcc& total, cons
     const double server_taken =
         double(a.server_wait_ns + a.server_cpu_ns + a.kernel_wait_ns + backend_delay_ns);
     const double think = side.think_share * session;
+    const double other = side.other_share * session;
     const double socket = std::max(0.0, side.socket_share * session - server_taken);
-    double measured = think + socket;
+    double measured = think + other + socket;
     for (const auto& [wchan, share] : side.blocked_share) measured += share * session;
     // The session time (ASH polls) and the clients' own time (their rows'
     // spans) are two clocks a few % apart: when the clients' places explain
@@ -539,6 +573,7 @@ Accounting session_accounting(const SessionScan& s, const WindowAcc& total, cons
                              ? double(left_ns) / measured
                              : 1.0;
     a.client_sleep_ns = take(std::llround(think * scale));
+    a.client_idle_ns = take(std::llround(other * scale));
     for (const auto& [wchan, share] : side.blocked_share) {
       if (const auto taken = take(std::llround(share * session * scale)); taken > 0)
         a.client_blocked_by_wchan_ns.emplace_back(wchan, taken);
@@ -551,9 +586,9 @@ Accounting session_accounting(const SessionScan& s, const WindowAcc& total, cons
     unaccounted_ns = left_ns;
   }
   // Clients asleep by choice are idle between queries, as think time is in a run.
-  a.idle_ns = a.client_sleep_ns;
+  a.idle_ns = a.client_sleep_ns + a.client_idle_ns;
   a.client_busy_share =
-      a.client_ns > 0 ? double(a.client_ns - a.client_sleep_ns) / double(a.client_ns) : 0.0;
+      a.client_ns > 0 ? double(a.client_ns - a.idle_ns) / double(a.client_ns) : 0.0;
   auto part = [&](std::string name, std::int64_t ns) {
     a.parts.push_back(
         {std::move(name), ns, a.client_ns > 0 ? double(ns) / double(a.client_ns) : 0.0, ""});
@@ -564,6 +599,7 @@ Accounting session_accounting(const SessionScan& s, const WindowAcc& total, cons
   for (const auto& [wchan, ns] : a.kernel_wait_by_wchan_ns) part("kernel_wait:" + wchan, ns);
   part("run_queue", a.run_delay_ns);
   if (a.client_sleep_ns > 0) part("client_sleep", a.client_sleep_ns);
+  if (a.client_idle_ns > 0) part("client_idle", a.client_idle_ns);
   for (const auto& [wchan, ns] : a.client_blocked_by_wchan_ns) part("client_blocked:" + wchan, ns);
   part("remainder", a.remainder_ns);
   if (unaccounted_ns > 0) part("unaccounted", unaccounted_ns);

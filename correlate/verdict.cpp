@@ -89,7 +89,7 @@ std::string session_split(const Accounting& a) {
   std::string out;
   int shown = 0;
   for (const auto& p : parts) {
-    if (p.name == "client_sleep" || p.time_ns <= 0) continue;
+    if (p.name == "client_sleep" || p.name == "client_idle" || p.time_ns <= 0) continue;
     if (shown == 4) break;
     out += fmt::format("{}{} {}", shown++ ? ", " : "",
                        p.name == "remainder" ? "round trips (on the socket)" : part_label(p.name),
@@ -149,12 +149,32 @@ Verdict decide_verdict(const Report& r, const Facts& f) {
       return v;
     }
     if (r.sessions) {
-      // record --pg: the application's clients asleep by choice.
-      v.summary = fmt::format(
-          "The clients were asleep by choice (think time: a timer, not the database) for {:.0f}% "
-          "of their sessions' time, so the application's pacing set the throughput, and "
-          "{}: the rest is {}{}.",
-          100 * (1 - a->client_busy_share), nothing, session_split(*a), idle_text);
+      // record --pg: the application's clients asleep by choice, or waiting
+      // for input that is not the database's (their own requests).
+      const auto share = [&](std::int64_t ns) {
+        return a->client_ns > 0 ? 100 * double(ns) / double(a->client_ns) : 0.0;
+      };
+      const std::string idle =
+          a->client_idle_ns > a->client_sleep_ns
+              ? fmt::format(
+                    "The clients waited for input that is not the database's (their own "
+                    "requests, another service, a pipe: sockets and fds none of which leads to "
+                    "the database) for {:.0f}% of their sessions' time{}, so what feeds the "
+                    "application set the throughput",
+                    share(a->client_idle_ns),
+                    a->client_sleep_ns > 0
+                        ? fmt::format(" and slept by choice {:.0f}%", share(a->client_sleep_ns))
+                        : std::string())
+              : fmt::format(
+                    "The clients were asleep by choice (think time: a timer, not the database) "
+                    "for {:.0f}% of their sessions' time{}, so the application's pacing set the "
+                    "throughput",
+                    share(a->client_sleep_ns),
+                    a->client_idle_ns > 0 ? fmt::format(" and waited for other input {:.0f}%",
+                                                        share(a->client_idle_ns))
+                                          : std::string());
+      v.summary =
+          fmt::format("{}, and {}: the rest is {}{}.", idle, nothing, session_split(*a), idle_text);
       return v;
     }
     const std::string pacing =

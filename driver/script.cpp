@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "common/parse.h"
 #include "common/printable.h"
+#include "common/sql_secrets.h"
 #include "common/units.h"
 
 namespace stallscope::driver {
@@ -408,7 +409,7 @@ std::string source_text(const ScriptCommand& cmd, const Variables& variables) {
     sql += cmd.text[t];
     if (t < cmd.vars.size()) sql += ":" + variables.names[static_cast<std::size_t>(cmd.vars[t])];
   }
-  return sql;
+  return mask_sql_secrets(sql);
 }
 
 namespace {

@@ -58,7 +58,9 @@ struct Script {
 };
 
 // An SQL command's text as written, with `:name` for each variable reference
-// (names from `variables`), e.g. for -r's statement table and report.
+// (names from `variables`) and the passwords it carries masked
+// (common/sql_secrets.h: ALTER ROLE … PASSWORD '***'), e.g. for -r's
+// statement table, the run file's statement rows and the report.
 std::string source_text(const ScriptCommand& cmd, const Variables& variables);
 
 // Parses `text` (named `file` in errors). Throws Error(usage)

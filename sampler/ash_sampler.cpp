@@ -17,11 +17,13 @@
 #include "common/parse.h"
 #include "common/periodic.h"
 #include "common/pg.h"
+#include "common/poolers.h"
 #include "common/sql_secrets.h"
 #include "common/stop_watchdog.h"
 #include "common/thread_name.h"
 #include "common/units.h"
 #include "sampler/pg_stats.h"
+#include "sampler/poll_wait.h"
 #include "sampler/sampler.h"
 
 namespace stallscope::sampler {
@@ -172,6 +174,21 @@ struct AshSampler::Impl {
     if (port && PQresultStatus(port.get()) == PGRES_TUPLES_OK && PQntuples(port.get()) == 1) {
       server_port = static_cast<int>(pg::int64_or_null(port.get(), 0, 0).value_or(0));
     }
+    // The database ports a client's socket may lead to: the server's, and
+    // the one this connection went through (a pooler, a forwarded port).
+    if (options.client_watch) {
+      options.client_watch->add_database_port(server_port);
+      if (const char* p = PQport(conn.get());
+          p && PQhost(conn.get()) && PQhost(conn.get())[0] != '/')
+        if (const auto n = common::parse_int(p)) options.client_watch->add_database_port(*n);
+    }
+  }
+  // A pooler holding sessions: the ports it listens on lead to the database
+  // for its own clients (ClientWatch::add_database_port).
+  void watch_pooler_ports(const SocketOwner& owner) const {
+    if (!options.client_watch || !common::is_pooler_comm(owner.comm)) return;
+    for (const int p : detail::listening_ports(owner.pid, options.proc_root))
+      options.client_watch->add_database_port(p);
   }
   // Hands `s`'s open idle stretch (if any) to `batch` and closes it.
   static void close_idle(Session& s, schema::Batch& batch) {
@@ -232,6 +249,7 @@ AshSampler::Impl::Session& AshSampler::Impl::session_of(PGresult* res, int r, in
     if (auto owner = tcp_socket_owner(*row.client_port, server_port, options.proc_root)) {
       row.client_pid = owner->pid;
       row.client_start_ticks = owner->start_ticks;
+      watch_pooler_ports(*owner);
     }
   } else if (options.find_client_sockets && row.backend_type == "client backend" &&
              row.client_port && *row.client_port == -1 && lookups < kSocketLookupsPerPoll) {
@@ -240,6 +258,7 @@ AshSampler::Impl::Session& AshSampler::Impl::session_of(PGresult* res, int r, in
     if (auto owner = unix_socket_owner(row.pid, options.proc_root)) {
       row.client_pid = owner->pid;
       row.client_start_ticks = owner->start_ticks;
+      watch_pooler_ports(*owner);
     }
   }
   // The host sampler reads what this client waits on (sampler.h ClientWatch).

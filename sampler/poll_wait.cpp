@@ -1,5 +1,5 @@
-// What a client asleep in poll, select or epoll_wait waits on
-// (sampler/poll_wait.h).
+// What a client asleep in poll, select, epoll_wait or a blocking socket read
+// waits on (sampler/poll_wait.h).
 #include "sampler/poll_wait.h"
 
 #include <dirent.h>
@@ -10,10 +10,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <unordered_set>
 
 #include "common/fd.h"
 #include "common/parse.h"
+#include "sampler/procfs.h"
 #include "sampler/sampler.h"
 
 namespace stallscope::sampler::detail {
@@ -112,6 +115,9 @@ std::optional<std::vector<int>> waited_fds(const std::string& proc_root, int pid
       }
       break;
     }
+    case PollCall::Fds::one:
+      fds.push_back(call.epoll_fd);
+      break;
   }
   std::sort(fds.begin(), fds.end());
   fds.erase(std::unique(fds.begin(), fds.end()), fds.end());
@@ -195,6 +201,12 @@ std::optional<PollCall> poll_call(const BlockedSyscall& s) {
                     .write_set_address = a[2],
                     .count = a[0]};
   };
+  const auto one_fd_call = [&a](std::string_view name) {
+    return PollCall{.name = name,
+                    .timed = false,
+                    .fds = PollCall::Fds::one,
+                    .epoll_fd = static_cast<int>(a[0])};
+  };
   PollCall c;
   switch (s.number) {
 #ifdef SYS_epoll_wait
@@ -222,17 +234,41 @@ std::optional<PollCall> poll_call(const BlockedSyscall& s) {
 #endif
     case SYS_pselect6:
       return fd_set_call("pselect6");
+    // A blocking read of one fd (libpq's own waits are polls; a client that
+    // reads its socket without one, or a pipe, blocks here).
+    case SYS_read:
+      return one_fd_call("read");
+    case SYS_readv:
+      return one_fd_call("readv");
+    case SYS_recvfrom:
+      return one_fd_call("recvfrom");
+    case SYS_recvmsg:
+      return one_fd_call("recvmsg");
     default:
       return std::nullopt;
   }
 }
 
-const std::unordered_map<std::uint32_t, std::uint32_t>& PollWaitReader::unix_peers() {
-  if (!peers_) peers_ = unix_socket_peers();
-  return *peers_;
+const UnixSockets& PollWaitReader::unix_table() {
+  if (!unix_) unix_ = unix_sockets();
+  return *unix_;
 }
 
-std::optional<schema::PollWaitRow> PollWaitReader::read(int pid) {
+const std::unordered_map<std::uint32_t, int>& PollWaitReader::tcp_remote_ports() {
+  if (tcp_remote_port_) return *tcp_remote_port_;
+  tcp_remote_port_.emplace();
+  for (const char* table : {"/net/tcp", "/net/tcp6"}) {
+    std::ifstream in(proc_root_ + table);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (const auto& s : parse_tcp_sockets(text)) {
+      if (!s.listening) (*tcp_remote_port_)[s.inode] = s.remote_port;
+    }
+  }
+  return *tcp_remote_port_;
+}
+
+std::optional<schema::PollWaitRow> PollWaitReader::read(
+    int pid, const std::unordered_set<int>& database_ports) {
   const std::string dir = proc_root_ + "/" + std::to_string(pid);
   std::string text;
   if (!read_small_file(dir + "/syscall", text, 256)) return std::nullopt;
@@ -241,30 +277,35 @@ std::optional<schema::PollWaitRow> PollWaitReader::read(int pid) {
   const auto call = poll_call(*blocked);
   if (!call) return std::nullopt;
   schema::PollWaitRow row{.syscall = std::string(call->name), .timed = call->timed};
-  // Without a timeout nothing below changes what it is (a wait for a peer or
-  // for input, for ever): the fds are read only for a timed wait.
-  if (!call->timed) return row;
   const auto fds = waited_fds(proc_root_, pid, *call);
   if (!fds) return row;
   const std::string fd_dir = dir + "/fd";
-  int peers = 0;
+  int peers = 0, database = 0;
   std::optional<std::unordered_set<std::uint32_t>> held;
   for (const int fd : *fds) {
     const auto inode = socket_inode(fd_dir, fd);
     if (inode == 0) continue;  // a pipe, eventfd, timerfd, file: no peer
-    const auto& unix_peers_map = unix_peers();
-    if (const auto it = unix_peers_map.find(inode); it != unix_peers_map.end()) {
+    const auto& unix = unix_table();
+    if (const auto it = unix.peers.find(inode); it != unix.peers.end()) {
       if (!held) held = held_sockets(fd_dir);
       if (held->contains(it->second)) continue;  // its own socketpair
+      ++peers;
+      if (unix.postgres_named.contains(it->second)) ++database;
+      continue;
     }
+    const auto& tcp = tcp_remote_ports();
+    if (const auto it = tcp.find(inode); it != tcp.end()) {
+      ++peers;
+      if (database_ports.contains(it->second)) ++database;
+      continue;
+    }
+    // Another kind of socket (UDP, netlink, a listening socket): a peer of
+    // no one in particular, never the database.
     ++peers;
   }
   row.peer_sockets = peers;
+  row.database_sockets = database;
   return row;
-}
-
-bool is_poll_wchan(std::string_view w) {
-  return w.find("poll") != std::string_view::npos || w.find("select") != std::string_view::npos;
 }
 
 }  // namespace stallscope::sampler::detail
@@ -283,12 +324,18 @@ void ClientWatch::add_comm(std::string comm) {
   ++version_;
 }
 
+void ClientWatch::add_database_port(int port) {
+  std::lock_guard lock(mutex_);
+  if (port > 0 && database_ports_.insert(port).second) ++version_;
+}
+
 void ClientWatch::refresh(Snapshot& copy) const {
   if (version_.load() == copy.version) return;
   std::lock_guard lock(mutex_);
   copy.version = version_.load();
   copy.pids = pids_;
   copy.comms = comms_;
+  copy.database_ports = database_ports_;
 }
 
 }  // namespace stallscope::sampler

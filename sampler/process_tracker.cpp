@@ -316,8 +316,10 @@ void ProcessTracker::sample_row(const TickInfo& tick, const ProcessObservation& 
   } else {
     if (obs.state != 'R') sample.wchan = read_wchan(proc_root_, obs.pid);
     t.held_in_kernel = sample.wchan && !is_idle_wchan(*sample.wchan);
-    if (watched && obs.state == 'S' && sample.wchan && is_poll_wchan(*sample.wchan))
-      sample.poll_wait = poll_reader_.read(obs.pid);
+    // What a watched client asleep in a call on fds waits on (any wait
+    // channel: a blocking read sleeps in sk_wait_data, wait_woken, …).
+    if (watched && obs.state == 'S')
+      sample.poll_wait = poll_reader_.read(obs.pid, watch_.database_ports);
   }
   t.last_wchan = sample.wchan;
   t.last_poll_wait = sample.poll_wait;

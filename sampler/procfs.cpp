@@ -417,9 +417,8 @@ int tcp_port_of(std::string_view address) {
 
 }  // namespace
 
-std::vector<std::string> parse_tcp_socket_links(std::string_view text, int local_port,
-                                                int remote_port) {
-  std::vector<std::string> out;
+std::vector<TcpSocket> parse_tcp_sockets(std::string_view text) {
+  std::vector<TcpSocket> out;
   std::size_t pos = text.find('\n');  // after the header
   while (pos != std::string_view::npos && pos < text.size()) {
     std::size_t eol = text.find('\n', pos + 1);
@@ -434,10 +433,23 @@ std::vector<std::string> parse_tcp_socket_links(std::string_view text, int local
       ++n;
     }
     if (n < 10) continue;
-    if (tcp_port_of(fields[1]) == local_port && tcp_port_of(fields[2]) == remote_port &&
-        fields[9] != "0") {
-      out.push_back("socket:[" + std::string(fields[9]) + "]");
-    }
+    const auto inode = common::parse_int64(fields[9]);
+    const int local = tcp_port_of(fields[1]), remote = tcp_port_of(fields[2]);
+    if (!inode || *inode <= 0 || *inode > 0xffffffffLL || local < 0 || remote < 0) continue;
+    out.push_back({.inode = static_cast<std::uint32_t>(*inode),
+                   .local_port = local,
+                   .remote_port = remote,
+                   .listening = fields[3] == "0A"});
+  }
+  return out;
+}
+
+std::vector<std::string> parse_tcp_socket_links(std::string_view text, int local_port,
+                                                int remote_port) {
+  std::vector<std::string> out;
+  for (const auto& s : parse_tcp_sockets(text)) {
+    if (s.local_port == local_port && s.remote_port == remote_port)
+      out.push_back("socket:[" + std::to_string(s.inode) + "]");
   }
   return out;
 }

@@ -186,6 +186,18 @@ std::optional<std::string> parse_kernel_stack(std::string_view text);
 // be read (not root) or is empty.
 std::optional<std::string> read_kernel_stack(const std::string& path);
 
+// One socket of /proc/net/tcp or /proc/net/tcp6.
+struct TcpSocket {
+  std::uint32_t inode = 0;  // as /proc/PID/fd links it: "socket:[INODE]"
+  int local_port = 0, remote_port = 0;
+  bool listening = false;  // state 0A (LISTEN)
+};
+// Every socket of /proc/net/tcp or tcp6 text (a header line, then one socket
+// a line: "sl local_address rem_address st … uid timeout inode …", addresses
+// as HEX_IP:HEX_PORT). Lines with fewer than 10 fields, an unparsable port
+// or inode 0 are skipped.
+std::vector<TcpSocket> parse_tcp_sockets(std::string_view text);
+
 // /proc/net/tcp or /proc/net/tcp6 (a header line, then one socket a line:
 // "sl local_address rem_address st … uid timeout inode …", addresses as
 // HEX_IP:HEX_PORT): the links ("socket:[INODE]") of the sockets whose local

@@ -36,10 +36,12 @@ namespace stallscope::sampler {
 // The client processes of a `record` beside an application, shared by its
 // samplers (thread-safe): the command record started (and, as the host
 // sampler sees them, its descendants), the --client-process names, and the
-// owners of the sessions' client sockets as the ASH sampler finds them. The
-// host sampler reads what these processes wait on when they sleep in poll,
-// select or epoll_wait (schema::PollWaitRow), and only for them: it costs
-// a few /proc reads a process.
+// owners of the sessions' client sockets as the ASH sampler finds them; and
+// the database ports (the server's port, a pooler's listening ports) that
+// tell a database socket among the sockets they wait on. The host sampler
+// reads what these processes wait on when they sleep in poll, select,
+// epoll_wait or a blocking read (schema::PollWaitRow), and only for them: it
+// costs a few /proc reads a process.
 //
 //   auto watch = std::make_shared<sampler::ClientWatch>();
 //   watch->add_pid(child_pid);   // record's command
@@ -50,14 +52,16 @@ class ClientWatch {
   // something was added (one atomic load a tick otherwise).
   struct Snapshot {
     std::uint64_t version = 0;
-    std::unordered_set<int> pids;    // the processes (not their children)
-    std::vector<std::string> comms;  // --client-process names
+    std::unordered_set<int> pids;            // the processes (not their children)
+    std::vector<std::string> comms;          // --client-process names
+    std::unordered_set<int> database_ports;  // remote TCP ports that are the database's
     bool watches(int pid, std::string_view comm) const {
       return pids.contains(pid) || std::find(comms.begin(), comms.end(), comm) != comms.end();
     }
   };
   void add_pid(int pid);
   void add_comm(std::string comm);
+  void add_database_port(int port);
   // Brings `copy` up to date when it is older than this watch.
   void refresh(Snapshot& copy) const;
 
@@ -66,6 +70,7 @@ class ClientWatch {
   std::atomic<std::uint64_t> version_{0};
   std::unordered_set<int> pids_;
   std::vector<std::string> comms_;
+  std::unordered_set<int> database_ports_;
 };
 
 // Receives the rows of one tick (or a few); called on the sampler's thread.
@@ -189,6 +194,7 @@ inline constexpr std::int64_t kSamplerStopGraceNs = 2'000'000'000;
 struct SocketOwner {
   int pid = 0;
   std::int64_t start_ticks = 0;
+  std::string comm;  // proc_root/PID/comm ("" when unreadable)
 };
 // The process owning the TCP socket whose local port is `local_port` and
 // remote port `remote_port` (proc_root/net/tcp and tcp6, then each
@@ -208,6 +214,10 @@ std::optional<SocketOwner> unix_socket_owner(int backend_pid,
 // proc_root/PID/stat field 22 (start time, clock ticks since boot); nullopt
 // when the process is gone.
 std::optional<std::int64_t> process_start_ticks(int pid, const std::string& proc_root = "/proc");
+// The processes descended from `pid` (children by ppid, theirs, …; started
+// no earlier than their parent), from one scan of proc_root/*/stat; comm
+// left empty. Those already reparented (their parent exited) are not found.
+std::vector<SocketOwner> descendant_processes(int pid, const std::string& proc_root = "/proc");
 
 // The latest poll's figures, for progress lines.
 struct AshSnapshot {

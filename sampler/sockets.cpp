@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <unordered_map>
 
@@ -76,10 +77,11 @@ std::unordered_set<std::string> socket_links(const std::string& fd_dir) {
 
 }  // namespace
 
-std::unordered_map<std::uint32_t, std::uint32_t> detail::unix_socket_peers() {
-  std::unordered_map<std::uint32_t, std::uint32_t> peers;
+detail::UnixSockets detail::unix_sockets() {
+  UnixSockets out;
+  auto& peers = out.peers;
   common::Fd fd(::socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG));
-  if (!fd) return peers;
+  if (!fd) return out;
   struct {
     nlmsghdr header;
     unix_diag_req request;
@@ -89,20 +91,20 @@ std::unordered_map<std::uint32_t, std::uint32_t> detail::unix_socket_peers() {
   message.header.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
   message.request.sdiag_family = AF_UNIX;
   message.request.udiag_states = ~0u;
-  message.request.udiag_show = UDIAG_SHOW_PEER;
+  message.request.udiag_show = UDIAG_SHOW_PEER | UDIAG_SHOW_NAME;
   sockaddr_nl kernel{};
   kernel.nl_family = AF_NETLINK;
   if (::sendto(fd.get(), &message, sizeof message, 0, reinterpret_cast<sockaddr*>(&kernel),
                sizeof kernel) < 0)
-    return peers;
+    return out;
   alignas(nlmsghdr) char buffer[32768];
   for (;;) {
     const ssize_t n = ::recv(fd.get(), buffer, sizeof buffer, 0);
-    if (n <= 0) return peers;
+    if (n <= 0) return out;
     auto left = static_cast<unsigned>(n);
     for (auto* h = reinterpret_cast<nlmsghdr*>(buffer); NLMSG_OK(h, left);
          h = NLMSG_NEXT(h, left)) {
-      if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR) return peers;
+      if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR) return out;
       const auto* msg = static_cast<const unix_diag_msg*>(NLMSG_DATA(h));
       auto attr_len = static_cast<int>(h->nlmsg_len - NLMSG_LENGTH(sizeof *msg));
       for (auto* a = reinterpret_cast<rtattr*>(const_cast<unix_diag_msg*>(msg) + 1);
@@ -111,6 +113,12 @@ std::unordered_map<std::uint32_t, std::uint32_t> detail::unix_socket_peers() {
           std::uint32_t peer = 0;
           std::memcpy(&peer, RTA_DATA(a), sizeof peer);
           if (peer != 0) peers[msg->udiag_ino] = peer;
+        } else if (a->rta_type == UNIX_DIAG_NAME) {
+          // A path name (abstract names start with a NUL): an accepted
+          // socket carries its listening socket's name.
+          const std::string_view name(static_cast<const char*>(RTA_DATA(a)), RTA_PAYLOAD(a));
+          if (name.find("/.s.PGSQL.") != std::string_view::npos)
+            out.postgres_named.insert(msg->udiag_ino);
         }
       }
     }
@@ -130,7 +138,10 @@ std::optional<SocketOwner> owner_of(const std::unordered_set<std::string>& links
     if (!pid || *pid == self || *pid == skip) continue;
     if (!holds_one_of(proc_root + "/" + e->d_name + "/fd", links)) continue;
     if (auto start = process_start_ticks(*pid, proc_root)) {
-      return SocketOwner{.pid = *pid, .start_ticks = *start};
+      std::ifstream in(proc_root + "/" + e->d_name + "/comm");
+      std::string comm;
+      std::getline(in, comm);
+      return SocketOwner{.pid = *pid, .start_ticks = *start, .comm = std::move(comm)};
     }
   }
   return std::nullopt;
@@ -142,7 +153,7 @@ std::optional<SocketOwner> unix_socket_owner(int backend_pid, const std::string&
   if (backend_pid <= 0) return std::nullopt;
   const auto own = socket_links(proc_root + "/" + std::to_string(backend_pid) + "/fd");
   if (own.empty()) return std::nullopt;
-  const auto peers = detail::unix_socket_peers();
+  const auto peers = detail::unix_sockets().peers;
   std::unordered_set<std::string> links;
   for (const auto& link : own) {
     // "socket:[INODE]"
@@ -168,6 +179,52 @@ std::optional<std::int64_t> process_start_ticks(int pid, const std::string& proc
     if (n == 22) return common::parse_int64(field);
   }
   return std::nullopt;
+}
+
+std::vector<SocketOwner> descendant_processes(int pid, const std::string& proc_root) {
+  std::unordered_map<int, std::vector<SocketOwner>> children;  // ppid → children
+  common::Dir proc(::opendir(proc_root.c_str()));
+  if (!proc) return {};
+  while (const dirent* e = proc.read()) {
+    if (!common::parse_int(e->d_name)) continue;
+    std::ifstream in(proc_root + "/" + e->d_name + "/stat");
+    std::string text;
+    if (!std::getline(in, text)) continue;
+    if (const auto st = detail::parse_pid_stat(text))
+      children[st->ppid].push_back({.pid = st->pid, .start_ticks = st->start_ticks, .comm = {}});
+  }
+  std::vector<SocketOwner> out;
+  std::vector<std::pair<int, std::int64_t>> todo{
+      {pid, process_start_ticks(pid, proc_root).value_or(0)}};
+  while (!todo.empty()) {
+    const auto [parent, parent_start] = todo.back();
+    todo.pop_back();
+    const auto it = children.find(parent);
+    if (it == children.end()) continue;
+    for (const auto& c : it->second) {
+      if (c.start_ticks < parent_start || c.pid == pid) continue;  // an older pid reused
+      out.push_back(c);
+      todo.emplace_back(c.pid, c.start_ticks);
+    }
+  }
+  return out;
+}
+
+std::vector<int> detail::listening_ports(int pid, const std::string& proc_root) {
+  std::vector<int> out;
+  const auto held = socket_links(proc_root + "/" + std::to_string(pid) + "/fd");
+  if (held.empty()) return out;
+  for (const char* table : {"/net/tcp", "/net/tcp6"}) {
+    std::ifstream in(proc_root + table);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (const auto& s : detail::parse_tcp_sockets(text)) {
+      if (s.listening && held.contains("socket:[" + std::to_string(s.inode) + "]"))
+        out.push_back(s.local_port);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
 std::optional<SocketOwner> tcp_socket_owner(int local_port, int remote_port,

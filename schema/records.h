@@ -98,12 +98,14 @@ struct ProcessRow {
 // epoll_wait waited on at the tick (sampler/poll_wait.h).
 struct PollWaitRow {
   std::string syscall;  // "epoll_wait", "epoll_pwait", "epoll_pwait2", "poll", "ppoll", "select",
-                        // "pselect6"
+                        // "pselect6", "read", "readv", "recvfrom", "recvmsg"
   bool timed = false;   // with a finite timeout
   // Waited fds that are sockets to another process (TCP, or a Unix socket
   // whose peer this process does not hold); nullopt when the fds could not
   // be read.
   std::optional<int> peer_sockets;
+  // Of those, the database's (sampler/poll_wait.h): nullopt as peer_sockets.
+  std::optional<int> database_sockets;
 };
 
 struct ProcessSampleRow {

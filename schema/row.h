@@ -78,6 +78,17 @@ inline bool table_exists(Store& store, const char* table) {
   return sqlite_call([&] { return store.db().tableExists(table); });
 }
 
+// Whether `table` has `column` (a column added to a table after files were
+// written with it): readers read a file without it as one without its values.
+inline bool column_exists(Store& store, const char* table, const char* column) {
+  return sqlite_call([&] {
+    SQLite::Statement st(store.db(), "SELECT 1 FROM pragma_table_info(?) WHERE name = ?");
+    st.bind(1, table);
+    st.bind(2, column);
+    return st.executeStep();
+  });
+}
+
 }  // namespace detail
 
 }  // namespace stallscope::schema

@@ -1,13 +1,18 @@
 // The session readers (session_readers.h).
 #include "schema/session_readers.h"
 
+#include <algorithm>
+#include <array>
 #include <string>
+
+#include <fmt/format.h>
 
 #include "schema/row.h"
 
 namespace stallscope::schema {
 namespace {
 
+using detail::column_exists;
 using detail::table_exists;
 
 std::optional<int> opt_int(const Cursor& st, int column) {
@@ -154,19 +159,24 @@ std::vector<ProcessSleep> process_sleeps(Store& store, std::int64_t process_id,
     st.bind(3, to_ns);
     return st.step();
   }();
-  // What a row's task waited on in poll, select or epoll_wait (the main
-  // thread's, process_poll); files made before it existed: no timer known.
+  // What a row's task waited on in poll, select, epoll_wait or a blocking
+  // read (the main thread's, process_poll; files made before it existed:
+  // unknown; before database_sockets: the own timer alone).
   const bool polls = table_exists(store, "process_poll");
+  const bool database = polls && column_exists(store, "process_poll", "database_sockets");
   const std::string main_thread =
       per_thread ? "t.tid = (SELECT pid FROM process p WHERE p.process_id = t.process_id) AND "
                  : "";
-  const std::string own_timer =
-      polls ? "coalesce((SELECT " + main_thread +
-                  "pp.timed = 1 AND pp.peer_sockets = 0 FROM process_poll pp WHERE pp.sample_id = "
-                  "t.sample_id AND pp.process_id = t.process_id), 0)"
-            : "0";
+  const std::string slept_on =
+      !polls ? "0"
+             : fmt::format(
+                   "coalesce((SELECT CASE WHEN NOT ({}1) THEN 0 WHEN {} THEN 1 WHEN pp.timed = 1 "
+                   "AND pp.peer_sockets = 0 THEN 2 WHEN {} THEN 3 ELSE 0 END FROM process_poll pp "
+                   "WHERE pp.sample_id = t.sample_id AND pp.process_id = t.process_id), 0)",
+                   main_thread, database ? "pp.database_sockets > 0" : "0",
+                   database ? "pp.database_sockets = 0" : "0");
   const std::string sql =
-      "SELECT t.state, coalesce(w.name, ''), " + own_timer +
+      "SELECT t.state, coalesce(w.name, ''), " + slept_on +
       ", sum(max(CASE t.span_ns WHEN 0 THEN s.interval_ns ELSE t.span_ns END - "
       "coalesce(t.cpu_ns, 0) - coalesce(t.run_delay_ns, 0), 0)), count(*) FROM " +
       (per_thread ? "thread_tick" : "process_tick") +
@@ -181,7 +191,9 @@ std::vector<ProcessSleep> process_sleeps(Store& store, std::int64_t process_id,
   while (st.step()) {
     out.push_back({.state = std::string(st.text(0)),
                    .wchan = std::string(st.text(1)),
-                   .own_timer = st.int64(2) != 0,
+                   .on = std::array{SleptOn::unknown, SleptOn::database, SleptOn::own_timer,
+                                    SleptOn::other}[static_cast<std::size_t>(
+                       std::clamp<std::int64_t>(st.int64(2), 0, 3))],
                    .sleep_ns = st.opt_int64(3).value_or(0),
                    .rows = st.int64(4)});
   }

@@ -109,14 +109,18 @@ ProcessCpu process_cpu(Store& store, std::int64_t process_id, std::int64_t from_
 // read (state R). Rows at first sight (span_ns NULL) are left out. A
 // process with thread rows (thread_tick) in the span is read per thread:
 // each thread's off-CPU time by its own state and wait channel. A row
-// with a process_poll row (a record's client in poll, select or epoll_wait)
-// is keyed by what it waited on too (own_timer).
+// with a process_poll row (a record's client in poll, select, epoll_wait or
+// a blocking read; the main thread's) is keyed by what it waited on too.
+enum class SleptOn {
+  unknown,    // no process_poll row, or its fds unreadable: by wait channel only
+  database,   // a database socket among the waited fds (database_sockets > 0)
+  own_timer,  // a timed wait on no socket to another process: its own timer
+  other,      // neither: its own clients, another service, a pipe or terminal
+};
 struct ProcessSleep {
   std::string state;  // one letter: S, D, R, …
   std::string wchan;
-  // A timed wait on no socket to another process (process_poll timed = 1,
-  // peer_sockets = 0): asleep until its own timer.
-  bool own_timer = false;
+  SleptOn on = SleptOn::unknown;
   std::int64_t sleep_ns = 0;
   std::int64_t rows = 0;
 };

@@ -57,7 +57,7 @@ TickRowWriter::TickRowWriter(SQLite::Database& db)
                          "DELETE FROM process_io_sample WHERE sample_id = ?1 AND process_id = ?2"),
       process_poll_(db,
                     "INSERT OR REPLACE INTO process_poll (sample_id, process_id, syscall, timed, "
-                    "peer_sockets) VALUES (?,?,?,?,?)"),
+                    "peer_sockets, database_sockets) VALUES (?,?,?,?,?,?)"),
       process_io_(db,
                   "INSERT OR REPLACE INTO process_io_sample (sample_id, process_id, majflt, "
                   "read_bytes, write_bytes, kernel_stack) VALUES (?,?,?,?,?,?)"),
@@ -136,9 +136,11 @@ void TickRowWriter::write_process_samples(const std::vector<ProcessSampleRow>& r
       pw.bind(2, static_cast<int64_t>(r.process_id));
       pw.bind(3, r.poll_wait->syscall);
       pw.bind(4, r.poll_wait->timed ? 1 : 0);
-      bind_opt(pw, 5,
-               r.poll_wait->peer_sockets ? std::optional<std::int64_t>(*r.poll_wait->peer_sockets)
-                                         : std::nullopt);
+      const auto count = [](std::optional<int> v) {
+        return v ? std::optional<std::int64_t>(*v) : std::nullopt;
+      };
+      bind_opt(pw, 5, count(r.poll_wait->peer_sockets));
+      bind_opt(pw, 6, count(r.poll_wait->database_sockets));
       run_row(pw);
     }
 

@@ -144,18 +144,23 @@ CREATE TABLE process_io_sample (
 
 -- What a client process of a record (the command record started and its
 -- descendants, --client-process names, the sessions' socket owners) waited
--- on when its process_tick row found it asleep in poll, select or
--- epoll_wait: the main thread's blocked system call (/proc/PID/syscall), and
--- for a wait with a timeout, the sockets among the fds it waited on
--- (sampler/poll_wait.h). A timed wait on no socket to another process is
--- the client's own timer (think time inside an event loop), not a wait for
--- the server. Absent from files made before it existed; read as unknown.
+-- on when its process_tick row found it asleep in a system call on fds
+-- (poll, select, epoll_wait, or a blocking read): the main thread's blocked
+-- system call (/proc/PID/syscall), whether it has a timeout, and the sockets
+-- among the fds it waited on (sampler/poll_wait.h). A wait on a database
+-- socket (a TCP socket to the server's or a pooler's port, a Unix socket to
+-- a .s.PGSQL.* file) is a wait for the database; a timed wait on no socket
+-- to another process is the client's own timer (think time inside an event
+-- loop); any other is a wait for something else (its own clients, another
+-- service, a pipe). Absent from files made before it existed (read as
+-- unknown); database_sockets absent from files of version 3 made before it.
 CREATE TABLE process_poll (
   sample_id           INTEGER NOT NULL,           -- process_tick.sample_id
   process_id          INTEGER NOT NULL,           -- process_tick.process_id
-  syscall             TEXT NOT NULL,              -- epoll_wait, epoll_pwait, epoll_pwait2, poll, ppoll, select, pselect6
+  syscall             TEXT NOT NULL,              -- epoll_wait, epoll_pwait, epoll_pwait2, poll, ppoll, select, pselect6, read, readv, recvfrom, recvmsg
   timed               INTEGER NOT NULL,           -- 1: with a finite timeout; 0: none (waits for an fd for ever)
-  peer_sockets        INTEGER,                    -- timed waits: waited fds that are sockets to another process (TCP; Unix whose peer it does not hold); NULL: not read or unreadable
+  peer_sockets        INTEGER,                    -- waited fds that are sockets to another process (TCP; Unix whose peer it does not hold); NULL: unreadable
+  database_sockets    INTEGER,                    -- of those, the database's: TCP to a database port (the server's, a pooler's), Unix to a .s.PGSQL.* file; NULL: unreadable
   PRIMARY KEY (sample_id, process_id)
 ) WITHOUT ROWID;
 

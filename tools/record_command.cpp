@@ -125,9 +125,10 @@ std::string kill_text(const ChildEnd& end, std::int64_t kill_after_ns) {
 // on (and a SIGTERM at the -T limit or a failed write); a command still
 // running kill_after_ns after that signal is sent SIGKILL, with a line on
 // stderr. The command runs in record's process group (a terminal's signals
-// reach it directly), so the signals go to the command's pid alone: what it
-// started and left behind is not signalled. Throws Error(usage) when it
-// cannot be started.
+// reach it directly); record's own signals go to the command and to the
+// processes descended from it at that moment (a shell's background jobs, an
+// application's workers), and SIGKILL to those of them still running.
+// Throws Error(usage) when it cannot be started.
 ChildEnd run_child(const std::vector<std::string>& command, const ChildOptions& c) {
   std::vector<char*> args;
   for (const auto& a : command) args.push_back(const_cast<char*>(a.c_str()));
@@ -154,8 +155,13 @@ ChildEnd run_child(const std::vector<std::string>& command, const ChildOptions& 
   if (c.started) c.started(pid);
   ChildEnd end;
   std::int64_t signalled_mono_ns = 0;  // when end.signal_sent was sent
+  // The command's descendants when it was signalled (by pid and start time:
+  // a pid reused since is not theirs).
+  std::vector<sampler::SocketOwner> descendants;
   const auto send = [&](int sig) {
+    descendants = sampler::descendant_processes(pid);
     kill(pid, sig);
+    for (const auto& d : descendants) kill(d.pid, sig);
     end.signal_sent = sig;
     signalled_mono_ns = mono_now_ns();
   };
@@ -177,6 +183,9 @@ ChildEnd run_child(const std::vector<std::string>& command, const ChildOptions& 
     } else if (signalled && !end.killed && mono_now_ns() - signalled_mono_ns >= c.kill_after_ns) {
       // It ignores or outlasts the signal (e.g. `trap '' TERM`): as timeout -k.
       kill(pid, SIGKILL);
+      for (const auto& d : descendants) {
+        if (sampler::process_start_ticks(d.pid) == d.start_ticks) kill(d.pid, SIGKILL);
+      }
       end.killed = true;
       common::print_stderr(
           "stallscope record: the command (pid {}) was still running {} after {}: sent it "

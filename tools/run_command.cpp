@@ -20,6 +20,7 @@
 #include "common/output.h"
 #include "common/periodic.h"
 #include "common/printable.h"
+#include "common/sql_secrets.h"
 #include "common/stop.h"
 #include "common/stop_watchdog.h"
 #include "common/thread_name.h"
@@ -130,7 +131,7 @@ schema::RunInfo run_info(const RunOptions& o, const driver::DriverOptions& dopt,
   info.threads = dopt.threads;
   info.protocol = driver::protocol_name(dopt.protocol);
   if (dopt.scripts.empty()) {
-    info.sql = o.sql;
+    info.sql = mask_sql_secrets(o.sql);
   } else {
     std::string names;
     for (const auto& sc : dopt.scripts) {

@@ -6,6 +6,8 @@
 #include <tuple>
 #include <utility>
 
+#include <functional>
+
 #include <gtest/gtest.h>
 
 #include "correlate/correlate.h"
@@ -27,9 +29,12 @@ constexpr int kBackendPid = test_record::kRecordBackendPid;
 // started), active on CPU in polls 1-5 and idle in polls 6-101; its backend
 // at 40 ms of CPU a second, the client at `client_cpu_ms` a second and
 // `client_delay_ms` of run-queue delay, asleep the rest of each second in
-// `client_wchan` (by default in poll, on its database socket).
-schema::Store record_file(std::int64_t client_cpu_ms, std::int64_t client_delay_ms = 0,
-                          const std::string& client_wchan = "do_sys_poll") {
+// `client_wchan` (by default in poll, on its database socket), waiting on
+// what `client_poll(second)` says (process_poll; none by default).
+schema::Store record_file(
+    std::int64_t client_cpu_ms, std::int64_t client_delay_ms = 0,
+    const std::string& client_wchan = "do_sys_poll",
+    const std::function<std::optional<schema::PollWaitRow>(int)>& client_poll = nullptr) {
   auto f = test_record::record_file_skeleton(client_cpu_ms + 40);
   auto& b = f.batch;
   for (int i = 1; i <= 10; ++i) {
@@ -42,6 +47,7 @@ schema::Store record_file(std::int64_t client_cpu_ms, std::int64_t client_delay_
                                    .span_ns = kS});
       // The client sleeps in poll on its database socket between queries.
       if (id == 3 && !client_wchan.empty()) b.process_samples.back().wchan = client_wchan;
+      if (id == 3 && client_poll) b.process_samples.back().poll_wait = client_poll(i);
     }
   }
   for (int k = 0; k < 5; ++k) {
@@ -239,6 +245,57 @@ TEST(CorrelateSessions, AClientAsleepInATimerIsThinkTimeNotRoundTrips) {
   EXPECT_EQ(r.verdict.reason, "paced");
   EXPECT_NE(r.verdict.summary.find("asleep by choice"), std::string::npos) << r.verdict.summary;
   for (const auto& f : r.findings) EXPECT_NE(f.kind, FindingKind::network_roundtrip);
+}
+
+// An application worker (a web server's) that waits in select on its own
+// clients' sockets between requests — sockets to other processes, none the
+// database's — 7 s of its 10, and on its database socket 3 s: the 7 s are
+// the client waiting for other input (client_idle), not round trips; the
+// round trips are only the 3 s on the database socket beyond the server's
+// parts. Mostly idle and nothing saturated: no bottleneck.
+TEST(CorrelateSessions, AClientWaitingOnSocketsThatAreNotTheDatabasesIsIdleNotRoundTrips) {
+  auto store = record_file(50, 0, "do_select", [](int second) {
+    return schema::PollWaitRow{.syscall = "select",
+                               .timed = true,
+                               .peer_sockets = 2,
+                               .database_sockets = second <= 3 ? 1 : 0};
+  });
+  const auto r = explain(store, {});
+  ASSERT_TRUE(r.accounting);
+  const auto& a = *r.accounting;
+  ASSERT_TRUE(r.sessions);
+  ASSERT_EQ(r.sessions->client_processes.size(), 1u);
+  EXPECT_EQ(r.sessions->client_processes[0].on_database_ns, 3 * 950 * kMs);
+  EXPECT_EQ(r.sessions->client_processes[0].on_other_ns, 7 * 950 * kMs);
+  // Its own 10 s (0.5 s CPU, 9.5 s asleep) scaled to the 10.1 s of session
+  // time: 6.65 s other → 6.7165 s; 2.85 s on the database socket → 2.8785 s,
+  // less the backend's 0.4 s already taken. Those two split the 9.2 s left
+  // after both CPUs in proportion.
+  const double other_s = 6.65 * 1.01, socket_s = 2.85 * 1.01 - 0.4;
+  const double scale = 9.2 / (other_s + socket_s);
+  EXPECT_NEAR(double(part_ns(a, "client_idle")), other_s * scale * 1e9, 2e6);
+  EXPECT_NEAR(double(part_ns(a, "remainder")), socket_s * scale * 1e9, 2e6);
+  std::int64_t sum = 0;
+  for (const auto& p : a.parts) sum += p.time_ns;
+  EXPECT_EQ(sum, a.client_ns);
+  EXPECT_FALSE(r.verdict.kind) << to_string(*r.verdict.kind);
+  EXPECT_EQ(r.verdict.reason, "paced");
+}
+
+// Which socket is the database's is known only from a wait on one: a client
+// never seen waiting on a database socket keeps its waits by wait channel.
+TEST(CorrelateSessions, WaitsOnOtherSocketsOfAClientNeverSeenOnTheDatabaseStayByWaitChannel) {
+  auto store = record_file(50, 0, "do_select", [](int) {
+    return schema::PollWaitRow{
+        .syscall = "select", .timed = true, .peer_sockets = 1, .database_sockets = 0};
+  });
+  const auto r = explain(store, {});
+  ASSERT_TRUE(r.sessions);
+  ASSERT_EQ(r.sessions->client_processes.size(), 1u);
+  EXPECT_EQ(r.sessions->client_processes[0].on_other_ns, 0);
+  ASSERT_TRUE(r.accounting);
+  EXPECT_EQ(part_ns(*r.accounting, "client_idle"), -1);
+  EXPECT_GT(part_ns(*r.accounting, "remainder"), 0);
 }
 
 // A client blocked writing to a full pipe (its log's reader is slow): its

@@ -1,5 +1,5 @@
-// What a process asleep in poll, select or epoll_wait waits on
-// (sampler/poll_wait.h): the text parsers, and PollWaitReader on real
+// What a process asleep in poll, select, epoll_wait or a blocking read waits
+// on (sampler/poll_wait.h): the text parsers, and PollWaitReader on real
 // children of this test blocked in each call.
 #include "sampler/poll_wait.h"
 
@@ -11,10 +11,13 @@
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <thread>
 
@@ -65,7 +68,15 @@ TEST(PollWait, TellsTimedFromUntimedCalls) {
   EXPECT_EQ(c->count, 3u);
   s.args[2] = 0x3000;
   EXPECT_TRUE(poll_call(s)->timed);
-  s.number = SYS_read;
+  s.number = SYS_read;  // a blocking read waits on its one fd, for ever
+  s.args = {7, 0x4000, 8192, 0, 0, 0};
+  c = poll_call(s);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->name, "read");
+  EXPECT_FALSE(c->timed);
+  EXPECT_EQ(c->fds, PollCall::Fds::one);
+  EXPECT_EQ(c->epoll_fd, 7);
+  s.number = SYS_write;
   EXPECT_FALSE(poll_call(s));
 }
 
@@ -90,11 +101,12 @@ class BlockedChild {
   BlockedChild& operator=(const BlockedChild&) = delete;
   int pid() const { return pid_; }
   // Reads until the child is in the call (at most 2 s).
-  std::optional<schema::PollWaitRow> read() const {
+  std::optional<schema::PollWaitRow> read(
+      const std::unordered_set<int>& database_ports = {}) const {
     PollWaitReader reader("/proc");
     for (int i = 0; i < 200; ++i) {
       reader.new_tick();
-      if (auto w = reader.read(pid_)) return w;
+      if (auto w = reader.read(pid_, database_ports)) return w;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     return std::nullopt;
@@ -140,17 +152,57 @@ TEST(PollWait, PollWithATimeoutOnATcpConnectionHasAPeer) {
                      {.fd = s, .events = POLLIN, .revents = 0}};
     ::poll(fds, 2, 10'000);
   });
-  const auto w = child.read();
+  // Its remote port is a database port or not.
+  const int port = ntohs(addr.sin_port);
+  const auto w = child.read({port});
+  const auto other = child.read({port + 1});
   ::close(listener);
   ASSERT_TRUE(w);
   EXPECT_TRUE(w->syscall == "poll" || w->syscall == "ppoll") << w->syscall;
   EXPECT_TRUE(w->timed);
   ASSERT_TRUE(w->peer_sockets);
   EXPECT_EQ(*w->peer_sockets, 1);
+  EXPECT_EQ(w->database_sockets, std::optional<int>(1));
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->peer_sockets, std::optional<int>(1));
+  EXPECT_EQ(other->database_sockets, std::optional<int>(0));
+}
+
+// A Unix-socket client blocked in read(): a database socket when the
+// listener's file is named as libpq names PostgreSQL's (.s.PGSQL.PORT), a
+// peer that is not the database otherwise.
+TEST(PollWait, BlockingReadOnAUnixSocketToAPostgresFileIsADatabaseSocket) {
+  char dir_template[] = "/tmp/poll_wait_test.XXXXXX";
+  ASSERT_NE(::mkdtemp(dir_template), nullptr);
+  const std::filesystem::path dir(dir_template);
+  for (const std::string name : {".s.PGSQL.5432", "app.sock"}) {
+    const auto path = (dir / name).string();
+    const int listener = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{.sun_family = AF_UNIX, .sun_path = {}};
+    path.copy(addr.sun_path, sizeof addr.sun_path - 1);
+    ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    ASSERT_EQ(::listen(listener, 4), 0);
+    BlockedChild child([addr] {
+      const int s = ::socket(AF_UNIX, SOCK_STREAM, 0);
+      if (::connect(s, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) return;
+      char byte;
+      [[maybe_unused]] auto n = ::read(s, &byte, 1);
+    });
+    const int accepted = ::accept(listener, nullptr, nullptr);
+    const auto w = child.read();
+    ::close(accepted);
+    ::close(listener);
+    ASSERT_TRUE(w) << name;
+    EXPECT_EQ(w->syscall, "read");
+    EXPECT_FALSE(w->timed);
+    EXPECT_EQ(w->peer_sockets, std::optional<int>(1)) << name;
+    EXPECT_EQ(w->database_sockets, std::optional<int>(name == "app.sock" ? 0 : 1)) << name;
+  }
+  std::filesystem::remove_all(dir);
 }
 
 // select with a timeout on a pipe: no socket at all; without a timeout the
-// wait is untimed and its fds are not read.
+// wait is untimed, and its fds are read all the same (a wait for input).
 TEST(PollWait, SelectOnAPipeAndAnUntimedPoll) {
   BlockedChild timed([] {
     int p[2];
@@ -176,7 +228,8 @@ TEST(PollWait, SelectOnAPipeAndAnUntimedPoll) {
   w = untimed.read();
   ASSERT_TRUE(w);
   EXPECT_FALSE(w->timed);
-  EXPECT_FALSE(w->peer_sockets);
+  EXPECT_EQ(w->peer_sockets, std::optional<int>(0));
+  EXPECT_EQ(w->database_sockets, std::optional<int>(0));
 }
 
 }  // namespace

@@ -40,6 +40,28 @@ TEST(ProcfsText, TcpTableGivesTheSocketLinksOfAPortPair) {
   EXPECT_TRUE(parse_tcp_socket_links("", 5432, 54321).empty());
 }
 
+TEST(ProcfsText, TcpTableGivesEverySocketWithItsPortsAndListenState) {
+  const std::string table =
+      "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  "
+      "timeout inode\n"
+      "   0: 00000000:1920 00000000:0000 0A 00000000:00000000 00:00000000 00000000   105        "
+      "0 777 1 0000000000000000 100 0 0 10 0\n"
+      "   1: 0100007F:D431 0100007F:1920 01 00000000:00000000 00:00000000 00000000  1000        "
+      "0 888 1 0000000000000000 20 4 30 10 -1\n"
+      "   2: 0100007F:1538 0100007F:D431 06 00000000:00000000 03:00000000 00000000     0        "
+      "0 0 3 0000000000000000\n";
+  const auto sockets = parse_tcp_sockets(table);
+  ASSERT_EQ(sockets.size(), 2u);  // inode 0 (TIME_WAIT) left out
+  EXPECT_EQ(sockets[0].inode, 777u);
+  EXPECT_EQ(sockets[0].local_port, 6432);
+  EXPECT_EQ(sockets[0].remote_port, 0);
+  EXPECT_TRUE(sockets[0].listening);
+  EXPECT_EQ(sockets[1].inode, 888u);
+  EXPECT_EQ(sockets[1].local_port, 54321);
+  EXPECT_EQ(sockets[1].remote_port, 6432);
+  EXPECT_FALSE(sockets[1].listening);
+}
+
 // Found by the procfs fuzz target: a cgroup v2 cpu.stat with a
 // throttled_usec past 2^63 ns overflowed its conversion to ns (UBSan:
 // signed integer overflow); it is left out, as a field that is not a count.
