@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include <SQLiteCpp/Database.h>
@@ -301,4 +302,29 @@ TEST(RecordCommand, MasksPasswordsInSampledSqlText) {
 }
 
 }  // namespace
+// At -T, record ends its command and what the command started: a shell's
+// background job (here a sleep that would outlive it) is signalled too.
+TEST(RecordCommand, TheCommandsDescendantsAreEndedWithIt) {
+  test::TempDir dir;
+  const auto pid_file = dir.file("job.pid");
+  auto r = test::run_command({test::stallscope_bin(), "record", "-o", dir.file("tree.db"), "-T",
+                              "1", "-P", "0", "--", "sh", "-c",
+                              "sleep 60 & echo $! > '" + pid_file + "'; wait"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  std::ifstream in(pid_file);
+  int pid = 0;
+  ASSERT_TRUE(in >> pid) << pid_file;
+  // Gone, or a zombie about to be reaped by init: not sleeping on.
+  bool running = false;
+  for (int i = 0; i < 50; ++i) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string text;
+    running = std::getline(stat, text) && text.find(") Z ") == std::string::npos &&
+              text.find("(sleep)") != std::string::npos;
+    if (!running) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_FALSE(running) << "sleep (pid " << pid << ") outlived record";
+}
+
 }  // namespace stallscope

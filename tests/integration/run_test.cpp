@@ -601,6 +601,37 @@ TEST(RunCommand, SummaryOfARunWhoseTransactionsAllFailedHasNoLatencyAverage) {
   EXPECT_EQ(r.out.find("latency average"), std::string::npos) << r.out;
 }
 
+// A password in the run's own SQL (--sql, a script) is stored and shown
+// masked: run.sql, run.command_line, statement rows (-r) and -r's table.
+TEST(RunCommand, ThePasswordsInItsOwnSqlAreMaskedEverywhere) {
+  auto conninfo = test::scratch_conninfo();
+  ASSERT_FALSE(conninfo.empty());
+  test::TempDir dir;
+  const auto db_path = dir.file("secret.db");
+  // A statement that fails (no such role) and carries a password.
+  auto r =
+      test::run_command({test::stallscope_bin(), "run", "-o", db_path, conninfo, "-t", "3", "-P",
+                         "0", "-r", "--sql", "ALTER ROLE no_such_role_x PASSWORD 'hunter2-sql'"});
+  ASSERT_NE(r.exit_status, 2) << r.err;
+  EXPECT_EQ(r.out.find("hunter2-sql"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("PASSWORD '***'"), std::string::npos) << r.out;
+  SQLite::Database db(db_path);
+  for (const char* sql :
+       {"SELECT command_line FROM run", "SELECT group_concat(sql) FROM statement"}) {
+    const std::string text = db.execAndGet(sql).getString();
+    EXPECT_EQ(text.find("hunter2-sql"), std::string::npos) << sql << ": " << text;
+    EXPECT_NE(text.find("'***'"), std::string::npos) << sql << ": " << text;
+  }
+  // Without -r the SQL is run.sql itself.
+  const auto plain = dir.file("plain.db");
+  r = test::run_command({test::stallscope_bin(), "run", "-o", plain, conninfo, "-t", "3", "-P", "0",
+                         "--sql", "ALTER ROLE no_such_role_x PASSWORD 'hunter2-sql'"});
+  ASSERT_NE(r.exit_status, 2) << r.err;
+  SQLite::Database plain_db(plain);
+  EXPECT_EQ(plain_db.execAndGet("SELECT sql FROM run").getString(),
+            "ALTER ROLE no_such_role_x PASSWORD '***'");
+}
+
 // Issue 27: a run file deleted mid-run still ended with "run file: …" and
 // exit 0. The deletion is detected: said, no "next:" line, exit 1.
 TEST(RunCommand, RunFileDeletedMidRunIsSaidAndExits1) {
