@@ -369,8 +369,8 @@ void render_accounting(const Report& r, std::ostream& out) {
                "\ntime accounting: {:.3f} s of session time (ASH polls) of {} client session{} in "
                "a {:.3f} s span; the client's side of their idle time is split by what the "
                "client processes did: on CPU, queued for it, asleep by choice, blocked in the "
-               "kernel, or asleep on a socket (the round trips); what no client sample "
-               "explains is unaccounted\n",
+               "kernel, waiting for other input, or asleep on the database socket (the round "
+               "trips); what no client sample explains is unaccounted\n",
                double(a.query_ns) / kNsPerS, a.clients, a.clients == 1 ? "" : "s",
                double(a.wall_ns) / kNsPerS);
   } else {

@@ -268,10 +268,11 @@ const std::unordered_map<std::uint32_t, int>& PollWaitReader::tcp_remote_ports()
 }
 
 std::optional<schema::PollWaitRow> PollWaitReader::read(
-    int pid, const std::unordered_set<int>& database_ports) {
+    int pid, const std::unordered_set<int>& database_ports, int tid) {
   const std::string dir = proc_root_ + "/" + std::to_string(pid);
   std::string text;
-  if (!read_small_file(dir + "/syscall", text, 256)) return std::nullopt;
+  const std::string task = tid > 0 ? dir + "/task/" + std::to_string(tid) : dir;
+  if (!read_small_file(task + "/syscall", text, 256)) return std::nullopt;
   const auto blocked = parse_syscall(text);
   if (!blocked) return std::nullopt;
   const auto call = poll_call(*blocked);

@@ -103,7 +103,11 @@ class PollWaitReader {
   // file cannot be read; peer_sockets and database_sockets nullopt when its
   // fds could not be read. `database_ports`: remote TCP ports that are the
   // database's (the server's, its poolers').
-  std::optional<schema::PollWaitRow> read(int pid, const std::unordered_set<int>& database_ports);
+  // `tid`: one of its threads (its syscall from proc_root/PID/task/TID; the
+  // fds and memory are the process's), or 0 for the process (its main
+  // thread).
+  std::optional<schema::PollWaitRow> read(int pid, const std::unordered_set<int>& database_ports,
+                                          int tid = 0);
 
  private:
   const UnixSockets& unix_table();

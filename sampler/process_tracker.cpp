@@ -71,7 +71,8 @@ void ProcessTracker::read_tasks(int pid) {
   }
 }
 
-void ProcessTracker::sample_threads(const TickInfo& tick, int pid, Tracked& t, schema::Batch& out) {
+void ProcessTracker::sample_threads(const TickInfo& tick, int pid, Tracked& t, bool watched,
+                                    schema::Batch& out) {
   for (const TaskReading& task : tasks_) {
     const int tid = task.tid;
     const TaskStat* st = &task.stat;
@@ -110,6 +111,9 @@ void ProcessTracker::sample_threads(const TickInfo& tick, int pid, Tracked& t, s
     }
     if (st->state == 'D' && depth_.kernel_stacks)
       r.kernel_stack = read_kernel_stack(dir + "/stack");
+    // A record client's thread asleep: what it waits on, as for the process.
+    if (watched && st->state == 'S')
+      r.poll_wait = poll_reader_.read(pid, watch_.database_ports, tid);
     th.base = ss;
     th.base_mono_ns = tick.mono_ns;
     out.thread_samples.push_back(std::move(r));
@@ -249,11 +253,11 @@ void ProcessTracker::observe(const TickInfo& tick,
     if (!row) {
       // A thread can sit in D without moving the process's counters: with
       // --threads, look at the threads of quiet processes too.
-      if (per_thread && depth_.all_threads) sample_threads(tick, obs.pid, t, out);
+      if (per_thread && depth_.all_threads) sample_threads(tick, obs.pid, t, watched, out);
       continue;
     }
     sample_row(tick, listed, is_new, exec_seen, quiet, watched, schedstat, t, out);
-    if (per_thread) sample_threads(tick, obs.pid, t, out);
+    if (per_thread) sample_threads(tick, obs.pid, t, watched, out);
   }
   std::erase_if(tracked_,
                 [&](const auto& entry) { return entry.second.generation != generation_; });

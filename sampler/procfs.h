@@ -500,7 +500,8 @@ class ProcessTracker {
   };
   // Reads <proc_root>/<pid>/task/*/{stat,schedstat} into tasks_.
   void read_tasks(int pid);
-  void sample_threads(const TickInfo& tick, int pid, Tracked& t, schema::Batch& out);
+  // `watched`: a record client (its sleeping threads' waits are read).
+  void sample_threads(const TickInfo& tick, int pid, Tracked& t, bool watched, schema::Batch& out);
   // The process_sample row (and, at first sight or exec, the process row) of
   // a process that gets a row this tick.
   void sample_row(const TickInfo& tick, const ProcessObservation& listed, bool is_new,

@@ -140,6 +140,7 @@ struct ThreadSampleRow {
   std::optional<std::string> wchan;
   std::optional<std::string> kernel_stack;
   std::optional<std::int64_t> span_ns;
+  std::optional<PollWaitRow> poll_wait;  // a record's client thread: what it waits on
 };
 
 struct HostMemorySampleRow {

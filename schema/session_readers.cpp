@@ -160,21 +160,24 @@ std::vector<ProcessSleep> process_sleeps(Store& store, std::int64_t process_id,
     return st.step();
   }();
   // What a row's task waited on in poll, select, epoll_wait or a blocking
-  // read (the main thread's, process_poll; files made before it existed:
-  // unknown; before database_sockets: the own timer alone).
+  // read (process_poll: the thread row's own, or the process row's; files
+  // made before it existed: unknown; before its tid column, the main
+  // thread's alone; before database_sockets, the own timer alone).
   const bool polls = table_exists(store, "process_poll");
   const bool database = polls && column_exists(store, "process_poll", "database_sockets");
-  const std::string main_thread =
-      per_thread ? "t.tid = (SELECT pid FROM process p WHERE p.process_id = t.process_id) AND "
-                 : "";
+  const bool by_tid = polls && column_exists(store, "process_poll", "tid");
+  const std::string same_task =
+      by_tid       ? (per_thread ? "pp.tid = t.tid" : "pp.tid = 0")
+      : per_thread ? "t.tid = (SELECT pid FROM process p WHERE p.process_id = t.process_id)"
+                   : "1";
   const std::string slept_on =
       !polls ? "0"
              : fmt::format(
-                   "coalesce((SELECT CASE WHEN NOT ({}1) THEN 0 WHEN {} THEN 1 WHEN pp.timed = 1 "
-                   "AND pp.peer_sockets = 0 THEN 2 WHEN {} THEN 3 ELSE 0 END FROM process_poll pp "
-                   "WHERE pp.sample_id = t.sample_id AND pp.process_id = t.process_id), 0)",
-                   main_thread, database ? "pp.database_sockets > 0" : "0",
-                   database ? "pp.database_sockets = 0" : "0");
+                   "coalesce((SELECT CASE WHEN {} THEN 1 WHEN pp.timed = 1 AND pp.peer_sockets = 0 "
+                   "THEN 2 WHEN {} THEN 3 ELSE 0 END FROM process_poll pp WHERE pp.sample_id = "
+                   "t.sample_id AND pp.process_id = t.process_id AND {}), 0)",
+                   database ? "pp.database_sockets > 0" : "0",
+                   database ? "pp.database_sockets = 0" : "0", same_task);
   const std::string sql =
       "SELECT t.state, coalesce(w.name, ''), " + slept_on +
       ", sum(max(CASE t.span_ns WHEN 0 THEN s.interval_ns ELSE t.span_ns END - "

@@ -56,8 +56,8 @@ TickRowWriter::TickRowWriter(SQLite::Database& db)
       forget_process_io_(db,
                          "DELETE FROM process_io_sample WHERE sample_id = ?1 AND process_id = ?2"),
       process_poll_(db,
-                    "INSERT OR REPLACE INTO process_poll (sample_id, process_id, syscall, timed, "
-                    "peer_sockets, database_sockets) VALUES (?,?,?,?,?,?)"),
+                    "INSERT OR REPLACE INTO process_poll (sample_id, process_id, tid, syscall, "
+                    "timed, peer_sockets, database_sockets) VALUES (?,?,?,?,?,?,?)"),
       process_io_(db,
                   "INSERT OR REPLACE INTO process_io_sample (sample_id, process_id, majflt, "
                   "read_bytes, write_bytes, kernel_stack) VALUES (?,?,?,?,?,?)"),
@@ -130,19 +130,7 @@ void TickRowWriter::write_process_samples(const std::vector<ProcessSampleRow>& r
     st.reset();
     st.clearBindings();
 
-    if (r.poll_wait) {
-      auto& pw = process_poll_;
-      pw.bind(1, static_cast<int64_t>(r.sample_id));
-      pw.bind(2, static_cast<int64_t>(r.process_id));
-      pw.bind(3, r.poll_wait->syscall);
-      pw.bind(4, r.poll_wait->timed ? 1 : 0);
-      const auto count = [](std::optional<int> v) {
-        return v ? std::optional<std::int64_t>(*v) : std::nullopt;
-      };
-      bind_opt(pw, 5, count(r.poll_wait->peer_sockets));
-      bind_opt(pw, 6, count(r.poll_wait->database_sockets));
-      run_row(pw);
-    }
+    if (r.poll_wait) write_poll_wait(r.sample_id, r.process_id, 0, *r.poll_wait);
 
     const bool first_sight = !r.span_ns;
     if (is_default(r.majflt, first_sight) && is_default(r.read_bytes, first_sight) &&
@@ -178,7 +166,24 @@ void TickRowWriter::write_thread_samples(const std::vector<ThreadSampleRow>& row
     bind_opt(st, 9, r.kernel_stack);
     bind_opt(st, 10, stored_span(r.sample_id, r.span_ns));
     run_row(st);
+    if (r.poll_wait) write_poll_wait(r.sample_id, r.process_id, r.tid, *r.poll_wait);
   }
+}
+
+void TickRowWriter::write_poll_wait(std::int64_t sample_id, std::int64_t process_id, int tid,
+                                    const PollWaitRow& w) {
+  auto& pw = process_poll_;
+  const auto count = [](std::optional<int> v) {
+    return v ? std::optional<std::int64_t>(*v) : std::nullopt;
+  };
+  pw.bind(1, static_cast<int64_t>(sample_id));
+  pw.bind(2, static_cast<int64_t>(process_id));
+  pw.bind(3, tid);
+  pw.bind(4, w.syscall);
+  pw.bind(5, w.timed ? 1 : 0);
+  bind_opt(pw, 6, count(w.peer_sockets));
+  bind_opt(pw, 7, count(w.database_sockets));
+  run_row(pw);
 }
 
 }  // namespace stallscope::schema::detail

@@ -65,6 +65,9 @@ class TickRowWriter {
  private:
   // span_ns as stored: 0 when it equals the tick's interval_ns.
   std::optional<std::int64_t> stored_span(std::int64_t sample_id, std::optional<std::int64_t> span);
+  // One process_poll row: tid 0 for a process row, else the thread row's.
+  void write_poll_wait(std::int64_t sample_id, std::int64_t process_id, int tid,
+                       const PollWaitRow& w);
 
   SQLite::Statement process_tick_, forget_process_, forget_process_io_, process_poll_, process_io_,
       thread_tick_, interval_;

@@ -145,23 +145,26 @@ CREATE TABLE process_io_sample (
 -- What a client process of a record (the command record started and its
 -- descendants, --client-process names, the sessions' socket owners) waited
 -- on when its process_tick row found it asleep in a system call on fds
--- (poll, select, epoll_wait, or a blocking read): the main thread's blocked
--- system call (/proc/PID/syscall), whether it has a timeout, and the sockets
+-- (poll, select, epoll_wait, or a blocking read) — or its thread_tick row,
+-- for a client sampled per thread: the task's blocked system call
+-- (/proc/PID/syscall, /proc/PID/task/TID/syscall), whether it has a timeout, and the sockets
 -- among the fds it waited on (sampler/poll_wait.h). A wait on a database
 -- socket (a TCP socket to the server's or a pooler's port, a Unix socket to
 -- a .s.PGSQL.* file) is a wait for the database; a timed wait on no socket
 -- to another process is the client's own timer (think time inside an event
 -- loop); any other is a wait for something else (its own clients, another
 -- service, a pipe). Absent from files made before it existed (read as
--- unknown); database_sockets absent from files of version 3 made before it.
+-- unknown); database_sockets and tid absent from files of version 3 made
+-- before them (their rows are the process rows').
 CREATE TABLE process_poll (
-  sample_id           INTEGER NOT NULL,           -- process_tick.sample_id
-  process_id          INTEGER NOT NULL,           -- process_tick.process_id
+  sample_id           INTEGER NOT NULL,           -- process_tick.sample_id (or thread_tick's)
+  process_id          INTEGER NOT NULL,           -- process_tick.process_id (or thread_tick's)
+  tid                 INTEGER NOT NULL DEFAULT 0, -- 0: the process_tick row (its main thread); else the thread_tick row's tid
   syscall             TEXT NOT NULL,              -- epoll_wait, epoll_pwait, epoll_pwait2, poll, ppoll, select, pselect6, read, readv, recvfrom, recvmsg
   timed               INTEGER NOT NULL,           -- 1: with a finite timeout; 0: none (waits for an fd for ever)
   peer_sockets        INTEGER,                    -- waited fds that are sockets to another process (TCP; Unix whose peer it does not hold); NULL: unreadable
   database_sockets    INTEGER,                    -- of those, the database's: TCP to a database port (the server's, a pooler's), Unix to a .s.PGSQL.* file; NULL: unreadable
-  PRIMARY KEY (sample_id, process_id)
+  PRIMARY KEY (sample_id, process_id, tid)
 ) WITHOUT ROWID;
 
 -- What users and explain query: one row per process_tick row, every column
