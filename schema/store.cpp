@@ -69,6 +69,20 @@ std::string with_system_error(SQLite::Database& db, const std::string& message) 
               e.getExtendedErrorCode());
 }
 
+// When `path`'s -wal is there, not empty and cannot be opened for reading
+// (a run killed before its first checkpoint keeps everything in it): why,
+// for the error; "" otherwise.
+std::string unreadable_wal(const std::string& path) {
+  const std::string wal = path + "-wal";
+  std::error_code ec;
+  const auto bytes = std::filesystem::file_size(wal, ec);
+  if (ec || bytes == 0) return {};
+  if (common::Fd fd(::open(wal.c_str(), O_RDONLY | O_CLOEXEC)); fd) return {};
+  return fmt::format("its data ({} bytes) is in {}, which cannot be read ({}): give read access "
+                     "to it",
+                     bytes, wal, std::strerror(errno));
+}
+
 void check_run_file(SQLite::Database& db, const std::string& path) {
   int version = 0;
   bool has_run = false;
@@ -93,6 +107,8 @@ void check_run_file(SQLite::Database& db, const std::string& path) {
                             path, version, kOldestReadableSchemaVersion));
   }
   if (version < 1 || !has_run) {
+    if (const auto why = unreadable_wal(path); !why.empty())
+      throw Error(ErrorKind::usage, fmt::format("cannot read {}: {}", path, why));
     throw Error(ErrorKind::usage, fmt::format("cannot read {}: not a stallscope run file", path));
   }
 }

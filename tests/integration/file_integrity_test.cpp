@@ -198,6 +198,38 @@ TEST_F(FileIntegrity, ReadOnlyFileIsExplainedWithAWarningAndNothingLeftBeside) {
   EXPECT_FALSE(has_wal_or_shm(db));
 }
 
+// A run killed before its first checkpoint keeps all its data in its -wal;
+// when that cannot be read, the error says so (and its size), not "not a
+// stallscope run file".
+TEST_F(FileIntegrity, AnUnreadableWalHoldingTheDataIsNamed) {
+  open_to_nobody(tmp_.path());
+  const auto db = (tmp_.path() / "killed.db").string();
+  // A writer that dies without closing: its pages stay in the WAL.
+  const pid_t child = ::fork();
+  if (child == 0) {
+    SQLite::Database w(db, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+    w.exec(
+        "PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0; PRAGMA user_version = 3; "
+        "CREATE TABLE run (run_id INTEGER PRIMARY KEY); INSERT INTO run VALUES (1);");
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_GT(fs::file_size(db + "-wal"), 0u);
+  chown_to_nobody(db);
+  chown_to_nobody(db + "-wal");
+  if (fs::exists(db + "-shm")) chown_to_nobody(db + "-shm");
+  chown_to_nobody(tmp_.path());
+  fs::permissions(db + "-wal", fs::perms::none);
+  const auto r = run_unprivileged({test::stallscope_bin(), "explain", db});
+  EXPECT_EQ(r.exit_status, 2) << r.err;
+  EXPECT_NE(
+      r.err.find("cannot read " + db + ": its data (" + std::to_string(fs::file_size(db + "-wal")) +
+                 " bytes) is in " + db + "-wal, which cannot be read (Permission denied)"),
+      std::string::npos)
+      << r.err;
+}
+
 TEST_F(FileIntegrity, FileInReadOnlyDirectoryIsExplainedWithAWarning) {
   open_to_nobody(tmp_.path());
   const auto sub = tmp_.path() / "ro";
