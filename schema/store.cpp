@@ -78,9 +78,10 @@ std::string unreadable_wal(const std::string& path) {
   const auto bytes = std::filesystem::file_size(wal, ec);
   if (ec || bytes == 0) return {};
   if (common::Fd fd(::open(wal.c_str(), O_RDONLY | O_CLOEXEC)); fd) return {};
-  return fmt::format("its data ({} bytes) is in {}, which cannot be read ({}): give read access "
-                     "to it",
-                     bytes, wal, std::strerror(errno));
+  return fmt::format(
+      "its data ({} bytes) is in {}, which cannot be read ({}): give read access "
+      "to it",
+      bytes, wal, std::strerror(errno));
 }
 
 void check_run_file(SQLite::Database& db, const std::string& path) {
@@ -192,6 +193,13 @@ std::unique_ptr<SQLite::Database> open_existing(const std::string& path, int fla
   }
   if (std::filesystem::is_directory(path, ec)) {
     throw Error(ErrorKind::usage, fmt::format("cannot open {}: is a directory", path), EISDIR);
+  }
+  // A FIFO (or `<(…)`), a socket or a device: SQLite would block on a FIFO
+  // for ever, and none of them holds a run.
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    throw Error(ErrorKind::usage,
+                fmt::format("cannot open {}: not a regular file (a run file is one)", path),
+                EINVAL);
   }
   const bool readonly = (flags & SQLite::OPEN_READWRITE) == 0;
   try {

@@ -24,6 +24,7 @@
 #include "common/output.h"
 #include "common/parse.h"
 #include "common/printable.h"
+#include "common/stop.h"
 #include "common/units.h"
 #include "driver/script.h"
 #include "tools/commands.h"
@@ -494,6 +495,16 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    // `stallscope foo`: name foo, and what the commands are.
+    if (app.get_subcommands().empty() && argc > 1 && argv[1][0] != '-') {
+      std::string names;
+      for (const auto* sub : app.get_subcommands({}))
+        names += (names.empty() ? "" : ", ") + sub->get_name();
+      stallscope::common::print_stderr(
+          "stallscope: unknown command '{}' (commands: {}; see 'stallscope --help')\n",
+          masked_printable(argv[1]), names);
+      return 2;
+    }
     const std::string where = app.get_subcommands().empty()
                                   ? std::string("stallscope")
                                   : "stallscope " + app.get_subcommands().front()->get_name();
@@ -528,6 +539,15 @@ int main(int argc, char** argv) {
   // `stallscope … >&-`: no file opened later may land on descriptor 1, and
   // a write to standard output must fail (checked below).
   stallscope::common::hold_closed_standard_output();
+  // The commands that write a run file end cleanly on SIGINT, SIGTERM,
+  // SIGHUP or a broken pipe from their first instruction on (a signal while
+  // the command line is parsed stops the run before it starts), not only
+  // once their own setup reaches install_stop_handlers.
+  if (argc > 1) {
+    const std::string_view command = argv[1];
+    if (command == "run" || command == "record" || command == "import-pgbench")
+      stallscope::install_stop_handlers();
+  }
   CLI::App app{
       "stallscope: record host state and PostgreSQL wait events beside a benchmark, drive "
       "queries, and explain where the time went.",

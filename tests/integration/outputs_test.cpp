@@ -118,6 +118,36 @@ TEST_F(Outputs, ReportIs0600NeverFollowsATemporarySymlinkAndWritesAFifoInPlace) 
 
 // Errors writing standard output were ignored (exit 0, and report said
 // "wrote standard output"). Now: exit 1, one line naming it.
+// An input that is no regular file: a FIFO (explain would block reading it
+// for ever) or a device is refused with one line naming it.
+TEST_F(Outputs, AnInputThatIsNoRegularFileIsRefusedNotWaitedOn) {
+  const auto fifo = dir_.file("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& input : {fifo, std::string("/dev/null")}) {
+    for (const char* command : {"explain", "report"}) {
+      std::vector<std::string> argv{test::stallscope_bin(), command, input};
+      if (std::string_view(command) == "report") {
+        argv.push_back("-o");
+        argv.push_back(dir_.file("report.html"));
+      }
+      const auto r = test::run_command(argv);
+      EXPECT_EQ(r.exit_status, 2) << r.err;
+      EXPECT_EQ(r.err, fmt::format("stallscope {}: cannot open {}: not a regular file (a run file "
+                                   "is one)\n",
+                                   command, input));
+    }
+  }
+}
+
+// `stallscope foo`: the unknown command is named, with the commands there are.
+TEST_F(Outputs, AnUnknownCommandIsNamed) {
+  const auto r = test::run_command({test::stallscope_bin(), "explian", "run.db"});
+  EXPECT_EQ(r.exit_status, 2);
+  EXPECT_EQ(r.err,
+            "stallscope: unknown command 'explian' (commands: run, record, import-pgbench, "
+            "explain, report; see 'stallscope --help')\n");
+}
+
 TEST_F(Outputs, AFailedWriteToStandardOutputIsAnError) {
   const std::string bin = test::stallscope_bin();
   const std::string run_db = dir_.file("run.db");
