@@ -18,6 +18,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/output.h"
+#include "common/printable.h"
 #include "common/stop.h"
 #include "common/units.h"
 #include "import/pgbench_log.h"
@@ -301,14 +302,14 @@ int import_pgbench_command(const ImportPgbenchOptions& o) {
   }
   const std::string aggregated =
       span.intervals == 0 ? std::string() : fmt::format(" (of {} transactions)", span.aggregated);
-  fmt::print("run file: {}\n", o.output_path);
+  fmt::print("run file: {}\n", common::printable(o.output_path));
   fmt::print(
       "imported: {} transactions ({} failed, {} skipped), {} aggregate intervals{} from {} "
       "file(s)\n",
       span.queries + span.skipped, span.failed, span.skipped, span.intervals, aggregated,
       o.files.size());
   if (!sampled_note.empty()) fmt::print("note: {}\n", sampled_note);
-  fmt::print("next: stallscope explain {}\n", o.output_path);
+  fmt::print("next: stallscope explain {}\n", common::printable(o.output_path));
   return 0;
 }
 

@@ -422,8 +422,8 @@ int record_command(const RecordOptions& o) {
   const bool interrupted =
       stop_requested() && (o.duration_s || !o.command.empty() || stop_signal() == SIGPIPE);
   writer.close(wall_now_ns(), interrupted ? "interrupted" : "complete", reason, child_status);
-  common::print_stderr("record: {} ({}), {} ticks\n", o.output_path, reason,
-                       samplers.host.latest().ticks);
+  common::print_stderr("record: {} ({}), {} ticks\n", common::printable(o.output_path),
+                       common::printable(reason), samplers.host.latest().ticks);
   if (file_watch.deleted()) {
     common::print_stderr(
         "stallscope record: {}: the run file was deleted while record wrote it: nothing it "
