@@ -1,8 +1,10 @@
-// Private to schema/: binding a value that may be missing. An empty
-// std::optional binds SQL NULL (never 0 as a stand-in); integers bind as
-// INTEGER, floating point as REAL, strings as TEXT.
+// Private to schema/: binding a value that may be missing, running a bound
+// INSERT, and SQLite's message for a failed write. An empty std::optional
+// binds SQL NULL (never 0 as a stand-in); integers bind as INTEGER,
+// floating point as REAL, strings as TEXT.
 //
 //   detail::bind_opt(statement, 3, row.latency_ns);  // NULL when absent
+//   detail::run_row(statement);                      // exec, reset, clear
 #pragma once
 
 #include <cstdint>
@@ -10,11 +12,25 @@
 #include <string>
 #include <type_traits>
 
+#include <SQLiteCpp/Database.h>
 #include <SQLiteCpp/Statement.h>
 
 #include "schema/row.h"
 
 namespace stallscope::schema::detail {
+
+// Runs a bound statement once and makes it ready for the next row.
+inline void run_row(SQLite::Statement& st) {
+  st.exec();
+  st.reset();
+  st.clearBindings();
+}
+
+// SQLite's message, with the system error underneath when there is one,
+// e.g. "disk I/O error (No space left on device)". SQLite keeps it only for
+// some failures (not, as measured, for a WAL write past RLIMIT_FSIZE at
+// COMMIT: "disk I/O error" alone). (store.cpp)
+std::string with_system_error(SQLite::Database& db, const std::string& message);
 
 template <typename T>
 void bind_opt(SQLite::Statement& st, int index, const std::optional<T>& v) {

@@ -8,12 +8,6 @@
 namespace stallscope::schema::detail {
 namespace {
 
-void run_row(SQLite::Statement& st) {
-  st.exec();
-  st.reset();
-  st.clearBindings();
-}
-
 // What process_sample reads for a counter without a process_io_sample row: 0,
 // or NULL at first sight (no span).
 bool is_default(const std::optional<std::int64_t>& v, bool first_sight) {
