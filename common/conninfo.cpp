@@ -1,5 +1,7 @@
 #include "common/conninfo.h"
 
+#include "common/sql_secrets.h"
+
 #include <libpq-fe.h>
 
 #include <algorithm>
@@ -665,6 +667,13 @@ std::vector<std::string> mask_args(const std::vector<std::string>& argv) {
     } else {
       out.push_back(masker.mask(a));
     }
+    // SQL in an argument (psql -c, stallscope run --sql) keeps no password
+    // either: ALTER ROLE … PASSWORD '***'.
+    // (--sql=…: the value; "--" would start an SQL comment.)
+    auto& arg = out.back();
+    const auto eq = arg.starts_with("--") ? arg.find('=') : std::string::npos;
+    arg = eq == std::string::npos ? mask_sql_secrets(arg)
+                                  : arg.substr(0, eq + 1) + mask_sql_secrets(arg.substr(eq + 1));
   }
   return out;
 }

@@ -74,7 +74,9 @@ std::optional<std::string> conninfo_value(const std::string& conninfo, const std
 // - HTTP credentials: after Authorization: and Proxy-Authorization: (a
 //   known scheme kept: "Authorization: Bearer ***"), and after NAME: for a
 //   secret NAME of two parts or more (X-Api-Key: ***), to the end of the
-//   line or to the quote around the header.
+//   line or to the quote around the header;
+// - then, in every argument, the passwords SQL carries (mask_sql_secrets:
+//   psql -c "ALTER ROLE app PASSWORD '***'", run --sql …).
 // A value ends at whitespace (one that starts with a quote, 'a b' or "a b",
 // at its closing quote), at the quote before a quoted "NAME=value", and at
 // '&' after ?NAME= or &NAME=. Idempotent (masking the result again changes nothing), and

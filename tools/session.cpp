@@ -15,7 +15,6 @@
 #include "common/host.h"
 #include "common/output.h"
 #include "common/printable.h"
-#include "common/sql_secrets.h"
 #include "common/stop.h"
 #include "common/thread_name.h"
 #include "common/units.h"
@@ -41,16 +40,7 @@ schema::RunInfo make_run_info(const std::string& mode, const std::vector<std::st
   info.cores = host.cores;
   info.clock_ticks_per_s = host.clock_ticks_per_s;
   info.start_ns = wall_now_ns();
-  // SQL given on the command line (--sql) keeps no password either.
-  std::vector<std::string> args = argv;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--sql" && i + 1 < args.size()) {
-      args[i + 1] = mask_sql_secrets(args[i + 1]);
-    } else if (args[i].starts_with("--sql=")) {
-      args[i] = "--sql=" + mask_sql_secrets(std::string_view(args[i]).substr(6));
-    }
-  }
-  info.command_line = mask_command_line(args);
+  info.command_line = mask_command_line(argv);
   if (conninfo) info.conninfo = mask_conninfo(*conninfo);
   info.tool_version = STALLSCOPE_VERSION;
   info.hz = hz;

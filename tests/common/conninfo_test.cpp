@@ -32,6 +32,16 @@ TEST(MaskConninfo, LeavesConninfoWithoutPasswordAlone) {
   EXPECT_EQ(mask_conninfo(""), "");
 }
 
+// SQL in an argument keeps no password: psql -c, run --sql; an argument
+// that is no SQL with a quote in it is left as it is.
+TEST(MaskCommandLine, MasksThePasswordsSqlArgumentsCarry) {
+  EXPECT_EQ(mask_args({"psql", "-c", "ALTER ROLE app PASSWORD 'hunter2'", "O'Brien"}),
+            (std::vector<std::string>{"psql", "-c", "ALTER ROLE app PASSWORD '***'", "O'Brien"}));
+  const auto line = mask_command_line({"stallscope", "run", "--sql=CREATE USER u PASSWORD 'pw1'"});
+  EXPECT_EQ(line.find("pw1"), std::string::npos) << line;
+  EXPECT_NE(line.find("***"), std::string::npos) << line;
+}
+
 TEST(MaskCommandLine, MasksConninfoArguments) {
   auto line = mask_command_line({"stallscope", "run", "-o", "r.db", "host=x password=hunter2"});
   EXPECT_EQ(line.find("hunter2"), std::string::npos) << line;

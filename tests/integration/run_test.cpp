@@ -616,6 +616,10 @@ TEST(RunCommand, ThePasswordsInItsOwnSqlAreMaskedEverywhere) {
   EXPECT_EQ(r.out.find("hunter2-sql"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("PASSWORD '***'"), std::string::npos) << r.out;
   SQLite::Database db(db_path);
+  // Every text of the file: the run row, the statements, and stallscope's
+  // own process row (the sampler samples it, command line and all).
+  EXPECT_EQ(
+      db.execAndGet("SELECT count(*) FROM process WHERE cmdline LIKE '%hunter2-sql%'").getInt(), 0);
   for (const char* sql :
        {"SELECT command_line FROM run", "SELECT group_concat(sql) FROM statement"}) {
     const std::string text = db.execAndGet(sql).getString();
