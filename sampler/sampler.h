@@ -218,6 +218,9 @@ std::optional<std::int64_t> process_start_ticks(int pid, const std::string& proc
 // no earlier than their parent), from one scan of proc_root/*/stat; comm
 // left empty. Those already reparented (their parent exited) are not found.
 std::vector<SocketOwner> descendant_processes(int pid, const std::string& proc_root = "/proc");
+// Whether the process `pid` started at `start_ticks` is still there and not
+// a zombie (exited, not yet reaped: its parent may be a slow init).
+bool process_alive(int pid, std::int64_t start_ticks, const std::string& proc_root = "/proc");
 
 // The latest poll's figures, for progress lines.
 struct AshSnapshot {

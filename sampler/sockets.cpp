@@ -210,6 +210,14 @@ std::vector<SocketOwner> descendant_processes(int pid, const std::string& proc_r
   return out;
 }
 
+bool process_alive(int pid, std::int64_t start_ticks, const std::string& proc_root) {
+  std::ifstream in(proc_root + "/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(in, text)) return false;
+  const auto st = detail::parse_pid_stat(text);
+  return st && st->start_ticks == start_ticks && st->state != 'Z' && st->state != 'X';
+}
+
 std::vector<int> detail::listening_ports(int pid, const std::string& proc_root) {
   std::vector<int> out;
   const auto held = socket_links(proc_root + "/" + std::to_string(pid) + "/fd");

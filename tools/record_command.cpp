@@ -15,6 +15,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "common/clock.h"
 #include "common/conninfo.h"
@@ -184,7 +185,7 @@ ChildEnd run_child(const std::vector<std::string>& command, const ChildOptions& 
       // It ignores or outlasts the signal (e.g. `trap '' TERM`): as timeout -k.
       kill(pid, SIGKILL);
       for (const auto& d : descendants) {
-        if (sampler::process_start_ticks(d.pid) == d.start_ticks) kill(d.pid, SIGKILL);
+        if (sampler::process_alive(d.pid, d.start_ticks)) kill(d.pid, SIGKILL);
       }
       end.killed = true;
       common::print_stderr(
@@ -197,6 +198,29 @@ ChildEnd run_child(const std::vector<std::string>& command, const ChildOptions& 
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   end.status = shell_status(wait_status);
+  // The command ended; what it started and record signalled may not have
+  // (a job that ignores SIGTERM): they get the same grace, then SIGKILL.
+  const auto alive = [&] {
+    std::vector<int> pids;
+    for (const auto& d : descendants) {
+      if (sampler::process_alive(d.pid, d.start_ticks)) pids.push_back(d.pid);
+    }
+    return pids;
+  };
+  while (end.signal_sent != 0 && !alive().empty()) {
+    if (mono_now_ns() - signalled_mono_ns >= c.kill_after_ns) {
+      const auto pids = alive();
+      for (const int p : pids) kill(p, SIGKILL);
+      common::print_stderr(
+          "stallscope record: {} process{} the command started ({}) {} still running {} after "
+          "{}: sent {} SIGKILL\n",
+          pids.size(), pids.size() == 1 ? "" : "es", fmt::join(pids, ", "),
+          pids.size() == 1 ? "was" : "were", grace_text(c.kill_after_ns),
+          signal_name(end.signal_sent), pids.size() == 1 ? "it" : "them");
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   return end;
 }
 

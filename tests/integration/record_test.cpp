@@ -303,28 +303,37 @@ TEST(RecordCommand, MasksPasswordsInSampledSqlText) {
 
 }  // namespace
 // At -T, record ends its command and what the command started: a shell's
-// background job (here a sleep that would outlive it) is signalled too.
+// background job (here a sleep that would outlive it) is signalled too, and
+// one that ignores SIGTERM is sent SIGKILL --kill-after later, with a line.
 TEST(RecordCommand, TheCommandsDescendantsAreEndedWithIt) {
-  test::TempDir dir;
-  const auto pid_file = dir.file("job.pid");
-  auto r = test::run_command({test::stallscope_bin(), "record", "-o", dir.file("tree.db"), "-T",
-                              "1", "-P", "0", "--", "sh", "-c",
-                              "sleep 60 & echo $! > '" + pid_file + "'; wait"});
-  ASSERT_EQ(r.exit_status, 0) << r.err;
-  std::ifstream in(pid_file);
-  int pid = 0;
-  ASSERT_TRUE(in >> pid) << pid_file;
-  // Gone, or a zombie about to be reaped by init: not sleeping on.
-  bool running = false;
-  for (int i = 0; i < 50; ++i) {
-    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-    std::string text;
-    running = std::getline(stat, text) && text.find(") Z ") == std::string::npos &&
-              text.find("(sleep)") != std::string::npos;
-    if (!running) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  for (const bool ignores_term : {false, true}) {
+    test::TempDir dir;
+    const auto pid_file = dir.file("job.pid");
+    const std::string job = ignores_term ? "sh -c 'trap \"\" TERM; exec sleep 60'" : "sleep 60";
+    auto r = test::run_command({test::stallscope_bin(), "record", "-o", dir.file("tree.db"), "-T",
+                                "1", "--kill-after", "0.5s", "-P", "0", "--", "sh", "-c",
+                                job + " & echo $! > '" + pid_file + "'; wait"});
+    ASSERT_EQ(r.exit_status, 0) << r.err;
+    std::ifstream in(pid_file);
+    int pid = 0;
+    ASSERT_TRUE(in >> pid) << pid_file;
+    // Gone, or a zombie about to be reaped by init: not sleeping on.
+    bool running = false;
+    for (int i = 0; i < 50; ++i) {
+      std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+      std::string text;
+      running = std::getline(stat, text) && text.find(") Z ") == std::string::npos &&
+                text.find("(sleep)") != std::string::npos;
+      if (!running) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    EXPECT_FALSE(running) << "sleep (pid " << pid << ") outlived record; ignores SIGTERM "
+                          << ignores_term;
+    EXPECT_EQ(
+        r.err.find("was still running 0.5 s after SIGTERM: sent it SIGKILL") != std::string::npos,
+        ignores_term)
+        << r.err;
   }
-  EXPECT_FALSE(running) << "sleep (pid " << pid << ") outlived record";
 }
 
 }  // namespace stallscope
