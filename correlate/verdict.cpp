@@ -158,8 +158,8 @@ Verdict decide_verdict(const Report& r, const Facts& f) {
           a->client_idle_ns > a->client_sleep_ns
               ? fmt::format(
                     "The clients waited for input that is not the database's (their own "
-                    "requests, another service, a pipe: sockets and fds none of which leads to "
-                    "the database) for {:.0f}% of their sessions' time{}, so what feeds the "
+                    "requests, another service, a pipe; not an answer from the database) for "
+                    "{:.0f}% of their sessions' time{}, so what feeds the "
                     "application set the throughput",
                     share(a->client_idle_ns),
                     a->client_sleep_ns > 0

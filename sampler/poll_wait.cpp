@@ -254,14 +254,15 @@ const UnixSockets& PollWaitReader::unix_table() {
   return *unix_;
 }
 
-const std::unordered_map<std::uint32_t, int>& PollWaitReader::tcp_remote_ports() {
+const std::unordered_map<std::uint32_t, PollWaitReader::TcpEnd>& PollWaitReader::tcp_ends() {
   if (tcp_remote_port_) return *tcp_remote_port_;
   tcp_remote_port_.emplace();
   for (const char* table : {"/net/tcp", "/net/tcp6"}) {
     std::ifstream in(proc_root_ + table);
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     for (const auto& s : parse_tcp_sockets(text)) {
-      if (!s.listening) (*tcp_remote_port_)[s.inode] = s.remote_port;
+      if (!s.listening)
+        (*tcp_remote_port_)[s.inode] = {.remote_port = s.remote_port, .queued = s.queued_bytes > 0};
     }
   }
   return *tcp_remote_port_;
@@ -281,7 +282,7 @@ std::optional<schema::PollWaitRow> PollWaitReader::read(
   const auto fds = waited_fds(proc_root_, pid, *call);
   if (!fds) return row;
   const std::string fd_dir = dir + "/fd";
-  int peers = 0, database = 0;
+  int peers = 0, database = 0, queued = 0;
   std::optional<std::unordered_set<std::uint32_t>> held;
   for (const int fd : *fds) {
     const auto inode = socket_inode(fd_dir, fd);
@@ -291,13 +292,20 @@ std::optional<schema::PollWaitRow> PollWaitReader::read(
       if (!held) held = held_sockets(fd_dir);
       if (held->contains(it->second)) continue;  // its own socketpair
       ++peers;
-      if (unix.postgres_named.contains(it->second)) ++database;
+      if (unix.postgres_named.contains(it->second)) {
+        ++database;
+        // A query the server has not read, or an answer the client has not.
+        if (unix.queued.contains(it->second) || unix.queued.contains(inode)) ++queued;
+      }
       continue;
     }
-    const auto& tcp = tcp_remote_ports();
+    const auto& tcp = tcp_ends();
     if (const auto it = tcp.find(inode); it != tcp.end()) {
       ++peers;
-      if (database_ports.contains(it->second)) ++database;
+      if (database_ports.contains(it->second.remote_port)) {
+        ++database;
+        if (it->second.queued) ++queued;
+      }
       continue;
     }
     // Another kind of socket (UDP, netlink, a listening socket): a peer of
@@ -306,6 +314,7 @@ std::optional<schema::PollWaitRow> PollWaitReader::read(
   }
   row.peer_sockets = peers;
   row.database_sockets = database;
+  row.database_queued = queued;
   return row;
 }
 

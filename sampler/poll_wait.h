@@ -12,7 +12,11 @@
 // is one. A database socket is a TCP socket whose remote port is one of the
 // database ports (the server's, a pooler's: ClientWatch) or a Unix socket
 // whose peer is bound to a name with "/.s.PGSQL." in it (libpq's socket
-// file name, which PostgreSQL and every pooler use).
+// file name, which PostgreSQL and every pooler use). For a wait on a
+// database socket among other peers (an event loop that keeps its
+// connection registered while it waits for its own clients), whether bytes
+// are queued on that connection (a query on its way to the server, or an
+// answer not yet read) says whether a query is outstanding at that moment.
 //
 // Sources, per process (its main thread, as /proc/PID/wchan):
 //   - /proc/PID/syscall: "NR ARG1 … ARG6 SP PC" of the blocked system call
@@ -86,6 +90,8 @@ struct UnixSockets {
   std::unordered_map<std::uint32_t, std::uint32_t> peers;  // inode → its peer's inode
   // Inodes of sockets bound to (or accepted on) a name holding "/.s.PGSQL.".
   std::unordered_set<std::uint32_t> postgres_named;
+  // Inodes of sockets with bytes in their receive queue (UNIX_DIAG_RQLEN).
+  std::unordered_set<std::uint32_t> queued;
 };
 UnixSockets unix_sockets();
 
@@ -111,10 +117,14 @@ class PollWaitReader {
 
  private:
   const UnixSockets& unix_table();
-  const std::unordered_map<std::uint32_t, int>& tcp_remote_ports();
+  struct TcpEnd {
+    int remote_port = 0;
+    bool queued = false;  // bytes in its send or receive queue
+  };
+  const std::unordered_map<std::uint32_t, TcpEnd>& tcp_ends();
   std::string proc_root_;
   std::optional<UnixSockets> unix_;
-  std::optional<std::unordered_map<std::uint32_t, int>> tcp_remote_port_;  // inode → remote port
+  std::optional<std::unordered_map<std::uint32_t, TcpEnd>> tcp_remote_port_;  // by inode
 };
 
 // The TCP ports `pid` listens on (its LISTEN sockets in /proc/net/tcp and

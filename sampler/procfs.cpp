@@ -436,10 +436,21 @@ std::vector<TcpSocket> parse_tcp_sockets(std::string_view text) {
     const auto inode = common::parse_int64(fields[9]);
     const int local = tcp_port_of(fields[1]), remote = tcp_port_of(fields[2]);
     if (!inode || *inode <= 0 || *inode > 0xffffffffLL || local < 0 || remote < 0) continue;
+    // "tx_queue:rx_queue", two hexadecimal counts.
+    std::int64_t queued = 0;
+    const auto colon = fields[4].find(':');
+    if (colon != std::string_view::npos) {
+      for (const auto part : {fields[4].substr(0, colon), fields[4].substr(colon + 1)}) {
+        std::int64_t v = 0;
+        const auto [ptr, ec] = std::from_chars(part.data(), part.data() + part.size(), v, 16);
+        if (ec == std::errc{} && ptr == part.data() + part.size() && v > 0) queued += v;
+      }
+    }
     out.push_back({.inode = static_cast<std::uint32_t>(*inode),
                    .local_port = local,
                    .remote_port = remote,
-                   .listening = fields[3] == "0A"});
+                   .listening = fields[3] == "0A",
+                   .queued_bytes = queued});
   }
   return out;
 }

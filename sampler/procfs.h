@@ -191,6 +191,9 @@ struct TcpSocket {
   std::uint32_t inode = 0;  // as /proc/PID/fd links it: "socket:[INODE]"
   int local_port = 0, remote_port = 0;
   bool listening = false;  // state 0A (LISTEN)
+  // Bytes queued: tx_queue (sent, not yet acknowledged, or not yet sent) +
+  // rx_queue (received, not yet read).
+  std::int64_t queued_bytes = 0;
 };
 // Every socket of /proc/net/tcp or tcp6 text (a header line, then one socket
 // a line: "sl local_address rem_address st … uid timeout inode …", addresses

@@ -9,6 +9,7 @@
 #include <linux/rtnetlink.h>
 #include <linux/sock_diag.h>
 #include <linux/unix_diag.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -91,7 +92,7 @@ detail::UnixSockets detail::unix_sockets() {
   message.header.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
   message.request.sdiag_family = AF_UNIX;
   message.request.udiag_states = ~0u;
-  message.request.udiag_show = UDIAG_SHOW_PEER | UDIAG_SHOW_NAME;
+  message.request.udiag_show = UDIAG_SHOW_PEER | UDIAG_SHOW_NAME | UDIAG_SHOW_RQLEN;
   sockaddr_nl kernel{};
   kernel.nl_family = AF_NETLINK;
   if (::sendto(fd.get(), &message, sizeof message, 0, reinterpret_cast<sockaddr*>(&kernel),
@@ -113,6 +114,12 @@ detail::UnixSockets detail::unix_sockets() {
           std::uint32_t peer = 0;
           std::memcpy(&peer, RTA_DATA(a), sizeof peer);
           if (peer != 0) peers[msg->udiag_ino] = peer;
+        } else if (a->rta_type == UNIX_DIAG_RQLEN && RTA_PAYLOAD(a) >= sizeof(unix_diag_rqlen)) {
+          // A connected stream socket: bytes in its receive queue.
+          unix_diag_rqlen q{};
+          std::memcpy(&q, RTA_DATA(a), sizeof q);
+          if (msg->udiag_state != TCP_LISTEN && q.udiag_rqueue > 0)
+            out.queued.insert(msg->udiag_ino);
         } else if (a->rta_type == UNIX_DIAG_NAME) {
           // A path name (abstract names start with a NUL): an accepted
           // socket carries its listening socket's name.

@@ -106,6 +106,10 @@ struct PollWaitRow {
   std::optional<int> peer_sockets;
   // Of those, the database's (sampler/poll_wait.h): nullopt as peer_sockets.
   std::optional<int> database_sockets;
+  // Of those, the ones with bytes queued either way (a query not yet read
+  // by the server, an answer not yet read by the client): nullopt as
+  // peer_sockets.
+  std::optional<int> database_queued;
 };
 
 struct ProcessSampleRow {

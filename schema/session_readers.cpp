@@ -165,19 +165,27 @@ std::vector<ProcessSleep> process_sleeps(Store& store, std::int64_t process_id,
   // thread's alone; before database_sockets, the own timer alone).
   const bool polls = table_exists(store, "process_poll");
   const bool database = polls && column_exists(store, "process_poll", "database_sockets");
+  const bool queued = database && column_exists(store, "process_poll", "database_queued");
   const bool by_tid = polls && column_exists(store, "process_poll", "tid");
   const std::string same_task =
       by_tid       ? (per_thread ? "pp.tid = t.tid" : "pp.tid = 0")
       : per_thread ? "t.tid = (SELECT pid FROM process p WHERE p.process_id = t.process_id)"
                    : "1";
+  // On the database: a database socket waited alone, or, among other
+  // peers (an event loop also waiting for its own clients), with bytes
+  // queued on it — a query outstanding at that moment.
+  const std::string on_database =
+      !database ? "0"
+      : queued  ? "pp.database_sockets > 0 AND (pp.peer_sockets = pp.database_sockets OR "
+                  "pp.database_queued > 0)"
+                : "pp.database_sockets > 0";
   const std::string slept_on =
       !polls ? "0"
              : fmt::format(
                    "coalesce((SELECT CASE WHEN {} THEN 1 WHEN pp.timed = 1 AND pp.peer_sockets = 0 "
                    "THEN 2 WHEN {} THEN 3 ELSE 0 END FROM process_poll pp WHERE pp.sample_id = "
                    "t.sample_id AND pp.process_id = t.process_id AND {}), 0)",
-                   database ? "pp.database_sockets > 0" : "0",
-                   database ? "pp.database_sockets = 0" : "0", same_task);
+                   on_database, database ? "pp.database_sockets IS NOT NULL" : "0", same_task);
   const std::string sql =
       "SELECT t.state, coalesce(w.name, ''), " + slept_on +
       ", sum(max(CASE t.span_ns WHEN 0 THEN s.interval_ns ELSE t.span_ns END - "

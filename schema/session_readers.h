@@ -113,9 +113,11 @@ ProcessCpu process_cpu(Store& store, std::int64_t process_id, std::int64_t from_
 // a blocking read; the main thread's) is keyed by what it waited on too.
 enum class SleptOn {
   unknown,    // no process_poll row, or its fds unreadable: by wait channel only
-  database,   // a database socket among the waited fds (database_sockets > 0)
+  database,   // on a database socket: waited alone, or among other peers with bytes
+              // queued on it (database_queued > 0: a query outstanding)
   own_timer,  // a timed wait on no socket to another process: its own timer
-  other,      // neither: its own clients, another service, a pipe or terminal
+  other,      // neither: its own clients, another service, a pipe or terminal (and
+              // an event loop's idle database connection among them)
 };
 struct ProcessSleep {
   std::string state;  // one letter: S, D, R, …

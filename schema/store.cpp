@@ -221,7 +221,6 @@ std::unique_ptr<SQLite::Database> open_existing(const std::string& path, int fla
 
 }  // namespace
 
-
 Store Store::create(const std::string& path) {
   if (path.empty() || path == "-") {
     throw Error(ErrorKind::usage, "cannot create run file: -o needs a file path");

@@ -178,7 +178,7 @@ class Store {
  private:
   Store(std::unique_ptr<SQLite::Database> db, std::string path);
   struct Statements;
-  void prepare_statements();  // stmts_, once the schema exists (store_write.cpp)
+  void prepare_statements();            // stmts_, once the schema exists (store_write.cpp)
   void write_rows(const Batch& batch);  // every table but query; inside write()'s transaction
   void write_queries(std::span<const Batch> batches);
   std::unique_ptr<SQLite::Database> db_;

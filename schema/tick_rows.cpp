@@ -49,9 +49,10 @@ TickRowWriter::TickRowWriter(SQLite::Database& db)
       forget_process_(db, "DELETE FROM process_tick WHERE sample_id = ?1 AND process_id = ?2"),
       forget_process_io_(db,
                          "DELETE FROM process_io_sample WHERE sample_id = ?1 AND process_id = ?2"),
-      process_poll_(db,
-                    "INSERT OR REPLACE INTO process_poll (sample_id, process_id, tid, syscall, "
-                    "timed, peer_sockets, database_sockets) VALUES (?,?,?,?,?,?,?)"),
+      process_poll_(
+          db,
+          "INSERT OR REPLACE INTO process_poll (sample_id, process_id, tid, syscall, "
+          "timed, peer_sockets, database_sockets, database_queued) VALUES (?,?,?,?,?,?,?,?)"),
       process_io_(db,
                   "INSERT OR REPLACE INTO process_io_sample (sample_id, process_id, majflt, "
                   "read_bytes, write_bytes, kernel_stack) VALUES (?,?,?,?,?,?)"),
@@ -177,6 +178,7 @@ void TickRowWriter::write_poll_wait(std::int64_t sample_id, std::int64_t process
   pw.bind(5, w.timed ? 1 : 0);
   bind_opt(pw, 6, count(w.peer_sockets));
   bind_opt(pw, 7, count(w.database_sockets));
+  bind_opt(pw, 8, count(w.database_queued));
   run_row(pw);
 }
 

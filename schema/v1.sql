@@ -150,7 +150,9 @@ CREATE TABLE process_io_sample (
 -- (/proc/PID/syscall, /proc/PID/task/TID/syscall), whether it has a timeout, and the sockets
 -- among the fds it waited on (sampler/poll_wait.h). A wait on a database
 -- socket (a TCP socket to the server's or a pooler's port, a Unix socket to
--- a .s.PGSQL.* file) is a wait for the database; a timed wait on no socket
+-- a .s.PGSQL.* file) is a wait for the database — when it is among other
+-- peers (an event loop that also waits for its own clients), only while
+-- bytes are queued on it; a timed wait on no socket
 -- to another process is the client's own timer (think time inside an event
 -- loop); any other is a wait for something else (its own clients, another
 -- service, a pipe). Absent from files made before it existed (read as
@@ -164,6 +166,7 @@ CREATE TABLE process_poll (
   timed               INTEGER NOT NULL,           -- 1: with a finite timeout; 0: none (waits for an fd for ever)
   peer_sockets        INTEGER,                    -- waited fds that are sockets to another process (TCP; Unix whose peer it does not hold); NULL: unreadable
   database_sockets    INTEGER,                    -- of those, the database's: TCP to a database port (the server's, a pooler's), Unix to a .s.PGSQL.* file; NULL: unreadable
+  database_queued     INTEGER,                    -- of those, the ones with bytes queued either way (a query the server has not read, an answer the client has not); NULL: unreadable
   PRIMARY KEY (sample_id, process_id, tid)
 ) WITHOUT ROWID;
 

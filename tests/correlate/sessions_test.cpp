@@ -249,16 +249,21 @@ TEST(CorrelateSessions, AClientAsleepInATimerIsThinkTimeNotRoundTrips) {
 
 // An application worker (a web server's) that waits in select on its own
 // clients' sockets between requests — sockets to other processes, none the
-// database's — 7 s of its 10, and on its database socket 3 s: the 7 s are
+// database's, or the database's with nothing outstanding on it — 7 s of its
+// 10, and on its database socket 3 s: the 7 s are
 // the client waiting for other input (client_idle), not round trips; the
 // round trips are only the 3 s on the database socket beyond the server's
 // parts. Mostly idle and nothing saturated: no bottleneck.
 TEST(CorrelateSessions, AClientWaitingOnSocketsThatAreNotTheDatabasesIsIdleNotRoundTrips) {
   auto store = record_file(50, 0, "do_select", [](int second) {
+    // Seconds 1-2: the database socket alone; 3: among its clients' sockets
+    // with a query outstanding (bytes queued); 4-6: among them, nothing
+    // queued (an event loop's idle connection); 7-10: its clients' alone.
     return schema::PollWaitRow{.syscall = "select",
                                .timed = true,
-                               .peer_sockets = 2,
-                               .database_sockets = second <= 3 ? 1 : 0};
+                               .peer_sockets = second <= 2 ? 1 : 2,
+                               .database_sockets = second <= 6 ? 1 : 0,
+                               .database_queued = second == 3 ? 1 : 0};
   });
   const auto r = explain(store, {});
   ASSERT_TRUE(r.accounting);

@@ -166,11 +166,13 @@ TEST(PollWait, PollWithATimeoutOnATcpConnectionHasAPeer) {
   ASSERT_TRUE(other);
   EXPECT_EQ(other->peer_sockets, std::optional<int>(1));
   EXPECT_EQ(other->database_sockets, std::optional<int>(0));
+  EXPECT_EQ(w->database_queued, std::optional<int>(0));  // nothing sent
 }
 
-// A Unix-socket client blocked in read(): a database socket when the
-// listener's file is named as libpq names PostgreSQL's (.s.PGSQL.PORT), a
-// peer that is not the database otherwise.
+// A Unix-socket client blocked in read() after sending a byte the server has
+// not read: a database socket with bytes queued when the listener's file is
+// named as libpq names PostgreSQL's (.s.PGSQL.PORT), a peer that is not the
+// database otherwise.
 TEST(PollWait, BlockingReadOnAUnixSocketToAPostgresFileIsADatabaseSocket) {
   char dir_template[] = "/tmp/poll_wait_test.XXXXXX";
   ASSERT_NE(::mkdtemp(dir_template), nullptr);
@@ -185,6 +187,8 @@ TEST(PollWait, BlockingReadOnAUnixSocketToAPostgresFileIsADatabaseSocket) {
     BlockedChild child([addr] {
       const int s = ::socket(AF_UNIX, SOCK_STREAM, 0);
       if (::connect(s, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) return;
+      // A query the server has not read yet: queued on its end.
+      [[maybe_unused]] auto sent = ::write(s, "Q", 1);
       char byte;
       [[maybe_unused]] auto n = ::read(s, &byte, 1);
     });
@@ -197,6 +201,7 @@ TEST(PollWait, BlockingReadOnAUnixSocketToAPostgresFileIsADatabaseSocket) {
     EXPECT_FALSE(w->timed);
     EXPECT_EQ(w->peer_sockets, std::optional<int>(1)) << name;
     EXPECT_EQ(w->database_sockets, std::optional<int>(name == "app.sock" ? 0 : 1)) << name;
+    EXPECT_EQ(w->database_queued, std::optional<int>(name == "app.sock" ? 0 : 1)) << name;
   }
   std::filesystem::remove_all(dir);
 }
