@@ -332,14 +332,34 @@ std::optional<SessionScan> read_session_view(schema::Store& store, const Session
   for (const auto& [i, how] : found) {
     if (how != "socket") named_pids.insert(px.all[i].pid);
   }
+  // When the command record started began (its root process).
+  std::optional<std::int64_t> command_start_ns;
+  for (const auto& [i, how] : found) {
+    if (how == "command" && px.all[i].start_ns)
+      command_start_ns = std::min(px.all[i].start_ns.value(), command_start_ns.value_or(INT64_MAX));
+  }
   auto is_other = [&](const schema::SessionInfo& info) {
-    return !named_pids.empty() && info.client_pid && !named_pids.contains(*info.client_pid) && [&] {
+    if (named_pids.empty()) return false;
+    if (!info.client_pid) {
+      // A local client (Unix socket, loopback) that no process here holds
+      // and whose backend is older than the command: a session left from
+      // before — its client gone (killed, its backend still waiting on a
+      // lock) — not the command's.
+      const bool local = info.client_addr.empty() || info.client_addr == "127.0.0.1" ||
+                         info.client_addr == "::1";
+      // (Both clocks are this host's: start times agree to a clock tick.)
+      constexpr std::int64_t kSameHostStartSlackNs = 100 * common::kNsPerMs;
+      return local && command_start_ns && info.backend_start_ns &&
+             *info.backend_start_ns + kSameHostStartSlackNs < *command_start_ns;
+    }
+    return !named_pids.contains(*info.client_pid) && [&] {
       const auto k = px.find(*info.client_pid, info.client_start_ticks);
       return !(k && is_pooler_comm(px.all[*k].comm));
     }();
   };
   for (const auto& [i, p] : polls) {
-    if (is_other(sessions[i])) other_owner_pids.insert(*sessions[i].client_pid);
+    if (is_other(sessions[i]) && sessions[i].client_pid)
+      other_owner_pids.insert(*sessions[i].client_pid);
   }
   std::set<std::size_t> socket_owners;  // indexes in px.all
   for (const auto& info : sessions) {
@@ -402,8 +422,8 @@ std::optional<SessionScan> read_session_view(schema::Store& store, const Session
       std::tie(g.application_name, g.client_addr, g.user, g.database) = key;
       ++g.sessions;
       g.session_ns += p.total * in.ash_period_ns;
-      if (std::find(g.client_pids.begin(), g.client_pids.end(), *info.client_pid) ==
-          g.client_pids.end())
+      if (info.client_pid && std::find(g.client_pids.begin(), g.client_pids.end(),
+                                       *info.client_pid) == g.client_pids.end())
         g.client_pids.push_back(*info.client_pid);
       continue;
     }

@@ -2,6 +2,7 @@
 // the client processes found by each route (the command and its
 // descendants, the owner of a TCP client socket, --client-process NAME), and
 // explain's session accounting adding up — against the scratch server.
+#include <libpq-fe.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -244,6 +245,43 @@ TEST(RecordSessions, AnotherClientsSessionsAreOtherLoadNotTheApplications) {
   EXPECT_EQ(other["sessions"], 1);
   EXPECT_EQ(j["accounting"]["clients"], 1);  // the application's one session
   for (const auto& c : j["sessions"]["client_processes"]) EXPECT_NE(c["found_by"], "socket");
+}
+
+// A session left from before the command: its client (a psql over the Unix
+// socket) was killed while its backend waited on a lock another session
+// holds, so its backend waits on with no process holding its socket. It is
+// the server's other load, not the command's: the command's think-time loop
+// is no lock_wait.
+TEST(RecordSessions, ASessionWhoseClientIsGoneFromBeforeTheCommandIsOtherLoad) {
+  auto conninfo = test::scratch_conninfo();
+  ASSERT_FALSE(conninfo.empty());
+  auto holder = pg::connect(conninfo, "lock-holder");
+  pg::Result(PQexec(holder.get(), "CREATE TABLE IF NOT EXISTS orphan_lock (v int)"));
+  pg::Result(PQexec(holder.get(), "BEGIN"));
+  pg::Result(PQexec(holder.get(), "LOCK TABLE orphan_lock IN ACCESS EXCLUSIVE MODE"));
+  // The waiter's client is killed once its backend waits on the lock.
+  ASSERT_EQ(std::system(("psql -X -q '" + conninfo +
+                         " application_name=orphan' -c 'SELECT * FROM orphan_lock' "
+                         ">/dev/null 2>&1 & p=$!; sleep 0.5; kill -9 $p")
+                            .c_str()),
+            0);
+  test::TempDir dir;
+  auto db_path = dir.file("orphan.db");
+  auto r = test::run_command({test::stallscope_bin(), "record", "-o", db_path, "--pg", conninfo,
+                              "-T", "2", "--hz", "20", "--", "sh", "-c",
+                              "while :; do psql -X -q '" + conninfo +
+                                  " application_name=the-app' -c 'SELECT 1' >/dev/null; sleep "
+                                  "0.05; done"});
+  pg::Result(PQexec(holder.get(), "ROLLBACK"));
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  auto j = explain_json(db_path);
+  EXPECT_TRUE(group_of(j, "orphan").is_null()) << j["sessions"].dump(1);
+  bool other = false;
+  for (const auto& g : j["sessions"]["other_load"]["groups"]) {
+    if (g["application_name"] == "orphan") other = true;
+  }
+  EXPECT_TRUE(other) << j["sessions"].dump(1);
+  EXPECT_NE(j["verdict"]["kind"], "lock_wait") << j["verdict"].dump(1);
 }
 
 TEST(RecordSessions, FindsAClientProcessByName) {
