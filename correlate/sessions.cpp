@@ -345,8 +345,8 @@ std::optional<SessionScan> read_session_view(schema::Store& store, const Session
       // and whose backend is older than the command: a session left from
       // before — its client gone (killed, its backend still waiting on a
       // lock) — not the command's.
-      const bool local = info.client_addr.empty() || info.client_addr == "127.0.0.1" ||
-                         info.client_addr == "::1";
+      const bool local =
+          info.client_addr.empty() || info.client_addr == "127.0.0.1" || info.client_addr == "::1";
       // (Both clocks are this host's: start times agree to a clock tick.)
       constexpr std::int64_t kSameHostStartSlackNs = 100 * common::kNsPerMs;
       return local && command_start_ns && info.backend_start_ns &&
