@@ -78,6 +78,7 @@ void write_html(const nlohmann::json& data, std::ostream& out) {
          "<script type=\"application/json\" id=\"stallscope-data\">"
       << script_safe_json(data) << "</script>\n"
       << "<script>" << assets::kUplotJs << "</script>\n"
+      << "<script>" << assets::kPageUtilJs << "</script>\n"
       << "<script>" << assets::kReportJs << "</script>\n"
       << "</body></html>\n";
 }

@@ -137,8 +137,9 @@ async function checkPage(browser, spec) {
     }
     if (state.imgs) bad(state.imgs + ' img element(s) in the DOM');
     if (state.onAttrs.length) bad('on* attributes in the DOM: ' + state.onAttrs.slice(0, 5).join(', '));
-    // The shell has exactly three scripts: the data, uPlot, report.js.
-    if (state.scripts !== 3) bad(state.scripts + ' script elements (expected 3: something was injected)');
+    // The shell has exactly four scripts: the data, uPlot, page_util.js,
+    // report.js.
+    if (state.scripts !== 4) bad(state.scripts + ' script elements (expected 4: something was injected)');
 
     if (expect.stall_click) await checkStallClick(page, bad);
   } catch (e) {

@@ -33,6 +33,7 @@ const html = `<!doctype html>
 <div id="app"></div>
 <script type="application/json" id="stallscope-data">${json}</script>
 <script>${read('node_modules/uplot/dist/uPlot.iife.min.js')}</script>
+<script>${read('page_util.js')}</script>
 <script>${read('report.js')}</script>
 </body></html>
 `;
