@@ -267,14 +267,21 @@ TEST(RecordSessions, ASessionWhoseClientIsGoneFromBeforeTheCommandIsOtherLoad) {
             0);
   test::TempDir dir;
   auto db_path = dir.file("orphan.db");
+  // The command: one psql session (its session is seen at every poll) that
+  // runs a query, then waits 50 ms, 40 times.
+  const auto script = dir.file("loop.sql");
+  {
+    std::ofstream out(script);
+    for (int i = 0; i < 40; ++i) out << "SELECT 1;\n\\! sleep 0.05\n";
+  }
   auto r = test::run_command({test::stallscope_bin(), "record", "-o", db_path, "--pg", conninfo,
-                              "-T", "2", "--hz", "20", "--", "sh", "-c",
-                              "while :; do psql -X -q '" + conninfo +
-                                  " application_name=the-app' -c 'SELECT 1' >/dev/null; sleep "
-                                  "0.05; done"});
+                              "-T", "2", "--hz", "20", "--", "psql", "-X", "-q",
+                              conninfo + " application_name=the-app", "-f", script});
   pg::Result(PQexec(holder.get(), "ROLLBACK"));
   ASSERT_EQ(r.exit_status, 0) << r.err;
   auto j = explain_json(db_path);
+  ASSERT_TRUE(j.contains("sessions")) << j.dump(1);
+  EXPECT_FALSE(group_of(j, "the-app").is_null()) << j["sessions"].dump(1);
   EXPECT_TRUE(group_of(j, "orphan").is_null()) << j["sessions"].dump(1);
   bool other = false;
   for (const auto& g : j["sessions"]["other_load"]["groups"]) {

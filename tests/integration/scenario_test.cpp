@@ -213,6 +213,21 @@ TEST(Scenario, RecordOfAnAsyncioApplicationWithThinkTimeIsNoBottleneck) {
   EXPECT_NE(out.find("client asleep by choice: 0."), std::string::npos) << out;
 }
 
+// An application server waiting for its own requests (select on its
+// listening socket) and an asyncio server that keeps its idle database
+// connection registered in its loop: waiting for other input (client_idle),
+// no bottleneck, never round trips.
+TEST(Scenario, RecordOfAnApplicationServerWaitingForItsRequestsIsNoBottleneck) {
+  for (const char* name : {"record-http-app-idle", "record-asyncio-server-idle"}) {
+    const auto out = run_checked(name);
+    if (out.empty()) GTEST_SKIP();
+    EXPECT_NE(out.find("verdict kind: none\n"), std::string::npos) << name << out;
+    EXPECT_NE(out.find("verdict reason: paced\n"), std::string::npos) << name << out;
+    EXPECT_NE(out.find("application waiting for its requests: 0."), std::string::npos)
+        << name << out;
+  }
+}
+
 // record beside a multi-threaded client whose 8 threads queue on one lock
 // (a log lock held for 2 ms a write): kernel_wait on the client's side,
 // python3 asleep on a futex — read from its threads' rows, not its main
