@@ -667,10 +667,18 @@ std::vector<std::string> mask_args(const std::vector<std::string>& argv) {
     } else {
       out.push_back(masker.mask(a));
     }
-    // SQL in an argument (psql -c, stallscope run --sql) keeps no password
-    // either: ALTER ROLE … PASSWORD '***'.
-    // (--sql=…: the value; "--" would start an SQL comment.)
-    auto& arg = out.back();
+  }
+  return out;
+}
+
+namespace {
+
+// mask_args, then the passwords SQL carries in each argument (psql -c
+// "ALTER ROLE … PASSWORD '…'", run --sql=…; after --NAME= only the value:
+// "--" would start an SQL comment).
+std::vector<std::string> mask_args_and_sql(const std::vector<std::string>& argv) {
+  auto out = mask_args(argv);
+  for (auto& arg : out) {
     const auto eq = arg.starts_with("--") ? arg.find('=') : std::string::npos;
     arg = eq == std::string::npos ? mask_sql_secrets(arg)
                                   : arg.substr(0, eq + 1) + mask_sql_secrets(arg.substr(eq + 1));
@@ -678,9 +686,11 @@ std::vector<std::string> mask_args(const std::vector<std::string>& argv) {
   return out;
 }
 
+}  // namespace
+
 std::string mask_command_line(const std::vector<std::string>& argv) {
   std::string out;
-  for (const auto& a : mask_args(argv)) {
+  for (const auto& a : mask_args_and_sql(argv)) {
     if (!out.empty()) out += ' ';
     out += shell_quote(a);
   }
@@ -690,7 +700,7 @@ std::string mask_command_line(const std::vector<std::string>& argv) {
 std::string join_args_masked(const std::vector<std::string>& args) {
   std::string out;
   bool first = true;
-  for (const auto& a : mask_args(args)) {
+  for (const auto& a : mask_args_and_sql(args)) {
     if (!first) out += ' ';
     first = false;
     out += a;

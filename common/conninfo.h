@@ -74,9 +74,7 @@ std::optional<std::string> conninfo_value(const std::string& conninfo, const std
 // - HTTP credentials: after Authorization: and Proxy-Authorization: (a
 //   known scheme kept: "Authorization: Bearer ***"), and after NAME: for a
 //   secret NAME of two parts or more (X-Api-Key: ***), to the end of the
-//   line or to the quote around the header;
-// - then, in every argument, the passwords SQL carries (mask_sql_secrets:
-//   psql -c "ALTER ROLE app PASSWORD '***'", run --sql …).
+//   line or to the quote around the header.
 // A value ends at whitespace (one that starts with a quote, 'a b' or "a b",
 // at its closing quote), at the quote before a quoted "NAME=value", and at
 // '&' after ?NAME= or &NAME=. Idempotent (masking the result again changes nothing), and
@@ -86,12 +84,14 @@ std::optional<std::string> conninfo_value(const std::string& conninfo, const std
 std::vector<std::string> mask_args(const std::vector<std::string>& argv);
 
 // Joins argv into one line a POSIX shell would split back into the same
-// arguments (single-quoted where needed), masked as mask_args masks them.
+// arguments (single-quoted where needed), masked as mask_args masks them and
+// then with the passwords SQL carries in each argument masked too
+// (mask_sql_secrets: psql -c "ALTER ROLE app PASSWORD '***'", run --sql=…).
 // Example: {"run", "--sql", "SELECT 'x'"} → "run --sql 'SELECT '\''x'\'''".
 std::string mask_command_line(const std::vector<std::string>& argv);
 
 // Joins arguments with single spaces exactly as they are (no quoting), masked
-// as mask_args masks them. For process command lines read from /proc, which
+// as mask_command_line masks them. For process command lines read from /proc, which
 // are stored as the process shows them.
 std::string join_args_masked(const std::vector<std::string>& args);
 

@@ -8,6 +8,9 @@
 namespace stallscope {
 namespace {
 
+// Passes of mask_sql_secrets at most (two have sufficed for every input seen).
+constexpr int kMaxMaskPasses = 4;
+
 // Characters of an unquoted SQL word (identifiers and keywords; bytes of
 // multibyte characters included), as PostgreSQL's scanner takes them.
 bool is_word_char(char c) {
@@ -218,7 +221,16 @@ class SqlScanner {
 }  // namespace
 
 std::string mask_sql_secrets(std::string_view sql) {
-  return SqlScanner(sql).mask();
+  // One pass can leave text a second pass masks further (a masked header
+  // inside a dollar-quoted constant, rewritten as '…', can move where the
+  // next constant ends): passes until nothing changes, at most a few.
+  std::string out = SqlScanner(sql).mask();
+  for (int pass = 1; pass < kMaxMaskPasses; ++pass) {
+    std::string again = SqlScanner(out).mask();
+    if (again == out) break;
+    out = std::move(again);
+  }
+  return out;
 }
 
 }  // namespace stallscope

@@ -21,7 +21,8 @@ namespace stallscope {
 //   back as '…' with its quotes doubled.
 // Comments and quoted identifiers are copied as they are; a constant cut off
 // by the end of the text (track_activity_query_size) runs to the end.
-// Idempotent (masking the result again changes nothing) and linear in the
+// Idempotent (masking the result again changes nothing: the scan is
+// repeated until it changes nothing, a few passes at most) and linear in the
 // text's length.
 // Example: mask_sql_secrets("ALTER ROLE app PASSWORD 's3cret'") ==
 //          "ALTER ROLE app PASSWORD '***'".

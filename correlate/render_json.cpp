@@ -17,12 +17,13 @@ namespace detail {
 nlohmann::json evidence_json(const Evidence& evidence) {
   nlohmann::json ev = nlohmann::json::object();
   for (const auto& [name, value] : evidence) {
+    const std::string key = valid_utf8(name);
     std::visit(
         [&](const auto& v) {
           if constexpr (std::is_same_v<std::decay_t<decltype(v)>, std::string>) {
-            ev[valid_utf8(name)] = valid_utf8(v);
+            ev[key] = valid_utf8(v);
           } else {
-            ev[valid_utf8(name)] = v;
+            ev[key] = v;
           }
         },
         value);

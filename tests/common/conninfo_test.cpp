@@ -35,8 +35,8 @@ TEST(MaskConninfo, LeavesConninfoWithoutPasswordAlone) {
 // SQL in an argument keeps no password: psql -c, run --sql; an argument
 // that is no SQL with a quote in it is left as it is.
 TEST(MaskCommandLine, MasksThePasswordsSqlArgumentsCarry) {
-  EXPECT_EQ(mask_args({"psql", "-c", "ALTER ROLE app PASSWORD 'hunter2'", "O'Brien"}),
-            (std::vector<std::string>{"psql", "-c", "ALTER ROLE app PASSWORD '***'", "O'Brien"}));
+  EXPECT_EQ(join_args_masked({"psql", "-c", "ALTER ROLE app PASSWORD 'hunter2'", "O'Brien"}),
+            "psql -c ALTER ROLE app PASSWORD '***' O'Brien");
   const auto line = mask_command_line({"stallscope", "run", "--sql=CREATE USER u PASSWORD 'pw1'"});
   EXPECT_EQ(line.find("pw1"), std::string::npos) << line;
   EXPECT_NE(line.find("***"), std::string::npos) << line;
