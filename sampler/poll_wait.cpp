@@ -257,13 +257,9 @@ const UnixSockets& PollWaitReader::unix_table() {
 const std::unordered_map<std::uint32_t, PollWaitReader::TcpEnd>& PollWaitReader::tcp_ends() {
   if (tcp_remote_port_) return *tcp_remote_port_;
   tcp_remote_port_.emplace();
-  for (const char* table : {"/net/tcp", "/net/tcp6"}) {
-    std::ifstream in(proc_root_ + table);
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    for (const auto& s : parse_tcp_sockets(text)) {
-      if (!s.listening)
-        (*tcp_remote_port_)[s.inode] = {.remote_port = s.remote_port, .queued = s.queued_bytes > 0};
-    }
+  for (const auto& s : tcp_sockets(proc_root_)) {
+    if (!s.listening)
+      (*tcp_remote_port_)[s.inode] = {.remote_port = s.remote_port, .queued = s.queued_bytes > 0};
   }
   return *tcp_remote_port_;
 }

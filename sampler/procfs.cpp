@@ -455,16 +455,6 @@ std::vector<TcpSocket> parse_tcp_sockets(std::string_view text) {
   return out;
 }
 
-std::vector<std::string> parse_tcp_socket_links(std::string_view text, int local_port,
-                                                int remote_port) {
-  std::vector<std::string> out;
-  for (const auto& s : parse_tcp_sockets(text)) {
-    if (s.local_port == local_port && s.remote_port == remote_port)
-      out.push_back("socket:[" + std::to_string(s.inode) + "]");
-  }
-  return out;
-}
-
 std::optional<std::int64_t> parse_loadavg_last_pid(std::string_view text) {
   while (!text.empty() && is_space(text.back())) text.remove_suffix(1);
   const std::size_t space = text.rfind(' ');

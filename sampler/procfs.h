@@ -200,17 +200,9 @@ struct TcpSocket {
 // as HEX_IP:HEX_PORT). Lines with fewer than 10 fields, an unparsable port
 // or inode 0 are skipped.
 std::vector<TcpSocket> parse_tcp_sockets(std::string_view text);
-
-// /proc/net/tcp or /proc/net/tcp6 (a header line, then one socket a line:
-// "sl local_address rem_address st … uid timeout inode …", addresses as
-// HEX_IP:HEX_PORT): the links ("socket:[INODE]") of the sockets whose local
-// and remote ports are these, as /proc/PID/fd shows them. Lines with fewer
-// than 10 fields, an unparsable port or inode 0 are skipped.
-// Example: parse_tcp_socket_links(header + "0: 0100007F:1F90 0100007F:D431 01 "
-//          "00000000:00000000 00:00000000 00000000 1000 0 4242 …\n", 8080, 54321)
-//          == {"socket:[4242]"}.
-std::vector<std::string> parse_tcp_socket_links(std::string_view text, int local_port,
-                                                int remote_port);
+// Every socket of proc_root/net/tcp and tcp6, read and parsed once each
+// (sockets.cpp).
+std::vector<TcpSocket> tcp_sockets(const std::string& proc_root);
 
 // The last field of /proc/loadavg ("0.00 0.01 0.05 1/123 4567\n"): the pid
 // most recently allocated in this pid namespace; nullopt unless it is a

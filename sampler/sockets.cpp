@@ -33,17 +33,6 @@
 namespace stallscope::sampler {
 namespace {
 
-// Links ("socket:[INODE]") of the sockets in `table` (/proc/net/tcp or
-// tcp6) with the given local and remote ports (detail::parse_tcp_socket_links).
-void add_socket_inodes(const std::string& table, int local_port, int remote_port,
-                       std::unordered_set<std::string>& inodes) {
-  std::ifstream in(table);
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  for (auto& link : detail::parse_tcp_socket_links(text, local_port, remote_port)) {
-    inodes.insert(std::move(link));
-  }
-}
-
 // Whether one of PID's open files (proc_root/PID/fd/*) is one of `links`.
 bool holds_one_of(const std::string& fd_dir, const std::unordered_set<std::string>& links) {
   common::Dir dir(::opendir(fd_dir.c_str()));
@@ -225,17 +214,24 @@ bool process_alive(int pid, std::int64_t start_ticks, const std::string& proc_ro
   return st && st->start_ticks == start_ticks && st->state != 'Z' && st->state != 'X';
 }
 
+std::vector<detail::TcpSocket> detail::tcp_sockets(const std::string& proc_root) {
+  std::vector<TcpSocket> out;
+  for (const char* table : {"/net/tcp", "/net/tcp6"}) {
+    std::ifstream in(proc_root + table);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto sockets = parse_tcp_sockets(text);
+    out.insert(out.end(), sockets.begin(), sockets.end());
+  }
+  return out;
+}
+
 std::vector<int> detail::listening_ports(int pid, const std::string& proc_root) {
   std::vector<int> out;
   const auto held = socket_links(proc_root + "/" + std::to_string(pid) + "/fd");
   if (held.empty()) return out;
-  for (const char* table : {"/net/tcp", "/net/tcp6"}) {
-    std::ifstream in(proc_root + table);
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    for (const auto& s : detail::parse_tcp_sockets(text)) {
-      if (s.listening && held.contains("socket:[" + std::to_string(s.inode) + "]"))
-        out.push_back(s.local_port);
-    }
+  for (const auto& s : detail::tcp_sockets(proc_root)) {
+    if (s.listening && held.contains("socket:[" + std::to_string(s.inode) + "]"))
+      out.push_back(s.local_port);
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
@@ -246,8 +242,10 @@ std::optional<SocketOwner> tcp_socket_owner(int local_port, int remote_port,
                                             const std::string& proc_root) {
   if (local_port <= 0 || remote_port <= 0) return std::nullopt;
   std::unordered_set<std::string> links;
-  add_socket_inodes(proc_root + "/net/tcp", local_port, remote_port, links);
-  add_socket_inodes(proc_root + "/net/tcp6", local_port, remote_port, links);
+  for (const auto& s : detail::tcp_sockets(proc_root)) {
+    if (s.local_port == local_port && s.remote_port == remote_port)
+      links.insert("socket:[" + std::to_string(s.inode) + "]");
+  }
   if (links.empty()) return std::nullopt;  // not on this host (or already closed)
   return owner_of(links, proc_root, 0);
 }

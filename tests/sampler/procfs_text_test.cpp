@@ -20,7 +20,7 @@ TEST(ProcfsText, LoadavgLastPid) {
   EXPECT_EQ(parse_loadavg_last_pid("4567"), std::nullopt);
 }
 
-TEST(ProcfsText, TcpTableGivesTheSocketLinksOfAPortPair) {
+TEST(ProcfsText, TcpTableGivesTheSocketsOfAPortPair) {
   const std::string table =
       "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  "
       "timeout inode\n"
@@ -32,12 +32,22 @@ TEST(ProcfsText, TcpTableGivesTheSocketLinksOfAPortPair) {
       "0 0 3 0000000000000000\n"
       "   3: 0100007F:1538 0100007F:D431 01 short\n"
       "   4: 0100007F:XYZ 0100007F:D431 01 00000000:00000000 00:00000000 00000000 0 0 99\n";
-  EXPECT_EQ(parse_tcp_socket_links(table, 5432, 54321), std::vector<std::string>{"socket:[4242]"});
-  EXPECT_EQ(parse_tcp_socket_links(table, 5432, 54322), std::vector<std::string>{"socket:[4343]"});
-  EXPECT_TRUE(parse_tcp_socket_links(table, 80, 54321).empty());
+  // The links of the sockets with a port pair, as tcp_socket_owner looks
+  // for them: malformed lines and inode 0 are skipped.
+  const auto links = [](std::string_view text, int local, int remote) {
+    std::vector<std::string> out;
+    for (const auto& s : parse_tcp_sockets(text)) {
+      if (s.local_port == local && s.remote_port == remote)
+        out.push_back("socket:[" + std::to_string(s.inode) + "]");
+    }
+    return out;
+  };
+  EXPECT_EQ(links(table, 5432, 54321), std::vector<std::string>{"socket:[4242]"});
+  EXPECT_EQ(links(table, 5432, 54322), std::vector<std::string>{"socket:[4343]"});
+  EXPECT_TRUE(links(table, 80, 54321).empty());
   // The header alone, or nothing.
-  EXPECT_TRUE(parse_tcp_socket_links(table.substr(0, table.find('\n') + 1), 5432, 54321).empty());
-  EXPECT_TRUE(parse_tcp_socket_links("", 5432, 54321).empty());
+  EXPECT_TRUE(links(table.substr(0, table.find('\n') + 1), 5432, 54321).empty());
+  EXPECT_TRUE(links("", 5432, 54321).empty());
 }
 
 TEST(ProcfsText, TcpTableGivesEverySocketWithItsPortsAndListenState) {
