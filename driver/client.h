@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/pg.h"
+#include "driver/script.h"
 #include "schema/records.h"
 
 namespace stallscope::driver::detail {
@@ -53,7 +54,18 @@ struct Client {
   std::size_t script = 0;
   std::size_t command = 0;
   bool sent_sql = false;  // the running script's transaction has sent SQL
-  std::vector<std::optional<std::int64_t>> values;
+  VariableValues values;  // empty until its first script (Worker::init_variables)
+  Prng rng;               // its scripts' random functions (seeded from --random-seed)
+  // \gset/\aset of the SQL command in flight: `storing` its kind;
+  // `gset_rows` the rows of its last result (-1: the last was no row set)
+  // and the first row's columns.
+  ScriptCommand::Store storing = ScriptCommand::Store::none;
+  int gset_rows = -1;
+  std::vector<std::pair<std::string, std::string>> gset_columns;
+  // \startpipeline … \endpipeline: in pipeline mode, syncs sent and not yet
+  // answered.
+  bool in_script_pipeline = false;
+  int pipeline_syncs = 0;
   std::int64_t sleep_until_mono_ns = 0;
   std::int64_t sleep_started_mono_ns = 0;  // the \sleep in progress began
   std::int64_t slept_ns = 0;               // time in \sleep in the transaction in flight

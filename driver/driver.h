@@ -59,9 +59,14 @@ struct DriverOptions {
   std::vector<Script> scripts;
   Variables variables;
   std::optional<std::int64_t> scale;  // value of :scale; unset = as described above
-  // -D NAME=VALUE: initial values of script variables (names registered in
-  // `variables` before the scripts are parsed, so `:NAME` substitutes).
-  std::vector<std::pair<std::string, std::int64_t>> defines;
+  // -D NAME=VALUE: initial values of script variables, as text (read by an
+  // expression as pgbench reads it: an integer, a double, a boolean word or
+  // null).
+  std::vector<std::pair<std::string, std::string>> defines;
+  // --random-seed: the seed of every client's generator for the scripts'
+  // random functions (client k's is derived from it and k), also :random_seed;
+  // :default_seed (hash() and permute()'s) is drawn from it.
+  std::uint64_t random_seed = 0;
   // --pipeline N (0 = off): libpq pipeline mode, up to N transactions in
   // flight per connection, each sent with its own Sync (so a failure aborts
   // only its own transaction). Supported: transactions of one SQL statement

@@ -23,12 +23,17 @@ void check_pipeline(const DriverOptions& o) {
     }
     if (o.per_statement) throw_usage("cannot start the driver: --pipeline does not go with -r");
     for (const auto& s : o.scripts) {
-      bool sleeps = std::any_of(s.commands.begin(), s.commands.end(), [](const ScriptCommand& c) {
-        return c.kind == ScriptCommand::Kind::sleep;
-      });
-      if (sleeps || s.sql_commands() != 1) {
+      const bool other =
+          std::any_of(s.commands.begin(), s.commands.end(), [](const ScriptCommand& c) {
+            return c.kind != ScriptCommand::Kind::sql && c.kind != ScriptCommand::Kind::set;
+          });
+      const bool stores =
+          std::any_of(s.commands.begin(), s.commands.end(),
+                      [](const ScriptCommand& c) { return c.store != ScriptCommand::Store::none; });
+      if (other || stores || s.sql_commands() != 1) {
         throw_usage(fmt::format(
-            "cannot use --pipeline with script {}: it needs exactly one SQL command and no \\sleep",
+            "cannot use --pipeline with script {}: it needs exactly one SQL command, and no "
+            "meta-command but \\set",
             s.name));
       }
     }
@@ -72,6 +77,14 @@ void check_options(const DriverOptions& o) {
     throw_usage("cannot start the driver: --skip-late needs both -R and -L");
   }
   check_pipeline(o);
+  for (const auto& s : o.scripts) {
+    if (o.protocol == Protocol::simple && s.has(ScriptCommand::Kind::start_pipeline)) {
+      throw_usage(fmt::format(
+          "cannot run script {}: \\startpipeline needs -M extended or -M prepared (the simple "
+          "query protocol cannot be pipelined)",
+          s.name));
+    }
+  }
   if (o.per_statement && o.scripts.empty()) {
     throw_usage("cannot start the driver: -r needs scripts (internal: run_command makes one)");
   }

@@ -50,7 +50,9 @@ std::optional<std::string> Worker::pipeline_bind_script(Client& c, std::size_t& 
     const ScriptCommand& cmd = script.commands[k];
     if (cmd.kind == ScriptCommand::Kind::set) {
       try {
-        c.values[static_cast<std::size_t>(cmd.target)] = evaluate(*cmd.expr, c.values, rng_);
+        const EvalContext context{c.values, options_.variables, c.rng, static_cast<int>(c.script),
+                                  static_cast<int>(k)};
+        c.values[static_cast<std::size_t>(cmd.target)].set(evaluate(*cmd.expr, context));
       } catch (const Error& e) {
         error = fmt::format("{}:{}: {}", script.name, cmd.line, e.what());
       }

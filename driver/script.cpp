@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cmath>
-#include <limits>
-#include <numbers>
+#include <cstdlib>
 
 #include <fmt/format.h>
 
@@ -13,21 +11,9 @@
 #include "common/printable.h"
 #include "common/sql_secrets.h"
 #include "common/units.h"
+#include "driver/script_lex.h"
 
 namespace stallscope::driver {
-
-int Variables::slot(std::string_view name) {
-  if (auto s = find(name)) return *s;
-  names.emplace_back(name);
-  return static_cast<int>(names.size()) - 1;
-}
-
-std::optional<int> Variables::find(std::string_view name) const {
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    if (names[i] == name) return static_cast<int>(i);
-  }
-  return std::nullopt;
-}
 
 int Script::sql_commands() const {
   return static_cast<int>(std::count_if(commands.begin(), commands.end(), [](const auto& c) {
@@ -35,372 +21,9 @@ int Script::sql_commands() const {
   }));
 }
 
-struct Expr {
-  enum class Op {
-    number,
-    real,
-    var,
-    neg,
-    add,
-    sub,
-    mul,
-    div,
-    mod,
-    random,
-    random_exp,
-    random_gauss
-  };
-  Op op = Op::number;
-  std::int64_t number = 0;
-  double real = 0;
-  int var = -1;
-  std::vector<std::shared_ptr<const Expr>> args;
-  int depth = 1;  // nodes on the longest path down to a leaf
-};
-
-namespace {
-
-[[noreturn]] void fail(const std::string& file, int line, const std::string& what) {
-  throw_usage(fmt::format("cannot parse {}:{}: {}", file, line, what));
-}
-
-bool ident_char(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-}
-
-// How deep an expression may nest — parentheses, unary signs, operators
-// and function calls alike. The parser, evaluate() and the tree's destructor
-// all recurse once a level, so without a bound a long enough line
-// ("\set x ------…1", "1+1+…+1") overflows the stack. 1024 levels take
-// well under 1 MB of stack even in a sanitizer build (4,000 overflowed the
-// fuzz target's), and leave room for the long flat sums scripts written
-// for pgbench use (a sum of n terms nests n − 1 levels).
-constexpr int kMaxExprDepth = 1024;
-
-// Recursive descent over one \set expression.
-class ExprParser {
- public:
-  ExprParser(std::string_view s, const std::string& file, int line, Variables& vars)
-      : s_(s), file_(file), line_(line), vars_(vars) {}
-
-  std::shared_ptr<const Expr> parse() {
-    auto e = sum();
-    skip();
-    if (i_ != s_.size()) error(fmt::format("unexpected '{}' in expression", s_.substr(i_)));
-    return e;
-  }
-
- private:
-  [[noreturn]] void error(const std::string& what) const { fail(file_, line_, what); }
-  void skip() {
-    while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
-  }
-  bool eat(char c) {
-    skip();
-    if (i_ < s_.size() && s_[i_] == c) {
-      ++i_;
-      return true;
-    }
-    return false;
-  }
-  std::shared_ptr<Expr> node(Expr::Op op, std::vector<std::shared_ptr<const Expr>> args) const {
-    auto e = std::make_shared<Expr>();
-    e->op = op;
-    for (const auto& a : args) e->depth = std::max(e->depth, a->depth + 1);
-    if (e->depth > kMaxExprDepth) too_deep();
-    e->args = std::move(args);
-    return e;
-  }
-  [[noreturn]] void too_deep() const {
-    error(fmt::format("the expression nests deeper than {} levels", kMaxExprDepth));
-  }
-  std::shared_ptr<const Expr> sum() {
-    auto left = product();
-    for (;;) {
-      if (eat('+')) {
-        left = node(Expr::Op::add, {left, product()});
-      } else if (eat('-')) {
-        left = node(Expr::Op::sub, {left, product()});
-      } else {
-        return left;
-      }
-    }
-  }
-  std::shared_ptr<const Expr> product() {
-    auto left = unary();
-    for (;;) {
-      if (eat('*')) {
-        left = node(Expr::Op::mul, {left, unary()});
-      } else if (eat('/')) {
-        left = node(Expr::Op::div, {left, unary()});
-      } else if (eat('%')) {
-        left = node(Expr::Op::mod, {left, unary()});
-      } else {
-        return left;
-      }
-    }
-  }
-  // Every level of the parser's recursion passes here once.
-  std::shared_ptr<const Expr> unary() {
-    if (++nesting_ > kMaxExprDepth) too_deep();
-    struct Leave {
-      int& n;
-      ~Leave() { --n; }
-    } leave{nesting_};
-    if (eat('-')) return node(Expr::Op::neg, {unary()});
-    if (eat('+')) return unary();
-    return primary();
-  }
-  std::shared_ptr<const Expr> primary() {
-    skip();
-    if (i_ >= s_.size()) error("expression ends too early");
-    if (eat('(')) {
-      auto e = sum();
-      if (!eat(')')) error("missing ')'");
-      return e;
-    }
-    char c = s_[i_];
-    if (std::isdigit(static_cast<unsigned char>(c)) || c == '.') {
-      std::size_t start = i_;
-      while (i_ < s_.size() && (std::isdigit(static_cast<unsigned char>(s_[i_])) || s_[i_] == '.'))
-        ++i_;
-      std::string text(s_.substr(start, i_ - start));
-      auto e = std::make_shared<Expr>();
-      if (text.find('.') != std::string::npos) {
-        e->op = Expr::Op::real;
-        const auto real = common::parse_double(text);
-        if (!real) error(fmt::format("bad number '{}'", text));
-        e->real = *real;
-      } else {
-        const auto number = common::parse_int64(text);
-        if (!number) error(fmt::format("bad number '{}'", text));
-        e->number = *number;
-      }
-      return e;
-    }
-    if (c == ':') {
-      ++i_;
-      std::size_t start = i_;
-      while (i_ < s_.size() && ident_char(s_[i_])) ++i_;
-      if (i_ == start) error("':' without a variable name");
-      auto e = std::make_shared<Expr>();
-      e->op = Expr::Op::var;
-      e->var = vars_.slot(s_.substr(start, i_ - start));
-      return e;
-    }
-    if (std::isalpha(static_cast<unsigned char>(c))) {
-      std::size_t start = i_;
-      while (i_ < s_.size() && ident_char(s_[i_])) ++i_;
-      std::string name(s_.substr(start, i_ - start));
-      Expr::Op op;
-      std::size_t arity;
-      if (name == "random") {
-        op = Expr::Op::random;
-        arity = 2;
-      } else if (name == "random_exponential") {
-        op = Expr::Op::random_exp;
-        arity = 3;
-      } else if (name == "random_gaussian") {
-        op = Expr::Op::random_gauss;
-        arity = 3;
-      } else {
-        error(
-            fmt::format("unsupported function '{}' (supported: random, random_exponential, "
-                        "random_gaussian)",
-                        name));
-      }
-      if (!eat('(')) error(fmt::format("'(' expected after {}", name));
-      std::vector<std::shared_ptr<const Expr>> args;
-      if (!eat(')')) {
-        do {
-          args.push_back(sum());
-        } while (eat(','));
-        if (!eat(')')) error(fmt::format("')' expected to close {}(", name));
-      }
-      if (args.size() != arity) {
-        error(fmt::format("{}() takes {} arguments, not {}", name, arity, args.size()));
-      }
-      return node(op, std::move(args));
-    }
-    error(fmt::format("unexpected '{}' in expression", c));
-  }
-
-  std::string_view s_;
-  std::size_t i_ = 0;
-  int nesting_ = 0;  // unary() calls under way
-  const std::string& file_;
-  int line_;
-  Variables& vars_;
-};
-
-double uniform01(std::mt19937_64& rng) {
-  return std::generate_canonical<double, 53>(rng);  // [0, 1)
-}
-
-double eval_real(const Expr& e, const std::vector<std::optional<std::int64_t>>& values,
-                 std::mt19937_64& rng) {
-  if (e.op == Expr::Op::real) return e.real;
-  return static_cast<double>(evaluate(e, values, rng));
-}
-
-// Appends one SQL command (with `:var` references of known variables) to
-// `script`. `sql` has no trailing ';'.
-void add_sql(Script& script, std::string_view sql, int line, const Variables& vars) {
-  ScriptCommand c;
-  c.kind = ScriptCommand::Kind::sql;
-  c.line = line;
-  std::string text;
-  char quote = 0;
-  for (std::size_t i = 0; i < sql.size(); ++i) {
-    char ch = sql[i];
-    if (quote) {
-      if (ch == quote) quote = 0;
-      text += ch;
-      continue;
-    }
-    if (ch == '\'' || ch == '"') {
-      quote = ch;
-      text += ch;
-      continue;
-    }
-    if (ch == ':' && i + 1 < sql.size() && sql[i + 1] == ':') {  // a cast
-      text += "::";
-      ++i;
-      continue;
-    }
-    if (ch == ':' && i + 1 < sql.size() && ident_char(sql[i + 1])) {
-      std::size_t end = i + 1;
-      while (end < sql.size() && ident_char(sql[end])) ++end;
-      if (auto slot = vars.find(sql.substr(i + 1, end - i - 1))) {
-        c.text.push_back(std::move(text));
-        text.clear();
-        c.vars.push_back(*slot);
-        i = end - 1;
-        continue;
-      }
-    }
-    text += ch;
-  }
-  c.text.push_back(std::move(text));
-  c.numbered.clear();
-  for (std::size_t k = 0; k < c.text.size(); ++k) {
-    c.numbered += c.text[k];
-    if (k < c.vars.size()) c.numbered += fmt::format("${}", k + 1);
-  }
-  script.commands.push_back(std::move(c));
-}
-
-}  // namespace
-
-namespace {
-
-[[noreturn]] void out_of_range(const char* operation) {
-  throw_usage(fmt::format("cannot evaluate a \\set expression: bigint {} out of range", operation));
-}
-
-}  // namespace
-
-std::int64_t evaluate(const Expr& e, const std::vector<std::optional<std::int64_t>>& values,
-                      std::mt19937_64& rng) {
-  auto arg = [&](std::size_t k) { return evaluate(*e.args[k], values, rng); };
-  switch (e.op) {
-    case Expr::Op::number:
-      return e.number;
-    case Expr::Op::real:
-      // As pgbench: a number past a bigint is an error, not a wrapped value.
-      if (!(e.real >= -0x1p63 && e.real < 0x1p63)) {
-        throw_usage(fmt::format(
-            "cannot evaluate a \\set expression: double to bigint overflow for {}", e.real));
-      }
-      return static_cast<std::int64_t>(e.real);
-    case Expr::Op::var: {
-      const auto& v = values.at(static_cast<std::size_t>(e.var));
-      if (!v) throw_usage("cannot evaluate a \\set expression: it uses a variable not set yet");
-      return *v;
-    }
-    // Integer overflow is an error, as pgbench's "bigint add out of range".
-    case Expr::Op::neg: {
-      const std::int64_t a = arg(0);
-      if (a == std::numeric_limits<std::int64_t>::min()) out_of_range("negation");
-      return -a;
-    }
-    case Expr::Op::add: {
-      std::int64_t r = 0;
-      if (__builtin_add_overflow(arg(0), arg(1), &r)) out_of_range("add");
-      return r;
-    }
-    case Expr::Op::sub: {
-      std::int64_t r = 0;
-      if (__builtin_sub_overflow(arg(0), arg(1), &r)) out_of_range("subtract");
-      return r;
-    }
-    case Expr::Op::mul: {
-      std::int64_t r = 0;
-      if (__builtin_mul_overflow(arg(0), arg(1), &r)) out_of_range("multiply");
-      return r;
-    }
-    case Expr::Op::div:
-    case Expr::Op::mod: {
-      std::int64_t a = arg(0), b = arg(1);
-      if (b == 0) throw_usage("cannot evaluate a \\set expression: division by zero");
-      if (b == -1) {
-        // INT64_MIN / -1 does not fit; INT64_MIN % -1 is 0 (as pgbench).
-        if (e.op == Expr::Op::mod) return 0;
-        if (a == std::numeric_limits<std::int64_t>::min()) out_of_range("divide");
-        return -a;
-      }
-      return e.op == Expr::Op::div ? a / b : a % b;
-    }
-    case Expr::Op::random:
-    case Expr::Op::random_exp:
-    case Expr::Op::random_gauss: {
-      std::int64_t lo = arg(0), hi = arg(1);
-      if (hi < lo) throw_usage(fmt::format("cannot evaluate random({}, {}): empty range", lo, hi));
-      // As pgbench: hi - lo + 1 must fit a bigint ("random range is too large").
-      std::int64_t width = 0;
-      if (__builtin_sub_overflow(hi, lo, &width) ||
-          width == std::numeric_limits<std::int64_t>::max()) {
-        throw_usage(fmt::format("cannot evaluate random({}, {}): range is too large", lo, hi));
-      }
-      const double span = static_cast<double>(width) + 1;
-      if (e.op == Expr::Op::random) {
-        return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
-      }
-      double param = eval_real(*e.args[2], values, rng);
-      double r;
-      if (e.op == Expr::Op::random_exp) {  // as pgbench getExponentialRand
-        if (!(param > 0)) throw_usage("cannot evaluate random_exponential: parameter must be > 0");
-        double cut = std::exp(-param);
-        double u = 1.0 - uniform01(rng);
-        r = -std::log(cut + (1.0 - cut) * u) / param;
-      } else {  // as pgbench getGaussianRand
-        if (!(param >= 2.0)) throw_usage("cannot evaluate random_gaussian: parameter must be >= 2");
-        double stdev;
-        do {
-          double r1 = 1.0 - uniform01(rng);
-          double r2 = uniform01(rng);
-          stdev = std::sqrt(-2.0 * std::log(r1)) * std::sin(2.0 * std::numbers::pi * r2);
-        } while (stdev < -param || stdev >= param);
-        r = (stdev + param) / (param * 2.0);
-      }
-      // r is in [0, 1], but span × r may round up to span: kept within hi.
-      const double x = span * r;
-      return lo + (x < static_cast<double>(width) ? static_cast<std::int64_t>(x) : width);
-    }
-  }
-  return 0;
-}
-
-std::int64_t sleep_ns(std::int64_t value, std::int64_t unit_ns) {
-  if (value <= 0) return 0;
-  if (value > kMaxSleepNs / unit_ns) {
-    const char* unit = unit_ns == common::kNsPerUs   ? "us"
-                       : unit_ns == common::kNsPerMs ? "ms"
-                                                     : "s";
-    throw_usage(fmt::format("cannot evaluate \\sleep: {} {} is out of range (at most {} {})", value,
-                            unit, kMaxSleepNs / unit_ns, unit));
-  }
-  return value * unit_ns;
+bool Script::has(ScriptCommand::Kind kind) const {
+  return std::any_of(commands.begin(), commands.end(),
+                     [kind](const ScriptCommand& c) { return c.kind == kind; });
 }
 
 std::string source_text(const ScriptCommand& cmd, const Variables& variables) {
@@ -414,124 +37,291 @@ std::string source_text(const ScriptCommand& cmd, const Variables& variables) {
 
 namespace {
 
-// First pass: the variables the script sets (so SQL before a \set in a
-// later line still substitutes them, as pgbench does at run time).
-void register_set_targets(std::string_view text, Variables& variables) {
-  std::size_t pos = 0;
-  while (pos <= text.size()) {
-    std::size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(pos, end - pos);
-    std::size_t b = line.find_first_not_of(" \t");
-    if (b != std::string_view::npos && line.substr(b).starts_with("\\set")) {
-      std::string_view rest = line.substr(b + 4);
-      std::size_t n0 = rest.find_first_not_of(" \t");
-      if (n0 != std::string_view::npos) {
-        std::size_t n1 = n0;
-        while (n1 < rest.size() && ident_char(rest[n1])) ++n1;
-        if (n1 > n0) variables.slot(rest.substr(n0, n1 - n0));
-      }
-    }
-    pos = end + 1;
-  }
+using detail::LexedCommand;
+
+[[noreturn]] void fail(const std::string& file, int line, const std::string& what) {
+  throw_usage(fmt::format("cannot parse {}:{}: {}", file, line, what));
 }
 
-// A meta-command line; `rest` is the text after its backslash.
-ScriptCommand parse_meta_command(std::string_view rest, const std::string& file, int line_no,
-                                 Variables& variables) {
-  std::size_t w = 0;
-  while (w < rest.size() && ident_char(rest[w])) ++w;
-  std::string cmd(rest.substr(0, w));
-  std::string_view args = rest.substr(w);
+bool in_ranges(const std::vector<std::pair<std::size_t, std::size_t>>& ranges, std::size_t at) {
+  return std::any_of(ranges.begin(), ranges.end(),
+                     [at](const auto& r) { return at >= r.first && at < r.second; });
+}
+
+// An SQL command, split at its `:name` references as pgbench finds them:
+// a ':' and a variable name (a run of "::" is a cast, left alone).
+ScriptCommand sql_command(const LexedCommand& lexed, Variables& variables) {
   ScriptCommand c;
-  c.line = line_no;
-  if (cmd == "set") {
-    std::size_t n0 = args.find_first_not_of(" \t");
-    std::size_t n1 = n0 == std::string_view::npos ? n0 : n0;
-    while (n1 != std::string_view::npos && n1 < args.size() && ident_char(args[n1])) ++n1;
-    if (n0 == std::string_view::npos || n1 == n0) fail(file, line_no, "\\set needs a name");
-    c.kind = ScriptCommand::Kind::set;
-    c.target = variables.slot(args.substr(n0, n1 - n0));
-    c.expr = ExprParser(args.substr(n1), file, line_no, variables).parse();
-  } else if (cmd == "sleep") {
-    c.kind = ScriptCommand::Kind::sleep;
-    std::string a(args);
-    while (!a.empty() && std::isspace(static_cast<unsigned char>(a.back()))) a.pop_back();
-    std::size_t sp = a.find_last_of(" \t");
-    std::string unit = sp == std::string::npos ? "" : a.substr(sp + 1);
-    if (unit == "us" || unit == "ms" || unit == "s") {
-      c.unit_ns = unit == "us"   ? common::kNsPerUs
-                  : unit == "ms" ? common::kNsPerMs
-                                 : common::kNsPerS;
-      a.resize(sp);
+  c.kind = ScriptCommand::Kind::sql;
+  c.line = lexed.line;
+  const std::string& sql = lexed.text;
+  std::string text;
+  for (std::size_t i = 0; i < sql.size();) {
+    if (sql[i] != ':') {
+      text += sql[i++];
+      continue;
     }
-    c.expr = ExprParser(a, file, line_no, variables).parse();
-    // A constant length is checked now, as pgbench checks its numbers
-    // before running; one from variables when the transaction runs.
-    if (c.expr->op == Expr::Op::number || c.expr->op == Expr::Op::real) {
-      try {
-        std::mt19937_64 unused;
-        sleep_ns(evaluate(*c.expr, {}, unused), c.unit_ns);
-      } catch (const Error& e) {
-        fail(file, line_no, e.what());
-      }
+    if (i + 1 < sql.size() && variable_name_char(sql[i + 1]) &&
+        !std::isdigit(static_cast<unsigned char>(sql[i + 1]))) {
+      std::size_t end = i + 1;
+      while (end < sql.size() && variable_name_char(sql[end])) ++end;
+      c.text.push_back(std::move(text));
+      text.clear();
+      c.vars.push_back(variables.slot(std::string_view(sql).substr(i + 1, end - i - 1)));
+      c.quoted.push_back(in_ranges(lexed.literal_ranges, i));
+      i = end;
+      continue;
     }
-  } else {
-    fail(file, line_no,
-         fmt::format("unsupported meta-command \\{} (supported: \\set, \\sleep)", cmd));
+    while (i < sql.size() && sql[i] == ':') text += sql[i++];
+  }
+  c.text.push_back(std::move(text));
+  for (std::size_t k = 0; k < c.text.size(); ++k) {
+    c.numbered += c.text[k];
+    if (k >= c.vars.size()) continue;
+    if (c.quoted[k]) {
+      c.numbered += ":" + variables.names[static_cast<std::size_t>(c.vars[k])];
+    } else {
+      c.params.push_back(c.vars[k]);
+      c.numbered += fmt::format("${}", c.params.size());
+    }
   }
   return c;
 }
 
-// White space as std::isspace has it (form feed and vertical tab too), so a
-// command's first line is the line of its first other character.
-constexpr const char* kSpace = " \t\r\n\f\v";
-
-bool blank(const std::string& s) {
-  return s.find_first_not_of(kSpace) == std::string::npos;
+std::vector<std::string> split_words(std::string_view s) {
+  std::vector<std::string> words;
+  std::size_t i = 0;
+  while (i < s.size()) {
+    while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+    const std::size_t start = i;
+    while (i < s.size() && !std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+    if (i > start) words.emplace_back(s.substr(start, i - start));
+  }
+  return words;
 }
 
-// SQL commands, collected line by line up to an unquoted ';'.
-struct SqlCollector {
-  std::string pending;  // SQL text of the command being collected
-  int pending_line = 0;
-  char quote = 0;
+// The text after the first word of `args`.
+std::string_view after_first_word(std::string_view args) {
+  std::size_t i = args.find_first_not_of(" \t\r\f\v");
+  if (i == std::string_view::npos) return {};
+  while (i < args.size() && !std::isspace(static_cast<unsigned char>(args[i]))) ++i;
+  return args.substr(i);
+}
 
-  // "--" comments outside quotes end the line.
-  void add_line(std::string_view line, int line_no, Script& script, Variables& variables) {
-    for (std::size_t i = 0; i < line.size(); ++i) {
-      char ch = line[i];
-      if (quote) {
-        pending += ch;
-        if (ch == quote) quote = 0;
-        continue;
-      }
-      if (ch == '-' && i + 1 < line.size() && line[i + 1] == '-') break;
-      if (ch == '\'' || ch == '"') quote = ch;
-      if (ch == ';') {
-        if (!blank(pending)) {
-          std::string sql = pending;
-          sql.erase(0, sql.find_first_not_of(kSpace));
-          add_sql(script, sql, pending_line, variables);
-        }
-        pending.clear();
-        continue;
-      }
-      if (blank(pending) && !std::isspace(static_cast<unsigned char>(ch))) pending_line = line_no;
-      pending += ch;
+// Builds the meta-commands of one script, checking each as pgbench does.
+class MetaParser {
+ public:
+  MetaParser(const std::string& file, Variables& variables, Script& script)
+      : file_(file), variables_(variables), script_(script) {}
+
+  void add(const LexedCommand& m) {
+    line_ = m.line;
+    name_ = m.text;
+    std::string name = m.text;
+    std::transform(name.begin(), name.end(), name.begin(),
+                   [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    const std::vector<std::string> words = split_words(m.args);
+    ScriptCommand c;
+    c.line = m.line;
+    using K = ScriptCommand::Kind;
+    if (name == "gset" || name == "aset") {
+      store(name == "gset" ? ScriptCommand::Store::gset : ScriptCommand::Store::aset, words);
+      return;
     }
-    pending += '\n';
+    if (name == "set") {
+      if (words.empty()) error("missing argument");
+      c.kind = K::set;
+      c.target = target(words[0]);
+      if (words.size() < 2) error("missing argument");
+      c.expr = expression(after_first_word(m.args));
+    } else if (name == "sleep") {
+      sleep(words, c);
+    } else if (name == "setshell" || name == "shell") {
+      c.kind = name == "shell" ? K::shell : K::setshell;
+      std::size_t first = 0;
+      if (c.kind == K::setshell) {
+        if (words.empty()) error("missing argument");
+        c.target = target(words[0]);
+        first = 1;
+      }
+      if (words.size() <= first) error("missing command");
+      for (std::size_t k = first; k < words.size(); ++k) {
+        const std::string& w = words[k];
+        c.words.push_back(w);
+        const bool var = w.size() > 1 && w[0] == ':' && w[1] != ':';
+        c.word_vars.push_back(var ? variables_.slot(std::string_view(w).substr(1)) : -1);
+      }
+    } else if (name == "if" || name == "elif") {
+      c.kind = name == "if" ? K::if_ : K::elif;
+      if (words.empty()) error("syntax error: a condition is missing");
+      c.expr = expression(m.args);
+      conditional(c);
+    } else if (name == "else" || name == "endif") {
+      c.kind = name == "else" ? K::else_ : K::endif;
+      if (!words.empty()) error("unexpected argument");
+      conditional(c);
+    } else if (name == "startpipeline" || name == "syncpipeline" || name == "endpipeline") {
+      c.kind = name == "startpipeline"  ? K::start_pipeline
+               : name == "syncpipeline" ? K::sync_pipeline
+                                        : K::end_pipeline;
+      if (!words.empty()) error("unexpected argument");
+      pipeline(c.kind);
+    } else {
+      fail(file_, line_, fmt::format("invalid command \\{}", common::printable(m.text)));
+    }
+    script_.commands.push_back(std::move(c));
   }
 
-  // The end of the file: a last command may lack its ';'.
-  void finish(const std::string& file, int line_no, Script& script, Variables& variables) {
-    if (quote) fail(file, line_no, "unterminated quoted string");
-    if (blank(pending)) return;
-    std::string sql = pending;
-    sql.erase(0, sql.find_first_not_of(kSpace));
-    while (!sql.empty() && std::isspace(static_cast<unsigned char>(sql.back()))) sql.pop_back();
-    add_sql(script, sql, pending_line, variables);
+  void add_sql(ScriptCommand c) { script_.commands.push_back(std::move(c)); }
+
+  void finish() {
+    if (!open_.empty()) {
+      const auto& first = script_.commands[open_.back().front()];
+      fail(file_, first.line, "\\if without matching \\endif");
+    }
+    if (in_pipeline_) fail(file_, pipeline_line_, "\\startpipeline without matching \\endpipeline");
   }
+
+ private:
+  [[noreturn]] void error(const std::string& what) const {
+    fail(file_, line_, fmt::format("\\{}: {}", common::printable(name_), what));
+  }
+
+  int target(const std::string& name) {
+    if (!valid_variable_name(name)) error(fmt::format("invalid variable name: \"{}\"", name));
+    return variables_.slot(name);
+  }
+
+  std::shared_ptr<const Expr> expression(std::string_view text) {
+    try {
+      return parse_expr(text, variables_);
+    } catch (const ExprSyntaxError& e) {
+      const std::string_view trimmed =
+          text.substr(std::min(text.size(), text.find_first_not_of(" \t")));
+      const std::size_t lead = text.size() - trimmed.size();
+      const std::size_t at = e.offset() > lead ? e.offset() - lead : 0;
+      std::string_view rest = trimmed.substr(std::min(at, trimmed.size()));
+      std::string shown(rest.substr(0, 40));
+      if (rest.size() > 40) shown += "…";
+      error(fmt::format(
+          "{}, at {}", e.what(),
+          rest.empty() ? fmt::format("the end of \"{}\"", common::printable(trimmed.substr(0, 40)))
+                       : fmt::format("\"{}\"", common::printable(shown))));
+    }
+  }
+
+  // \sleep N [unit], \sleep Nunit, \sleep :var [unit]: an integer or a
+  // variable, as pgbench (no expression).
+  void sleep(const std::vector<std::string>& words, ScriptCommand& c) {
+    c.kind = ScriptCommand::Kind::sleep;
+    if (words.empty()) error("missing argument");
+    if (words.size() > 2) error("too many arguments");
+    std::string count = words[0];
+    std::string unit = words.size() > 1 ? words[1] : "";
+    if (count[0] == ':') {
+      if (!valid_variable_name(std::string_view(count).substr(1))) {
+        error(fmt::format("invalid sleep time, must be an integer ({})", count));
+      }
+      c.sleep_var = variables_.slot(std::string_view(count).substr(1));
+    } else {
+      std::size_t k = count[0] == '+' || count[0] == '-' ? 1 : 0;
+      const std::size_t digits = k;
+      while (k < count.size() && std::isdigit(static_cast<unsigned char>(count[k]))) ++k;
+      if (k == digits) error(fmt::format("invalid sleep time, must be an integer ({})", count));
+      if (k < count.size()) {
+        if (words.size() > 1)
+          error(fmt::format("invalid sleep time, must be an integer ({})", count));
+        unit = count.substr(k);
+        count.resize(k);
+      }
+      // As atoi: digits past an int are out of range here, not wrapped.
+      const auto n = common::parse_int64(count[0] == '+' ? count.substr(1) : count);
+      if (!n || *n > 0x7fffffff || *n < -0x7fffffff) {
+        error(fmt::format("invalid sleep time, must be an integer ({})", count));
+      }
+      c.sleep_count = *n;
+    }
+    std::string lower = unit;
+    std::transform(lower.begin(), lower.end(), lower.begin(),
+                   [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    if (lower == "us") {
+      c.unit_ns = common::kNsPerUs;
+    } else if (lower == "ms") {
+      c.unit_ns = common::kNsPerMs;
+    } else if (lower == "s" || lower.empty()) {
+      c.unit_ns = common::kNsPerS;
+    } else {
+      error(fmt::format("unrecognized time unit, must be us, ms or s ({})", unit));
+    }
+    if (c.sleep_var < 0) {
+      try {
+        sleep_ns(c.sleep_count, c.unit_ns);
+      } catch (const Error& e) {
+        fail(file_, line_, e.what());
+      }
+    }
+  }
+
+  void store(ScriptCommand::Store kind, const std::vector<std::string>& words) {
+    const char* name = kind == ScriptCommand::Store::gset ? "\\gset" : "\\aset";
+    if (words.size() > 1) error("too many arguments");
+    if (script_.commands.empty() || script_.commands.back().kind != ScriptCommand::Kind::sql ||
+        script_.commands.back().store != ScriptCommand::Store::none) {
+      fail(file_, line_, fmt::format("{} must follow an SQL command", name));
+    }
+    if (in_pipeline_) fail(file_, line_, fmt::format("{} is not allowed in pipeline mode", name));
+    ScriptCommand& sql = script_.commands.back();
+    sql.store = kind;
+    sql.store_prefix = words.empty() ? "" : words[0];
+  }
+
+  // \if … \elif … \else … \endif: checks the nesting, links the branches.
+  void conditional(ScriptCommand& c) {
+    using K = ScriptCommand::Kind;
+    const std::size_t index = script_.commands.size();
+    if (c.kind == K::if_) {
+      open_.push_back({index});
+      return;
+    }
+    const char* what = c.kind == K::elif ? "\\elif" : c.kind == K::else_ ? "\\else" : "\\endif";
+    if (open_.empty()) fail(file_, line_, fmt::format("{} without matching \\if", what));
+    std::vector<std::size_t>& group = open_.back();
+    const bool after_else = script_.commands[group.back()].kind == K::else_;
+    if (after_else && c.kind != K::endif) {
+      fail(file_, line_, fmt::format("{} after \\else", what));
+    }
+    script_.commands[group.back()].next_branch = index;
+    if (c.kind != K::endif) {
+      group.push_back(index);
+      return;
+    }
+    for (std::size_t k : group) script_.commands[k].endif = index;
+    open_.pop_back();
+  }
+
+  void pipeline(ScriptCommand::Kind kind) {
+    if (kind == ScriptCommand::Kind::start_pipeline) {
+      if (in_pipeline_)
+        fail(file_, line_, "\\startpipeline inside a pipeline (already in pipeline mode)");
+      in_pipeline_ = true;
+      pipeline_line_ = line_;
+      return;
+    }
+    if (!in_pipeline_) {
+      fail(file_, line_,
+           fmt::format("\\{} outside a pipeline (no \\startpipeline before it)", name_));
+    }
+    if (kind == ScriptCommand::Kind::end_pipeline) in_pipeline_ = false;
+  }
+
+  const std::string& file_;
+  Variables& variables_;
+  Script& script_;
+  int line_ = 0;
+  std::string name_;
+  std::vector<std::vector<std::size_t>> open_;  // per open \if: its branches' commands
+  bool in_pipeline_ = false;
+  int pipeline_line_ = 0;
 };
 
 // Refuses a NUL byte and bytes that are not UTF-8, naming the line and
@@ -570,31 +360,32 @@ Script parse_script(std::string_view text, const std::string& file, Variables& v
   check_script_bytes(text, file);
   Script script;
   script.name = file;
-  register_set_targets(text, variables);
-  SqlCollector sql;
-  int line_no = 0;
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    std::size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(pos, end - pos);
-    pos = end + 1;
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    std::size_t b = line.find_first_not_of(" \t");
-    if (!sql.quote && b != std::string_view::npos && line[b] == '\\') {
-      if (!blank(sql.pending)) {
-        fail(file, line_no, "meta-command inside an unfinished SQL command (missing ';'?)");
-      }
-      sql.pending.clear();
-      script.commands.push_back(parse_meta_command(line.substr(b + 1), file, line_no, variables));
-      continue;
+  MetaParser meta(file, variables, script);
+  for (const auto& lexed : detail::lex_script(text, file)) {
+    if (lexed.kind == LexedCommand::Kind::sql) {
+      meta.add_sql(sql_command(lexed, variables));
+    } else {
+      meta.add(lexed);
     }
-    sql.add_line(line, line_no, script, variables);
   }
-  sql.finish(file, line_no, script, variables);
-  if (script.sql_commands() == 0) fail(file, line_no, "the script has no SQL command");
+  meta.finish();
+  if (script.commands.empty()) {
+    throw_usage(
+        fmt::format("cannot parse {}: empty command list (no SQL and no meta-command)", file));
+  }
   return script;
+}
+
+std::int64_t sleep_ns(std::int64_t count, std::int64_t unit_ns) {
+  if (count <= 0) return 0;
+  if (count > kMaxSleepNs / unit_ns) {
+    const char* unit = unit_ns == common::kNsPerUs   ? "us"
+                       : unit_ns == common::kNsPerMs ? "ms"
+                                                     : "s";
+    throw_usage(fmt::format("cannot evaluate \\sleep: {} {} is out of range (at most {} {})", count,
+                            unit, kMaxSleepNs / unit_ns, unit));
+  }
+  return count * unit_ns;
 }
 
 Script builtin_script(const std::string& given, Variables& variables) {

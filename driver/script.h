@@ -1,10 +1,10 @@
-// pgbench-compatible custom scripts, the common subset: SQL commands (each
-// ends at an unquoted ';' or the end of the file), `\set name expression`
-// (integer + - * / %, parentheses, unary minus, :variables, random(lo, hi),
-// random_exponential(lo, hi, param), random_gaussian(lo, hi, param)),
-// `\sleep N [us|ms|s]` (N a number or :variable), and `:name` substitution in
-// SQL for variables the scripts \set (plus `scale`). One script run is one
-// transaction. Any other meta-command is Error(usage) "FILE:LINE: …".
+// pgbench custom scripts, in the language of pgbench 15–17: SQL commands
+// split by psql's lexing rules (driver/script_lex.h), `:name` references,
+// and the meta-commands \set (driver/expr.h's expressions), \sleep,
+// \setshell, \shell, \if/\elif/\else/\endif, \gset and \aset (with a
+// prefix), \startpipeline/\syncpipeline/\endpipeline. One script run is one
+// transaction. A script that pgbench refuses is Error(usage) "cannot parse
+// FILE:LINE: …" with pgbench's reason.
 //
 //   driver::Variables variables;  // shared by every script of a run
 //   driver::Script script = driver::parse_script(text, "bench.sql", variables);
@@ -16,38 +16,68 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "common/units.h"
+#include "driver/expr.h"
 
 namespace stallscope::driver {
 
-// Names of the variables of a script set; a variable is its index here.
-struct Variables {
-  std::vector<std::string> names;
-  int slot(std::string_view name);  // adds it when new
-  std::optional<int> find(std::string_view name) const;
-};
-
-struct Expr;  // an expression tree (script.cpp)
-
 struct ScriptCommand {
-  enum class Kind { sql, set, sleep };
+  enum class Kind {
+    sql,
+    set,             // \set target expr
+    sleep,           // \sleep N|:var [us|ms|s]
+    setshell,        // \setshell target command words…
+    shell,           // \shell command words…
+    if_,             // \if expr
+    elif,            // \elif expr
+    else_,           // \else
+    endif,           // \endif
+    start_pipeline,  // \startpipeline
+    sync_pipeline,   // \syncpipeline
+    end_pipeline,    // \endpipeline
+  };
   Kind kind = Kind::sql;
   int line = 0;  // 1-based line in its file, for messages
-  // sql: the text split at the variable references: text[0] var[0] text[1] …
-  // (text.size() == vars.size() + 1); `numbered` is the same with $1, $2 …
-  // in place of the variables (extended and prepared protocols).
+
+  // sql: the text split at its `:name` references: text[0] var[0] text[1] …
+  // (text.size() == vars.size() + 1), each reference's variable; `quoted[k]`:
+  // reference k is inside quotes or a comment. The simple protocol puts every
+  // reference's value in place, as pgbench does (an unset one stays
+  // `:name`); `numbered` is the text with $1, $2 … for the references
+  // outside quotes (`params` their variables) for the extended and prepared
+  // protocols (an unset one is NULL, as pgbench's).
   std::vector<std::string> text;
   std::vector<int> vars;
+  std::vector<bool> quoted;
   std::string numbered;
-  // set: variable `target` = `expr`; sleep: `expr` × `unit_ns`.
+  std::vector<int> params;
+  // sql: \gset or \aset after it stores its result's columns into variables
+  // named `store_prefix` + column name.
+  enum class Store { none, gset, aset };
+  Store store = Store::none;
+  std::string store_prefix;
+
+  // set, setshell: the variable set.
   int target = -1;
+  // set, if, elif: the expression.
   std::shared_ptr<const Expr> expr;
+  // sleep: `sleep_var` (≥ 0) or the constant `sleep_count`, × `unit_ns`.
+  int sleep_var = -1;
+  std::int64_t sleep_count = 0;
   std::int64_t unit_ns = common::kNsPerS;
+  // setshell, shell: the command's words; `word_vars[k]` ≥ 0 when word k is
+  // `:name` (its value goes in its place).
+  std::vector<std::string> words;
+  std::vector<int> word_vars;
+  // if, elif: the command to go to when the condition is false (the next
+  // \elif, \else or the \endif); elif, else: the matching \endif (where a
+  // taken branch goes on from).
+  std::size_t next_branch = 0;
+  std::size_t endif = 0;
 };
 
 struct Script {
@@ -55,6 +85,7 @@ struct Script {
   int weight = 1;
   std::vector<ScriptCommand> commands;
   int sql_commands() const;
+  bool has(ScriptCommand::Kind kind) const;
 };
 
 // An SQL command's text as written, with `:name` for each variable reference
@@ -64,7 +95,7 @@ struct Script {
 std::string source_text(const ScriptCommand& cmd, const Variables& variables);
 
 // Parses `text` (named `file` in errors). Throws Error(usage)
-// "cannot parse FILE:LINE: …" on anything outside the subset.
+// "cannot parse FILE:LINE: …" for what pgbench refuses.
 Script parse_script(std::string_view text, const std::string& file, Variables& variables);
 
 // pgbench's built-in scripts: "select-only" (-S), "tpcb-like" (-b tpcb-like),
@@ -73,17 +104,12 @@ Script parse_script(std::string_view text, const std::string& file, Variables& v
 // an ambiguous prefix.
 Script builtin_script(const std::string& name, Variables& variables);
 
-// Evaluates `e` with `values` (indexed by variable); throws Error(usage) for
-// division by zero, an unset variable, or a bad random() range.
-std::int64_t evaluate(const Expr& e, const std::vector<std::optional<std::int64_t>>& values,
-                      std::mt19937_64& rng);
-
-// A \sleep's length: `value` (its expression's value) × `unit_ns`; 0 for a
-// value ≤ 0 (as pgbench). Throws Error(usage) "cannot evaluate \sleep: …"
-// naming the value and unit when it passes kMaxSleepNs (which also keeps
-// "now + sleep" from overflowing).
+// A \sleep's length: `count` × `unit_ns`; 0 for a count ≤ 0 (as pgbench).
+// Throws Error(usage) "cannot evaluate \sleep: …" naming the count and unit
+// when it passes kMaxSleepNs (which also keeps "now + sleep" from
+// overflowing).
 inline constexpr std::int64_t kMaxSleepNs = 100'000'000 * common::kNsPerS;  // 10^8 s, as -T
-std::int64_t sleep_ns(std::int64_t value, std::int64_t unit_ns);
+std::int64_t sleep_ns(std::int64_t count, std::int64_t unit_ns);
 
 // `spec` "FILE" or "FILE@WEIGHT" → (FILE, WEIGHT ≥ 0); Error(usage) otherwise.
 std::pair<std::string, int> split_weight(const std::string& spec);

@@ -1,10 +1,16 @@
 // Worker running scripts (driver/worker.h; the scripts themselves are parsed
-// in driver/script.cpp): choose a script by weight, run its \set and \sleep
-// commands, bind variables into its SQL commands and send them one by one,
-// and -r's per-statement latencies.
+// in driver/script.cpp): choose a script by weight, run its meta-commands
+// (\set, \sleep, \setshell, \shell, \if, pipelines), bind variables into its
+// SQL commands and send them one by one, \gset/\aset their results, and
+// -r's per-statement latencies.
 #include <libpq-fe.h>
 
 #include <algorithm>
+#include <array>
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
 
 #include <fmt/format.h>
 
@@ -37,57 +43,205 @@ void Worker::pick_script(Client& c) {
       if (pick < 0) break;
     }
   }
-  if (c.values.empty()) {
-    c.values.resize(options_.variables.names.size());
-    if (auto scale = options_.variables.find("scale"))
-      c.values[*scale] = options_.scale.value_or(1);
-    for (const auto& [name, value] : options_.defines) {
-      if (auto slot = options_.variables.find(name)) c.values[*slot] = value;
-    }
-  }
+  if (c.values.empty()) init_variables(c);
 }
 
-// Runs the script's commands from c.command: \set at once, \sleep by
-// waiting, SQL by sending it (the next step follows its results). At the end
-// of the script the transaction is done.
+// A client's variables before its first script: pgbench's automatic ones
+// (:scale, :client_id, :random_seed, :default_seed), then -D's.
+void Worker::init_variables(Client& c) {
+  const Variables& names = options_.variables;
+  c.values.resize(std::max<std::size_t>(names.names.size(), 1));
+  const auto set = [&](const char* name, std::int64_t v) {
+    if (auto slot = names.find(name))
+      c.values[static_cast<std::size_t>(*slot)].set(Value::integer(v));
+  };
+  Prng seeds(options_.random_seed);
+  set("scale", options_.scale.value_or(1));
+  set("client_id", c.client_id);
+  set("random_seed", static_cast<std::int64_t>(options_.random_seed));
+  set("default_seed", static_cast<std::int64_t>(seeds.next()));
+  for (const auto& [name, value] : options_.defines) {
+    if (auto slot = names.find(name)) c.values[static_cast<std::size_t>(*slot)].set_text(value);
+  }
+  // Each client's own sequence, reproducible from the seed and its number.
+  c.rng.reseed(options_.random_seed ^
+               (0x9E3779B97F4A7C15ULL * (static_cast<std::uint64_t>(c.client_id) + 1)));
+}
+
+namespace {
+
+// A client's command line for \setshell and \shell: the words joined by
+// spaces, `:name` replaced by its value, `::word` written as `:word`.
+std::string shell_command(const ScriptCommand& cmd, const VariableValues& values) {
+  std::string line;
+  for (std::size_t k = 0; k < cmd.words.size(); ++k) {
+    if (k > 0) line += ' ';
+    const std::string& w = cmd.words[k];
+    if (cmd.word_vars[k] >= 0) {
+      const Variable& v = values[static_cast<std::size_t>(cmd.word_vars[k])];
+      if (!v.is_set()) throw_usage(fmt::format("undefined variable \"{}\"", w.substr(1)));
+      line += v.state == Variable::State::text ? v.text : value_text(v.value);
+    } else {
+      line += w.starts_with("::") ? w.substr(1) : w;
+    }
+  }
+  return line;
+}
+
+struct PcloseDeleter {
+  void operator()(std::FILE* f) const { pclose(f); }
+};
+
+// \setshell: the integer the command prints on its first line.
+std::int64_t run_setshell(const std::string& command) {
+  std::unique_ptr<std::FILE, PcloseDeleter> pipe(popen(command.c_str(), "r"));
+  if (!pipe) throw_usage("setshell: could not launch shell command");
+  std::array<char, 64> line{};
+  if (!std::fgets(line.data(), static_cast<int>(line.size()), pipe.get())) {
+    throw_usage("setshell: could not read result of shell command");
+  }
+  std::string out(line.data());
+  std::string trimmed = out;
+  while (!trimmed.empty() && std::isspace(static_cast<unsigned char>(trimmed.back())))
+    trimmed.pop_back();
+  std::int64_t v = 0;
+  const auto [end, ec] = std::from_chars(trimmed.data(), trimmed.data() + trimmed.size(), v);
+  if (trimmed.empty() || ec != std::errc{} || end != trimmed.data() + trimmed.size()) {
+    throw_usage(fmt::format("setshell: shell command must return an integer (not \"{}\")", out));
+  }
+  return v;
+}
+
+}  // namespace
+
+// Runs the script's commands from c.command: meta-commands at once, \sleep
+// by waiting, SQL by sending it (the next step follows its results, or at
+// once inside a pipeline). At the end of the script the transaction is done.
 void Worker::step_script(Client& c) {
+  using K = ScriptCommand::Kind;
   const Script& script = options_.scripts[c.script];
   while (c.command < script.commands.size()) {
     const ScriptCommand& cmd = script.commands[c.command];
-    if (cmd.kind == ScriptCommand::Kind::set || cmd.kind == ScriptCommand::Kind::sleep) {
-      std::int64_t v = 0;
-      std::int64_t sleep_length_ns = 0;
-      try {
-        v = evaluate(*cmd.expr, c.values, rng_);
-        if (cmd.kind == ScriptCommand::Kind::sleep) sleep_length_ns = sleep_ns(v, cmd.unit_ns);
-      } catch (const Error& e) {
-        script_failed(c, fmt::format("{}:{}: {}", script.name, cmd.line, e.what()));
-        return;
+    const EvalContext context{c.values, options_.variables, c.rng, static_cast<int>(c.script),
+                              static_cast<int>(c.command)};
+    try {
+      switch (cmd.kind) {
+        case K::sql:
+          if (!send_script_sql(c, script, cmd)) return;
+          continue;  // in a pipeline: on to the next command at once
+        case K::set:
+          c.values[static_cast<std::size_t>(cmd.target)].set(evaluate(*cmd.expr, context));
+          ++c.command;
+          continue;
+        case K::sleep: {
+          const std::int64_t length_ns = sleep_ns(sleep_count(c, cmd), cmd.unit_ns);
+          ++c.command;
+          c.sleep_started_mono_ns = mono_now_ns();
+          c.sleep_until_mono_ns = c.sleep_started_mono_ns + length_ns;
+          c.state = ClientState::sleeping;
+          return;
+        }
+        case K::setshell:
+          c.values[static_cast<std::size_t>(cmd.target)].set(
+              Value::integer(run_setshell(shell_command(cmd, c.values))));
+          ++c.command;
+          continue;
+        case K::shell:
+          if (std::system(shell_command(cmd, c.values).c_str()) != 0) {
+            throw_usage("shell: could not launch shell command (or it failed)");
+          }
+          ++c.command;
+          continue;
+        case K::if_:
+          c.command = truth(evaluate(*cmd.expr, context))
+                          ? c.command + 1
+                          : enter_branch(c, script, cmd.next_branch);
+          continue;
+        case K::elif:
+        case K::else_:  // the end of a branch that ran
+          c.command = cmd.endif + 1;
+          continue;
+        case K::endif:
+          ++c.command;
+          continue;
+        case K::start_pipeline:
+          if (!PQenterPipelineMode(c.conn.get())) throw_usage("cannot enter pipeline mode");
+          c.in_script_pipeline = true;
+          c.pipeline_syncs = 0;
+          ++c.command;
+          continue;
+        case K::sync_pipeline:
+          if (!PQpipelineSync(c.conn.get())) {
+            send_failed(c);
+            return;
+          }
+          ++c.pipeline_syncs;
+          ++c.command;
+          continue;
+        case K::end_pipeline:
+          if (!PQpipelineSync(c.conn.get())) {
+            send_failed(c);
+            return;
+          }
+          ++c.pipeline_syncs;
+          c.state = ClientState::busy;
+          return;  // pipeline_results() takes the results up to the last sync
       }
-      ++c.command;
-      if (cmd.kind == ScriptCommand::Kind::set) {
-        c.values[static_cast<std::size_t>(cmd.target)] = v;
-        continue;
-      }
-      c.sleep_started_mono_ns = mono_now_ns();
-      c.sleep_until_mono_ns = c.sleep_started_mono_ns + sleep_length_ns;
-      c.state = ClientState::sleeping;
+    } catch (const Error& e) {
+      script_failed(c, fmt::format("{}:{}: {}", script.name, cmd.line, e.what()));
       return;
     }
-    if (auto error = bind_command(c, script, cmd)) {
-      script_failed(c, *error);
-      return;
-    }
-    if (options_.per_statement) c.statement_sent_mono_ns = mono_now_ns();
-    if (send_command(c, cmd, c.script, c.command)) {
-      c.sent_sql = true;
-      c.state = ClientState::busy;
-      return;
-    }
-    send_failed(c);
-    return;
   }
   end_script_transaction(c);
+}
+
+// The command to run after a false \if or \elif whose next branch is
+// `index`: the first \elif whose condition holds, an \else, or the \endif.
+std::size_t Worker::enter_branch(Client& c, const Script& script, std::size_t index) {
+  for (;;) {
+    const ScriptCommand& cmd = script.commands[index];
+    if (cmd.kind != ScriptCommand::Kind::elif) return index + 1;
+    const EvalContext context{c.values, options_.variables, c.rng, static_cast<int>(c.script),
+                              static_cast<int>(index)};
+    if (truth(evaluate(*cmd.expr, context))) return index + 1;
+    index = cmd.next_branch;
+  }
+}
+
+// \sleep's count: its constant, or its variable's value read as C's atoi
+// reads it (as pgbench).
+std::int64_t Worker::sleep_count(const Client& c, const ScriptCommand& cmd) const {
+  if (cmd.sleep_var < 0) return cmd.sleep_count;
+  const Variable& v = c.values[static_cast<std::size_t>(cmd.sleep_var)];
+  const std::string& name = options_.variables.names[static_cast<std::size_t>(cmd.sleep_var)];
+  if (!v.is_set()) throw_usage(fmt::format("sleep: undefined variable \"{}\"", name));
+  const std::string text = v.state == Variable::State::text ? v.text : value_text(v.value);
+  const long n = std::strtol(text.c_str(), nullptr, 10);
+  if (n == 0 && !std::isdigit(static_cast<unsigned char>(text.empty() ? 'x' : text[0]))) {
+    throw_usage(fmt::format("sleep: invalid sleep time \"{}\" for variable \"{}\"", text, name));
+  }
+  return n;
+}
+
+// Sends SQL command `cmd`; false when the client now waits (for its
+// results, or after a failure), true inside a pipeline (go on at once).
+bool Worker::send_script_sql(Client& c, const Script& script, const ScriptCommand& cmd) {
+  if (auto error = bind_command(c, script, cmd)) {
+    script_failed(c, *error);
+    return false;
+  }
+  if (options_.per_statement && !c.in_script_pipeline) c.statement_sent_mono_ns = mono_now_ns();
+  c.storing = cmd.store;
+  c.gset_rows = -1;
+  if (!send_command(c, cmd, c.script, c.command)) {
+    send_failed(c);
+    return false;
+  }
+  c.sent_sql = true;
+  c.state = ClientState::busy;
+  if (!c.in_script_pipeline) return false;
+  ++c.command;
+  return true;
 }
 
 // The script's transaction is over (done, or failed by the script): record
@@ -95,6 +249,7 @@ void Worker::step_script(Client& c) {
 // (ClientState::ready), else at once.
 void Worker::end_script_transaction(Client& c) {
   std::int64_t now = mono_now_ns();
+  check_transaction_closed(c);
   record(c, now);
   c.state = ClientState::idle;
   if (options_.connect_per_transaction) close_connection(c);
@@ -102,30 +257,74 @@ void Worker::end_script_transaction(Client& c) {
     c.state = ClientState::ready;
     return;
   }
+  if (c.conn && PQtransactionStatus(c.conn.get()) != PQTRANS_IDLE) c.needs_rollback = true;
   send_next(c, now);
 }
+
+// pgbench refuses a script that ends inside a transaction block: the
+// transaction fails, and a ROLLBACK ends the block before the next one.
+void Worker::check_transaction_closed(Client& c) {
+  if (c.failed || !c.sent_sql || !c.conn) return;
+  if (PQtransactionStatus(c.conn.get()) == PQTRANS_INTRANS) {
+    c.failed = true;
+    c.sqlstate = kInternalError;
+    c.error = fmt::format("{}: end of script reached without completing the last transaction",
+                          options_.scripts[c.script].name);
+  }
+}
+
+namespace {
+
+// A variable's value as SQL text (pgbench's getVariable).
+void append_value(std::string& out, const Variable& v) {
+  if (v.state == Variable::State::text) {
+    out += v.text;
+  } else if (v.value.type == Value::Type::integer) {
+    std::array<char, 24> buf{};
+    const auto [end, ec] =
+        std::to_chars(buf.data(), buf.data() + buf.size(), v.value.integer_value);
+    out.append(buf.data(), end);
+  } else {
+    out += value_text(v.value);
+  }
+}
+
+}  // namespace
 
 // Returns the message of a transaction that cannot go on, else nullopt.
 std::optional<std::string> Worker::bind_command(Client& c, const Script& script,
                                                 const ScriptCommand& cmd) {
-  c.param_text.clear();
-  for (int var : cmd.vars) {
-    const auto& v = c.values[static_cast<std::size_t>(var)];
-    if (!v) {
-      return fmt::format("{}:{}: variable '{}' is not set", script.name, cmd.line,
-                         options_.variables.names[static_cast<std::size_t>(var)]);
-    }
-    c.param_text.push_back(std::to_string(*v));
-  }
+  (void)script;
   if (options_.protocol == Protocol::simple) {
+    // Every reference, quoted or not, as pgbench; an unset one stays as written.
     c.query_text.clear();
     for (std::size_t k = 0; k < cmd.text.size(); ++k) {
       c.query_text += cmd.text[k];
-      if (k < c.param_text.size()) c.query_text += c.param_text[k];
+      if (k >= cmd.vars.size()) break;
+      const auto slot = static_cast<std::size_t>(cmd.vars[k]);
+      const Variable& v = c.values[slot];
+      if (v.is_set()) {
+        append_value(c.query_text, v);
+      } else {
+        c.query_text += ':';
+        c.query_text += options_.variables.names[slot];
+      }
     }
-  } else {
-    c.param_ptrs.clear();
-    for (const auto& p : c.param_text) c.param_ptrs.push_back(p.c_str());
+    return std::nullopt;
+  }
+  // $n parameters; an unset variable is NULL, as pgbench's.
+  const std::size_t n = cmd.params.size();
+  if (c.param_text.size() < n) c.param_text.resize(n);
+  c.param_ptrs.resize(n);
+  for (std::size_t k = 0; k < n; ++k) {
+    const Variable& v = c.values[static_cast<std::size_t>(cmd.params[k])];
+    if (!v.is_set()) {
+      c.param_ptrs[k] = nullptr;
+      continue;
+    }
+    c.param_text[k].clear();
+    append_value(c.param_text[k], v);
+    c.param_ptrs[k] = c.param_text[k].c_str();
   }
   return std::nullopt;
 }
@@ -142,6 +341,79 @@ int Worker::send_command(Client& c, const ScriptCommand& cmd, std::size_t script
   }
   return PQsendQueryPrepared(conn, script_statement(script, command).c_str(), n,
                              c.param_ptrs.data(), nullptr, nullptr, 0);
+}
+
+// \gset/\aset: a row set of the command in flight. \aset stores each
+// result's last row at once; \gset keeps the result for the command's end
+// (only the last result of a compound command counts, and it must be one row).
+void Worker::store_result(Client& c, const pg_result* res) {
+  const int rows = PQntuples(res);
+  const int fields = PQnfields(res);
+  if (c.storing == ScriptCommand::Store::aset) {
+    if (rows <= 0) return;
+    const std::string& prefix = options_.scripts[c.script].commands[c.command].store_prefix;
+    for (int f = 0; f < fields; ++f) {
+      if (auto slot = options_.variables.find(prefix + PQfname(res, f))) {
+        c.values[static_cast<std::size_t>(*slot)].set_text(PQgetvalue(res, rows - 1, f));
+      }
+    }
+    return;
+  }
+  c.gset_rows = rows;
+  c.gset_columns.clear();
+  if (rows != 1) return;
+  for (int f = 0; f < fields; ++f)
+    c.gset_columns.emplace_back(PQfname(res, f), PQgetvalue(res, 0, f));
+}
+
+// The command's results are all in: \gset's values go into their variables
+// (the transaction fails when its last result was not exactly one row).
+void Worker::finish_store(Client& c) {
+  const bool gset = c.storing == ScriptCommand::Store::gset;
+  c.storing = ScriptCommand::Store::none;
+  if (!gset || c.failed) return;
+  if (c.gset_rows < 0) return;  // the last result had no rows to store
+  const Script& script = options_.scripts[c.script];
+  const ScriptCommand& cmd = script.commands[c.command];
+  if (c.gset_rows != 1) {
+    c.failed = true;
+    c.sqlstate = kInternalError;
+    c.error =
+        fmt::format("{}:{}: \\gset expected one row, got {}", script.name, cmd.line, c.gset_rows);
+    return;
+  }
+  for (const auto& [column, value] : c.gset_columns) {
+    if (auto slot = options_.variables.find(cmd.store_prefix + column)) {
+      c.values[static_cast<std::size_t>(*slot)].set_text(value);
+    }
+  }
+}
+
+// \endpipeline: takes results until the last sync is answered, then leaves
+// pipeline mode and goes on after \endpipeline (or ends the failed
+// transaction). PQgetResult gives NULL between the commands' results.
+void Worker::pipeline_results(Client& c) {
+  PGconn* conn = c.conn.get();
+  const bool lost = PQconsumeInput(conn) == 0 && PQstatus(conn) == CONNECTION_BAD;
+  while (!lost && !PQisBusy(conn)) {
+    pg::Result res(PQgetResult(conn));
+    if (!res) continue;
+    if (PQresultStatus(res.get()) == PGRES_PIPELINE_SYNC) {
+      if (--c.pipeline_syncs > 0) continue;
+      if (!PQexitPipelineMode(conn)) {
+        pg::Result rest(PQgetResult(conn));  // the NULL after the sync
+        PQexitPipelineMode(conn);
+      }
+      c.in_script_pipeline = false;
+      transaction_done(c, mono_now_ns());  // c.command is \endpipeline's
+      return;
+    }
+    take_result(c, res.get());
+  }
+  if (lost) {
+    c.in_script_pipeline = false;
+    drain(c, true);
+  }
 }
 
 // -r: the SQL command c.command of the running script got its last result.
@@ -164,6 +436,19 @@ void Worker::script_failed(Client& c, const std::string& message) {
   c.failed = true;
   c.sqlstate = kInternalError;
   c.error = message;
+  if (c.in_script_pipeline && c.conn) {
+    // Leave pipeline mode: a sync, its results discarded.
+    PGconn* conn = c.conn.get();
+    if (PQpipelineSync(conn)) {
+      for (;;) {
+        pg::Result res(PQgetResult(conn));
+        if (res && PQresultStatus(res.get()) == PGRES_PIPELINE_SYNC) break;
+        if (!res && PQstatus(conn) == CONNECTION_BAD) break;
+      }
+    }
+    PQexitPipelineMode(conn);
+    c.in_script_pipeline = false;
+  }
   end_script_transaction(c);
 }
 

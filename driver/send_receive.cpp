@@ -150,6 +150,8 @@ void Worker::dispatch(Client& c) {
     continue_reset(c);
   } else if (options_.pipeline > 0 && c.state == ClientState::busy) {
     pipeline_drain(c);
+  } else if (c.in_script_pipeline && c.state == ClientState::busy) {
+    pipeline_results(c);
   } else if (c.state == ClientState::busy || c.state == ClientState::rolling_back) {
     on_readable(c);
   }
@@ -196,9 +198,12 @@ void Worker::take_result(Client& c, const PGresult* res) {
     case PGRES_TUPLES_OK:
     case PGRES_SINGLE_TUPLE:
       c.rows += PQntuples(res);
+      if (c.storing != ScriptCommand::Store::none) [[unlikely]]
+        store_result(c, res);
       break;
     case PGRES_COMMAND_OK: {
       if (const auto affected = pg::affected_rows(res)) c.rows += *affected;
+      c.gset_rows = -1;  // \gset: the last result has no rows
       break;
     }
     case PGRES_COPY_IN:
@@ -228,6 +233,8 @@ void Worker::take_result(Client& c, const PGresult* res) {
 }
 
 void Worker::transaction_done(Client& c, std::int64_t now_ns) {
+  if (c.storing != ScriptCommand::Store::none) [[unlikely]]
+    finish_store(c);
   if (options_.per_statement && c.state == ClientState::busy && !options_.scripts.empty() &&
       c.command < options_.scripts[c.script].commands.size()) {
     statement_done(c, now_ns);
@@ -239,7 +246,10 @@ void Worker::transaction_done(Client& c, std::int64_t now_ns) {
     step_script(c);
     return;
   }
-  if (c.state == ClientState::busy) record(c, now_ns);
+  if (c.state == ClientState::busy) {
+    if (!options_.scripts.empty()) check_transaction_closed(c);
+    record(c, now_ns);
+  }
   c.state = ClientState::idle;
   PGconn* conn = c.conn.get();
   if (options_.connect_per_transaction) {
@@ -252,7 +262,7 @@ void Worker::transaction_done(Client& c, std::int64_t now_ns) {
     begin_reset(c, now_ns);
     return;
   }
-  if (c.failed && PQtransactionStatus(conn) == PQTRANS_INERROR) c.needs_rollback = true;
+  if (c.failed && PQtransactionStatus(conn) != PQTRANS_IDLE) c.needs_rollback = true;
   send_next(c, now_ns);
 }
 

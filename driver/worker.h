@@ -138,8 +138,16 @@ class Worker {
   // script_run.cpp
   void start_script(Client& c);
   void pick_script(Client& c);
+  void init_variables(Client& c);
   void step_script(Client& c);
+  std::size_t enter_branch(Client& c, const Script& script, std::size_t index);
+  std::int64_t sleep_count(const Client& c, const ScriptCommand& cmd) const;
+  bool send_script_sql(Client& c, const Script& script, const ScriptCommand& cmd);
   void end_script_transaction(Client& c);
+  void check_transaction_closed(Client& c);
+  void store_result(Client& c, const pg_result* res);
+  void finish_store(Client& c);
+  void pipeline_results(Client& c);
   // Fills c.query_text (simple) or c.param_text/param_ptrs for SQL command
   // `cmd`; returns the message of a transaction that cannot go on (an unset
   // variable), else nullopt.

@@ -34,8 +34,9 @@ struct RunOptions {
   std::optional<std::string> builtin;    // -S (select-only) or -b NAME
   std::optional<std::int64_t> scale;     // -s
   // -D NAME=VALUE: script variables set before each client's first
-  // transaction (integers; pgbench's -D).
-  std::vector<std::pair<std::string, std::int64_t>> defines;
+  // transaction (pgbench's -D).
+  std::vector<std::pair<std::string, std::string>> defines;
+  std::optional<std::string> random_seed;   // --random-seed: an integer, "time" or "rand"
   double hz = 10;                           // --hz
   double progress_s = 1;                    // -P; 0 = no progress lines
   bool delayacct = false;                   // --delayacct

@@ -192,8 +192,11 @@ void add_run_workload_options(RunCli& r) {
   opt_N->excludes(opt_b);
   opt_N->excludes(opt_S);
   cmd->add_option("-D,--define", r.defines,
-                  "NAME=VALUE: set script variable :NAME (an integer) before the first "
-                  "transaction, as pgbench -D; repeatable");
+                  "NAME=VALUE: set script variable :NAME before the first transaction, as "
+                  "pgbench -D; repeatable");
+  cmd->add_option("--random-seed", o.random_seed,
+                  "Seed of the scripts' random functions: an integer, 'time' or 'rand' "
+                  "(default), as pgbench's");
   cmd->add_option("-s,--scale", o.scale, "Value of :scale (default: from pgbench_branches)")
       ->transform(kCount);
   opt_sql->excludes(opt_f);
@@ -264,19 +267,18 @@ void add_run_command(CLI::App& app, RunCli& r) {
   add_run_sampling_options(r);
 }
 
-// -D NAME=VALUE, each VALUE a whole integer; Error(usage) naming the -D otherwise.
-std::vector<std::pair<std::string, std::int64_t>> parse_defines(
+// -D NAME=VALUE (any VALUE, as pgbench's: a script reads it as an integer,
+// a double, a boolean word or text); Error(usage) naming the -D otherwise.
+std::vector<std::pair<std::string, std::string>> parse_defines(
     const std::vector<std::string>& defines) {
-  std::vector<std::pair<std::string, std::int64_t>> out;
+  std::vector<std::pair<std::string, std::string>> out;
   for (const auto& d : defines) {
     const auto eq = d.find('=');
-    const auto value = eq != std::string::npos && eq > 0
-                           ? stallscope::common::parse_int64(std::string_view(d).substr(eq + 1))
-                           : std::nullopt;
-    if (!value) {
-      throw Error(ErrorKind::usage, fmt::format("cannot use -D '{}': expected NAME=INTEGER", d));
+    if (eq == std::string::npos || !stallscope::driver::valid_variable_name(d.substr(0, eq))) {
+      throw Error(ErrorKind::usage,
+                  fmt::format("cannot use -D '{}': expected NAME=VALUE (NAME a variable name)", d));
     }
-    out.emplace_back(d.substr(0, eq), *value);
+    out.emplace_back(d.substr(0, eq), d.substr(eq + 1));
   }
   return out;
 }

@@ -9,6 +9,7 @@
 #include <csignal>
 #include <filesystem>
 #include <mutex>
+#include <random>
 #include <thread>
 
 #include <fmt/format.h>
@@ -18,6 +19,7 @@
 #include "common/error.h"
 #include "common/host.h"
 #include "common/output.h"
+#include "common/parse.h"
 #include "common/periodic.h"
 #include "common/printable.h"
 #include "common/sql_secrets.h"
@@ -64,10 +66,10 @@ class EarlyRows {
   schema::Writer* writer_ = nullptr;
 };
 
-// -f files as the driver's scripts, unless the file is plain SQL the fast
-// path runs as is: one file, no weight, no meta-command, and (outside simple
-// mode) a single SQL command. Error(usage) when the weights are all 0.
-void add_script_files(const RunOptions& o, driver::Protocol protocol, driver::DriverOptions& dopt) {
+// -f files as the driver's scripts, unless the file is one SQL command the
+// fast path sends as one string: one file, no weight, no meta-command, no
+// variable. Error(usage) when the weights are all 0.
+void add_script_files(const RunOptions& o, driver::DriverOptions& dopt) {
   std::vector<driver::Script> scripts;
   driver::Variables variables = dopt.variables;
   bool needs_scripts = o.script_files.size() > 1 || o.script_files.front().weight != 1 ||
@@ -76,11 +78,12 @@ void add_script_files(const RunOptions& o, driver::Protocol protocol, driver::Dr
     scripts.push_back(driver::parse_script(f.text, f.path, variables));
     scripts.back().weight = f.weight;
     for (const auto& c : scripts.back().commands) {
-      if (c.kind != driver::ScriptCommand::Kind::sql || !c.vars.empty()) needs_scripts = true;
+      if (c.kind != driver::ScriptCommand::Kind::sql || !c.vars.empty() ||
+          c.store != driver::ScriptCommand::Store::none) {
+        needs_scripts = true;
+      }
     }
-    if (protocol != driver::Protocol::simple && scripts.back().sql_commands() > 1) {
-      needs_scripts = true;
-    }
+    if (scripts.back().sql_commands() != 1) needs_scripts = true;
   }
   std::int64_t total_weight = 0;
   for (const auto& sc : scripts) total_weight += sc.weight;
@@ -88,7 +91,21 @@ void add_script_files(const RunOptions& o, driver::Protocol protocol, driver::Dr
   if (needs_scripts) {
     dopt.scripts = std::move(scripts);
     dopt.variables = std::move(variables);
+  } else {
+    dopt.sql = scripts.front().commands.front().text.front();  // as lexed: `\;` is ';'
   }
+}
+
+// --random-seed: an integer, "time" (the clock's nanoseconds) or "rand"
+// (the default: the system's random source), as pgbench's.
+std::uint64_t random_seed(const std::optional<std::string>& given) {
+  if (!given || *given == "rand")
+    return (std::uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+  if (*given == "time") return static_cast<std::uint64_t>(wall_now_ns());
+  if (const auto n = common::parse_integer<std::uint64_t>(*given)) return *n;
+  if (const auto n = common::parse_int64(*given)) return static_cast<std::uint64_t>(*n);
+  throw_usage(
+      fmt::format("cannot use --random-seed '{}': expected an integer, 'time' or 'rand'", *given));
 }
 
 // The driver's options from run's: the workload, and the scripts (built-in,
@@ -110,11 +127,12 @@ driver::DriverOptions driver_options(const RunOptions& o, driver::Protocol proto
   dopt.pipeline = o.pipeline;
   dopt.per_statement = o.per_statement;
   dopt.defines = o.defines;
+  dopt.random_seed = random_seed(o.random_seed);
   for (const auto& d : o.defines) dopt.variables.slot(d.first);  // so :NAME substitutes
   if (o.builtin) {
     dopt.scripts.push_back(driver::builtin_script(*o.builtin, dopt.variables));
   } else if (!o.script_files.empty()) {
-    add_script_files(o, protocol, dopt);
+    add_script_files(o, dopt);
   } else if (o.per_statement) {
     // -r needs statements: the --sql string is a one-script set (split at
     // its semicolons, as pgbench splits a script).

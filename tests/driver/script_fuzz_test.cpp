@@ -2,7 +2,6 @@
 // regression tests.
 #include <gtest/gtest.h>
 
-#include <random>
 #include <string>
 
 #include "common/error.h"
@@ -16,10 +15,10 @@ namespace {
 // std::isspace's is wider), so its errors and -r rows named FILE:0.
 TEST(ScriptFuzz, CommandAfterAFormFeedKeepsItsLine) {
   Variables v;
-  const Script s = parse_script("\r\r\r\f\\3et y + 1;\n\n\vSELECT 2", "t.sql", v);
+  const Script s = parse_script("\r\r\r\fSELECT 1 + 1;\n\n\vSELECT 2", "t.sql", v);
   ASSERT_EQ(s.commands.size(), 2u);
   EXPECT_EQ(s.commands[0].line, 1);
-  EXPECT_EQ(s.commands[0].text.front(), "\\3et y + 1");
+  EXPECT_EQ(s.commands[0].text.front(), "SELECT 1 + 1");
   EXPECT_EQ(s.commands[1].line, 3);
   EXPECT_EQ(s.commands[1].text.front(), "SELECT 2");
 }
@@ -56,18 +55,27 @@ std::string repeat(const std::string& s, int n) {
 // freeing a tree that deep ("1+1+…+1" parses in a loop but evaluates
 // recursively). Nesting is now bounded: a usage error naming the line.
 TEST(ScriptFuzz, DeeplyNestedExpressionsAreAnErrorNotAStackOverflow) {
-  const std::string deep = "cannot parse t.sql:1: the expression nests deeper than 1024 levels";
-  EXPECT_EQ(parse_error("\\set y " + std::string(100'000, '-') + "1\nSELECT 1;\n"), deep);
-  EXPECT_EQ(parse_error("\\set y " + std::string(100'000, '+') + "1\nSELECT 1;\n"), deep);
-  EXPECT_EQ(parse_error("\\set y " + std::string(100'000, '(') + "1" + std::string(100'000, ')') +
-                        "\nSELECT 1;\n"),
-            deep);
-  EXPECT_EQ(parse_error("\\set y 1" + repeat(" + 1", 100'000) + "\nSELECT 1;\n"), deep);
-  EXPECT_EQ(parse_error("\\set y 1" + repeat(" * 1", 100'000) + "\nSELECT 1;\n"), deep);
-  EXPECT_EQ(parse_error("\\sleep " + std::string(100'000, '-') + "1 ms\nSELECT 1;\n"), deep);
-  EXPECT_EQ(parse_error("\\set y " + repeat("random(1, ", 100'000) + "1" + repeat(")", 100'000) +
-                        "\nSELECT 1;\n"),
-            deep);
+  const auto deep = [](const std::string& text) {
+    const std::string message = parse_error(text);
+    return message.rfind(
+               "cannot parse t.sql:1: \\set: the expression nests deeper than 1024 levels", 0) ==
+               0 &&
+           message.size() < 200;
+  };
+  EXPECT_TRUE(deep("\\set y " + std::string(100'000, '-') + "1\nSELECT 1;\n"));
+  EXPECT_TRUE(deep("\\set y " + std::string(100'000, '+') + "1\nSELECT 1;\n"));
+  EXPECT_TRUE(deep("\\set y " + std::string(100'000, '(') + "1" + std::string(100'000, ')') +
+                   "\nSELECT 1;\n"));
+  EXPECT_TRUE(deep("\\set y 1" + repeat(" + 1", 100'000) + "\nSELECT 1;\n"));
+  EXPECT_TRUE(deep("\\set y 1" + repeat(" * 1", 100'000) + "\nSELECT 1;\n"));
+  EXPECT_TRUE(deep("\\set y " + repeat("random(1, ", 100'000) + "1" + repeat(")", 100'000) +
+                   "\nSELECT 1;\n"));
+}
+
+// The value of expression `e` with no variables.
+Value value_of(const Expr& e, const Variables& names, Prng& rng) {
+  const VariableValues values(names.names.size());
+  return evaluate(e, EvalContext{values, names, rng});
 }
 
 // Below the bound, deep expressions still parse and evaluate: among them a
@@ -78,21 +86,19 @@ TEST(ScriptFuzz, NestingBelowTheBoundStillEvaluates) {
                                     repeat(" + 1", 999) + "\n\\set c " + std::string(100, '(') +
                                     "3" + std::string(100, ')') + "\nSELECT 1;\n",
                                 "t.sql", v);
-  std::vector<std::optional<std::int64_t>> values(v.names.size());
-  std::mt19937_64 rng(1);
-  EXPECT_EQ(evaluate(*s.commands.at(0).expr, values, rng), 7);
-  EXPECT_EQ(evaluate(*s.commands.at(1).expr, values, rng), 1000);
-  EXPECT_EQ(evaluate(*s.commands.at(2).expr, values, rng), 3);
+  Prng rng(1);
+  EXPECT_EQ(value_of(*s.commands.at(0).expr, v, rng).integer_value, 7);
+  EXPECT_EQ(value_of(*s.commands.at(1).expr, v, rng).integer_value, 1000);
+  EXPECT_EQ(value_of(*s.commands.at(2).expr, v, rng).integer_value, 3);
 }
 
 // The message evaluating `\set v EXPR` throws; "" when it evaluates.
 std::string eval_error(const std::string& expr) {
   Variables v;
   const Script s = parse_script("\\set v " + expr + "\nSELECT 1;\n", "t.sql", v);
-  std::vector<std::optional<std::int64_t>> values(v.names.size());
-  std::mt19937_64 rng(1);
+  Prng rng(1);
   try {
-    for (int i = 0; i < 1000; ++i) evaluate(*s.commands.at(0).expr, values, rng);
+    for (int i = 0; i < 1000; ++i) value_of(*s.commands.at(0).expr, v, rng);
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::usage);
     return e.what();
@@ -100,30 +106,30 @@ std::string eval_error(const std::string& expr) {
   return "";
 }
 
-// Found by the script fuzz target: a decimal number past a bigint in a
-// \set (UBSan: 3.33333e+37 is outside the range of 'long') became
-// INT64_MIN on x86; pgbench says "double to int overflow".
-TEST(ScriptFuzz, DecimalPastABigintIsAnError) {
+// Found by the script fuzz target: a decimal number past a bigint made an
+// integer of INT64_MIN on x86 (UBSan: 3.33333e+37 is outside the range of
+// 'long'). A decimal now stays a double; int() of one past a bigint is
+// pgbench's "double to int overflow".
+TEST(ScriptFuzz, DecimalPastABigintIsAnErrorOnlyAsAnInteger) {
+  EXPECT_EQ(eval_error("33333333333333333333333333333333333333.3"), "");
   EXPECT_EQ(
-      eval_error("33333333333333333333333333333333333333.3"),
-      "cannot evaluate a \\set expression: double to bigint overflow for 3.3333333333333333e+37");
-  EXPECT_EQ(
-      eval_error("9223372036854775808.0"),
-      "cannot evaluate a \\set expression: double to bigint overflow for 9.223372036854776e+18");
-  EXPECT_EQ(eval_error("-4611686018427387904.0"), "");
+      eval_error("int(33333333333333333333333333333333333333.3)")
+          .rfind("double to int overflow for 33333333333333332582936607818678009856.000000", 0),
+      0u);
+  EXPECT_EQ(eval_error("int(9223372036854775808.0)").rfind("double to int overflow", 0), 0u);
+  EXPECT_EQ(eval_error("int(-4611686018427387904.0)"), "");
   EXPECT_EQ(eval_error("2.9 * 2"), "");
 }
 
 // random*(lo, hi) with hi − lo + 1 past a bigint: hi − lo overflowed (and
 // random_exponential's result with it); pgbench refuses the range.
 TEST(ScriptFuzz, RandomRangePastABigintIsAnError) {
-  for (const std::string f : {"random", "random_exponential", "random_gaussian"}) {
+  for (const std::string f :
+       {"random", "random_exponential", "random_gaussian", "random_zipfian"}) {
     const std::string extra = f == "random" ? "" : ", 2.5";
     EXPECT_EQ(eval_error(f + "(-9223372036854775807 - 1, 9223372036854775807" + extra + ")"),
-              "cannot evaluate random(-9223372036854775808, 9223372036854775807): range is too "
-              "large");
-    EXPECT_EQ(eval_error(f + "(0, 9223372036854775807" + extra + ")"),
-              "cannot evaluate random(0, 9223372036854775807): range is too large");
+              "random range is too large");
+    EXPECT_EQ(eval_error(f + "(0, 9223372036854775807" + extra + ")"), "random range is too large");
     EXPECT_EQ(eval_error(f + "(1, 9223372036854775807" + extra + ")"), "") << f;
     EXPECT_EQ(eval_error(f + "(-9223372036854775807 - 1, -2" + extra + ")"), "") << f;
   }
@@ -131,15 +137,14 @@ TEST(ScriptFuzz, RandomRangePastABigintIsAnError) {
 
 // The widest accepted ranges stay within [lo, hi].
 TEST(ScriptFuzz, WidestRandomRangesStayWithinBounds) {
-  for (const std::string f : {"random_exponential", "random_gaussian"}) {
+  for (const std::string f : {"random_exponential", "random_gaussian", "random_zipfian"}) {
     Variables v;
     const Script s =
         parse_script("\\set v " + f + "(1, 9223372036854775807, 2.5)\nSELECT 1;\n", "t.sql", v);
-    std::vector<std::optional<std::int64_t>> values(v.names.size());
-    std::mt19937_64 rng(7);
+    Prng rng(7);
     for (int i = 0; i < 10000; ++i) {
-      const auto x = evaluate(*s.commands.at(0).expr, values, rng);
-      ASSERT_GE(x, 1) << f;
+      const Value x = value_of(*s.commands.at(0).expr, v, rng);
+      ASSERT_GE(x.integer_value, 1) << f;
     }
   }
 }

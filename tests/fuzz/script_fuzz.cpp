@@ -63,25 +63,35 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // A script that parses is text: no NUL byte, valid UTF-8.
   FUZZ_CHECK(text.find('\0') == std::string::npos);
   FUZZ_CHECK(common::valid_utf8(text) == text);
-  std::vector<std::optional<std::int64_t>> values(variables.names.size());
-  for (std::size_t i = 0; i < values.size() && i < given.size(); ++i) values[i] = given[i];
-  std::mt19937_64 rng(seed);
-  for (const auto& cmd : script.commands) {
+  driver::VariableValues values(variables.names.size());
+  for (std::size_t i = 0; i < values.size() && i < given.size(); ++i) {
+    if (given[i]) values[i].set(driver::Value::integer(*given[i]));
+  }
+  driver::Prng rng(seed);
+  for (std::size_t k = 0; k < script.commands.size(); ++k) {
+    const auto& cmd = script.commands[k];
     FUZZ_CHECK(cmd.line >= 1);
-    if (cmd.kind == driver::ScriptCommand::Kind::sql) {
+    using K = driver::ScriptCommand::Kind;
+    if (cmd.kind == K::sql) {
       FUZZ_CHECK(cmd.text.size() == cmd.vars.size() + 1);
+      FUZZ_CHECK(cmd.quoted.size() == cmd.vars.size());
       for (int var : cmd.vars) {
         FUZZ_CHECK(var >= 0 && static_cast<std::size_t>(var) < variables.names.size());
       }
       driver::source_text(cmd, variables);
       continue;
     }
+    if (cmd.kind == K::if_ || cmd.kind == K::elif) {
+      FUZZ_CHECK(cmd.next_branch > k && cmd.next_branch < script.commands.size());
+    }
+    if (cmd.kind != K::set && cmd.kind != K::if_ && cmd.kind != K::elif) continue;
     FUZZ_CHECK(cmd.expr != nullptr);
     try {
-      const std::int64_t v = driver::evaluate(*cmd.expr, values, rng);
-      if (cmd.kind == driver::ScriptCommand::Kind::set) {
+      const driver::Value v =
+          driver::evaluate(*cmd.expr, driver::EvalContext{values, variables, rng});
+      if (cmd.kind == K::set) {
         FUZZ_CHECK(cmd.target >= 0 && static_cast<std::size_t>(cmd.target) < values.size());
-        values[static_cast<std::size_t>(cmd.target)] = v;
+        values[static_cast<std::size_t>(cmd.target)].set(v);
       }
     } catch (const Error& e) {
       FUZZ_CHECK(is_usage(e));

@@ -84,17 +84,17 @@ TEST(Scripts, WeightsPickScriptsInProportion) {
   EXPECT_LT(a, 360);
 }
 
-TEST(Scripts, UnsupportedMetaCommandIsAUsageErrorNamingTheLine) {
+TEST(Scripts, UnknownMetaCommandIsAUsageErrorNamingTheLine) {
   auto conninfo = test::scratch_conninfo();
   test::TempDir dir;
-  write_file(dir.file("bad.sql"), "SELECT 1;\n\\if true\nSELECT 2;\n\\endif\n");
+  write_file(dir.file("bad.sql"), "SELECT 1;\n\\gexec\nSELECT 2;\n");
   auto r = test::run_command({test::stallscope_bin(), "run", "-o", dir.file("run.db"), conninfo,
                               "-t", "1", "-f", dir.file("bad.sql")});
   EXPECT_EQ(r.exit_status, 2);
-  EXPECT_NE(r.err.find(dir.file("bad.sql") + ":2: unsupported meta-command \\if"),
-            std::string::npos)
+  EXPECT_NE(r.err.find(dir.file("bad.sql") + ":2: invalid command \\gexec"), std::string::npos)
       << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("run.db")));
 }
 
 // A \set that fails in every transaction, before any SQL: each transaction

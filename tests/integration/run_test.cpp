@@ -317,11 +317,20 @@ TEST(RunCommand, DefineSetsAScriptVariable) {
   EXPECT_EQ(
       test::psql(conninfo, "SELECT count(*) || ':' || min(v) || ':' || max(v) FROM run_define"),
       "6:40:40");
-  auto bad = run_command({bin, "run", "-o", dir.file("e.db"), conninfo, "-f", dir.file("d.sql"),
-                          "-D", "x=forty", "-t", "1"});
-  EXPECT_EQ(bad.exit_status, 2);
-  EXPECT_NE(bad.err.find("-D 'x=forty'"), std::string::npos) << bad.err;
-  EXPECT_FALSE(std::filesystem::exists(dir.file("e.db")));
+  // Any value, as pgbench's: a decimal is a double in an expression.
+  std::ofstream(dir.file("h.sql")) << "\\set z :x * 2\nINSERT INTO run_define VALUES (:z);\n";
+  test::psql(conninfo, "TRUNCATE run_define; ALTER TABLE run_define ALTER v TYPE float8");
+  r = run_command({bin, "run", "-o", dir.file("h.db"), conninfo, "-f", dir.file("h.sql"), "-D",
+                   "x=2.25", "-t", "1", "-P", "0"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  EXPECT_EQ(test::psql(conninfo, "SELECT v FROM run_define"), "4.5");
+  for (const std::string define : {"x", "1x=3", "=3"}) {
+    auto bad = run_command({bin, "run", "-o", dir.file("e.db"), conninfo, "-f", dir.file("d.sql"),
+                            "-D", define, "-t", "1"});
+    EXPECT_EQ(bad.exit_status, 2);
+    EXPECT_NE(bad.err.find("-D '" + define + "'"), std::string::npos) << bad.err;
+    EXPECT_FALSE(std::filesystem::exists(dir.file("e.db")));
+  }
 }
 
 // Numbers no run can use — NaN and infinity pass a plain range check (every
@@ -505,7 +514,7 @@ TEST(RunCommand, BadInputGivesOneLineErrorAndStatus) {
   // A script that cannot run (unsupported meta-command, bad \set, weight 0)
   // and an unknown built-in: one line naming it, exit 2, and no file, so the
   // same -o works once the input is fixed.
-  std::ofstream(dir.file("meta.sql")) << "SELECT 1;\n\\setshell x echo 1\n";
+  std::ofstream(dir.file("meta.sql")) << "SELECT 1;\n\\gexec\n";
   std::ofstream(dir.file("badset.sql")) << "\\set x 1 +\nSELECT :x;\n";
   std::ofstream(dir.file("one.sql")) << "SELECT 1;\n";
   // Issue 27: /dev/zero was read without bound (3.4 GB, then bad_alloc), a
