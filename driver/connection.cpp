@@ -67,7 +67,12 @@ void check_sql(PGconn* conn, const std::string& sql, Protocol protocol) {
 
 void prepare_statements(PGconn* conn, const DriverOptions& o) {
   if (o.scripts.empty()) {
-    prepare(conn, kStatementName, o.sql, o.protocol);
+    try {
+      prepare(conn, kStatementName, o.sql, o.protocol);
+    } catch (const Error& e) {
+      if (o.sql_origin.empty()) throw;
+      throw Error(e.kind(), fmt::format("{}: {}", o.sql_origin, e.what()), 0, e.sqlstate());
+    }
     return;
   }
   for (std::size_t s = 0; s < o.scripts.size(); ++s) {

@@ -36,6 +36,8 @@ struct DriverOptions {
   std::optional<double> duration_s;  // -T; exactly one of these two is set
   std::optional<std::int64_t> queries_per_client;  // -t
   std::string sql;  // one transaction; in simple mode may hold several statements
+  // Where `sql` came from, for messages ("bench.sql:3"); empty for --sql.
+  std::string sql_origin;
   Protocol protocol = Protocol::simple;
   // -C: every transaction opens its own connection (synchronously, as
   // pgbench -C does) and closes it after; the connect time is part of the

@@ -79,10 +79,20 @@ void check_options(const DriverOptions& o) {
   check_pipeline(o);
   for (const auto& s : o.scripts) {
     if (o.protocol == Protocol::simple && s.has(ScriptCommand::Kind::start_pipeline)) {
-      throw_usage(fmt::format(
-          "cannot run script {}: \\startpipeline needs -M extended or -M prepared (the simple "
-          "query protocol cannot be pipelined)",
-          s.name));
+      throw_usage(
+          fmt::format("cannot run script {}: cannot use pipeline mode with the simple query "
+                      "protocol (\\startpipeline "
+                      "needs -M extended or -M prepared)",
+                      s.name));
+    }
+    // pgbench's limit on the parameters of one statement.
+    constexpr std::size_t kMaxParams = 255;
+    for (const auto& c : s.commands) {
+      if (o.protocol != Protocol::simple && c.params.size() > kMaxParams) {
+        throw_usage(fmt::format(
+            "cannot parse {}:{}: statement has too many arguments (maximum is {}): {} under -M {}",
+            s.name, c.line, kMaxParams, c.params.size(), protocol_name(o.protocol)));
+      }
     }
   }
   if (o.per_statement && o.scripts.empty()) {

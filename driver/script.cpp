@@ -108,6 +108,10 @@ std::string_view after_first_word(std::string_view args) {
   return args.substr(i);
 }
 
+// pgbench's limit on the words of \setshell and \shell, the name included
+// (an expression has none).
+constexpr std::size_t kMaxMetaWords = 256;
+
 // Builds the meta-commands of one script, checking each as pgbench does.
 class MetaParser {
  public:
@@ -132,7 +136,7 @@ class MetaParser {
       if (words.empty()) error("missing argument");
       c.kind = K::set;
       c.target = target(words[0]);
-      if (words.size() < 2) error("missing argument");
+      if (words.size() < 2) error("syntax error: the expression is missing");
       c.expr = expression(after_first_word(m.args));
     } else if (name == "sleep") {
       sleep(words, c);
@@ -144,7 +148,9 @@ class MetaParser {
         c.target = target(words[0]);
         first = 1;
       }
-      if (words.size() <= first) error("missing command");
+      // pgbench's words: \shell alone lacks its command, \setshell VAR an argument.
+      if (words.size() <= first) error(c.kind == K::shell ? "missing command" : "missing argument");
+      if (words.size() >= kMaxMetaWords) error("too many arguments");
       for (std::size_t k = first; k < words.size(); ++k) {
         const std::string& w = words[k];
         c.words.push_back(w);
@@ -179,7 +185,10 @@ class MetaParser {
       const auto& first = script_.commands[open_.back().front()];
       fail(file_, first.line, "\\if without matching \\endif");
     }
-    if (in_pipeline_) fail(file_, pipeline_line_, "\\startpipeline without matching \\endpipeline");
+    if (in_pipeline_) {
+      fail(file_, pipeline_line_,
+           "end of script reached with pipeline open (\\startpipeline without \\endpipeline)");
+    }
   }
 
  private:
@@ -309,7 +318,7 @@ class MetaParser {
     }
     if (!in_pipeline_) {
       fail(file_, line_,
-           fmt::format("\\{} outside a pipeline (no \\startpipeline before it)", name_));
+           fmt::format("\\{}: not in pipeline mode (no \\startpipeline before it)", name_));
     }
     if (kind == ScriptCommand::Kind::end_pipeline) in_pipeline_ = false;
   }

@@ -79,7 +79,7 @@ std::string shell_command(const ScriptCommand& cmd, const VariableValues& values
     const std::string& w = cmd.words[k];
     if (cmd.word_vars[k] >= 0) {
       const Variable& v = values[static_cast<std::size_t>(cmd.word_vars[k])];
-      if (!v.is_set()) throw_usage(fmt::format("undefined variable \"{}\"", w.substr(1)));
+      if (!v.is_set()) throw_usage(fmt::format("undefined variable \"{}\"", w));
       line += v.state == Variable::State::text ? v.text : value_text(v.value);
     } else {
       line += w.starts_with("::") ? w.substr(1) : w;
@@ -232,7 +232,7 @@ bool Worker::send_script_sql(Client& c, const Script& script, const ScriptComman
   }
   if (options_.per_statement && !c.in_script_pipeline) c.statement_sent_mono_ns = mono_now_ns();
   c.storing = cmd.store;
-  c.gset_rows = -1;
+  c.gset_rows = 0;
   if (!send_command(c, cmd, c.script, c.command)) {
     send_failed(c);
     return false;
@@ -352,11 +352,8 @@ void Worker::store_result(Client& c, const pg_result* res) {
   if (c.storing == ScriptCommand::Store::aset) {
     if (rows <= 0) return;
     const std::string& prefix = options_.scripts[c.script].commands[c.command].store_prefix;
-    for (int f = 0; f < fields; ++f) {
-      if (auto slot = options_.variables.find(prefix + PQfname(res, f))) {
-        c.values[static_cast<std::size_t>(*slot)].set_text(PQgetvalue(res, rows - 1, f));
-      }
-    }
+    for (int f = 0; f < fields; ++f)
+      store_column(c, prefix + PQfname(res, f), PQgetvalue(res, rows - 1, f));
     return;
   }
   c.gset_rows = rows;
@@ -372,9 +369,9 @@ void Worker::finish_store(Client& c) {
   const bool gset = c.storing == ScriptCommand::Store::gset;
   c.storing = ScriptCommand::Store::none;
   if (!gset || c.failed) return;
-  if (c.gset_rows < 0) return;  // the last result had no rows to store
   const Script& script = options_.scripts[c.script];
   const ScriptCommand& cmd = script.commands[c.command];
+  // A last result without rows (an UPDATE, an empty query) is 0 rows, as pgbench counts it.
   if (c.gset_rows != 1) {
     c.failed = true;
     c.sqlstate = kInternalError;
@@ -382,10 +379,25 @@ void Worker::finish_store(Client& c) {
         fmt::format("{}:{}: \\gset expected one row, got {}", script.name, cmd.line, c.gset_rows);
     return;
   }
-  for (const auto& [column, value] : c.gset_columns) {
-    if (auto slot = options_.variables.find(cmd.store_prefix + column)) {
-      c.values[static_cast<std::size_t>(*slot)].set_text(value);
-    }
+  for (const auto& [column, value] : c.gset_columns)
+    store_column(c, cmd.store_prefix + column, value.c_str());
+}
+
+// One column of a \gset/\aset row into variable `name` (a name no script
+// reads is not kept); a column whose name is no variable name ("?column?")
+// fails the transaction, as pgbench's.
+void Worker::store_column(Client& c, const std::string& name, const char* value) {
+  if (auto slot = options_.variables.find(name)) {
+    c.values[static_cast<std::size_t>(*slot)].set_text(value);
+    return;
+  }
+  if (!valid_variable_name(name) && !c.failed) {
+    const Script& script = options_.scripts[c.script];
+    c.failed = true;
+    c.sqlstate = kInternalError;
+    c.error = fmt::format("{}:{}: {}: invalid variable name: \"{}\"", script.name,
+                          script.commands[c.command].line,
+                          c.storing == ScriptCommand::Store::aset ? "aset" : "gset", name);
   }
 }
 

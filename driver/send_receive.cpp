@@ -203,7 +203,7 @@ void Worker::take_result(Client& c, const PGresult* res) {
       break;
     case PGRES_COMMAND_OK: {
       if (const auto affected = pg::affected_rows(res)) c.rows += *affected;
-      c.gset_rows = -1;  // \gset: the last result has no rows
+      c.gset_rows = 0;  // \gset: the last result has no rows
       break;
     }
     case PGRES_COPY_IN:
@@ -215,6 +215,7 @@ void Worker::take_result(Client& c, const PGresult* res) {
       c.in_copy_out = true;  // each data row counts as a row
       break;
     case PGRES_EMPTY_QUERY:
+      c.gset_rows = 0;
       break;
     default:  // FATAL_ERROR, BAD_RESPONSE, NONFATAL_ERROR, COPY_BOTH, …
       if (!c.failed) {

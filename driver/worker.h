@@ -76,7 +76,13 @@ class Worker {
         clients_(std::move(clients)),
         deadline_mono_ns_(deadline_mono_ns),
         stop_(stop),
-        abort_(abort) {}
+        abort_(abort) {
+    // The script choice and -R's schedule: reproducible from --random-seed,
+    // each thread its own sequence.
+    const std::uint64_t thread =
+        clients_.empty() ? 0 : static_cast<std::uint64_t>(clients_.front()->thread);
+    rng_.seed(options.random_seed ^ (0xBF58476D1CE4E5B9ULL * (thread + 1)));
+  }
 
   // Runs until every client is done (see Driver::run()).
   void run();
@@ -147,6 +153,7 @@ class Worker {
   void check_transaction_closed(Client& c);
   void store_result(Client& c, const pg_result* res);
   void finish_store(Client& c);
+  void store_column(Client& c, const std::string& name, const char* value);
   void pipeline_results(Client& c);
   // Fills c.query_text (simple) or c.param_text/param_ptrs for SQL command
   // `cmd`; returns the message of a transaction that cannot go on (an unset
@@ -202,7 +209,7 @@ class Worker {
   schema::Batch pending_;
   // -R: this thread's Poisson schedule (as pgbench's throttle_trigger).
   std::int64_t trigger_mono_ns_ = 0;
-  std::mt19937_64 rng_{std::random_device{}()};
+  std::mt19937_64 rng_;
   std::exponential_distribution<double> next_gap_{1.0};
   // -r: statement id of command k of script s (SQL commands only, else -1).
   std::vector<std::vector<int>> statement_ids_;

@@ -276,7 +276,9 @@ std::vector<std::pair<std::string, std::string>> parse_defines(
     const auto eq = d.find('=');
     if (eq == std::string::npos || !stallscope::driver::valid_variable_name(d.substr(0, eq))) {
       throw Error(ErrorKind::usage,
-                  fmt::format("cannot use -D '{}': expected NAME=VALUE (NAME a variable name)", d));
+                  fmt::format("cannot use -D '{}': invalid variable definition: \"{}\" (expected "
+                              "NAME=VALUE, NAME a variable name)",
+                              d, d));
     }
     out.emplace_back(d.substr(0, eq), d.substr(eq + 1));
   }

@@ -93,6 +93,8 @@ void add_script_files(const RunOptions& o, driver::DriverOptions& dopt) {
     dopt.variables = std::move(variables);
   } else {
     dopt.sql = scripts.front().commands.front().text.front();  // as lexed: `\;` is ';'
+    dopt.sql_origin =
+        fmt::format("{}:{}", o.script_files.front().path, scripts.front().commands.front().line);
   }
 }
 
@@ -104,8 +106,10 @@ std::uint64_t random_seed(const std::optional<std::string>& given) {
   if (*given == "time") return static_cast<std::uint64_t>(wall_now_ns());
   if (const auto n = common::parse_integer<std::uint64_t>(*given)) return *n;
   if (const auto n = common::parse_int64(*given)) return static_cast<std::uint64_t>(*n);
-  throw_usage(
-      fmt::format("cannot use --random-seed '{}': expected an integer, 'time' or 'rand'", *given));
+  throw_usage(fmt::format(
+      "cannot use --random-seed '{}': unrecognized random seed option \"{}\" (expected an "
+      "integer, time or rand)",
+      *given, *given));
 }
 
 // The driver's options from run's: the workload, and the scripts (built-in,

@@ -206,7 +206,8 @@ TEST(Expr, ParseErrorsNameWhatWasExpected) {
             "cannot parse t.sql:1: \\set: syntax error: expected ')', found 'end of expression', "
             "at the end of \"(1\"");
   EXPECT_EQ(parse_error("\\set a 9223372036854775808\n"),
-            "cannot parse t.sql:1: \\set: bigint constant overflow (9223372036854775808), at "
+            "cannot parse t.sql:1: \\set: syntax error: bigint constant overflow "
+            "(9223372036854775808), at "
             "\"9223372036854775808\"");
   EXPECT_EQ(
       parse_error("\\set a 1 < 2 < 3\n").rfind("cannot parse t.sql:1: \\set: syntax error", 0), 0u);
@@ -299,7 +300,8 @@ TEST(Script, GsetAsetAndConditionalsAsPgbench) {
             "cannot parse t.sql:2: \\else: unexpected argument");
   EXPECT_EQ(parse_error("\\foo\n"), "cannot parse t.sql:1: invalid command \\foo");
   EXPECT_EQ(parse_error("\\startpipeline\nSELECT 1;\n"),
-            "cannot parse t.sql:1: \\startpipeline without matching \\endpipeline");
+            "cannot parse t.sql:1: end of script reached with pipeline open (\\startpipeline "
+            "without \\endpipeline)");
   EXPECT_EQ(parse_error("\\startpipeline\nSELECT 1 \\gset\n\\endpipeline\n"),
             "cannot parse t.sql:2: \\gset is not allowed in pipeline mode");
   // Scripts without SQL are scripts.

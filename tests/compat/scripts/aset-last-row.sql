@@ -1,0 +1,2 @@
+SELECT generate_series(1, 3) AS g \aset
+\set a debug(:g)

@@ -1,0 +1,7 @@
+\set a debug(1 = 1.0)
+\set b debug(1 <> 2)
+\set c debug(1 != 1)
+\set d debug(2 < 3)
+\set e debug(2 <= 2.0)
+\set f debug(3 > 2.5)
+\set g debug(3 >= 4)

@@ -1,0 +1,5 @@
+\set a debug(hash(10) = hash(10, :default_seed))
+\set b debug(hash(10) = hash_murmur2(10, :default_seed))
+\set c debug(permute(3, 10) = permute(3, 10, :default_seed))
+\set d debug(permute(0, 3) + permute(1, 3) + permute(2, 3) = 3)
+\set e debug(permute(0, 5) + permute(1, 5) + permute(2, 5) + permute(3, 5) + permute(4, 5) = 10)

@@ -1,0 +1,5 @@
+\set a debug(hash(77, 123))
+\set b debug(hash(77, 123) = hash_murmur2(77, 123))
+\set c debug(hash_fnv1a(77, 123))
+\set d debug(hash_murmur2(-9223372036854775808, 9223372036854775807))
+\set e debug(hash_fnv1a(9223372036854775807, -1))

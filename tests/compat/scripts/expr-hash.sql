@@ -1,0 +1,5 @@
+\set a debug(hash(10, 5))
+\set b debug(hash_fnv1a(10, 5))
+\set c debug(hash_murmur2(-7, 123456789))
+\set d debug(hash_fnv1a(0, 0))
+\set e debug(hash(1.6, 2))

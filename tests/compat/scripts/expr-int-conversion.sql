@@ -1,0 +1,7 @@
+\set a debug(int(2.9))
+\set b debug(int(-7.9))
+\set c debug(int(2.5))
+\set d debug(int(3.5))
+\set e debug(double(3))
+\set f debug(5 % 3.7)
+\set g debug(mod(-7, 3))

@@ -1,0 +1,6 @@
+\set a debug(1 + 2 * 3)
+\set b debug((1 + 2) * 3)
+\set c debug(-7 / 2)
+\set d debug(17 % 5 - -1)
+\set e debug(-9223372036854775808)
+\set f debug(9223372036854775807 - 1 + 1)

@@ -1,0 +1,6 @@
+\set a debug(0 = 1 Or 1.0 = 1)
+\set b debug(TrUe AnD nOt FaLsE)
+\set c debug(Case When false Then 1 wHeN 2 > 1 tHeN 2 eLsE 3 EnD)
+\set d debug(NuLl Is NoT nUlL)
+\set e debug(1 NotNull And NULL IsNull)
+\set f debug(Ln(Exp(1.0)) * GREATEST(1, 4))

@@ -1,0 +1,13 @@
+-- compat: -t 5
+\set n random(2, 500)
+\set k random(0, :n - 1)
+\set s random(-1000, 1000)
+\set p permute(:k, :n, :s)
+\set a debug(:p >= 0 and :p < :n)
+\set b debug(:p = permute(:k + 3 * :n, :n, :s))
+\set c debug(:p <> permute(:k + 1, :n, :s))
+\set d debug(permute(:k, 1, :s) = 0)
+\set e debug(permute(0, 2, :s) + permute(1, 2, :s) = 1)
+\set t0 permute(0, 8, :s) + permute(1, 8, :s) + permute(2, 8, :s) + permute(3, 8, :s)
+\set t1 permute(4, 8, :s) + permute(5, 8, :s) + permute(6, 8, :s) + permute(7, 8, :s)
+\set f debug(:t0 + :t1 = 28)

@@ -1,0 +1,5 @@
+\set a debug(permute(3, 10, 5))
+\set b debug(permute(0, 1000000, 42))
+\set c debug(permute(-1, 7, -3))
+\set d debug(permute(12345, 9223372036854775807, 1))
+\set e debug(permute(5, 1, 3))

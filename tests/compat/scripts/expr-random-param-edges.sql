@@ -1,0 +1,11 @@
+-- compat: -t 10
+\set z random_zipfian(1, 10, 1.001)
+\set a debug(:z >= 1 and :z <= 10)
+\set y random_zipfian(1, 10, 1000)
+\set b debug(:y >= 1 and :y <= 10)
+\set g random_gaussian(1, 10, 2.0)
+\set c debug(:g >= 1 and :g <= 10)
+\set e random_exponential(1, 10, 0.001)
+\set d debug(:e >= 1 and :e <= 10)
+\set r random(-1, 9223372036854775805)
+\set f debug(:r >= -1)

@@ -1,0 +1,2 @@
+\; SELECT 5 AS never WHERE false \; \aset
+\set a debug(:never)

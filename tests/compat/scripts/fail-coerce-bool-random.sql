@@ -1,0 +1,1 @@
+\set a random(true, 3)

@@ -1,0 +1,3 @@
+\if true
+\endif
+\set a int(null) + int(true)

@@ -1,0 +1,1 @@
+\set a not 1

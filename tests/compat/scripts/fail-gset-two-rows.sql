@@ -1,0 +1,1 @@
+SELECT generate_series(1, 2) AS a \gset

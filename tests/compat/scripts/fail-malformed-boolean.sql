@@ -1,0 +1,2 @@
+-- compat: -D flag=trueish
+\set a :flag or true

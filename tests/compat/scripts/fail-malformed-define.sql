@@ -1,0 +1,2 @@
+-- compat: -D x=foo
+\set a :x + 1

@@ -1,0 +1,3 @@
+-- compat: -M extended
+SELECT 1;
+\endpipeline

@@ -1,0 +1,4 @@
+-- compat: -M extended
+\startpipeline
+SELECT 1 AS one \gset
+\endpipeline

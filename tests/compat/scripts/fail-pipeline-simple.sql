@@ -1,0 +1,4 @@
+-- compat: -M simple
+\startpipeline
+SELECT 1;
+\endpipeline

@@ -1,0 +1,5 @@
+-- compat: -M extended
+\startpipeline
+\startpipeline
+SELECT 1;
+\endpipeline

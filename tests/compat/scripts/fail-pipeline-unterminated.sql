@@ -1,0 +1,3 @@
+-- compat: -M extended
+\startpipeline
+SELECT 1;

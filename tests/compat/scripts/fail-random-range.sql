@@ -1,0 +1,1 @@
+\set a random(5, 1)

@@ -1,0 +1,1 @@
+\shell echo ::literal :missing

@@ -1,0 +1,2 @@
+-- compat: -D t=abc
+\sleep :t ms

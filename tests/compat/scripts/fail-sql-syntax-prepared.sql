@@ -1,0 +1,2 @@
+-- compat: -M prepared
+SELECT 2 * ;

@@ -1,0 +1,1 @@
+\set a :nope + 1

@@ -1,0 +1,1 @@
+\set a random_zipfian(1, 100, 2000)

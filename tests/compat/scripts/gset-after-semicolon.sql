@@ -1,0 +1,3 @@
+SELECT 3 AS a;
+\gset
+\set b debug(:a)

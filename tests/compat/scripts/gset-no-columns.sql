@@ -1,0 +1,2 @@
+SELECT \gset
+\set a debug(1)

@@ -1,0 +1,2 @@
+-- compat: -D novalue
+\set a 1

@@ -1,0 +1,3 @@
+\if false
+\elif 2 *
+\endif

@@ -1,0 +1,2 @@
+\elif true
+\set a 1

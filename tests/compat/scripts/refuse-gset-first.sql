@@ -1,0 +1,2 @@
+\gset
+SELECT 1;

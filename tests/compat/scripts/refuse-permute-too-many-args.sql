@@ -1,0 +1,1 @@
+\set a permute(1, 10, 3, 4)

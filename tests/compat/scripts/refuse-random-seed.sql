@@ -1,0 +1,2 @@
+-- compat: --random-seed=seven
+\set a 1

@@ -1,0 +1,2 @@
+\set a 1
+\set b debug(:a + 1)

@@ -1,0 +1,5 @@
+\set one 1.0
+\setshell got\
+  echo \
+    :one
+\set a debug(:got)

@@ -1,0 +1,2 @@
+\shell true
+\set a debug(1)

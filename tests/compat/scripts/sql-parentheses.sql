@@ -1,0 +1,3 @@
+SELECT (1 +
+2) AS p \gset
+\set a debug(:p)

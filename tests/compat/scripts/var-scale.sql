@@ -1,0 +1,2 @@
+-- compat: -s 7 -t 1
+\set a debug(:scale)

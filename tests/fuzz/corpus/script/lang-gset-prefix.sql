@@ -1,0 +1,2 @@
+SELECT 5 AS v \gset p_
+\set a debug(:p_v)
