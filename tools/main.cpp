@@ -180,7 +180,8 @@ void add_run_workload_options(RunCli& r) {
   auto* opt_sql = cmd->add_option("--sql", r.sql_text, "SQL of one transaction");
   auto* opt_f =
       cmd->add_option("-f,--file", r.sql_files,
-                      "Script file (SQL, pgbench \\set/\\sleep), FILE@WEIGHT; repeatable");
+                      "pgbench script file (SQL and meta-commands), FILE@WEIGHT; repeatable")
+          ->allow_extra_args(false);  // one file per -f, as pgbench: `-f x.sql DBNAME`
   auto* opt_S =
       cmd->add_flag("-S,--select-only", r.select_only, "pgbench's built-in select-only script");
   auto* opt_b = cmd->add_option("-b,--builtin", o.builtin,
@@ -193,7 +194,8 @@ void add_run_workload_options(RunCli& r) {
   opt_N->excludes(opt_S);
   cmd->add_option("-D,--define", r.defines,
                   "NAME=VALUE: set script variable :NAME before the first transaction, as "
-                  "pgbench -D; repeatable");
+                  "pgbench -D; repeatable")
+      ->allow_extra_args(false);
   cmd->add_option("--random-seed", o.random_seed,
                   "Seed of the scripts' random functions: an integer, 'time' or 'rand' "
                   "(default), as pgbench's");
