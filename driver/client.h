@@ -66,6 +66,14 @@ struct Client {
   // answered.
   bool in_script_pipeline = false;
   int pipeline_syncs = 0;
+  // --max-tries: the try of the transaction in flight (1 = first), when it
+  // began, the time of its failed tries, the random state it started with;
+  // `retrying`: a failed try is being rolled back, the script starts again next.
+  int tries = 1;
+  std::int64_t try_started_mono_ns = 0;
+  std::int64_t retried_ns = 0;
+  Prng rng_at_start;
+  bool retrying = false;
   std::int64_t sleep_until_mono_ns = 0;
   std::int64_t sleep_started_mono_ns = 0;  // the \sleep in progress began
   std::int64_t slept_ns = 0;               // time in \sleep in the transaction in flight

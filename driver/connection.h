@@ -24,6 +24,9 @@ inline constexpr const char* kStatementName = "stallscope";
 inline constexpr const char* kConnectionFailure = "08006";
 inline constexpr const char* kInternalError = "XX000";
 inline constexpr const char* kQueryCanceled = "57014";
+// The failures --max-tries retries, as pgbench's.
+inline constexpr const char* kSerializationFailure = "40001";
+inline constexpr const char* kDeadlockDetected = "40P01";
 
 // Prepared mode: the name of SQL command `command` of script `script`
 // (inline: formatted for each such command sent).

@@ -417,6 +417,10 @@ Summary Driver::summary() const {
   out.clients_lost = counters.clients_lost;
   out.connect_failures = counters.connect_failures;
   out.unfinished = counters.unfinished;
+  out.retried = counters.retried;
+  out.retries = counters.retries;
+  out.serialization_failures = counters.serialization_failures;
+  out.deadlock_failures = counters.deadlock_failures;
   if (impl_->options.per_statement) out.statements = impl_->statement_stats();
   return out;
 }

@@ -91,6 +91,15 @@ struct DriverOptions {
   // -C connect, failing) for this long gives up (-T: clients never give up
   // before the run's end).
   std::int64_t give_up_after_ns = 60 * common::kNsPerS;
+  // --max-tries: a script's transaction that fails with a serialization
+  // failure (40001) or a deadlock (40P01) is rolled back and run again from
+  // the script's start, with the random state it started with, up to this
+  // many tries in all (0: no limit but -T's end and -L), as pgbench 15's;
+  // its latency counts from the first try. 1: no retry.
+  int max_tries = 1;
+  // --verbose-errors: each retried or finally failed try on stderr, as
+  // pgbench's ("client 3 repeats the transaction after the error (try 1/3): …").
+  bool verbose_errors = false;
 };
 
 // -r: mean latency of one SQL command of the scripts.
@@ -139,12 +148,18 @@ struct Summary {
   double tps = 0;              // successful transactions per second of elapsed_ns, as pgbench's tps
   double mean_latency_ms = 0;  // successful transactions only
   double p99_latency_ms = 0;
-  std::optional<double> mean_lag_ms;       // -R only
-  std::optional<double> max_lag_ms;        // -R only
-  std::int64_t skipped = 0;                // --skip-late: not sent (not in `queries`)
-  std::int64_t late = 0;                   // -L: latency above the limit
-  std::int64_t connections = 0;            // connections opened, incl. reconnects and -C
-  std::int64_t clients_lost = 0;           // -t: clients that gave up reconnecting
+  std::optional<double> mean_lag_ms;  // -R only
+  std::optional<double> max_lag_ms;   // -R only
+  std::int64_t skipped = 0;           // --skip-late: not sent (not in `queries`)
+  std::int64_t late = 0;              // -L: latency above the limit
+  std::int64_t connections = 0;       // connections opened, incl. reconnects and -C
+  std::int64_t clients_lost = 0;      // -t: clients that gave up reconnecting
+  // --max-tries: transactions tried more than once, and their extra tries;
+  // failed transactions (of `errors`) by kind, as --failures-detailed prints.
+  std::int64_t retried = 0;
+  std::int64_t retries = 0;
+  std::int64_t serialization_failures = 0;
+  std::int64_t deadlock_failures = 0;
   std::vector<StatementStats> statements;  // -r only, after run()
 };
 

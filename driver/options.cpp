@@ -77,6 +77,20 @@ void check_options(const DriverOptions& o) {
     throw_usage("cannot start the driver: --skip-late needs both -R and -L");
   }
   check_pipeline(o);
+  if (o.max_tries < 0) {
+    throw_usage(
+        fmt::format("cannot start the driver: --max-tries must be ≥ 0, not {}", o.max_tries));
+  }
+  if (o.max_tries == 0 && !o.duration_s && !o.latency_limit_ms) {
+    throw_usage(
+        "cannot start the driver: an unlimited number of transaction tries (--max-tries 0) can "
+        "only be used with a duration (-T) or a latency limit (-L)");
+  }
+  if (o.max_tries != 1 && (o.connect_per_transaction || o.pipeline > 0 || o.scripts.empty())) {
+    throw_usage(
+        "cannot start the driver: --max-tries needs scripts, and does not go with -C or "
+        "--pipeline");
+  }
   for (const auto& s : o.scripts) {
     if (o.protocol == Protocol::simple && s.has(ScriptCommand::Kind::start_pipeline)) {
       throw_usage(

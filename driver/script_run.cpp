@@ -23,6 +23,10 @@ namespace stallscope::driver::detail {
 
 void Worker::start_script(Client& c) {
   pick_script(c);
+  c.tries = 1;
+  c.retried_ns = 0;
+  c.try_started_mono_ns = c.sent_mono_ns;
+  if (options_.max_tries != 1) c.rng_at_start = c.rng;
   c.command = 0;
   c.sent_sql = false;
   c.statement_rows.clear();
@@ -426,6 +430,50 @@ void Worker::pipeline_results(Client& c) {
     c.in_script_pipeline = false;
     drain(c, true);
   }
+}
+
+bool Worker::should_retry(const Client& c, std::int64_t now_ns) const {
+  if (options_.max_tries == 1 || !c.failed || !c.sqlstate) return false;
+  if (*c.sqlstate != kSerializationFailure && *c.sqlstate != kDeadlockDetected) return false;
+  if (options_.max_tries > 0 && c.tries >= options_.max_tries) return false;
+  if (stopping_ || (deadline_mono_ns_ && now_ns >= *deadline_mono_ns_)) return false;
+  if (options_.latency_limit_ms && static_cast<double>(now_ns - c.sent_mono_ns) >
+                                       *options_.latency_limit_ms * common::kNsPerMsDouble) {
+    return false;
+  }
+  return c.conn && PQstatus(c.conn.get()) != CONNECTION_BAD;
+}
+
+void Worker::begin_retry(Client& c, std::int64_t now_ns) {
+  if (options_.verbose_errors) {
+    const std::string tries = options_.max_tries > 0
+                                  ? fmt::format("{}/{}", c.tries, options_.max_tries)
+                                  : fmt::format("{}", c.tries);
+    fmt::print(stderr, "client {} repeats the transaction after the error (try {}): {}\n",
+               c.client_id, tries, c.error.value_or(""));
+  }
+  c.retrying = true;
+  c.needs_rollback = PQtransactionStatus(c.conn.get()) != PQTRANS_IDLE;
+  c.state = ClientState::idle;
+  send_next(c, now_ns);
+}
+
+// The next try of the transaction whose try failed: from the script's
+// start, with the random state the transaction started with.
+void Worker::restart_try(Client& c, std::int64_t now_ns) {
+  c.retrying = false;
+  ++c.tries;
+  c.retried_ns += now_ns - c.try_started_mono_ns;
+  c.try_started_mono_ns = now_ns;
+  c.failed = false;
+  c.sqlstate.reset();
+  c.error.reset();
+  c.rows = 0;
+  c.rng = c.rng_at_start;
+  c.statement_rows.clear();  // -r: the statements of the last try
+  c.command = 0;
+  c.state = ClientState::busy;
+  step_script(c);
 }
 
 // -r: the SQL command c.command of the running script got its last result.

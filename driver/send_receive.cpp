@@ -8,6 +8,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "common/clock.h"
 #include "common/pg.h"
 #include "common/units.h"
@@ -21,6 +23,20 @@ namespace stallscope::driver::detail {
 void Worker::send_next(Client& c, std::int64_t now_ns) {
   if (options_.pipeline > 0) {
     pipeline_fill(c, now_ns);
+    return;
+  }
+  if (c.retrying) [[unlikely]] {  // --max-tries: roll back, then the same script again
+    if (c.needs_rollback) {
+      c.needs_rollback = false;
+      if (PQsendQuery(c.conn.get(), "ROLLBACK")) {
+        c.state = ClientState::rolling_back;
+      } else {
+        c.retrying = false;
+        begin_reset(c, now_ns);
+      }
+      return;
+    }
+    restart_try(c, now_ns);
     return;
   }
   if (stopping_ || (deadline_mono_ns_ && now_ns >= *deadline_mono_ns_) || transactions_done(c)) {
@@ -249,6 +265,10 @@ void Worker::transaction_done(Client& c, std::int64_t now_ns) {
   }
   if (c.state == ClientState::busy) {
     if (!options_.scripts.empty()) check_transaction_closed(c);
+    if (c.failed && should_retry(c, now_ns)) [[unlikely]] {
+      begin_retry(c, now_ns);
+      return;
+    }
     record(c, now_ns);
   }
   c.state = ClientState::idle;
@@ -298,6 +318,12 @@ void Worker::record(Client& c, std::int64_t done_mono_ns, RowKind kind) {
     if (c.failed) {
       stats_.errors.store(stats_.errors.load(std::memory_order_relaxed) + 1,
                           std::memory_order_relaxed);
+      if (c.sqlstate == kSerializationFailure) bump(stats_.serialization_failures, 1);
+      if (c.sqlstate == kDeadlockDetected) bump(stats_.deadlock_failures, 1);
+      if (options_.verbose_errors && options_.max_tries != 1) {
+        fmt::print(stderr, "client {} ends the failed transaction (try {}): {}\n", c.client_id,
+                   c.tries, c.error.value_or(""));
+      }
     }
   }
   stats_.last_done_mono_ns.store(done_mono_ns, std::memory_order_relaxed);
@@ -314,6 +340,16 @@ void Worker::record(Client& c, std::int64_t done_mono_ns, RowKind kind) {
   if (c.slept_ns > 0) {
     pending_.query_sleeps.push_back(schema::QuerySleepRow{
         .client_id = c.client_id, .seq = seq, .start_ns = c.sent_wall_ns, .sleep_ns = c.slept_ns});
+  }
+  if (c.tries > 1) [[unlikely]] {
+    bump(stats_.retried, 1);
+    bump(stats_.retries, c.tries - 1);
+    pending_.query_retries.push_back(schema::QueryRetryRow{.client_id = c.client_id,
+                                                           .seq = seq,
+                                                           .start_ns = c.sent_wall_ns,
+                                                           .tries = c.tries,
+                                                           .retried_ns = c.retried_ns});
+    c.tries = 1;
   }
   if (c.sqlstate) {
     pending_.query_errors.push_back(schema::QueryErrorRow{

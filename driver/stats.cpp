@@ -17,6 +17,10 @@ Counters sum_counters(const ThreadStatsList& stats) {
     c.clients_lost += s->clients_lost.load(std::memory_order_relaxed);
     c.connect_failures += s->connect_failures.load(std::memory_order_relaxed);
     c.unfinished += s->unfinished.load(std::memory_order_relaxed);
+    c.retried += s->retried.load(std::memory_order_relaxed);
+    c.retries += s->retries.load(std::memory_order_relaxed);
+    c.serialization_failures += s->serialization_failures.load(std::memory_order_relaxed);
+    c.deadlock_failures += s->deadlock_failures.load(std::memory_order_relaxed);
   }
   return c;
 }

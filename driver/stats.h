@@ -34,6 +34,12 @@ struct alignas(64) ThreadStats {
   // (query_unfinished rows).
   std::atomic<std::int64_t> connect_failures{0};
   std::atomic<std::int64_t> unfinished{0};
+  // --max-tries: transactions retried and their extra tries; failed
+  // transactions by kind.
+  std::atomic<std::int64_t> retried{0};
+  std::atomic<std::int64_t> retries{0};
+  std::atomic<std::int64_t> serialization_failures{0};
+  std::atomic<std::int64_t> deadlock_failures{0};
 };
 
 // The counters above are bumped with common::bump (single writer).
@@ -45,7 +51,8 @@ using ThreadStatsList = std::vector<std::unique_ptr<ThreadStats>>;
 struct Counters {
   std::int64_t lag_sum_ns = 0, lag_count = 0, lag_max_ns = 0, skipped = 0, late = 0,
                connections = 0, reconnecting = 0, clients_lost = 0, connect_failures = 0,
-               unfinished = 0;
+               unfinished = 0, retried = 0, retries = 0, serialization_failures = 0,
+               deadlock_failures = 0;
 };
 Counters sum_counters(const ThreadStatsList& stats);
 

@@ -155,6 +155,12 @@ class Worker {
   void finish_store(Client& c);
   void store_column(Client& c, const std::string& name, const char* value);
   void pipeline_results(Client& c);
+  // --max-tries (script_run.cpp): whether c's failed try is tried again;
+  // begin_retry rolls it back (when a block is open) and restart_try runs
+  // the script again from its start.
+  bool should_retry(const Client& c, std::int64_t now_ns) const;
+  void begin_retry(Client& c, std::int64_t now_ns);
+  void restart_try(Client& c, std::int64_t now_ns);
   // Fills c.query_text (simple) or c.param_text/param_ptrs for SQL command
   // `cmd`; returns the message of a transaction that cannot go on (an unset
   // variable), else nullopt.

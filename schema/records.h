@@ -312,6 +312,16 @@ struct QuerySleepRow {
   std::int64_t sleep_ns = 0;
 };
 
+// One row of `query_retry`: transaction (start_ns, client_id, seq) took
+// `tries` tries (--max-tries), `retried_ns` of its latency in those that failed.
+struct QueryRetryRow {
+  int client_id = 0;
+  std::int64_t seq = 0;
+  std::int64_t start_ns = 0;
+  std::int64_t tries = 0;
+  std::int64_t retried_ns = 0;
+};
+
 struct PgbenchAggregateRow {
   std::string file;
   std::int64_t line = 0;
@@ -473,6 +483,7 @@ struct Batch {
   std::vector<QueryErrorRow> query_errors;
   std::vector<QuerySkippedRow> query_skips;
   std::vector<QuerySleepRow> query_sleeps;
+  std::vector<QueryRetryRow> query_retries;
   std::vector<QueryUnfinishedRow> query_unfinished;
   std::vector<ThreadSampleRow> thread_samples;
   std::vector<HostMemorySampleRow> host_memory_samples;
@@ -493,12 +504,13 @@ struct Batch {
     return samples.empty() && host_samples.empty() && processes.empty() &&
            process_samples.empty() && ash_ticks.empty() && pg_activity.empty() && clients.empty() &&
            queries.empty() && query_errors.empty() && query_skips.empty() && query_sleeps.empty() &&
-           query_unfinished.empty() && thread_samples.empty() && host_memory_samples.empty() &&
-           disk_samples.empty() && cgroup_samples.empty() && pg_query_texts.empty() &&
-           pgbench_aggregates.empty() && clock_offsets.empty() && statements.empty() &&
-           statement_latencies.empty() && tcp_samples.empty() && pooler_samples.empty() &&
-           pg_sessions.empty() && pg_session_idles.empty() && record_clients.empty() &&
-           tcp_stack_samples.empty() && pg_stats.empty() && pg_lock_waits.empty();
+           query_retries.empty() && query_unfinished.empty() && thread_samples.empty() &&
+           host_memory_samples.empty() && disk_samples.empty() && cgroup_samples.empty() &&
+           pg_query_texts.empty() && pgbench_aggregates.empty() && clock_offsets.empty() &&
+           statements.empty() && statement_latencies.empty() && tcp_samples.empty() &&
+           pooler_samples.empty() && pg_sessions.empty() && pg_session_idles.empty() &&
+           record_clients.empty() && tcp_stack_samples.empty() && pg_stats.empty() &&
+           pg_lock_waits.empty();
   }
 };
 

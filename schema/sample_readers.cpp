@@ -66,6 +66,16 @@ bool QuerySleeps::next(QuerySleep& row) {
   return true;
 }
 
+RetryTotals read_retry_totals(Store& store) {
+  RetryTotals t;
+  if (!detail::table_exists(store, "query_retry")) return t;
+  Cursor st(store.db(),
+            "SELECT count(*), coalesce(sum(tries - 1), 0), coalesce(sum(retried_ns), 0), "
+            "(SELECT coalesce(sum(latency_ns), 0) FROM query) FROM query_retry");
+  if (st.step()) t = {st.int64(0), st.int64(1), st.int64(2), st.int64(3)};
+  return t;
+}
+
 HostTicks::HostTicks(Store& store, std::int64_t from_ns, std::int64_t to_ns)
     : st_(store.db(),
           "SELECT s.time_ns, s.sampler_cpu_ns, h.sample_id, h.cpu_user_ns, h.cpu_nice_ns, "

@@ -107,6 +107,17 @@ class QuerySleeps {
   std::optional<Cursor> st_;
 };
 
+// query_retry (--max-tries) summed: the transactions tried more than once,
+// their extra tries, and the time in their failed tries; zeros in files
+// made before the table existed.
+struct RetryTotals {
+  std::int64_t transactions = 0;
+  std::int64_t retries = 0;
+  std::int64_t retried_ns = 0;
+  std::int64_t latency_ns = 0;  // Σ query.latency_ns of every transaction, for scale
+};
+RetryTotals read_retry_totals(Store& store);
+
 // ---- sample, host_sample ----
 
 // A tick in (from_ns, to_ns], with its host_sample row if any. Fields a

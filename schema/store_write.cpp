@@ -13,6 +13,7 @@
 
 #include <SQLiteCpp/Statement.h>
 #include <SQLiteCpp/Transaction.h>
+#include <SQLiteCpp/VariadicBind.h>
 #include <fmt/format.h>
 
 #include "common/error.h"
@@ -79,6 +80,9 @@ struct Store::Statements {
         query_error(db, "INSERT INTO query_error VALUES (?,?,?,?,?)"),
         query_skipped(db, "INSERT INTO query_skipped VALUES (?,?,?,?)"),
         query_sleep(db, "INSERT INTO query_sleep VALUES (?,?,?,?)"),
+        query_retry(db,
+                    "INSERT INTO query_retry (start_ns, client_id, seq, tries, retried_ns) "
+                    "VALUES (?,?,?,?,?)"),
         query_unfinished(db, "INSERT OR REPLACE INTO query_unfinished VALUES (?,?,?,?,?,?)"),
         pgbench_aggregate(
             db, "INSERT INTO pgbench_aggregate VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
@@ -102,8 +106,8 @@ struct Store::Statements {
         depth(db),
         ticks(db) {}
   SQLite::Statement sample, host_sample, process, ash_tick, pg_activity, client, query_error,
-      query_skipped, query_sleep, query_unfinished, pgbench_aggregate, clock_offset, statement,
-      statement_latency, tcp_sample;
+      query_skipped, query_sleep, query_retry, query_unfinished, pgbench_aggregate, clock_offset,
+      statement, statement_latency, tcp_sample;
   SQLite::Statement pg_session, pg_session_idle, record_client;  // schema version 3
   SQLite::Statement pooler_sample;                               // --pooler-admin
   // PostgreSQL statistics (PgStatsRows).
@@ -465,6 +469,11 @@ void bind_row(SQLite::Statement& st, const QuerySleepRow& r) {
   st.bind(4, static_cast<int64_t>(r.sleep_ns));
 }
 
+void bind_row(SQLite::Statement& st, const QueryRetryRow& r) {
+  SQLite::bind(st, static_cast<int64_t>(r.start_ns), r.client_id, static_cast<int64_t>(r.seq),
+               static_cast<int64_t>(r.tries), static_cast<int64_t>(r.retried_ns));
+}
+
 void bind_row(SQLite::Statement& st, const PgbenchAggregateRow& r) {
   st.bind(1, r.file);
   st.bind(2, static_cast<int64_t>(r.line));
@@ -621,6 +630,7 @@ void Store::write_rows(const Batch& b) {
     write_each(s.query_error, b.query_errors);
     write_each(s.query_skipped, b.query_skips);
     write_each(s.query_sleep, b.query_sleeps);
+    write_each(s.query_retry, b.query_retries);
     write_each(s.query_unfinished, b.query_unfinished);
     write_each(s.pgbench_aggregate, b.pgbench_aggregates);
     write_each(s.clock_offset, b.clock_offsets);

@@ -445,6 +445,20 @@ CREATE TABLE query_sleep (
   PRIMARY KEY (start_ns, client_id, seq)
 ) WITHOUT ROWID;
 
+-- --max-tries: one row per transaction that was tried more than once (a
+-- serialization or deadlock failure, rolled back and run again from the
+-- script's start); its query row is the last try's outcome, its latency
+-- from the first try's start. Absent from files made before it existed;
+-- read as no retries.
+CREATE TABLE query_retry (
+  start_ns            INTEGER NOT NULL,           -- query.start_ns
+  client_id           INTEGER NOT NULL,           -- query.client_id
+  seq                 INTEGER NOT NULL,           -- query.seq
+  tries               INTEGER NOT NULL,           -- tries in all (≥ 2)
+  retried_ns          INTEGER NOT NULL,           -- time in the tries that failed, rollbacks included, CLOCK_MONOTONIC
+  PRIMARY KEY (start_ns, client_id, seq)
+) WITHOUT ROWID;
+
 -- Server clock against the driver host's clock (`run`): at the start, every
 -- 10 s and at the end, several bracketed `SELECT clock_timestamp()` round
 -- trips; the one with the smallest round trip is kept. A server-side

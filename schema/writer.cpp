@@ -21,11 +21,12 @@ std::int64_t row_count(const Batch& b) {
       b.samples.size() + b.host_samples.size() + b.processes.size() + b.process_samples.size() +
       b.ash_ticks.size() + b.pg_activity.size() + b.clients.size() + b.queries.size() +
       b.query_errors.size() + b.query_skips.size() + b.query_sleeps.size() +
-      b.query_unfinished.size() + b.thread_samples.size() + b.host_memory_samples.size() +
-      b.disk_samples.size() + b.cgroup_samples.size() + b.pg_query_texts.size() +
-      b.pgbench_aggregates.size() + b.clock_offsets.size() + b.statements.size() +
-      b.statement_latencies.size() + b.tcp_samples.size() + b.pooler_samples.size() +
-      b.tcp_stack_samples.size() + b.pg_stats.size() + b.pg_lock_waits.size());
+      b.query_retries.size() + b.query_unfinished.size() + b.thread_samples.size() +
+      b.host_memory_samples.size() + b.disk_samples.size() + b.cgroup_samples.size() +
+      b.pg_query_texts.size() + b.pgbench_aggregates.size() + b.clock_offsets.size() +
+      b.statements.size() + b.statement_latencies.size() + b.tcp_samples.size() +
+      b.pooler_samples.size() + b.tcp_stack_samples.size() + b.pg_stats.size() +
+      b.pg_lock_waits.size());
 }
 
 // The later of two optional times.

@@ -42,6 +42,9 @@ struct RunOptions {
   bool delayacct = false;                   // --delayacct
   int pipeline = 0;                         // --pipeline N; 0 = off
   bool per_statement = false;               // -r
+  int max_tries = 1;                        // --max-tries; 0 = no limit
+  bool failures_detailed = false;           // --failures-detailed
+  bool verbose_errors = false;              // --verbose-errors
   double clock_offset_period_s = 10;        // --clock-offset-period
   std::optional<std::string> pooler_admin;  // --pooler-admin: pgbouncer's admin console
   double pooler_period_s = 1;               // --pooler-period

@@ -229,6 +229,15 @@ void add_run_schedule_options(RunCli& r) {
       ->transform(integer_check(1, 256, "N"));
   cmd->add_flag("-r,--report-per-command", o.per_statement,
                 "Store per-statement latencies and print their averages at the end");
+  cmd->add_option("--max-tries", o.max_tries,
+                  "Tries per transaction: a serialization failure or deadlock is rolled back and "
+                  "the script run again (0: no limit, with -T or -L), as pgbench's")
+      ->capture_default_str()
+      ->transform(integer_check(0, 1'000'000'000, "N"));
+  cmd->add_flag("--failures-detailed", o.failures_detailed,
+                "Print failed transactions by kind (serialization, deadlock, other)");
+  cmd->add_flag("--verbose-errors", o.verbose_errors,
+                "Print every retried or failed try's error on stderr");
 }
 
 // run's samplers: clock offset, pooler, host and ASH, progress.

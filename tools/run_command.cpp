@@ -73,7 +73,7 @@ void add_script_files(const RunOptions& o, driver::DriverOptions& dopt) {
   std::vector<driver::Script> scripts;
   driver::Variables variables = dopt.variables;
   bool needs_scripts = o.script_files.size() > 1 || o.script_files.front().weight != 1 ||
-                       o.scale.has_value() || o.per_statement;
+                       o.scale.has_value() || o.per_statement || o.max_tries != 1;
   for (const auto& f : o.script_files) {
     scripts.push_back(driver::parse_script(f.text, f.path, variables));
     scripts.back().weight = f.weight;
@@ -131,13 +131,15 @@ driver::DriverOptions driver_options(const RunOptions& o, driver::Protocol proto
   dopt.pipeline = o.pipeline;
   dopt.per_statement = o.per_statement;
   dopt.defines = o.defines;
+  dopt.max_tries = o.max_tries;
+  dopt.verbose_errors = o.verbose_errors;
   dopt.random_seed = random_seed(o.random_seed);
   for (const auto& d : o.defines) dopt.variables.slot(d.first);  // so :NAME substitutes
   if (o.builtin) {
     dopt.scripts.push_back(driver::builtin_script(*o.builtin, dopt.variables));
   } else if (!o.script_files.empty()) {
     add_script_files(o, dopt);
-  } else if (o.per_statement) {
+  } else if (o.per_statement || o.max_tries != 1) {
     // -r needs statements: the --sql string is a one-script set (split at
     // its semicolons, as pgbench splits a script).
     dopt.scripts.push_back(driver::parse_script(o.sql, "--sql", dopt.variables));
@@ -302,6 +304,19 @@ void print_summary(const RunOptions& o, const driver::DriverOptions& dopt,
   if (o.skip_late) fmt::print("transactions skipped: {}\n", s.skipped);
   if (o.latency_limit_ms) {
     fmt::print("transactions above the {:.1f} ms latency limit: {}\n", *o.latency_limit_ms, s.late);
+  }
+  if (o.failures_detailed) {
+    fmt::print("failed transactions by kind: serialization {}, deadlock {}, other {}\n",
+               s.serialization_failures, s.deadlock_failures,
+               s.errors - s.serialization_failures - s.deadlock_failures);
+  }
+  if (o.max_tries != 1) {
+    // As pgbench: tried more than once, whatever the outcome.
+    fmt::print(
+        "transactions retried: {} ({:.3f} %), total retries: {} (in query_retry)\n", s.retried,
+        s.queries > 0 ? 100.0 * static_cast<double>(s.retried) / static_cast<double>(s.queries)
+                      : 0.0,
+        s.retries);
   }
   if (o.connect_per_transaction) fmt::print("connections opened: {}\n", s.connections);
   if (o.pipeline > 0)

@@ -122,6 +122,75 @@ TEST(Scripts, ASetThatAlwaysFailsFailsEachTransactionWithoutRecursing) {
 
 // -S and -b tpcb-like against tables made by pgbench -i (in a database of
 // this test's own).
+// --max-tries: serialization failures (two clients updating one row under
+// REPEATABLE READ) are rolled back and the script run again until it
+// commits; every transaction's update lands exactly once, and each retried
+// transaction's tries are stored. Without it they fail with 40001.
+TEST(Scripts, MaxTriesRetriesSerializationFailuresUntilTheyCommit) {
+  auto conninfo = test::scratch_conninfo();
+  test::psql(conninfo,
+             "DROP TABLE IF EXISTS retry_t; CREATE TABLE retry_t (id int PRIMARY KEY, v int); "
+             "INSERT INTO retry_t VALUES (1, 0)");
+  test::TempDir dir;
+  write_file(dir.file("retry.sql"),
+             "BEGIN ISOLATION LEVEL REPEATABLE READ;\n"
+             "SELECT v FROM retry_t WHERE id = 1;\n"
+             "\\sleep 1 ms\n"
+             "UPDATE retry_t SET v = v + 1 WHERE id = 1;\n"
+             "END;\n");
+  const auto db = dir.file("retry.db");
+  auto r = test::run_command({test::stallscope_bin(), "run", "-o", db, conninfo, "-c", "4", "-t",
+                              "20", "-P", "0", "--max-tries", "1000", "--failures-detailed",
+                              "--verbose-errors", "-f", dir.file("retry.sql")});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  EXPECT_NE(r.out.find("transactions: 80 (0 failed)"), std::string::npos) << r.out;
+  EXPECT_EQ(test::psql(conninfo, "SELECT v FROM retry_t"), "80");
+  SQLite::Database file(db, SQLite::OPEN_READONLY);
+  const auto retried = file.execAndGet("SELECT count(*) FROM query_retry").getInt64();
+  const auto retries =
+      file.execAndGet("SELECT coalesce(sum(tries - 1), 0) FROM query_retry").getInt64();
+  EXPECT_GT(retried, 0);  // four clients, one row, 1 ms inside each transaction
+  EXPECT_EQ(file.execAndGet("SELECT count(*) FROM query_retry r JOIN query q USING (start_ns, "
+                            "client_id, seq) WHERE r.tries >= 2 AND r.retried_ns > 0 AND "
+                            "r.retried_ns < q.latency_ns")
+                .getInt64(),
+            retried);
+  EXPECT_EQ(file.execAndGet("SELECT count(*) FROM query_error").getInt64(), 0);
+  EXPECT_NE(r.out.find(fmt::format("transactions retried: {} (", retried)), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find(fmt::format("total retries: {} ", retries)), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("failed transactions by kind: serialization 0, deadlock 0, other 0"),
+            std::string::npos)
+      << r.out;
+  std::int64_t repeats = 0;
+  for (std::size_t at = 0;
+       (at = r.err.find("repeats the transaction after the error", at)) != std::string::npos;
+       ++at) {
+    ++repeats;
+  }
+  EXPECT_EQ(repeats, retries);
+  const auto explained = test::run_command({test::stallscope_bin(), "explain", db});
+  EXPECT_NE(explained.out.find(fmt::format("{} transaction{} retried after a serialization failure",
+                                           retried, retried == 1 ? " was" : "s were")),
+            std::string::npos)
+      << explained.out;
+
+  // Without --max-tries: the conflicts fail; the updates that landed are the
+  // transactions that succeeded.
+  test::psql(conninfo, "UPDATE retry_t SET v = 0");
+  const auto once = dir.file("once.db");
+  r = test::run_command({test::stallscope_bin(), "run", "-o", once, conninfo, "-c", "4", "-t", "20",
+                         "-P", "0", "-f", dir.file("retry.sql")});
+  ASSERT_TRUE(r.exit_status == 0 || r.exit_status == 1) << r.err;
+  SQLite::Database single(once, SQLite::OPEN_READONLY);
+  const auto failed = single.execAndGet("SELECT count(*) FROM query_error").getInt64();
+  EXPECT_EQ(
+      single.execAndGet("SELECT count(*) FROM query_error WHERE sqlstate <> '40001'").getInt64(),
+      0);
+  EXPECT_EQ(test::psql(conninfo, "SELECT v FROM retry_t"), std::to_string(80 - failed));
+  EXPECT_EQ(single.execAndGet("SELECT count(*) FROM query_retry").getInt64(), 0);
+}
+
 TEST(Scripts, BuiltinsRunAgainstPgbenchTables) {
   auto conninfo = test::scratch_conninfo();
   test::psql(conninfo, "DROP DATABASE IF EXISTS stallscope_pgbench");
