@@ -421,6 +421,7 @@ Summary Driver::summary() const {
   out.retries = counters.retries;
   out.serialization_failures = counters.serialization_failures;
   out.deadlock_failures = counters.deadlock_failures;
+  out.ended_on_failure = counters.ended_on_failure;
   if (impl_->options.per_statement) out.statements = impl_->statement_stats();
   return out;
 }

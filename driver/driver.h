@@ -100,6 +100,10 @@ struct DriverOptions {
   // --verbose-errors: each retried or finally failed try on stderr, as
   // pgbench's ("client 3 repeats the transaction after the error (try 1/3): …").
   bool verbose_errors = false;
+  // --exit-on-abort: the run ends at the first transaction that fails for
+  // good (pgbench aborts that client, and with this option the run);
+  // summary().ended_on_failure says so.
+  bool exit_on_abort = false;
 };
 
 // -r: mean latency of one SQL command of the scripts.
@@ -160,6 +164,7 @@ struct Summary {
   std::int64_t retries = 0;
   std::int64_t serialization_failures = 0;
   std::int64_t deadlock_failures = 0;
+  bool ended_on_failure = false;           // --exit-on-abort ended the run
   std::vector<StatementStats> statements;  // -r only, after run()
 };
 

@@ -318,6 +318,10 @@ void Worker::record(Client& c, std::int64_t done_mono_ns, RowKind kind) {
     if (c.failed) {
       stats_.errors.store(stats_.errors.load(std::memory_order_relaxed) + 1,
                           std::memory_order_relaxed);
+      if (options_.exit_on_abort) [[unlikely]] {
+        stats_.ended_on_failure.store(true, std::memory_order_relaxed);
+        abort_.store(true);  // every thread winds down, as at -T's end
+      }
       if (c.sqlstate == kSerializationFailure) bump(stats_.serialization_failures, 1);
       if (c.sqlstate == kDeadlockDetected) bump(stats_.deadlock_failures, 1);
       if (options_.verbose_errors && options_.max_tries != 1) {

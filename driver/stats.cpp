@@ -21,6 +21,7 @@ Counters sum_counters(const ThreadStatsList& stats) {
     c.retries += s->retries.load(std::memory_order_relaxed);
     c.serialization_failures += s->serialization_failures.load(std::memory_order_relaxed);
     c.deadlock_failures += s->deadlock_failures.load(std::memory_order_relaxed);
+    c.ended_on_failure |= s->ended_on_failure.load(std::memory_order_relaxed);
   }
   return c;
 }

@@ -40,6 +40,7 @@ struct alignas(64) ThreadStats {
   std::atomic<std::int64_t> retries{0};
   std::atomic<std::int64_t> serialization_failures{0};
   std::atomic<std::int64_t> deadlock_failures{0};
+  std::atomic<bool> ended_on_failure{false};  // --exit-on-abort: this thread ended the run
 };
 
 // The counters above are bumped with common::bump (single writer).
@@ -53,6 +54,7 @@ struct Counters {
                connections = 0, reconnecting = 0, clients_lost = 0, connect_failures = 0,
                unfinished = 0, retried = 0, retries = 0, serialization_failures = 0,
                deadlock_failures = 0;
+  bool ended_on_failure = false;
 };
 Counters sum_counters(const ThreadStatsList& stats);
 

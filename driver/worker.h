@@ -68,7 +68,7 @@ class Worker {
  public:
   Worker(const DriverOptions& options, const Sink& sink, ThreadStats& stats,
          std::vector<Client*> clients, std::optional<std::int64_t> deadline_mono_ns, StopToken stop,
-         const std::atomic<bool>& abort, int threads)
+         std::atomic<bool>& abort, int threads)
       : threads_(threads),
         options_(options),
         sink_(sink),
@@ -204,8 +204,8 @@ class Worker {
   ThreadStats& stats_;
   std::vector<Client*> clients_;
   std::optional<std::int64_t> deadline_mono_ns_;
-  StopToken stop_;                  // Driver::run()'s: the run ends when it is requested
-  const std::atomic<bool>& abort_;  // another thread failed: end the run
+  StopToken stop_;            // Driver::run()'s: the run ends when it is requested
+  std::atomic<bool>& abort_;  // a thread failed (or --exit-on-abort): end the run
 
   int active_ = 0;
   bool stopping_ = false;

@@ -45,6 +45,8 @@ struct RunOptions {
   int max_tries = 1;                        // --max-tries; 0 = no limit
   bool failures_detailed = false;           // --failures-detailed
   bool verbose_errors = false;              // --verbose-errors
+  bool exit_on_abort = false;               // --exit-on-abort
+  bool progress_timestamp = false;          // --progress-timestamp
   double clock_offset_period_s = 10;        // --clock-offset-period
   std::optional<std::string> pooler_admin;  // --pooler-admin: pgbouncer's admin console
   double pooler_period_s = 1;               // --pooler-period

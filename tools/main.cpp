@@ -238,6 +238,10 @@ void add_run_schedule_options(RunCli& r) {
                 "Print failed transactions by kind (serialization, deadlock, other)");
   cmd->add_flag("--verbose-errors", o.verbose_errors,
                 "Print every retried or failed try's error on stderr");
+  cmd->add_flag("--exit-on-abort", o.exit_on_abort,
+                "End the run at the first transaction that fails for good (exit status 1)");
+  cmd->add_flag("--progress-timestamp", o.progress_timestamp,
+                "Progress lines show the Unix time instead of the time since the start");
 }
 
 // run's samplers: clock offset, pooler, host and ASH, progress.

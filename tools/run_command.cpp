@@ -133,6 +133,7 @@ driver::DriverOptions driver_options(const RunOptions& o, driver::Protocol proto
   dopt.defines = o.defines;
   dopt.max_tries = o.max_tries;
   dopt.verbose_errors = o.verbose_errors;
+  dopt.exit_on_abort = o.exit_on_abort;
   dopt.random_seed = random_seed(o.random_seed);
   for (const auto& d : o.defines) dopt.variables.slot(d.first);  // so :NAME substitutes
   if (o.builtin) {
@@ -379,7 +380,7 @@ RunEnd drive_and_sample(const RunOptions& o, driver::Driver& driver, schema::Wri
     try {
       ProgressPrinter progress(
           o.progress_s, [&driver, &o] { return driver_progress(driver, o); }, host_sampler,
-          &ash_sampler);
+          &ash_sampler, o.progress_timestamp);
       driver.run(stop);
     } catch (const Error& e) {
       if (!is_connect_failure(e)) throw;
@@ -394,6 +395,9 @@ RunEnd drive_and_sample(const RunOptions& o, driver::Driver& driver, schema::Wri
     } else if (stop_requested()) {
       end.status = "interrupted";
       end.reason = stop_signal_name();
+    } else if (driver.summary().ended_on_failure) {
+      end.status = "interrupted";
+      end.reason = "--exit-on-abort: a transaction failed";
     } else {
       end.reason = o.duration_s ? "duration reached" : "transactions done";
     }
@@ -509,6 +513,13 @@ int run_command(const RunOptions& o) {
     return 1;
   }
   if (end.write_failure || end.status == "failed") return 1;
+  if (driver.summary().ended_on_failure) {
+    fmt::print(stderr,
+               "stallscope run: the run was aborted at its first failed transaction "
+               "(--exit-on-abort): `stallscope explain {}` names the error\n",
+               common::printable(o.output_path));
+    return 1;
+  }
   // Every transaction of a run that ended as asked failed: it measured
   // nothing but its errors. The file keeps them (explain's `errors` finding
   // names the SQLSTATEs). A run ended by a signal exits 0 whatever it did.

@@ -104,8 +104,13 @@ BrokenPipeWatch::BrokenPipeWatch() {
 }
 
 ProgressPrinter::ProgressPrinter(double period_s, std::function<std::string()> driver_part,
-                                 const sampler::HostSampler& host, const sampler::AshSampler* ash)
-    : start_ns_(mono_now_ns()), driver_part_(std::move(driver_part)), host_(host), ash_(ash) {
+                                 const sampler::HostSampler& host, const sampler::AshSampler* ash,
+                                 bool unix_time)
+    : start_ns_(mono_now_ns()),
+      unix_time_(unix_time),
+      driver_part_(std::move(driver_part)),
+      host_(host),
+      ash_(ash) {
   const auto period_ns = static_cast<std::int64_t>(period_s * common::kNsPerSDouble);
   if (period_ns > 0) {
     constexpr std::int64_t kReadNs = 50 * common::kNsPerMs;
@@ -130,7 +135,9 @@ void ProgressPrinter::tick() {
 }
 
 void ProgressPrinter::print_line() {
-  const double elapsed_s = static_cast<double>(mono_now_ns() - start_ns_) / common::kNsPerSDouble;
+  const double elapsed_s =
+      unix_time_ ? static_cast<double>(wall_now_ns()) / common::kNsPerSDouble
+                 : static_cast<double>(mono_now_ns() - start_ns_) / common::kNsPerSDouble;
   std::string driver = driver_part_ ? driver_part_() : std::string();
   const auto latest = host_.latest();
   struct {
@@ -145,10 +152,10 @@ void ProgressPrinter::print_line() {
   idle_sum_pct_ = iowait_sum_pct_ = steal_sum_pct_ = d_sum_ = 0;
   std::string top_wait = ash_ ? ash_->latest().top_wait_event : std::string();
   common::print_stderr(
-      "progress: {:.1f} s, {}host idle {:.1f} %, iowait {:.1f} %, steal {:.1f} %, D {:.1f}"
+      "progress: {:.{}f} s, {}host idle {:.1f} %, iowait {:.1f} %, steal {:.1f} %, D {:.1f}"
       "{}\n",
-      elapsed_s, driver.empty() ? std::string() : driver + "; ", h.idle_pct, h.iowait_pct,
-      h.steal_pct, h.processes_d_state,
+      elapsed_s, unix_time_ ? 3 : 1, driver.empty() ? std::string() : driver + "; ", h.idle_pct,
+      h.iowait_pct, h.steal_pct, h.processes_d_state,
       ash_ ? "; top wait " + (top_wait.empty() ? std::string("-") : common::printable(top_wait))
            : std::string());
 }

@@ -100,8 +100,11 @@ class BrokenPipeWatch {
 // every period when shorter); the latest tick when none was new.
 class ProgressPrinter {
  public:
+  // `unix_time`: each line starts with the Unix time (--progress-timestamp)
+  // instead of the seconds since the start.
   ProgressPrinter(double period_s, std::function<std::string()> driver_part,
-                  const sampler::HostSampler& host, const sampler::AshSampler* ash);
+                  const sampler::HostSampler& host, const sampler::AshSampler* ash,
+                  bool unix_time = false);
   ~ProgressPrinter() { stop(); }
   ProgressPrinter(const ProgressPrinter&) = delete;
   ProgressPrinter& operator=(const ProgressPrinter&) = delete;
@@ -111,6 +114,7 @@ class ProgressPrinter {
   void tick();  // reads the sampler's latest tick; prints every ticks_per_line_-th call
   void print_line();
   std::int64_t start_ns_;
+  bool unix_time_;
   std::int64_t ticks_per_line_ = 1;
   std::int64_t tick_count_ = 0;
   // Host ticks seen in the current interval (only the progress thread touches these).

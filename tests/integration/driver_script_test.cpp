@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 
@@ -189,6 +190,39 @@ TEST(Scripts, MaxTriesRetriesSerializationFailuresUntilTheyCommit) {
       0);
   EXPECT_EQ(test::psql(conninfo, "SELECT v FROM retry_t"), std::to_string(80 - failed));
   EXPECT_EQ(single.execAndGet("SELECT count(*) FROM query_retry").getInt64(), 0);
+}
+
+// --exit-on-abort: the first transaction that fails ends the run (pgbench
+// aborts the client, and with the option the run): the file says
+// interrupted, the exit status is 1. --progress-timestamp prints Unix time.
+TEST(Scripts, ExitOnAbortEndsTheRunAtTheFirstFailure) {
+  auto conninfo = test::scratch_conninfo();
+  test::TempDir dir;
+  write_file(dir.file("fail.sql"), "SELECT 1 / 0;\n");
+  const auto db = dir.file("abort.db");
+  auto r = test::run_command({test::stallscope_bin(), "run", "-o", db, conninfo, "-c", "2", "-t",
+                              "100000", "-P", "0", "--exit-on-abort", "-f", dir.file("fail.sql")});
+  EXPECT_EQ(r.exit_status, 1) << r.err;
+  EXPECT_NE(r.err.find("aborted at its first failed transaction (--exit-on-abort)"),
+            std::string::npos)
+      << r.err;
+  SQLite::Database file(db, SQLite::OPEN_READONLY);
+  EXPECT_EQ(file.execAndGet("SELECT status || ': ' || end_reason FROM run").getString(),
+            "interrupted: --exit-on-abort: a transaction failed");
+  // Each client stops at once: at most one failure each and what was in flight.
+  EXPECT_LE(file.execAndGet("SELECT count(*) FROM query").getInt64(), 4);
+  EXPECT_GE(file.execAndGet("SELECT count(*) FROM query_error WHERE sqlstate = '22012'").getInt64(),
+            1);
+
+  const auto before_s = static_cast<double>(std::time(nullptr));
+  r = test::run_command({test::stallscope_bin(), "run", "-o", dir.file("p.db"), conninfo, "-T",
+                         "0.6", "-P", "0.25", "--progress-timestamp", "--sql", "SELECT 1"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  const auto at = r.err.find("progress: ");
+  ASSERT_NE(at, std::string::npos) << r.err;
+  const double stamp = std::stod(r.err.substr(at + 10));
+  EXPECT_GE(stamp, before_s - 1);
+  EXPECT_LE(stamp, before_s + 60);
 }
 
 TEST(Scripts, BuiltinsRunAgainstPgbenchTables) {
