@@ -9,9 +9,12 @@
 //   common::parse_double("1.2.3") // nullopt
 #pragma once
 
+#include <cerrno>
 #include <charconv>
 #include <cstdint>
+#include <cstdlib>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <system_error>
 
@@ -42,6 +45,30 @@ inline std::optional<double> parse_double(std::string_view text) noexcept {
   const char* end = text.data() + text.size();
   const auto [ptr, ec] = std::from_chars(text.data(), end, value);
   if (ec != std::errc{} || ptr != end || text.empty()) return std::nullopt;
+  return value;
+}
+
+// The number C's strtod reads from all of `text` — leading white space, a
+// sign, "inf", "nan" and hexadecimal accepted, as pgbench reads a variable's
+// text — when it is within double's range (not past it, not below its
+// smallest normal).
+inline std::optional<double> parse_c_double(std::string_view text) {
+  const std::string copy(text);
+  errno = 0;
+  char* end = nullptr;
+  const double value = std::strtod(copy.c_str(), &end);
+  if (errno != 0 || end == copy.c_str() || *end != '\0') return std::nullopt;
+  return value;
+}
+
+// The integer at the start of `text` as C's atoi reads it (white space, a
+// sign, digits; what follows is ignored), clamped to a long; empty when no
+// digit starts it.
+inline std::optional<long> parse_leading_integer(std::string_view text) {
+  const std::string copy(text);
+  char* end = nullptr;
+  const long value = std::strtol(copy.c_str(), &end, 10);
+  if (end == copy.c_str()) return std::nullopt;
   return value;
 }
 

@@ -221,12 +221,9 @@ Value read_text(std::string_view text, std::string_view name) {
     if (const auto n = common::parse_int64(signless)) return Value::integer(*n);
     eval_error(fmt::format("value \"{}\" is out of range for type bigint", text));
   }
-  const std::string copy(text);
-  errno = 0;
-  char* end = nullptr;
-  const double d = std::strtod(copy.c_str(), &end);
-  if (errno != 0 || end == copy.c_str() || *end != '\0') malformed();
-  return Value::real(d);
+  const auto d = common::parse_c_double(text);
+  if (!d) malformed();
+  return Value::real(*d);
 }
 
 }  // namespace

@@ -103,12 +103,10 @@ std::vector<Token> lex(std::string_view s) {
       t.text.assign(s.substr(i, k - i));
       if (is_real) {
         t.kind = Tok::real;
-        errno = 0;
-        char* end = nullptr;
-        t.real = std::strtod(t.text.c_str(), &end);
-        if (errno == ERANGE && std::isinf(t.real)) {
-          throw ExprSyntaxError(fmt::format("double constant overflow ({})", t.text), i);
-        }
+        // Past a double, or below its smallest normal: pgbench's error.
+        const auto real = common::parse_double(t.text);
+        if (!real) throw ExprSyntaxError(fmt::format("double constant overflow ({})", t.text), i);
+        t.real = *real;
       } else if (t.text == "9223372036854775808") {
         t.kind = Tok::maxint_plus_one;
       } else if (const auto n = common::parse_int64(t.text)) {

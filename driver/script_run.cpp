@@ -16,6 +16,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/parse.h"
 #include "driver/connection.h"
 #include "driver/worker.h"
 
@@ -104,16 +105,21 @@ std::int64_t run_setshell(const std::string& command) {
   if (!std::fgets(line.data(), static_cast<int>(line.size()), pipe.get())) {
     throw_usage("setshell: could not read result of shell command");
   }
-  std::string out(line.data());
-  std::string trimmed = out;
-  while (!trimmed.empty() && std::isspace(static_cast<unsigned char>(trimmed.back())))
-    trimmed.pop_back();
-  std::int64_t v = 0;
-  const auto [end, ec] = std::from_chars(trimmed.data(), trimmed.data() + trimmed.size(), v);
-  if (trimmed.empty() || ec != std::errc{} || end != trimmed.data() + trimmed.size()) {
+  // An integer, with white space around it, as pgbench's strtol reads it.
+  const std::string out(line.data());
+  std::string_view number(out);
+  while (!number.empty() && std::isspace(static_cast<unsigned char>(number.back()))) {
+    number.remove_suffix(1);
+  }
+  while (!number.empty() && std::isspace(static_cast<unsigned char>(number.front()))) {
+    number.remove_prefix(1);
+  }
+  if (number.starts_with('+')) number.remove_prefix(1);
+  const auto v = common::parse_int64(number);
+  if (!v) {
     throw_usage(fmt::format("setshell: shell command must return an integer (not \"{}\")", out));
   }
-  return v;
+  return *v;
 }
 
 }  // namespace
@@ -220,11 +226,11 @@ std::int64_t Worker::sleep_count(const Client& c, const ScriptCommand& cmd) cons
   const std::string& name = options_.variables.names[static_cast<std::size_t>(cmd.sleep_var)];
   if (!v.is_set()) throw_usage(fmt::format("sleep: undefined variable \"{}\"", name));
   const std::string text = v.state == Variable::State::text ? v.text : value_text(v.value);
-  const long n = std::strtol(text.c_str(), nullptr, 10);
-  if (n == 0 && !std::isdigit(static_cast<unsigned char>(text.empty() ? 'x' : text[0]))) {
+  const auto n = common::parse_leading_integer(text);
+  if (!n) {
     throw_usage(fmt::format("sleep: invalid sleep time \"{}\" for variable \"{}\"", text, name));
   }
-  return n;
+  return *n;
 }
 
 // Sends SQL command `cmd`; false when the client now waits (for its

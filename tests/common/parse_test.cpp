@@ -49,4 +49,22 @@ TEST(Parse, DecimalOutOfRangeIsEmpty) {
 }
 
 }  // namespace
+// C's readings, for what pgbench reads with strtod and atoi.
+TEST(Parse, CDoubleReadsAsStrtodButWhole) {
+  EXPECT_EQ(parse_c_double(" -2.5"), -2.5);
+  EXPECT_EQ(parse_c_double("0x10"), 16.0);
+  EXPECT_EQ(parse_c_double("+1e3"), 1000.0);
+  EXPECT_FALSE(parse_c_double("2.5x"));
+  EXPECT_FALSE(parse_c_double(""));
+  EXPECT_FALSE(parse_c_double("1e400"));
+}
+
+TEST(Parse, LeadingIntegerReadsAsAtoi) {
+  EXPECT_EQ(parse_leading_integer(" 42ms"), 42);
+  EXPECT_EQ(parse_leading_integer("-7"), -7);
+  EXPECT_EQ(parse_leading_integer("0"), 0);
+  EXPECT_FALSE(parse_leading_integer("abc"));
+  EXPECT_FALSE(parse_leading_integer(""));
+}
+
 }  // namespace stallscope::common
