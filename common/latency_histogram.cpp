@@ -60,6 +60,13 @@ std::int64_t LatencyHistogram::percentile_ns(double q) const noexcept {
   auto rank = static_cast<std::int64_t>(std::ceil(q * static_cast<double>(total)));
   if (rank < 1) rank = 1;
   const auto value = [&](std::size_t i) {
+    // The top rank in the bucket that holds the largest value is that value,
+    // known exactly (a bucket's midpoint could put one transaction's p99
+    // below its own latency).
+    if (rank >= total && max_ns_ > 0 &&
+        latency_bucket(max_ns_, resolution_.sub_bucket_bits) == static_cast<int>(i)) {
+      return max_ns_;
+    }
     const std::int64_t v =
         resolution_.report_bucket_max
             ? max_[i]

@@ -74,6 +74,10 @@ struct Client {
   std::int64_t retried_ns = 0;
   Prng rng_at_start;
   bool retrying = false;
+  // -M prepared: which script commands (by statement id) are prepared on
+  // connection `prepared_connection` (a new connection starts afresh).
+  std::vector<std::uint8_t> prepared;
+  int prepared_connection = -1;
   std::int64_t sleep_until_mono_ns = 0;
   std::int64_t sleep_started_mono_ns = 0;  // the \sleep in progress began
   std::int64_t slept_ns = 0;               // time in \sleep in the transaction in flight

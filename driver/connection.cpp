@@ -66,6 +66,11 @@ void check_sql(PGconn* conn, const std::string& sql, Protocol protocol) {
 }
 
 void prepare_statements(PGconn* conn, const DriverOptions& o) {
+  // A script's commands are prepared on their first use, as pgbench's
+  // (Worker::prepare_command): one may need a table an earlier one makes,
+  // or sit in an \if branch that never runs. --pipeline sends without
+  // waiting, so its one command is prepared here.
+  if (!o.scripts.empty() && o.pipeline == 0) return;
   if (o.scripts.empty()) {
     try {
       prepare(conn, kStatementName, o.sql, o.protocol);

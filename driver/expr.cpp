@@ -208,10 +208,10 @@ Value read_text(std::string_view text, std::string_view name) {
   if (prefix_of("false") || prefix_of("no") || iequals(text, "off") || iequals(text, "of")) {
     return Value::boolean(false);
   }
-  // An integer (spaces around, a sign) must fit a bigint.
+  // An integer (white space before it, a sign) must fit a bigint; white
+  // space after it makes it no number, as pgbench reads it.
   std::string_view t = text;
   while (!t.empty() && std::isspace(static_cast<unsigned char>(t.front()))) t.remove_prefix(1);
-  while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.remove_suffix(1);
   std::string_view digits = t;
   if (!digits.empty() && (digits[0] == '+' || digits[0] == '-')) digits.remove_prefix(1);
   if (!digits.empty() && std::all_of(digits.begin(), digits.end(), [](char c) {

@@ -104,7 +104,7 @@ std::vector<Token> lex(std::string_view s) {
       if (is_real) {
         t.kind = Tok::real;
         // Past a double, or below its smallest normal: pgbench's error.
-        const auto real = common::parse_double(t.text);
+        const auto real = common::parse_c_double(t.text);
         if (!real) throw ExprSyntaxError(fmt::format("double constant overflow ({})", t.text), i);
         t.real = *real;
       } else if (t.text == "9223372036854775808") {

@@ -171,7 +171,6 @@ class MetaParser {
                : name == "syncpipeline" ? K::sync_pipeline
                                         : K::end_pipeline;
       if (!words.empty()) error("unexpected argument");
-      pipeline(c.kind);
     } else {
       fail(file_, line_, fmt::format("invalid command \\{}", common::printable(m.text)));
     }
@@ -184,10 +183,6 @@ class MetaParser {
     if (!open_.empty()) {
       const auto& first = script_.commands[open_.back().front()];
       fail(file_, first.line, "\\if without matching \\endif");
-    }
-    if (in_pipeline_) {
-      fail(file_, pipeline_line_,
-           "end of script reached with pipeline open (\\startpipeline without \\endpipeline)");
     }
   }
 
@@ -278,7 +273,6 @@ class MetaParser {
         script_.commands.back().store != ScriptCommand::Store::none) {
       fail(file_, line_, fmt::format("{} must follow an SQL command", name));
     }
-    if (in_pipeline_) fail(file_, line_, fmt::format("{} is not allowed in pipeline mode", name));
     ScriptCommand& sql = script_.commands.back();
     sql.store = kind;
     sql.store_prefix = words.empty() ? "" : words[0];
@@ -308,29 +302,12 @@ class MetaParser {
     open_.pop_back();
   }
 
-  void pipeline(ScriptCommand::Kind kind) {
-    if (kind == ScriptCommand::Kind::start_pipeline) {
-      if (in_pipeline_)
-        fail(file_, line_, "\\startpipeline inside a pipeline (already in pipeline mode)");
-      in_pipeline_ = true;
-      pipeline_line_ = line_;
-      return;
-    }
-    if (!in_pipeline_) {
-      fail(file_, line_,
-           fmt::format("\\{}: not in pipeline mode (no \\startpipeline before it)", name_));
-    }
-    if (kind == ScriptCommand::Kind::end_pipeline) in_pipeline_ = false;
-  }
-
   const std::string& file_;
   Variables& variables_;
   Script& script_;
   int line_ = 0;
   std::string name_;
   std::vector<std::vector<std::size_t>> open_;  // per open \if: its branches' commands
-  bool in_pipeline_ = false;
-  int pipeline_line_ = 0;
 };
 
 // Refuses a NUL byte and bytes that are not UTF-8, naming the line and

@@ -44,7 +44,7 @@ class Lexer {
   }
 
   // Appends s_[from, to) to the command, counting its line breaks.
-  void append(std::size_t from, std::size_t to, bool content) {
+  void append(std::size_t from, std::size_t to) {
     for (std::size_t k = from; k < to; ++k) {
       if (!started_ && !space(s_[k])) {
         started_ = true;
@@ -53,11 +53,10 @@ class Lexer {
       if (s_[k] == '\n') ++line_;
       buf_ += s_[k];
     }
-    if (content) has_content_ = true;
   }
-  void literal(std::size_t from, std::size_t to, bool content) {
+  void literal(std::size_t from, std::size_t to) {
     const std::size_t begin = buf_.size();
-    append(from, to, content);
+    append(from, to);
     ranges_.emplace_back(begin, buf_.size());
   }
 
@@ -75,34 +74,34 @@ class Lexer {
     } else if (c == '-' && next == '-') {
       std::size_t end = s_.find('\n', i_);
       if (end == std::string_view::npos) end = s_.size();
-      if (started_) literal(i_, end, false);  // a leading comment is dropped, as psql does
+      if (started_) literal(i_, end);  // a leading comment is dropped, as psql does
       i_ = end;
     } else if (c == '/' && next == '*') {
       block_comment();
     } else if (c == '(') {
       ++paren_depth_;
-      append(i_, i_ + 1, true);
+      append(i_, i_ + 1);
       ++i_;
     } else if (c == ')') {
       if (paren_depth_ > 0) --paren_depth_;
-      append(i_, i_ + 1, true);
+      append(i_, i_ + 1);
       ++i_;
     } else if (c == ';') {
       ++i_;
       if (paren_depth_ == 0 && begin_depth_ == 0) {
         end_sql();
       } else {
-        append(i_ - 1, i_, true);
+        append(i_ - 1, i_);
       }
     } else if (c == '\\' && (next == ';' || next == ':')) {
-      append(i_ + 1, i_ + 2, true);  // \; and \: put the character itself in the command
+      append(i_ + 1, i_ + 2);  // \; and \: put the character itself in the command
       i_ += 2;
     } else if (c == '\\') {
       meta_command();
     } else if (ident_start(c) && !ident_char(prev)) {
       word();
     } else {
-      append(i_, i_ + 1, !space(c));
+      append(i_, i_ + 1);
       ++i_;
     }
   }
@@ -125,7 +124,7 @@ class Lexer {
       }
       ++k;
     }
-    literal(i_, k + 1, true);
+    literal(i_, k + 1);
     i_ = k + 1;
   }
 
@@ -141,7 +140,7 @@ class Lexer {
     const std::string_view tag = s_.substr(i_, k - i_ + 1);
     const std::size_t close = s_.find(tag, k + 1);
     if (close == std::string_view::npos) fail(line_, "unterminated dollar-quoted string");
-    literal(i_, close + tag.size(), true);
+    literal(i_, close + tag.size());
     i_ = close + tag.size();
     return true;
   }
@@ -162,7 +161,7 @@ class Lexer {
         ++k;
       }
     } while (depth > 0);
-    literal(i_, k, false);
+    literal(i_, k);
     i_ = k;
   }
 
@@ -182,7 +181,7 @@ class Lexer {
     } else if (begin_depth_ > 0 && iequals(w, "end")) {
       --begin_depth_;
     }
-    append(i_, k, true);
+    append(i_, k);
     i_ = k;
   }
 
@@ -218,9 +217,11 @@ class Lexer {
     out_.push_back(std::move(m));
   }
 
-  // The command collected so far, if it holds more than white space and comments.
+  // The command collected so far, if it holds more than white space: a
+  // command of nothing but a /* */ comment is one too, as psql and pgbench
+  // have it (the server answers it with an empty query response).
   void end_sql() {
-    if (has_content_) {
+    if (started_) {
       LexedCommand c;
       c.kind = LexedCommand::Kind::sql;
       c.line = buf_line_;
@@ -236,7 +237,6 @@ class Lexer {
     }
     buf_.clear();
     ranges_.clear();
-    has_content_ = false;
     started_ = false;
     paren_depth_ = 0;
     begin_depth_ = 0;
@@ -252,8 +252,7 @@ class Lexer {
   // The SQL command being collected.
   std::string buf_;
   int buf_line_ = 0;
-  bool started_ = false;      // something other than white space is in buf_
-  bool has_content_ = false;  // something other than white space and comments is
+  bool started_ = false;  // something other than white space is in buf_
   std::vector<std::pair<std::size_t, std::size_t>> ranges_;
   int paren_depth_ = 0;
   int begin_depth_ = 0;

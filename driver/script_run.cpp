@@ -175,12 +175,22 @@ void Worker::step_script(Client& c) {
           ++c.command;
           continue;
         case K::start_pipeline:
+          if (c.in_script_pipeline) throw_usage("already in pipeline mode");
+          if (options_.protocol == Protocol::prepared) {
+            // Prepared before the pipeline, as pgbench does: its commands
+            // up to the next \endpipeline.
+            for (std::size_t k = c.command + 1;
+                 k < script.commands.size() && script.commands[k].kind != K::end_pipeline; ++k) {
+              if (script.commands[k].kind == K::sql) prepare_command(c, c.script, k);
+            }
+          }
           if (!PQenterPipelineMode(c.conn.get())) throw_usage("cannot enter pipeline mode");
           c.in_script_pipeline = true;
           c.pipeline_syncs = 0;
           ++c.command;
           continue;
         case K::sync_pipeline:
+          if (!c.in_script_pipeline) throw_usage("not in pipeline mode");
           if (!PQpipelineSync(c.conn.get())) {
             send_failed(c);
             return;
@@ -189,6 +199,7 @@ void Worker::step_script(Client& c) {
           ++c.command;
           continue;
         case K::end_pipeline:
+          if (!c.in_script_pipeline) throw_usage("not in pipeline mode");
           if (!PQpipelineSync(c.conn.get())) {
             send_failed(c);
             return;
@@ -198,9 +209,14 @@ void Worker::step_script(Client& c) {
           return;  // pipeline_results() takes the results up to the last sync
       }
     } catch (const Error& e) {
-      script_failed(c, fmt::format("{}:{}: {}", script.name, cmd.line, e.what()));
+      script_failed(c, fmt::format("{}:{}: {}", script.name, cmd.line, e.what()),
+                    e.sqlstate().empty() ? std::nullopt : std::optional(e.sqlstate()));
       return;
     }
+  }
+  if (c.in_script_pipeline) {
+    script_failed(c, fmt::format("{}: end of script reached with pipeline open", script.name));
+    return;
   }
   end_script_transaction(c);
 }
@@ -236,9 +252,16 @@ std::int64_t Worker::sleep_count(const Client& c, const ScriptCommand& cmd) cons
 // Sends SQL command `cmd`; false when the client now waits (for its
 // results, or after a failure), true inside a pipeline (go on at once).
 bool Worker::send_script_sql(Client& c, const Script& script, const ScriptCommand& cmd) {
+  if (c.in_script_pipeline && cmd.store != ScriptCommand::Store::none) {
+    throw_usage(fmt::format("{} is not allowed in pipeline mode",
+                            cmd.store == ScriptCommand::Store::gset ? "\\gset" : "\\aset"));
+  }
   if (auto error = bind_command(c, script, cmd)) {
     script_failed(c, *error);
     return false;
+  }
+  if (options_.protocol == Protocol::prepared && !c.in_script_pipeline) {
+    prepare_command(c, c.script, c.command);
   }
   if (options_.per_statement && !c.in_script_pipeline) c.statement_sent_mono_ns = mono_now_ns();
   c.storing = cmd.store;
@@ -252,6 +275,25 @@ bool Worker::send_script_sql(Client& c, const Script& script, const ScriptComman
   if (!c.in_script_pipeline) return false;
   ++c.command;
   return true;
+}
+
+void Worker::prepare_command(Client& c, std::size_t script, std::size_t command) {
+  if (c.prepared_connection != c.connection) {
+    c.prepared.assign(statement_count_, 0);
+    c.prepared_connection = c.connection;
+  }
+  const int id = statement_ids_[script][command];
+  if (id < 0 || c.prepared[static_cast<std::size_t>(id)]) return;
+  const ScriptCommand& cmd = options_.scripts[script].commands[command];
+  pg::Result res(PQprepare(c.conn.get(), script_statement(script, command).c_str(),
+                           cmd.numbered.c_str(), 0, nullptr));
+  if (!res || PQresultStatus(res.get()) != PGRES_COMMAND_OK) {
+    const char* state = res ? PQresultErrorField(res.get(), PG_DIAG_SQLSTATE) : nullptr;
+    throw Error(ErrorKind::postgres,
+                fmt::format("cannot prepare SQL: {}", result_message(res.get(), c.conn.get())), 0,
+                state ? state : "");
+  }
+  c.prepared[static_cast<std::size_t>(id)] = 1;
 }
 
 // The script's transaction is over (done, or failed by the script): record
@@ -498,9 +540,10 @@ void Worker::statement_done(Client& c, std::int64_t now_ns) {
 
 // A script that cannot go on (an expression error): the transaction fails
 // with XX000 and the message naming the script line; the next one starts.
-void Worker::script_failed(Client& c, const std::string& message) {
+void Worker::script_failed(Client& c, const std::string& message,
+                           const std::optional<std::string>& sqlstate) {
   c.failed = true;
-  c.sqlstate = kInternalError;
+  c.sqlstate = sqlstate.value_or(kInternalError);
   c.error = message;
   if (c.in_script_pipeline && c.conn) {
     // Leave pipeline mode: a sync, its results discarded.

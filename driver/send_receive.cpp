@@ -39,7 +39,8 @@ void Worker::send_next(Client& c, std::int64_t now_ns) {
     restart_try(c, now_ns);
     return;
   }
-  if (stopping_ || (deadline_mono_ns_ && now_ns >= *deadline_mono_ns_) || transactions_done(c)) {
+  if (stopping_ || (deadline_mono_ns_ && now_ns >= *deadline_mono_ns_) || transactions_done(c) ||
+      (options_.exit_on_abort && abort_.load(std::memory_order_relaxed))) {
     finish(c);
     return;
   }
@@ -325,8 +326,9 @@ void Worker::record(Client& c, std::int64_t done_mono_ns, RowKind kind) {
       if (c.sqlstate == kSerializationFailure) bump(stats_.serialization_failures, 1);
       if (c.sqlstate == kDeadlockDetected) bump(stats_.deadlock_failures, 1);
       if (options_.verbose_errors && options_.max_tries != 1) {
-        fmt::print(stderr, "client {} ends the failed transaction (try {}): {}\n", c.client_id,
-                   c.tries, c.error.value_or(""));
+        fmt::print(stderr, "client {} ends the failed transaction (try {}{}): {}\n", c.client_id,
+                   c.tries, options_.max_tries > 0 ? fmt::format("/{}", options_.max_tries) : "",
+                   c.error.value_or(""));
       }
     }
   }

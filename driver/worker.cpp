@@ -153,8 +153,12 @@ void Worker::start(std::int64_t now) {
   active_ = static_cast<int>(clients_.size());
   trigger_mono_ns_ = now;
   next_tcp_mono_ns_ = now;
-  if (options_.per_statement) {
+  if (!options_.scripts.empty()) {
     statement_ids_ = number_statements(options_.scripts);
+    for (const auto& s : options_.scripts)
+      statement_count_ += static_cast<std::size_t>(s.sql_commands());
+  }
+  if (options_.per_statement) {
     int n = 0;
     for (const auto& v : statement_ids_)
       n += static_cast<int>(std::count_if(v.begin(), v.end(), [](int id) { return id >= 0; }));

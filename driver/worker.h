@@ -149,6 +149,10 @@ class Worker {
   std::size_t enter_branch(Client& c, const Script& script, std::size_t index);
   std::int64_t sleep_count(const Client& c, const ScriptCommand& cmd) const;
   bool send_script_sql(Client& c, const Script& script, const ScriptCommand& cmd);
+  // -M prepared: prepares command `command` of script `script` on c's
+  // connection unless it is; throws Error (the server's SQLSTATE) when the
+  // server refuses it.
+  void prepare_command(Client& c, std::size_t script, std::size_t command);
   void end_script_transaction(Client& c);
   void check_transaction_closed(Client& c);
   void store_result(Client& c, const pg_result* res);
@@ -168,7 +172,10 @@ class Worker {
                                           const ScriptCommand& cmd);
   int send_command(Client& c, const ScriptCommand& cmd, std::size_t script, std::size_t command);
   void statement_done(Client& c, std::int64_t now_ns);
-  void script_failed(Client& c, const std::string& message);
+  // `sqlstate`: the server's, when it refused the script's command (a
+  // prepare); else XX000.
+  void script_failed(Client& c, const std::string& message,
+                     const std::optional<std::string>& sqlstate = std::nullopt);
 
   // pipeline.cpp
   void pipeline_fill(Client& c, std::int64_t now_ns);
@@ -219,6 +226,7 @@ class Worker {
   std::exponential_distribution<double> next_gap_{1.0};
   // -r: statement id of command k of script s (SQL commands only, else -1).
   std::vector<std::vector<int>> statement_ids_;
+  std::size_t statement_count_ = 0;  // SQL commands of all scripts
   std::int64_t next_tcp_mono_ns_ = 0;
   // The sockets of this thread's clients with a reply to wait for. epoll,
   // not poll: the registrations stay from one wait to the next (a client

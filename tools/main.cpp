@@ -289,7 +289,8 @@ std::vector<std::pair<std::string, std::string>> parse_defines(
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& d : defines) {
     const auto eq = d.find('=');
-    if (eq == std::string::npos || !stallscope::driver::valid_variable_name(d.substr(0, eq))) {
+    if (eq == std::string::npos || eq + 1 == d.size() ||
+        !stallscope::driver::valid_variable_name(d.substr(0, eq))) {
       throw Error(ErrorKind::usage,
                   fmt::format("cannot use -D '{}': invalid variable definition: \"{}\" (expected "
                               "NAME=VALUE, NAME a variable name)",

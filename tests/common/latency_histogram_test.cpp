@@ -61,6 +61,15 @@ TEST(LatencyHistogram, P99SeesTheSlowTailOnlyWhenItIsMoreThanOnePercent) {
   EXPECT_NEAR(static_cast<double>(two_slow.percentile_ns(0.99)), 1e8, 1e8 * 0.01);
 }
 
+// One transaction's p99 is its latency: a bucket's midpoint put the run
+// summary's p99 (50.070 ms) below its only latency (50.145 ms).
+TEST(LatencyHistogram, TheTopRankInTheBucketOfTheMaximumIsTheMaximum) {
+  LatencyHistogram one;
+  one.record_ns(50'145'357);
+  EXPECT_EQ(one.percentile_ns(0.99), 50'145'357);
+  EXPECT_EQ(one.percentile_ns(0.5), 50'145'357);
+}
+
 TEST(LatencyHistogram, EmptyReportsZero) {
   LatencyHistogram h;
   EXPECT_EQ(h.percentile_ns(0.99), 0);

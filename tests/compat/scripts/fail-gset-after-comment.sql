@@ -1,0 +1,3 @@
+SELECT 1 AS a;
+/* licence */ \gset
+\set x debug(:a)
