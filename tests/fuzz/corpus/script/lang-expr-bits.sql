@@ -1,7 +1,0 @@
-\set a debug(3 # 5)
-\set b debug(~0)
-\set c debug(~1 + 2)
-\set d debug(1 << 62)
-\set e debug(12 & 10 | 1)
-\set f debug(-16 >> 2)
-\set g debug(1 << 3 + 1)

@@ -1,7 +1,0 @@
-\set a debug(true and not false)
-\set b debug(null and false)
-\set c debug(false and null)
-\set d debug(null or true)
-\set e debug(true or null)
-\set f debug(false and 1 / 0 = 1)
-\set g debug(TRUE AND NOT FALSE OR FALSE)

@@ -1,2 +1,0 @@
-SELECT 5 AS v \gset p_
-\set a debug(:p_v)
