@@ -1,5 +1,6 @@
 #include "common/conninfo.h"
 
+#include "common/ascii.h"
 #include "common/sql_secrets.h"
 
 #include <libpq-fe.h>
@@ -17,6 +18,9 @@
 namespace stallscope {
 namespace {
 
+using common::lowered;
+using common::to_lower;
+
 bool is_uri(const std::string& s) {
   return s.rfind("postgresql://", 0) == 0 || s.rfind("postgres://", 0) == 0;
 }
@@ -33,14 +37,6 @@ bool is_name_char(char c) {
 }
 bool is_quote(char c) {
   return c == '\'' || c == '"';
-}
-char to_lower(char c) {
-  return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
-}
-std::string lowered(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = to_lower(c);
-  return out;
 }
 
 // A name's parts, lower case, split at '-', '_' and '.', leading dashes dropped:

@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <optional>
 
+#include "common/ascii.h"
 #include "common/conninfo.h"
 
 namespace stallscope {
@@ -20,16 +21,13 @@ bool is_word_char(char c) {
 bool is_word_start(char c) {
   return is_word_char(c) && c != '$' && !(c >= '0' && c <= '9');
 }
-char to_lower(char c) {
-  return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
-}
 // Whether `word` ends in "password", any case (PASSWORD, sslpassword).
 bool names_password(std::string_view word) {
   constexpr std::string_view kPassword = "password";
   if (word.size() < kPassword.size()) return false;
   const auto tail = word.substr(word.size() - kPassword.size());
   for (std::size_t i = 0; i < tail.size(); ++i) {
-    if (to_lower(tail[i]) != kPassword[i]) return false;
+    if (common::to_lower(tail[i]) != kPassword[i]) return false;
   }
   return true;
 }

@@ -196,18 +196,7 @@ Report explain_once(schema::Store& store, const ExplainOptions& options) {
     clock.lap("path facts, windows");
     if (report.accounting && report.accounting->connection_lost_ns > 0) read_outage(store, f);
     read_error_facts(store, report.run, f);
-    if (const auto retry = schema::read_retry_totals(store); retry.transactions > 0) {
-      report.notes.push_back(fmt::format(
-          "{} transaction{} retried after a serialization failure or a deadlock (--max-tries), "
-          "with {} extra tr{}: {:.3f} s of their latency went into the tries that failed{}.",
-          retry.transactions, retry.transactions == 1 ? " was" : "s were", retry.retries,
-          retry.retries == 1 ? "y" : "ies", static_cast<double>(retry.retried_ns) / 1e9,
-          retry.latency_ns > 0
-              ? fmt::format(" ({:.1f} % of all transactions' latency, \\sleep included)",
-                            100.0 * static_cast<double>(retry.retried_ns) /
-                                static_cast<double>(retry.latency_ns))
-              : ""));
-    }
+    add_retry_note(schema::read_retry_totals(store), report);
     account_driver_stop(report, f);  // stopped.cpp
     report.findings = find(report, f);
     report.verdict = decide_verdict(report, f);

@@ -138,4 +138,18 @@ void add_sampling_notes(const NoteInputs& in, Report& report) {
   }
 }
 
+void add_retry_note(const schema::RetryTotals& retry, Report& report) {
+  if (retry.transactions <= 0) return;
+  report.notes.push_back(fmt::format(
+      "{} transaction{} retried after a serialization failure or a deadlock (--max-tries), with "
+      "{} extra tr{}: {:.3f} s of their latency went into the tries that failed{}.",
+      retry.transactions, retry.transactions == 1 ? " was" : "s were", retry.retries,
+      retry.retries == 1 ? "y" : "ies",
+      static_cast<double>(retry.retried_ns) / common::kNsPerSDouble,
+      retry.latency_ns > 0
+          ? fmt::format(" ({:.1f} % of all transactions' latency, \\sleep included)",
+                        pct(retry.retried_ns, retry.latency_ns))
+          : ""));
+}
+
 }  // namespace stallscope::correlate::detail

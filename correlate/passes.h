@@ -359,6 +359,9 @@ struct NoteInputs {
 
 // The notes on sampling limits and caveats, after the accounting.
 void add_sampling_notes(const NoteInputs& in, Report& report);
+// --max-tries: how many transactions were retried and how much of their
+// latency went into the tries that failed (none when nothing was retried).
+void add_retry_note(const schema::RetryTotals& retry, Report& report);
 // The first note, when the run did not end as asked: cut short by a failed
 // write of its file (status 'failed', end_reason "disk full at …" or "write
 // failed at …"), or no end at all (killed, crashed, or still running).

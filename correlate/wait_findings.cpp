@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "common/ascii.h"
 #include "correlate/kernel_sleep.h"
 #include "correlate/rules.h"
 
@@ -73,10 +74,8 @@ void ash_class(const Context& c, const std::vector<std::string>& classes, Findin
                 {"top_wait_event_samples", top_rows},
                 {"ash_period_ms", round4(double(c.f.ash_period_ns) / common::kNsPerMsDouble)}};
   for (std::size_t i = 1; i < classes.size(); ++i) {
-    std::string name = classes[i];
-    std::transform(name.begin(), name.end(), name.begin(),
-                   [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
-    x.evidence.emplace_back(fmt::format("ash_{}_samples", name), class_rows(c.f, classes[i]));
+    x.evidence.emplace_back(fmt::format("ash_{}_samples", common::lowered(classes[i])),
+                            class_rows(c.f, classes[i]));
   }
   if (kind == FindingKind::lwlock_wait && !top.empty()) x.culprit = top;
   x.suggestion = suggestion;

@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "common/ascii.h"
 #include "common/error.h"
 #include "common/parse.h"
 #include "driver/expr_tree.h"
@@ -186,7 +187,7 @@ std::int64_t permute(std::int64_t value, std::int64_t size_signed, std::int64_t 
 
 namespace {
 
-using detail::iequals;
+using common::iequals;
 using detail::kMaxFunctionArgs;
 
 // ---- evaluation ----
@@ -346,6 +347,21 @@ Value random_value(Expr::Op op, std::span<const Value> a, Prng& rng) {
   return Value::integer(lo + (x < span - 1 ? static_cast<std::int64_t>(x) : width - 1));
 }
 
+// = <> <= <, on two doubles or two integers.
+template <typename T>
+Value compare(Expr::Op op, T a, T b) {
+  switch (op) {
+    case Expr::Op::eq:
+      return Value::boolean(a == b);
+    case Expr::Op::ne:
+      return Value::boolean(a != b);
+    case Expr::Op::le:
+      return Value::boolean(a <= b);
+    default:
+      return Value::boolean(a < b);
+  }
+}
+
 // + - * / % and the comparisons: doubles when either side is one (% always
 // works on integers), else integers with overflow checks.
 Value arithmetic(Expr::Op op, const Value& l, const Value& r) {
@@ -360,14 +376,8 @@ Value arithmetic(Expr::Op op, const Value& l, const Value& r) {
         return Value::real(a * b);
       case Expr::Op::div:
         return Value::real(a / b);
-      case Expr::Op::eq:
-        return Value::boolean(a == b);
-      case Expr::Op::ne:
-        return Value::boolean(a != b);
-      case Expr::Op::le:
-        return Value::boolean(a <= b);
       default:
-        return Value::boolean(a < b);
+        return compare(op, a, b);
     }
   }
   const std::int64_t a = to_integer(l), b = to_integer(r);
@@ -391,14 +401,8 @@ Value arithmetic(Expr::Op op, const Value& l, const Value& r) {
         return Value::integer(-a);
       }
       return Value::integer(op == Expr::Op::div ? a / b : a % b);
-    case Expr::Op::eq:
-      return Value::boolean(a == b);
-    case Expr::Op::ne:
-      return Value::boolean(a != b);
-    case Expr::Op::le:
-      return Value::boolean(a <= b);
     default:
-      return Value::boolean(a < b);
+      return compare(op, a, b);
   }
 }
 
@@ -523,20 +527,15 @@ Value apply(const Expr& e, const EvalContext& c, std::span<const Value> a) {
       const bool real = std::any_of(a.begin(), a.end(),
                                     [](const Value& v) { return v.type == Value::Type::real; });
       const bool least = e.op == Expr::Op::least;
-      if (real) {
-        double x = to_real(a[0]);
+      const auto extremum = [&](auto convert) {
+        auto x = convert(a[0]);
         for (std::size_t k = 1; k < a.size(); ++k) {
-          const double y = to_real(a[k]);
+          const auto y = convert(a[k]);
           x = least ? std::min(x, y) : std::max(x, y);
         }
-        return Value::real(x);
-      }
-      std::int64_t x = to_integer(a[0]);
-      for (std::size_t k = 1; k < a.size(); ++k) {
-        const std::int64_t y = to_integer(a[k]);
-        x = least ? std::min(x, y) : std::max(x, y);
-      }
-      return Value::integer(x);
+        return x;
+      };
+      return real ? Value::real(extremum(to_real)) : Value::integer(extremum(to_integer));
     }
     case Expr::Op::random:
     case Expr::Op::random_exponential:

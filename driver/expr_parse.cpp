@@ -10,13 +10,14 @@
 
 #include <fmt/format.h>
 
+#include "common/ascii.h"
 #include "common/parse.h"
 #include "driver/expr.h"
 #include "driver/expr_tree.h"
 
 namespace stallscope::driver {
 
-using detail::iequals;
+using common::iequals;
 
 std::optional<Value> constant_value(const Expr& e) {
   if (e.op == Expr::Op::constant) return e.constant;

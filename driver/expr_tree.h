@@ -66,13 +66,5 @@ namespace detail {
 // pgbench's limit on a function's arguments (evaluation fails past it).
 inline constexpr std::size_t kMaxFunctionArgs = 16;
 
-// ASCII case-insensitive equality (keywords, function names, boolean words).
-inline bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
 }  // namespace detail
 }  // namespace stallscope::driver

@@ -58,7 +58,7 @@ std::optional<std::string> Worker::pipeline_bind_script(Client& c, std::size_t& 
       }
     } else if (cmd.kind == ScriptCommand::Kind::sql) {
       sql_command = k;
-      error = bind_command(c, script, cmd);
+      bind_command(c, cmd);
     }
   }
   return error;

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "common/ascii.h"
 #include "common/error.h"
 #include "common/parse.h"
 #include "common/printable.h"
@@ -121,9 +122,7 @@ class MetaParser {
   void add(const LexedCommand& m) {
     line_ = m.line;
     name_ = m.text;
-    std::string name = m.text;
-    std::transform(name.begin(), name.end(), name.begin(),
-                   [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    const std::string name = common::lowered(m.text);
     const std::vector<std::string> words = split_words(m.args);
     ScriptCommand c;
     c.line = m.line;
@@ -245,9 +244,7 @@ class MetaParser {
       }
       c.sleep_count = *n;
     }
-    std::string lower = unit;
-    std::transform(lower.begin(), lower.end(), lower.begin(),
-                   [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    const std::string lower = common::lowered(unit);
     if (lower == "us") {
       c.unit_ns = common::kNsPerUs;
     } else if (lower == "ms") {

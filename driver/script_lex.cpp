@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "common/ascii.h"
 #include "common/error.h"
 
 namespace stallscope::driver::detail {
@@ -18,14 +19,6 @@ bool ident_char(char c) {
 }
 bool space(char c) {
   return std::isspace(static_cast<unsigned char>(c)) != 0;
-}
-
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) != b[i]) return false;
-  }
-  return true;
 }
 
 class Lexer {
@@ -172,13 +165,14 @@ class Lexer {
     while (k < s_.size() && ident_char(s_[k])) ++k;
     const std::string_view w = s_.substr(i_, k - i_);
     ++words_;
-    if (words_ == 1) creating_ = iequals(w, "create");
-    if (creating_ && (iequals(w, "function") || iequals(w, "procedure"))) routine_ = true;
-    if (routine_ && iequals(w, "begin")) {
+    if (words_ == 1) creating_ = common::iequals(w, "create");
+    if (creating_ && (common::iequals(w, "function") || common::iequals(w, "procedure")))
+      routine_ = true;
+    if (routine_ && common::iequals(w, "begin")) {
       ++begin_depth_;
-    } else if (begin_depth_ > 0 && iequals(w, "case")) {
+    } else if (begin_depth_ > 0 && common::iequals(w, "case")) {
       ++begin_depth_;
-    } else if (begin_depth_ > 0 && iequals(w, "end")) {
+    } else if (begin_depth_ > 0 && common::iequals(w, "end")) {
       --begin_depth_;
     }
     append(i_, k);

@@ -137,7 +137,7 @@ void Worker::step_script(Client& c) {
     try {
       switch (cmd.kind) {
         case K::sql:
-          if (!send_script_sql(c, script, cmd)) return;
+          if (!send_script_sql(c, cmd)) return;
           continue;  // in a pipeline: on to the next command at once
         case K::set:
           c.values[static_cast<std::size_t>(cmd.target)].set(evaluate(*cmd.expr, context));
@@ -190,14 +190,6 @@ void Worker::step_script(Client& c) {
           ++c.command;
           continue;
         case K::sync_pipeline:
-          if (!c.in_script_pipeline) throw_usage("not in pipeline mode");
-          if (!PQpipelineSync(c.conn.get())) {
-            send_failed(c);
-            return;
-          }
-          ++c.pipeline_syncs;
-          ++c.command;
-          continue;
         case K::end_pipeline:
           if (!c.in_script_pipeline) throw_usage("not in pipeline mode");
           if (!PQpipelineSync(c.conn.get())) {
@@ -205,6 +197,10 @@ void Worker::step_script(Client& c) {
             return;
           }
           ++c.pipeline_syncs;
+          if (cmd.kind == K::sync_pipeline) {
+            ++c.command;
+            continue;
+          }
           c.state = ClientState::busy;
           return;  // pipeline_results() takes the results up to the last sync
       }
@@ -251,15 +247,12 @@ std::int64_t Worker::sleep_count(const Client& c, const ScriptCommand& cmd) cons
 
 // Sends SQL command `cmd`; false when the client now waits (for its
 // results, or after a failure), true inside a pipeline (go on at once).
-bool Worker::send_script_sql(Client& c, const Script& script, const ScriptCommand& cmd) {
+bool Worker::send_script_sql(Client& c, const ScriptCommand& cmd) {
   if (c.in_script_pipeline && cmd.store != ScriptCommand::Store::none) {
     throw_usage(fmt::format("{} is not allowed in pipeline mode",
                             cmd.store == ScriptCommand::Store::gset ? "\\gset" : "\\aset"));
   }
-  if (auto error = bind_command(c, script, cmd)) {
-    script_failed(c, *error);
-    return false;
-  }
+  bind_command(c, cmd);
   if (options_.protocol == Protocol::prepared && !c.in_script_pipeline) {
     prepare_command(c, c.script, c.command);
   }
@@ -343,10 +336,7 @@ void append_value(std::string& out, const Variable& v) {
 
 }  // namespace
 
-// Returns the message of a transaction that cannot go on, else nullopt.
-std::optional<std::string> Worker::bind_command(Client& c, const Script& script,
-                                                const ScriptCommand& cmd) {
-  (void)script;
+void Worker::bind_command(Client& c, const ScriptCommand& cmd) {
   if (options_.protocol == Protocol::simple) {
     // Every reference, quoted or not, as pgbench; an unset one stays as written.
     c.query_text.clear();
@@ -362,7 +352,7 @@ std::optional<std::string> Worker::bind_command(Client& c, const Script& script,
         c.query_text += options_.variables.names[slot];
       }
     }
-    return std::nullopt;
+    return;
   }
   // $n parameters; an unset variable is NULL, as pgbench's.
   const std::size_t n = cmd.params.size();
@@ -378,7 +368,6 @@ std::optional<std::string> Worker::bind_command(Client& c, const Script& script,
     append_value(c.param_text[k], v);
     c.param_ptrs[k] = c.param_text[k].c_str();
   }
-  return std::nullopt;
 }
 
 // Sends SQL command `command` of script `script`, bound by bind_command.
@@ -464,11 +453,7 @@ void Worker::pipeline_results(Client& c) {
     if (!res) continue;
     if (PQresultStatus(res.get()) == PGRES_PIPELINE_SYNC) {
       if (--c.pipeline_syncs > 0) continue;
-      if (!PQexitPipelineMode(conn)) {
-        pg::Result rest(PQgetResult(conn));  // the NULL after the sync
-        PQexitPipelineMode(conn);
-      }
-      c.in_script_pipeline = false;
+      exit_pipeline(c);
       transaction_done(c, mono_now_ns());  // c.command is \endpipeline's
       return;
     }
@@ -546,19 +531,31 @@ void Worker::script_failed(Client& c, const std::string& message,
   c.sqlstate = sqlstate.value_or(kInternalError);
   c.error = message;
   if (c.in_script_pipeline && c.conn) {
-    // Leave pipeline mode: a sync, its results discarded.
+    // Leave pipeline mode: one more sync, the results up to it (and to the
+    // syncs already sent) discarded.
     PGconn* conn = c.conn.get();
     if (PQpipelineSync(conn)) {
-      for (;;) {
+      for (int syncs = c.pipeline_syncs + 1; syncs > 0;) {
         pg::Result res(PQgetResult(conn));
-        if (res && PQresultStatus(res.get()) == PGRES_PIPELINE_SYNC) break;
+        if (res && PQresultStatus(res.get()) == PGRES_PIPELINE_SYNC) --syncs;
         if (!res && PQstatus(conn) == CONNECTION_BAD) break;
       }
     }
-    PQexitPipelineMode(conn);
-    c.in_script_pipeline = false;
+    exit_pipeline(c);
   }
   end_script_transaction(c);
+}
+
+// Out of pipeline mode once every sync is answered (libpq may still hold
+// the NULL that follows the last one).
+void Worker::exit_pipeline(Client& c) {
+  PGconn* conn = c.conn.get();
+  if (!PQexitPipelineMode(conn)) {
+    pg::Result rest(PQgetResult(conn));
+    PQexitPipelineMode(conn);
+  }
+  c.in_script_pipeline = false;
+  c.pipeline_syncs = 0;
 }
 
 }  // namespace stallscope::driver::detail

@@ -40,7 +40,7 @@ void Worker::send_next(Client& c, std::int64_t now_ns) {
     return;
   }
   if (stopping_ || (deadline_mono_ns_ && now_ns >= *deadline_mono_ns_) || transactions_done(c) ||
-      (options_.exit_on_abort && abort_.load(std::memory_order_relaxed))) {
+      abort_.load(std::memory_order_relaxed)) {
     finish(c);
     return;
   }

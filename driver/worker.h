@@ -148,7 +148,7 @@ class Worker {
   void step_script(Client& c);
   std::size_t enter_branch(Client& c, const Script& script, std::size_t index);
   std::int64_t sleep_count(const Client& c, const ScriptCommand& cmd) const;
-  bool send_script_sql(Client& c, const Script& script, const ScriptCommand& cmd);
+  bool send_script_sql(Client& c, const ScriptCommand& cmd);
   // -M prepared: prepares command `command` of script `script` on c's
   // connection unless it is; throws Error (the server's SQLSTATE) when the
   // server refuses it.
@@ -159,17 +159,16 @@ class Worker {
   void finish_store(Client& c);
   void store_column(Client& c, const std::string& name, const char* value);
   void pipeline_results(Client& c);
+  void exit_pipeline(Client& c);
   // --max-tries (script_run.cpp): whether c's failed try is tried again;
   // begin_retry rolls it back (when a block is open) and restart_try runs
   // the script again from its start.
   bool should_retry(const Client& c, std::int64_t now_ns) const;
   void begin_retry(Client& c, std::int64_t now_ns);
   void restart_try(Client& c, std::int64_t now_ns);
-  // Fills c.query_text (simple) or c.param_text/param_ptrs for SQL command
-  // `cmd`; returns the message of a transaction that cannot go on (an unset
-  // variable), else nullopt.
-  std::optional<std::string> bind_command(Client& c, const Script& script,
-                                          const ScriptCommand& cmd);
+  // Fills c.query_text (simple: an unset variable stays `:name`) or
+  // c.param_text/param_ptrs (an unset one is NULL) for SQL command `cmd`.
+  void bind_command(Client& c, const ScriptCommand& cmd);
   int send_command(Client& c, const ScriptCommand& cmd, std::size_t script, std::size_t command);
   void statement_done(Client& c, std::int64_t now_ns);
   // `sqlstate`: the server's, when it refused the script's command (a
