@@ -278,7 +278,7 @@ void Worker::prepare_command(Client& c, std::size_t script, std::size_t command)
   const int id = statement_ids_[script][command];
   if (id < 0 || c.prepared[static_cast<std::size_t>(id)]) return;
   const ScriptCommand& cmd = options_.scripts[script].commands[command];
-  pg::Result res(PQprepare(c.conn.get(), script_statement(script, command).c_str(),
+  pg::Result res(PQprepare(c.conn.get(), statement_names_[static_cast<std::size_t>(id)].c_str(),
                            cmd.numbered.c_str(), 0, nullptr));
   if (!res || PQresultStatus(res.get()) != PGRES_COMMAND_OK) {
     const char* state = res ? PQresultErrorField(res.get(), PG_DIAG_SQLSTATE) : nullptr;
@@ -380,8 +380,9 @@ int Worker::send_command(Client& c, const ScriptCommand& cmd, std::size_t script
     return PQsendQueryParams(conn, cmd.numbered.c_str(), n, nullptr, c.param_ptrs.data(), nullptr,
                              nullptr, 0);
   }
-  return PQsendQueryPrepared(conn, script_statement(script, command).c_str(), n,
-                             c.param_ptrs.data(), nullptr, nullptr, 0);
+  const auto id = static_cast<std::size_t>(statement_ids_[script][command]);
+  return PQsendQueryPrepared(conn, statement_names_[id].c_str(), n, c.param_ptrs.data(), nullptr,
+                             nullptr, 0);
 }
 
 // \gset/\aset: a row set of the command in flight. \aset stores each

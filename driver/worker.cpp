@@ -21,6 +21,7 @@
 #include "common/error.h"
 #include "common/stop.h"
 #include "common/units.h"
+#include "driver/connection.h"
 
 namespace stallscope::driver::detail {
 namespace {
@@ -157,6 +158,13 @@ void Worker::start(std::int64_t now) {
     statement_ids_ = number_statements(options_.scripts);
     for (const auto& s : options_.scripts)
       statement_count_ += static_cast<std::size_t>(s.sql_commands());
+    statement_names_.resize(statement_count_);
+    for (std::size_t s = 0; s < statement_ids_.size(); ++s) {
+      for (std::size_t k = 0; k < statement_ids_[s].size(); ++k) {
+        if (const int id = statement_ids_[s][k]; id >= 0)
+          statement_names_[static_cast<std::size_t>(id)] = script_statement(s, k);
+      }
+    }
   }
   if (options_.per_statement) {
     int n = 0;
