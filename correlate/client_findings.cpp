@@ -181,12 +181,12 @@ void client_blocked_finding(const Report& r, const Facts& f, std::vector<Finding
     if (named++ < 3) who += fmt::format("{}{} (pid {})", who.empty() ? "" : ", ", c.comm, c.pid);
   }
   if (who.empty()) who = "the clients";
-  const auto meaning = wchan_meaning(wchan, "client");
+  const auto meaning = common::wchan_meaning(wchan, false);
   x.summary = fmt::format(
       "The client {} spent {} of the session time asleep in {}{} while their sessions waited for "
       "it: the client is blocked in the kernel, not waiting for the database.",
       who, share_pct_text(double(ns) / double(a.client_ns)), wchan,
-      meaning.empty() ? std::string() : " (" + meaning + ")");
+      meaning.empty() ? std::string() : fmt::format(" ({})", meaning));
   x.culprit = sleep_culprit("the client " + who, "client", wchan);
   x.evidence = {{"client_wchan", wchan},
                 {"client_blocked_s", round4(double(ns) / kNsPerS)},

@@ -16,6 +16,7 @@
 
 #include "common/poolers.h"
 #include "common/units.h"
+#include "common/wchan.h"
 #include "correlate/correlate.h"
 #include "correlate/network.h"
 #include "correlate/pg_stats_facts.h"
@@ -124,19 +125,16 @@ struct Span {
   std::int64_t duration_ns() const { return end_ns - start_ns; }
 };
 
-// Kernel wait channel families (matched by prefix or substring, never one
-// exact name, since names change between kernels).
-enum class WchanFamily {
-  none,     // running / no wchan ("0", "-", empty)
-  storage,  // page I/O, fsync, journal, block layer, dirty throttling: io_wait
-  memory,   // reclaim, swap, memory cgroup over its mark, compaction: memory_pressure
-  latch,    // epoll/poll/select and socket reads: idle, heavyweight lock, waiting for the peer
-  futex,    // futex: an LWLock semaphore inside PostgreSQL (lwlock_wait via ASH)
-  timer,    // nanosleep, hrtimer: asleep by choice (think time, a pacing loop)
-  child,    // waiting for a child or a signal (a shell running its pipeline)
-  other,    // anything else (a full pipe, a socket send buffer, a timer…): kernel_wait
-};
-WchanFamily wchan_family(std::string_view wchan);
+// Kernel wait channel families: common/wchan.h's one table.
+using common::wchan_family;
+using common::WchanFamily;
+// Whether a sleep of a process on the query path (a backend, the driver, a
+// pooler) in `family` holds the queries up in the kernel: `other`, and
+// `input` too — there a wait for input other than the peer's socket (a
+// backend reading COPY FROM PROGRAM's pipe) holds the query.
+inline bool held_on_query_path(WchanFamily family) {
+  return family == WchanFamily::other || family == WchanFamily::input;
+}
 
 // The connection poolers by process name (common/poolers.h).
 using common::is_pooler_comm;

@@ -16,11 +16,6 @@
 namespace stallscope::correlate::detail {
 namespace {
 
-bool has_any(std::string_view w, std::initializer_list<std::string_view> parts) {
-  return std::any_of(parts.begin(), parts.end(),
-                     [&](std::string_view p) { return w.find(p) != std::string_view::npos; });
-}
-
 void read_memory(schema::Store& store, Facts& f, Span span) {
   const auto t = schema::host_memory_totals(store, span.start_ns, span.end_ns);
   auto& m = f.memory;
@@ -58,7 +53,7 @@ void classify(Facts& f, const PathProcess& p, char state, const std::optional<st
     ++f.memory.path_memory_wchan_rows[w];
     return;
   }
-  if (family == WchanFamily::other || (futex_counts && family == WchanFamily::futex)) {
+  if (held_on_query_path(family) || (futex_counts && family == WchanFamily::futex)) {
     ++f.kernel.rows;
     const auto key = fmt::format("{} {}", role_name(p), w);
     ++f.kernel.rows_by_wait[key];
@@ -107,54 +102,6 @@ void read_connections(schema::Store& store, Facts& f, Span span) {
 }
 
 }  // namespace
-
-WchanFamily wchan_family(std::string_view w) {
-  if (w.empty() || w == "0" || w == "-") return WchanFamily::none;
-  // Memory before storage: swap reads and reclaim also wait on pages.
-  if (has_any(w, {"mem_cgroup", "shrink_", "reclaim", "try_to_free", "__alloc_pages",
-                  "alloc_pages_slowpath", "swap", "compact", "kswapd", "oom", "memcg",
-                  "throttle_direct"})) {
-    return WchanFamily::memory;
-  }
-  if (has_any(w, {"folio_wait",
-                  "wait_on_page",
-                  "page_bit",
-                  "submit_bio",
-                  "jbd2",
-                  "blk_",
-                  "bio_",
-                  "io_schedule",
-                  "bit_wait_io",
-                  "balance_dirty_pages",
-                  "ext4_",
-                  "xfs_",
-                  "btrfs_",
-                  "nfs_",
-                  "filemap_fault",
-                  "__lock_page",
-                  "lock_page",
-                  "fsync",
-                  "file_write_and_wait",
-                  "writeback",
-                  "wait_on_buffer",
-                  "__wait_on_bit",
-                  "do_read_cache",
-                  "iomap_",
-                  "aio_",
-                  "io_uring"})) {
-    return WchanFamily::storage;
-  }
-  // Before the child family: Linux 6.x's futex_do_wait holds "do_wait".
-  if (has_any(w, {"futex"})) return WchanFamily::futex;
-  if (has_any(w, {"do_wait", "sigsuspend", "sigtimedwait", "sys_pause"})) return WchanFamily::child;
-  if (has_any(w, {"epoll", "ep_poll", "poll_schedule", "do_sys_poll", "do_select", "sys_select",
-                  "unix_stream_read", "unix_dgram_recv", "sk_wait_data", "tcp_recvmsg",
-                  "inet_csk_accept", "skb_wait_for_more", "__skb_wait", "wait_woken"})) {
-    return WchanFamily::latch;
-  }
-  if (has_any(w, {"nanosleep", "hrtimer"})) return WchanFamily::timer;
-  return WchanFamily::other;
-}
 
 void add_path_process_row(Facts& f, const PathProcess& process, char state,
                           const std::optional<std::string>& wchan,

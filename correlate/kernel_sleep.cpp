@@ -12,19 +12,11 @@
 #include <fmt/format.h>
 
 namespace stallscope::correlate::detail {
-namespace {
-
-bool has(std::string_view w, std::string_view part) {
-  return w.find(part) != std::string_view::npos;
-}
-
-}  // namespace
-
 void add_kernel_sleep(const WindowIndex& windows, std::int64_t t,
                       std::optional<std::int64_t> span_ns, std::optional<std::int64_t> cpu_ns,
                       std::int64_t sample_period_ns, std::string_view state,
                       std::optional<std::string_view> wchan, std::vector<WindowAcc>& acc) {
-  if (state != "S" || !wchan || wchan_family(*wchan) != WchanFamily::other) return;
+  if (state != "S" || !wchan || !held_on_query_path(wchan_family(*wchan))) return;
   // Asleep through the whole span when it did not run in it; else seen
   // asleep at the tick, one period's worth.
   const bool slept_throughout = cpu_ns && *cpu_ns == 0 && span_ns && *span_ns > 0;
@@ -45,34 +37,10 @@ void account_kernel_sleep(const WindowAcc& a, Accounting& acc) {
                    [](auto& x, auto& y) { return x.second > y.second; });
 }
 
-std::string wchan_meaning(std::string_view w, std::string_view role) {
-  const bool backend = role == "backend";
-  if (has(w, "pipe_write") || w == "pipe_wait") {
-    // A backend writes to a pipe to log: its stderr (logging_collector
-    // off) or the logging collector's pipe; else COPY … TO PROGRAM.
-    return backend ? "a full pipe: their log output (stderr, or the logging collector's pipe) is "
-                     "not read fast enough"
-                   : "a full pipe: its reader does not keep up";
-  }
-  if (has(w, "sk_stream_wait_memory")) return "a full TCP send buffer: the peer does not read";
-  if (has(w, "sock_alloc_send") || has(w, "sock_wait_for_wmem") || has(w, "unix_wait_for_peer")) {
-    return backend ? "a full socket send buffer: syslog (/dev/log, journald) or another "
-                     "Unix-socket reader falling behind"
-                   : "a full socket send buffer: its reader falls behind";
-  }
-  if (has(w, "tty_write") || has(w, "n_tty")) return "a terminal that does not keep up";
-  if (has(w, "futex")) return "a futex: a lock or condition inside the process";
-  if (has(w, "do_signal_stop")) return "stopped by a signal";
-  if (has(w, "wait_for_completion")) return "a kernel completion (a device, a flush)";
-  if (has(w, "fuse")) return "a FUSE file system's daemon";
-  if (has(w, "msleep") || has(w, "schedule_timeout")) return "a timed sleep in the kernel";
-  return "";
-}
-
 std::string sleep_culprit(std::string_view who, std::string_view role, std::string_view wchan) {
-  const auto meaning = wchan_meaning(wchan, role);
-  return fmt::format("{} asleep in {}{}", who, wchan,
-                     meaning.empty() ? std::string() : " (" + meaning + ")");
+  const auto meaning = common::wchan_meaning(wchan, role == "backend");
+  return meaning.empty() ? fmt::format("{} asleep in {}", who, wchan)
+                         : fmt::format("{} asleep in {} ({})", who, wchan, meaning);
 }
 
 std::string kernel_wait_culprit(const Accounting* acc, const Facts& f,

@@ -25,7 +25,7 @@ inline constexpr std::int64_t kAshBlindMinGapNs = common::kNsPerS / 2;
 inline constexpr double kAshBlindStallShare = 0.2;
 
 // One process row of a backend serving the queries (process_pass.cpp): when
-// it is asleep (S) on a wait channel of WchanFamily::other, its sleep goes
+// it is asleep (S) on a wait channel held_on_query_path (detail.h), its sleep goes
 // into acc[w].kernel_sleep_ns[wchan] — the row's whole span (t − span, t]
 // when it did not run in it (cpu_ns 0: it slept throughout, in the sleep its
 // wchan names), else one sample period before t.
@@ -38,9 +38,6 @@ void add_kernel_sleep(const WindowIndex& windows, std::int64_t t,
 // acc.kernel_wait_by_wchan_ns (largest first) and acc.kernel_wait_ns.
 void account_kernel_sleep(const WindowAcc& a, Accounting& acc);
 
-// What a wait channel means, for culprits and summaries ("a full pipe: …"),
-// for a backend (role "backend") or another process; "" when not known.
-std::string wchan_meaning(std::string_view wchan, std::string_view role);
 // The culprit line of a sleep: "backends asleep in anon_pipe_write (a full
 // pipe: their log output (stderr, …) …)". `who` names the sleepers
 // ("backends", "the driver", "pgbouncer").

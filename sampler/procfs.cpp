@@ -172,22 +172,6 @@ std::optional<std::string> read_wchan(const std::string& proc_root, int pid) {
   return parse_wchan(text);
 }
 
-bool is_idle_wchan(std::string_view w) {
-  static constexpr std::string_view kIdle[] = {
-      "epoll",          "ep_poll",         "poll_schedule",     "do_sys_poll",     "do_select",
-      "sys_select",     "pipe_read",       "unix_stream_read",  "unix_dgram_recv", "sk_wait_data",
-      "tcp_recvmsg",    "inet_csk_accept", "skb_wait_for_more", "__skb_wait",      "wait_woken",
-      "do_wait",        "sigsuspend",      "sigtimedwait",      "sys_pause",       "futex",
-      "nanosleep",      "hrtimer",         "tty_read",          "inotify_read",    "signalfd",
-      "eventfd_read",   "timerfd",         "do_msgrcv",         "semtimedop",      "io_getevents",
-      "io_cqring_wait", "mq_timedreceive", "fuse_dev_do_read",  "kvm_vcpu"};
-  if (w.empty()) return true;
-  for (const auto idle : kIdle) {
-    if (w.find(idle) != std::string_view::npos) return true;
-  }
-  return false;
-}
-
 std::vector<std::string> split_cmdline(std::string_view text) {
   std::vector<std::string> args;
   std::size_t pos = 0;

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "common/fd.h"
+#include "common/wchan.h"
 #include "sampler/poll_wait.h"
 #include "sampler/sampler.h"
 #include "schema/records.h"
@@ -88,15 +89,10 @@ std::optional<std::string> parse_wchan(std::string_view text);
 // Reads <proc_root>/<pid>/wchan (see parse_wchan); nullopt when missing.
 std::optional<std::string> read_wchan(const std::string& proc_root, int pid);
 // Whether a task asleep (state S) on this wait channel is waiting for work
-// rather than held up by a resource: epoll/poll/select, reads from a socket,
-// pipe or terminal, wait()/pause()/sigsuspend(), a futex, a timed sleep,
-// signalfd/eventfd/timerfd/inotify, SysV and POSIX message queues and
-// semaphores, io_getevents/io_uring completions, a FUSE daemon's request
-// read, a halted KVM vCPU.
-// Matched by substring, as the names change between kernels. A sleep on any
-// other channel (a full pipe, a socket send buffer, a completion…) is held
-// up; ProcessTracker gives such a process a row every tick while it sleeps.
-bool is_idle_wchan(std::string_view wchan);
+// rather than held up by a resource: common/wchan.h's table. A sleep held
+// up (a full pipe, a socket send buffer, a completion…) gives the process a
+// row every tick while it sleeps (ProcessTracker).
+using common::is_idle_wchan;
 
 // ---------------------------------------------------------------------------
 // /proc/PID/cmdline: NUL-separated arguments.

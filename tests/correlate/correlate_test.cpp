@@ -2016,27 +2016,6 @@ TEST(CorrelateFinding, KernelWaitIgnoresLatchFutexAndStorageSleeps) {
   EXPECT_EQ(finding(fy.explain(), "kernel_wait"), nullptr);
 }
 
-TEST(CorrelateFinding, WchanFamiliesMatchByFamilyNotOneName) {
-  using detail::wchan_family;
-  using detail::WchanFamily;
-  EXPECT_EQ(wchan_family("folio_wait_bit_common"), WchanFamily::storage);
-  EXPECT_EQ(wchan_family("wait_on_page_bit_common"), WchanFamily::storage);
-  EXPECT_EQ(wchan_family("jbd2_log_wait_commit"), WchanFamily::storage);
-  EXPECT_EQ(wchan_family("balance_dirty_pages"), WchanFamily::storage);
-  EXPECT_EQ(wchan_family("mem_cgroup_handle_over_high"), WchanFamily::memory);
-  EXPECT_EQ(wchan_family("swap_read_folio"), WchanFamily::memory);
-  EXPECT_EQ(wchan_family("do_epoll_wait"), WchanFamily::latch);
-  EXPECT_EQ(wchan_family("ep_poll"), WchanFamily::latch);
-  EXPECT_EQ(wchan_family("poll_schedule_timeout.constprop.0"), WchanFamily::latch);
-  EXPECT_EQ(wchan_family("futex_wait_queue_me"), WchanFamily::futex);
-  // Linux 6.x: holds "do_wait", which is a wait for a child.
-  EXPECT_EQ(wchan_family("futex_do_wait"), WchanFamily::futex);
-  EXPECT_EQ(wchan_family("do_wait"), WchanFamily::child);
-  EXPECT_EQ(wchan_family("anon_pipe_write"), WchanFamily::other);
-  EXPECT_EQ(wchan_family("pipe_write"), WchanFamily::other);
-  EXPECT_EQ(wchan_family("0"), WchanFamily::none);
-}
-
 TEST(CorrelateFinding, LockWaitCountsBufferPinWaits) {
   Fixture fx;
   fx.host({});
