@@ -82,9 +82,10 @@ struct RunSummary {
   std::optional<std::string> sql;
   std::optional<std::string> server_version;
   std::optional<std::string> end_reason;
-  double hz = 0;             // sampling rate asked for
-  std::int64_t queries = 0;  // rows in `query` (transactions sent)
-  std::int64_t errors = 0;   // of those, with a row in query_error
+  double hz = 0;                   // sampling rate asked for
+  std::optional<double> rate_tps;  // run -R: the fixed rate asked for (schema version 4 on)
+  std::int64_t queries = 0;        // rows in `query` (transactions sent)
+  std::int64_t errors = 0;         // of those, with a row in query_error
   // Rows in query_skipped (-R -L --skip-late: too late at their turn, never
   // sent); not counted in queries, errors, throughput or latency.
   std::int64_t skipped = 0;

@@ -203,6 +203,7 @@ nlohmann::json run_json(const Report& r) {
   run["clients"] = opt(s.clients);
   run["threads"] = opt(s.threads);
   run["protocol"] = opt(s.protocol);
+  run["rate_tps"] = opt(s.rate_tps);
   run["sql"] = opt(s.sql);
   run["server_version"] = opt(s.server_version);
   run["end_reason"] = opt(s.end_reason);

@@ -141,6 +141,7 @@ RunRow read_run(schema::Store& store) {
   s.server_version = std::move(row->server_version);
   s.end_reason = std::move(row->end_reason);
   s.hz = row->hz;
+  s.rate_tps = row->rate_tps;
   r.stallscope_pid = row->stallscope_pid;
   r.stallscope_start_ticks = row->stallscope_start_ticks;
   r.clock_ticks_per_s = row->clock_ticks_per_s;

@@ -2,13 +2,13 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <regex>
 
 #include <fmt/format.h>
 
 #include "common/units.h"
 #include "report/detail.h"
 #include "report/report.h"
+#include "schema/records.h"
 
 namespace stallscope::report {
 namespace {
@@ -99,15 +99,13 @@ int chart_rank(const std::string& id) {
 nlohmann::json Page::rate_json() const {
   // A record file drives nothing; the rest ran closed loop unless their
   // queries carry a schedule lag (-R).
-  if (report_.run.mode == "record") return nullptr;
-  const bool fixed = report_.run.lag_mean_ms ||
+  if (report_.run.mode == schema::to_string(schema::RunMode::record)) return nullptr;
+  const bool fixed = report_.run.rate_tps || report_.run.lag_mean_ms ||
                      (report_.pgbench_aggregate && report_.pgbench_aggregate->lag_mean_ms);
+  // The target as run -R stored it (run.rate_tps; none in an imported log,
+  // nor in files older than schema version 4).
   nlohmann::json target = nullptr;
-  // The target as given on stallscope run's command line (-R N, --rate N).
-  static const std::regex rate_flag(R"((?:^|\s)(?:-R\s*|--rate[= ])([0-9]+(?:\.[0-9]+)?)(?:\s|$))");
-  std::smatch m;
-  if (fixed && report_.run.mode == "run" && std::regex_search(command_line_, m, rate_flag))
-    target = std::stod(m[1].str());
+  if (report_.run.rate_tps) target = *report_.run.rate_tps;
   return {{"mode", fixed ? "fixed" : "closed loop"}, {"target_tps", target}};
 }
 

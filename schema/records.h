@@ -60,6 +60,7 @@ struct RunInfo {
   std::optional<std::string> command;        // record -- COMMAND, already masked
   std::optional<int> delayacct_set;          // --delayacct: 1 = stallscope turned it on
   std::optional<std::string> kernel_stacks;  // --stacks: "collected" / "unavailable: ..."
+  std::optional<double> rate_tps;            // run -R: transactions per second over all clients
 };
 
 struct SampleRow {

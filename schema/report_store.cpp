@@ -35,7 +35,10 @@ void replace_rows(SQLite::Database& db, std::span<const FindingRow> findings,
   db.exec("DROP TABLE IF EXISTS finding");
   db.exec("DROP TABLE IF EXISTS stall");
   db.exec(std::string(report_tables_sql()));
-  SQLite::Statement f(db, "INSERT INTO finding VALUES (?,?,?,?,?,?,?,?,?)");
+  SQLite::Statement f(db,
+                      "INSERT INTO finding ("
+                      "rank, kind, score, start_ns, end_ns, summary, evidence,"
+                      " suggestion, culprit) VALUES (?,?,?,?,?,?,?,?,?)");
   int rank = 1;
   for (const auto& x : findings) {
     SQLite::bind(f, rank++, x.kind, x.score, x.start_ns, x.end_ns, x.summary, x.evidence_json,
@@ -44,7 +47,12 @@ void replace_rows(SQLite::Database& db, std::span<const FindingRow> findings,
     f.exec();
     f.reset();
   }
-  SQLite::Statement s(db, "INSERT INTO stall VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+  SQLite::Statement s(db,
+                      "INSERT INTO stall ("
+                      "stall_id, window_index, start_ns, end_ns, queries, tps,"
+                      " typical_tps, latency_mean_ms, typical_latency_mean_ms,"
+                      " latency_max_ms, tps_z, latency_z, cause, explanation,"
+                      " evidence, culprit) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
   int id = 1;
   for (const auto& x : stalls) {
     s.bind(1, id++);

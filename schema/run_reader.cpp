@@ -65,6 +65,10 @@ std::optional<RunRow> read_run(Store& store) {
   r.stallscope_pid = static_cast<int>(st.int64(14));
   r.stallscope_start_ticks = st.opt_int64(15);
   r.clock_ticks_per_s = st.int64(16);
+  if (detail::column_exists(store, "run", "rate_tps")) {
+    Cursor rate(store.db(), "SELECT rate_tps FROM run WHERE run_id = 1");
+    if (rate.step() && !rate.is_null(0)) r.rate_tps = rate.real(0);
+  }
   return r;
 }
 

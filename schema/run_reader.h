@@ -45,6 +45,9 @@ struct RunRow {
   int stallscope_pid = 0;
   std::optional<std::int64_t> stallscope_start_ticks;
   std::int64_t clock_ticks_per_s = 0;
+  // run -R's rate, transactions per second; nullopt for a closed loop, a
+  // record or import file, and files older than schema version 4.
+  std::optional<double> rate_tps;
 };
 // The run row; nullopt when the file holds none.
 std::optional<RunRow> read_run(Store& store);

@@ -389,8 +389,8 @@ void Store::begin_run(const RunInfo& r) {
                          "INSERT INTO run (run_id, mode, status, host, kernel, cores, "
                          "clock_ticks_per_s, start_ns, command_line, conninfo, tool_version, hz, "
                          "stallscope_pid, stallscope_start_ticks, clients, threads, protocol, sql, "
-                         "server_version, command, delayacct_set, kernel_stacks) "
-                         "VALUES (1,?,'running',?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+                         "server_version, command, delayacct_set, kernel_stacks, rate_tps) "
+                         "VALUES (1,?,'running',?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
     int i = 1;
     st.bind(i++, r.mode);
     st.bind(i++, r.host);
@@ -412,6 +412,7 @@ void Store::begin_run(const RunInfo& r) {
     bind_opt(st, i++, r.command);
     bind_opt(st, i++, r.delayacct_set);
     bind_opt(st, i++, r.kernel_stacks);
+    bind_opt(st, i++, r.rate_tps);
     st.exec();
   } catch (const SQLite::Exception& e) {
     throw Error(ErrorKind::sqlite, fmt::format("cannot write run row to {}: {}", path_, e.what()),

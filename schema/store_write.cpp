@@ -63,36 +63,83 @@ void run_cursor(Cursor& st) {
 
 struct Store::Statements {
   explicit Statements(SQLite::Database& db)
-      : sample(db, "INSERT INTO sample VALUES (?,?,?,?,?,?)"),
-        host_sample(db, "INSERT INTO host_sample VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
+      : sample(db,
+               "INSERT INTO sample ("
+               "sample_id, time_ns, mono_ns, interval_ns, sampler_cpu_ns,"
+               " sampler_duration_ns) VALUES (?,?,?,?,?,?)"),
+        host_sample(db,
+                    "INSERT INTO host_sample ("
+                    "sample_id, cpu_user_ns, cpu_nice_ns, cpu_system_ns,"
+                    " cpu_idle_ns, cpu_iowait_ns, cpu_irq_ns, cpu_softirq_ns,"
+                    " cpu_steal_ns, load1, load5, load15, procs_running,"
+                    " procs_blocked, processes_total, processes_d_state) VALUES "
+                    "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
         process(db,
                 "INSERT INTO process (process_id, pid, start_ticks, start_ns, ppid, comm, cmdline, "
                 "first_sample_id, cgroup) VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (process_id) DO "
                 "UPDATE SET ppid = excluded.ppid, comm = excluded.comm, cmdline = "
                 "excluded.cmdline, cgroup = excluded.cgroup"),
-        ash_tick(db, "INSERT INTO ash_tick VALUES (?,?,?)"),
+        ash_tick(db,
+                 "INSERT INTO ash_tick ("
+                 "ash_tick, time_ns, duration_ns) VALUES (?,?,?)"),
         pg_activity(db,
                     "INSERT INTO pg_activity_sample (time_ns, ash_tick, pid, backend_type, state, "
                     "wait_event_type, wait_event, application_name, query_id, query_text_id, "
                     "client_addr, client_port, backend_start_ns, xact_start_ns, query_start_ns, "
                     "state_change_ns, blocking_pids) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
-        client(db, "INSERT OR REPLACE INTO client VALUES (?,?,?,?,?,?,?)"),
-        query_error(db, "INSERT INTO query_error VALUES (?,?,?,?,?)"),
-        query_skipped(db, "INSERT INTO query_skipped VALUES (?,?,?,?)"),
-        query_sleep(db, "INSERT INTO query_sleep VALUES (?,?,?,?)"),
+        client(db,
+               "INSERT OR REPLACE INTO client ("
+               "client_id, connection, thread, backend_pid, connect_ns,"
+               " connect_latency_ns, application_name) VALUES (?,?,?,?,?,?,?)"),
+        query_error(db,
+                    "INSERT INTO query_error ("
+                    "start_ns, client_id, seq, sqlstate, error) VALUES (?,?,?,?,?)"),
+        query_skipped(db,
+                      "INSERT INTO query_skipped ("
+                      "start_ns, client_id, seq, lag_ns) VALUES (?,?,?,?)"),
+        query_sleep(db,
+                    "INSERT INTO query_sleep ("
+                    "start_ns, client_id, seq, sleep_ns) VALUES (?,?,?,?)"),
         query_retry(db,
                     "INSERT INTO query_retry (start_ns, client_id, seq, tries, retried_ns) "
                     "VALUES (?,?,?,?,?)"),
-        query_unfinished(db, "INSERT OR REPLACE INTO query_unfinished VALUES (?,?,?,?,?,?)"),
-        pgbench_aggregate(
-            db, "INSERT INTO pgbench_aggregate VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
-        clock_offset(db, "INSERT OR REPLACE INTO clock_offset VALUES (?,?,?,?,?,?)"),
-        statement(db, "INSERT OR REPLACE INTO statement VALUES (?,?,?,?)"),
-        statement_latency(db, "INSERT OR REPLACE INTO statement_latency VALUES (?,?,?,?,?)"),
-        tcp_sample(db, "INSERT OR REPLACE INTO tcp_sample VALUES (?,?,?,?,?,?,?)"),
-        pg_session(db, "INSERT OR IGNORE INTO pg_session VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"),
-        pg_session_idle(db, "INSERT OR REPLACE INTO pg_session_idle VALUES (?,?,?)"),
-        record_client(db, "INSERT INTO record_client VALUES (?,?,?,?)"),
+        query_unfinished(
+            db,
+            "INSERT OR REPLACE INTO query_unfinished ("
+            "start_ns, client_id, seq, elapsed_ns, connection, lag_ns) VALUES (?,?,?,?,?,?)"),
+        pgbench_aggregate(db,
+                          "INSERT INTO pgbench_aggregate ("
+                          "file, line, interval_start_ns, transactions, latency_sum_ns,"
+                          " latency_sum2_us2, latency_min_ns, latency_max_ns,"
+                          " lag_sum_ns, lag_sum2_us2, lag_min_ns, lag_max_ns, skipped,"
+                          " retried, retries, serialization_failures, deadlock_failures) VALUES "
+                          "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
+        clock_offset(
+            db,
+            "INSERT OR REPLACE INTO clock_offset ("
+            "time_ns, offset_ns, uncertainty_ns, rtt_ns, probes, phase) VALUES (?,?,?,?,?,?)"),
+        statement(db,
+                  "INSERT OR REPLACE INTO statement ("
+                  "statement, script, line, sql) VALUES (?,?,?,?)"),
+        statement_latency(db,
+                          "INSERT OR REPLACE INTO statement_latency ("
+                          "start_ns, client_id, seq, statement, latency_ns) VALUES (?,?,?,?,?)"),
+        tcp_sample(db,
+                   "INSERT OR REPLACE INTO tcp_sample ("
+                   "time_ns, client_id, connection, rtt_ns, rttvar_ns,"
+                   " total_retrans, unacked) VALUES (?,?,?,?,?,?,?)"),
+        pg_session(db,
+                   "INSERT OR IGNORE INTO pg_session ("
+                   "session_id, pid, backend_start_ns, backend_type,"
+                   " application_name, client_addr, client_port, usename,"
+                   " datname, first_ash_tick, client_pid, client_start_ticks) VALUES "
+                   "(?,?,?,?,?,?,?,?,?,?,?,?)"),
+        pg_session_idle(db,
+                        "INSERT OR REPLACE INTO pg_session_idle ("
+                        "session_id, first_ash_tick, polls) VALUES (?,?,?)"),
+        record_client(db,
+                      "INSERT INTO record_client ("
+                      "source, pid, start_ticks, comm) VALUES (?,?,?,?)"),
         pooler_sample(db,
                       "INSERT OR REPLACE INTO pooler_sample (time_ns, database, interval_ns, "
                       "xacts, queries, wait_ns, xact_ns, query_ns, cl_active, cl_waiting, "
@@ -100,7 +147,11 @@ struct Store::Statements {
                       "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
         pg_stats(db),
         pg_lock_wait(db,
-                     "INSERT OR IGNORE INTO pg_lock_wait VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
+                     "INSERT OR IGNORE INTO pg_lock_wait ("
+                     "ash_tick, pid, locktype, mode, database_oid, relation_oid,"
+                     " relation_name, page, tuple, virtualxid, transactionid,"
+                     " classid, objid, objsubid, write_relation_name) VALUES "
+                     "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
         query(db, query_sql(1).c_str()),
         query_many(db, query_sql(kQueryRowsPerInsert).c_str()),
         depth(db),
@@ -113,15 +164,32 @@ struct Store::Statements {
   // PostgreSQL statistics (PgStatsRows).
   struct PgStats {
     explicit PgStats(SQLite::Database& db)
-        : setting(db, "INSERT OR REPLACE INTO pg_setting VALUES (?,?,?,?)"),
-          sample(db, "INSERT OR REPLACE INTO pg_stats_sample VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"),
+        : setting(db,
+                  "INSERT OR REPLACE INTO pg_setting ("
+                  "name, setting, unit, time_ns) VALUES (?,?,?,?)"),
+          sample(db,
+                 "INSERT OR REPLACE INTO pg_stats_sample ("
+                 "time_ns, duration_ns, xact_commit, xact_rollback, temp_files,"
+                 " temp_bytes, wal_records, wal_fpi, wal_bytes,"
+                 " checkpoints_timed, checkpoints_req, walsenders, statements) VALUES "
+                 "(?,?,?,?,?,?,?,?,?,?,?,?,?)"),
           replication(db,
-                      "INSERT OR REPLACE INTO pg_replication_sample VALUES "
+                      "INSERT OR REPLACE INTO pg_replication_sample ("
+                      "time_ns, pid, application_name, client_addr, state,"
+                      " sync_state, sync_priority, write_lag_ns, flush_lag_ns,"
+                      " replay_lag_ns, flush_behind_bytes, reply_age_ns) VALUES "
                       "(?,?,?,?,?,?,?,?,?,?,?,?)"),
           statement(db,
-                    "INSERT OR REPLACE INTO pg_statement_sample VALUES "
+                    "INSERT OR REPLACE INTO pg_statement_sample ("
+                    "time_ns, query_id, user_id, db_id, toplevel, calls, plans,"
+                    " total_plan_time_ns, total_exec_time_ns, rows,"
+                    " temp_blks_written, wal_fpi, wal_bytes, jit_functions,"
+                    " jit_generation_time_ns, jit_inlining_time_ns,"
+                    " jit_optimization_time_ns, jit_emission_time_ns) VALUES "
                     "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
-          text(db, "INSERT OR IGNORE INTO pg_statement_text VALUES (?,?)") {}
+          text(db,
+               "INSERT OR IGNORE INTO pg_statement_text ("
+               "query_id, query) VALUES (?,?)") {}
     SQLite::Statement setting, sample, replication, statement, text;
   };
   PgStats pg_stats;
@@ -142,12 +210,33 @@ struct Store::Statements {
   struct Depth {
     explicit Depth(SQLite::Database& db)
         : host_memory(db,
-                      "INSERT INTO host_memory_sample VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
-          disk(db, "INSERT OR REPLACE INTO disk_sample VALUES (?,?,?,?,?,?,?,?,?,?)"),
-          cgroup(db, "INSERT OR REPLACE INTO cgroup_sample VALUES (?,?,?,?,?,?)"),
-          query_text(db, "INSERT OR IGNORE INTO pg_query_text VALUES (?,?,?,?)"),
+                      "INSERT INTO host_memory_sample ("
+                      "sample_id, psi_cpu_some_us, psi_cpu_full_us, psi_io_some_us,"
+                      " psi_io_full_us, psi_memory_some_us, psi_memory_full_us,"
+                      " mem_available_bytes, mem_dirty_bytes, mem_writeback_bytes,"
+                      " swap_used_bytes, major_faults, swap_in_pages,"
+                      " swap_out_pages, page_in_kib, page_out_kib) VALUES "
+                      "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
+          disk(db,
+               "INSERT OR REPLACE INTO disk_sample ("
+               "sample_id, device, reads, writes, read_sectors,"
+               " write_sectors, in_flight, busy_ns, weighted_ns, span_ns) VALUES "
+               "(?,?,?,?,?,?,?,?,?,?)"),
+          cgroup(db,
+                 "INSERT OR REPLACE INTO cgroup_sample ("
+                 "sample_id, cgroup, nr_periods, nr_throttled, throttled_ns,"
+                 " span_ns) VALUES (?,?,?,?,?,?)"),
+          query_text(db,
+                     "INSERT OR IGNORE INTO pg_query_text ("
+                     "query_text_id, query_id, query, first_time_ns) VALUES (?,?,?,?)"),
           tcp_stack(db,
-                    "INSERT OR REPLACE INTO tcp_stack_sample VALUES "
+                    "INSERT OR REPLACE INTO tcp_stack_sample ("
+                    "sample_id, span_ns, delayed_acks, delayed_ack_locked,"
+                    " delayed_ack_lost, timeouts, loss_probes, slow_start_retrans,"
+                    " fast_retrans, syn_retrans, zero_window_drop,"
+                    " to_zero_window_adv, want_zero_window_adv, rcvq_drop,"
+                    " listen_overflows, listen_drops, retrans_segs, out_segs,"
+                    " in_segs, in_errs, out_rsts) VALUES "
                     "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)") {}
     SQLite::Statement host_memory, disk, cgroup, query_text;
     SQLite::Statement tcp_stack;  // tcp_stack_sample

@@ -32,7 +32,8 @@ CREATE TABLE run (
   command             TEXT,                       -- record -- COMMAND: its argv, passwords masked
   command_exit_status INTEGER,                    -- its exit status (128+signal if killed)
   delayacct_set       INTEGER,                    -- --delayacct: 1 = stallscope set kernel.task_delayacct=1 (restored to 0 at exit), 0 = it was already on or could not be set; NULL without --delayacct
-  kernel_stacks       TEXT                        -- --stacks: 'collected', or 'unavailable: <reason>' (not root); NULL without --stacks
+  kernel_stacks       TEXT,                       -- --stacks: 'collected', or 'unavailable: <reason>' (not root); NULL without --stacks
+  rate_tps            REAL                        -- driver: -R, the fixed rate asked for (transactions per second over all clients); NULL for a closed loop (schema version 4)
 );
 
 -- One row per sampler tick.

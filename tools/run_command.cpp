@@ -155,6 +155,7 @@ schema::RunInfo run_info(const RunOptions& o, const driver::DriverOptions& dopt,
   info.clients = o.clients;
   info.threads = dopt.threads;
   info.protocol = driver::protocol_name(dopt.protocol);
+  info.rate_tps = dopt.rate_tps;
   if (dopt.scripts.empty()) {
     info.sql = mask_sql_secrets(o.sql);
   } else {

@@ -21,6 +21,7 @@
 
 #include <SQLiteCpp/Database.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "support/test_support.h"
 
@@ -336,6 +337,11 @@ TEST(RunEnd, TransactionsWithARateAreAllDone) {
             "complete|transactions done");
   EXPECT_EQ(count(db, "SELECT count(*) FROM query"), 10);
   EXPECT_EQ(count(db, "SELECT count(*) FROM query WHERE lag_ns IS NULL"), 0);
+  // The rate asked for is data in the run row, and explain --json gives it.
+  EXPECT_DOUBLE_EQ(db.execAndGet("SELECT rate_tps FROM run").getDouble(), 20.0);
+  const auto e = run_command({test::stallscope_bin(), "explain", "--json", path});
+  ASSERT_EQ(e.exit_status, 0) << e.err;
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(e.out)["run"]["rate_tps"].get<double>(), 20.0);
 }
 
 // SIGKILL: the file stays 'running' with no end, holds all but the last
@@ -355,6 +361,7 @@ TEST(RunEnd, KilledRunIsExplainedAsNotEnded) {
     SQLite::Database db(path);
     EXPECT_EQ(db.execAndGet("SELECT status FROM run").getString(), "running");
     EXPECT_EQ(count(db, "SELECT count(*) FROM run WHERE end_ns IS NULL AND end_reason IS NULL"), 1);
+    EXPECT_EQ(count(db, "SELECT count(*) FROM run WHERE rate_tps IS NULL"), 1);  // closed loop
     EXPECT_GT(count(db, "SELECT count(*) FROM query"), 0);
   }
   const auto e = run_command({test::stallscope_bin(), "explain", path});

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/pg.h"
+#include "schema/store.h"
 #include "support/test_support.h"
 
 namespace stallscope {
@@ -108,7 +109,7 @@ TEST(RecordSessions, IdleSessionsAreOneRowEachWithTheirPollsRunLengthEncoded) {
     EXPECT_EQ(db.execAndGet("SELECT count(*) FROM pg_activity_sample WHERE pid = " + pid).getInt(),
               0);
   }
-  EXPECT_EQ(db.execAndGet("PRAGMA user_version").getInt(), 3);
+  EXPECT_EQ(db.execAndGet("PRAGMA user_version").getInt(), schema::kSchemaVersion);
 }
 
 TEST(RecordSessions, FindsTheCommandAndItsDescendantsAsClients) {
