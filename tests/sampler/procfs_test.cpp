@@ -5,8 +5,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -163,6 +165,9 @@ TEST(HostProcfs, UnreadableFileIsNullopt) {
 }
 
 TEST(HostProcfs, ReadsRealProcOfThisProcess) {
+  // A sleep is a voluntary context switch: a process just started may have
+  // had none yet.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1));
   auto s = read_schedstat("/proc", getpid());
   ASSERT_TRUE(s.has_value());
   EXPECT_GT(s->on_cpu_ns, 0);
