@@ -1,6 +1,6 @@
 // Number parsing that cannot turn garbage into 0: the whole text must be one
 // number in range, else the result is empty (std::from_chars underneath; no
-// locale, no leading '+' or whitespace, no hexadecimal).
+// locale, no leading '+' or whitespace; hexadecimal only when asked for).
 //
 //   common::parse_int64("42")     // 42
 //   common::parse_int64("4x")     // nullopt
@@ -20,12 +20,13 @@
 
 namespace stallscope::common {
 
-// The integer that `text` spells in base 10, when all of it does and it fits T.
+// The integer that `text` spells in `base` (10, or 16 for /proc/net/tcp's
+// fields; no "0x"), when all of it does and it fits T.
 template <typename T = std::int64_t>
-std::optional<T> parse_integer(std::string_view text) noexcept {
+std::optional<T> parse_integer(std::string_view text, int base = 10) noexcept {
   T value{};
   const char* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value, base);
   if (ec != std::errc{} || ptr != end || text.empty()) return std::nullopt;
   return value;
 }

@@ -24,6 +24,14 @@ inline constexpr double kNsPerMsDouble = 1e6;
 inline constexpr double kNsPerSDouble = 1e9;
 inline constexpr double kMsPerSDouble = 1e3;
 
+// A duration or time in ns as milliseconds, and as seconds.
+constexpr double ms(std::int64_t ns) {
+  return static_cast<double>(ns) / kNsPerMsDouble;
+}
+constexpr double seconds(std::int64_t ns) {
+  return static_cast<double>(ns) / kNsPerSDouble;
+}
+
 // Sizes: /proc gives memory in KiB (meminfo) or pages (stat; the page size
 // is sysconf(_SC_PAGESIZE)); stallscope stores bytes.
 inline constexpr std::int64_t kBytesPerKiB = 1'024;

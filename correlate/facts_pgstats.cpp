@@ -4,10 +4,10 @@
 // pg_stat_database, pg_stat_wal).
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 
 #include <fmt/format.h>
 
+#include "common/parse.h"
 #include "common/units.h"
 #include "correlate/detail.h"
 #include "correlate/format.h"
@@ -85,8 +85,9 @@ std::string PgStatsFacts::setting(const std::string& name) const {
   const auto& [value, unit] = it->second;
   if (unit.empty() || value.empty()) return value;
   // Sizes and times as PostgreSQL shows them: 4096 × kB → 4MB.
-  std::int64_t n = 0;
-  if (std::from_chars(value.data(), value.data() + value.size(), n).ec != std::errc{}) return value;
+  const auto parsed = common::parse_int64(value);
+  if (!parsed) return value;
+  const std::int64_t n = *parsed;
   if (unit == "kB" || unit == "8kB" || unit == "MB") {
     std::int64_t kib = unit == "kB" ? n : unit == "8kB" ? 8 * n : 1024 * n;
     if (kib % (1024 * 1024) == 0) return fmt::format("{}GB", kib / (1024 * 1024));

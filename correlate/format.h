@@ -25,10 +25,8 @@ inline double round4(double v) {
   return std::round(v * 1e4) / 1e4;
 }
 
-// A duration in ns as milliseconds.
-inline double ms(std::int64_t ns) {
-  return double(ns) / common::kNsPerMsDouble;
-}
+// A duration in ns as milliseconds (common/units.h).
+using common::ms;
 
 // part ÷ whole in percent; 0 when whole is not positive.
 inline double pct(std::int64_t part, std::int64_t whole) {

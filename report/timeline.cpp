@@ -26,12 +26,8 @@ constexpr common::LatencyResolution kBinResolution{4, false};
 // Processes named apart in the CPU-by-process chart; the rest are "other".
 constexpr std::size_t kProcessChartNames = 6;
 
-double seconds(std::int64_t ns) {
-  return static_cast<double>(ns) / common::kNsPerSDouble;
-}
-double ms(std::int64_t ns) {
-  return static_cast<double>(ns) / common::kNsPerMsDouble;
-}
+using common::ms;
+using common::seconds;
 
 Series series(std::string label, int bins) {
   return {std::move(label), std::vector<std::optional<double>>(static_cast<std::size_t>(bins))};

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <climits>
 #include <filesystem>
 #include <limits>
@@ -392,11 +391,8 @@ namespace {
 int tcp_port_of(std::string_view address) {
   const auto colon = address.rfind(':');
   if (colon == std::string_view::npos) return -1;
-  const std::string_view hex = address.substr(colon + 1);
-  int port = -1;
-  const auto [ptr, ec] = std::from_chars(hex.data(), hex.data() + hex.size(), port, 16);
-  if (ec != std::errc{} || ptr != hex.data() + hex.size() || hex.empty() || port < 0) return -1;
-  return port;
+  const auto port = common::parse_integer<int>(address.substr(colon + 1), 16);
+  return port && *port >= 0 ? *port : -1;
 }
 
 }  // namespace
@@ -425,9 +421,7 @@ std::vector<TcpSocket> parse_tcp_sockets(std::string_view text) {
     const auto colon = fields[4].find(':');
     if (colon != std::string_view::npos) {
       for (const auto part : {fields[4].substr(0, colon), fields[4].substr(colon + 1)}) {
-        std::int64_t v = 0;
-        const auto [ptr, ec] = std::from_chars(part.data(), part.data() + part.size(), v, 16);
-        if (ec == std::errc{} && ptr == part.data() + part.size() && v > 0) queued += v;
+        if (const auto v = common::parse_integer<std::int64_t>(part, 16); v && *v > 0) queued += *v;
       }
     }
     out.push_back({.inode = static_cast<std::uint32_t>(*inode),

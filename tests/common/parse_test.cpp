@@ -67,4 +67,12 @@ TEST(Parse, LeadingIntegerReadsAsAtoi) {
   EXPECT_FALSE(parse_leading_integer(""));
 }
 
+TEST(Parse, HexadecimalWhenAskedForAndWhole) {
+  EXPECT_EQ(parse_integer<int>("1F90", 16), 0x1F90);
+  EXPECT_EQ(parse_integer<std::int64_t>("00000000", 16), 0);
+  EXPECT_FALSE(parse_integer<int>("1F90", 10));
+  EXPECT_FALSE(parse_integer<int>("1G", 16));
+  EXPECT_FALSE(parse_integer<int>("", 16));
+}
+
 }  // namespace stallscope::common
