@@ -13,6 +13,16 @@
 
 namespace stallscope::tools {
 
+// The sampling flags run and record share, registered once
+// (tools/main.cpp add_sampling_options).
+struct SamplingOptions {
+  double hz = 10;                           // --hz
+  double progress_s = 1;                    // -P; 0 = no progress lines
+  bool delayacct = false;                   // --delayacct
+  std::optional<std::string> pooler_admin;  // --pooler-admin: pgbouncer's admin console
+  double pooler_period_s = 1;               // --pooler-period
+};
+
 struct RunOptions {
   std::string output_path;                         // -o
   std::string conninfo;                            // positional; "" = PG* environment
@@ -36,37 +46,29 @@ struct RunOptions {
   // -D NAME=VALUE: script variables set before each client's first
   // transaction (pgbench's -D).
   std::vector<std::pair<std::string, std::string>> defines;
-  std::optional<std::string> random_seed;   // --random-seed: an integer, "time" or "rand"
-  double hz = 10;                           // --hz
-  double progress_s = 1;                    // -P; 0 = no progress lines
-  bool delayacct = false;                   // --delayacct
-  int pipeline = 0;                         // --pipeline N; 0 = off
-  bool per_statement = false;               // -r
-  int max_tries = 1;                        // --max-tries; 0 = no limit
-  bool failures_detailed = false;           // --failures-detailed
-  bool verbose_errors = false;              // --verbose-errors
-  bool exit_on_abort = false;               // --exit-on-abort
-  bool progress_timestamp = false;          // --progress-timestamp
-  double clock_offset_period_s = 10;        // --clock-offset-period
-  std::optional<std::string> pooler_admin;  // --pooler-admin: pgbouncer's admin console
-  double pooler_period_s = 1;               // --pooler-period
-  std::vector<std::string> argv;            // for the run row (masked there)
+  std::optional<std::string> random_seed;  // --random-seed: an integer, "time" or "rand"
+  SamplingOptions sampling;                // --hz, -P, --delayacct, --pooler-*
+  int pipeline = 0;                        // --pipeline N; 0 = off
+  bool per_statement = false;              // -r
+  int max_tries = 1;                       // --max-tries; 0 = no limit
+  bool failures_detailed = false;          // --failures-detailed
+  bool verbose_errors = false;             // --verbose-errors
+  bool exit_on_abort = false;              // --exit-on-abort
+  bool progress_timestamp = false;         // --progress-timestamp
+  double clock_offset_period_s = 10;       // --clock-offset-period
+  std::vector<std::string> argv;           // for the run row (masked there)
 };
 int run_command(const RunOptions& options);
 
 struct RecordOptions {
   std::string output_path;                    // -o
   std::optional<std::string> conninfo;        // --pg; no ASH sampling without it
-  double hz = 10;                             // --hz
+  SamplingOptions sampling{.progress_s = 0};  // --hz, -P, --delayacct, --pooler-*
   std::optional<double> duration_s;           // -T
   std::vector<std::string> command;           // after --; sampled until it exits
-  double progress_s = 0;                      // -P
   std::optional<double> ash_hz;               // --ash-hz; default = hz, at most 100
   bool all_threads = false;                   // --threads
   bool kernel_stacks = false;                 // --stacks
-  bool delayacct = false;                     // --delayacct
-  std::optional<std::string> pooler_admin;    // --pooler-admin: pgbouncer's admin console
-  double pooler_period_s = 1;                 // --pooler-period
   std::vector<std::string> client_processes;  // --client-process NAME (comm), repeatable
   // --kill-after: how long the command may outlive the SIGTERM record sends
   // it (at -T, or at a failed write) or a signal record passes on, before it

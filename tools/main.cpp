@@ -244,31 +244,39 @@ void add_run_schedule_options(RunCli& r) {
                 "Progress lines show the Unix time instead of the time since the start");
 }
 
-// run's samplers: clock offset, pooler, host and ASH, progress.
-void add_run_sampling_options(RunCli& r) {
-  auto* cmd = r.cmd;
-  auto& o = r.options;
-  cmd->add_option("--clock-offset-period", o.clock_offset_period_s,
-                  "Seconds between server clock-offset estimates (also at start and end)")
-      ->capture_default_str()
-      ->check(kFinite)
-      ->check(CLI::Range(0.1, 3600.0));
-  cmd->add_option("--pooler-admin", o.pooler_admin,
-                  "Conninfo of pgbouncer's admin console (dbname=pgbouncer): poll SHOW "
-                  "STATS / SHOW POOLS into pooler_sample");
-  cmd->add_option("--pooler-period", o.pooler_period_s, "Seconds between pooler polls")
-      ->capture_default_str()
-      ->check(kFinite)
-      ->check(CLI::Range(0.01, 3600.0));
-  cmd->add_option("--hz", o.hz, "Host and ASH samples per second")
+// The sampling flags of run and record (SamplingOptions), their help in
+// the command's words: `hz_help` for --hz, `while_doing` for --delayacct's
+// "while running" / "while recording".
+void add_sampling_options(CLI::App* cmd, stallscope::tools::SamplingOptions& s, const char* hz_help,
+                          const char* while_doing) {
+  cmd->add_option("--hz", s.hz, hz_help)
       ->capture_default_str()
       ->check(kFinite)
       ->check(CLI::Range(0.1, 100.0));
-  cmd->add_flag("--delayacct", o.delayacct,
-                "Turn kernel.task_delayacct on while running (restored at exit)");
-  cmd->add_option("-P,--progress", o.progress_s, "Progress line every N seconds (0 = none)")
+  cmd->add_option("-P,--progress", s.progress_s, "Progress line every N seconds (0 = none)")
       ->capture_default_str()
       ->check(kProgressPeriod);
+  cmd->add_option("--pooler-admin", s.pooler_admin,
+                  "Conninfo of pgbouncer's admin console (dbname=pgbouncer): poll SHOW "
+                  "STATS / SHOW POOLS into pooler_sample");
+  cmd->add_option("--pooler-period", s.pooler_period_s, "Seconds between pooler polls")
+      ->capture_default_str()
+      ->check(kFinite)
+      ->check(CLI::Range(0.01, 3600.0));
+  cmd->add_flag("--delayacct", s.delayacct,
+                fmt::format("Turn kernel.task_delayacct on {} (restored at exit)", while_doing));
+}
+
+// run's samplers: clock offset, then the sampling flags record has too.
+void add_run_sampling_options(RunCli& r) {
+  r.cmd
+      ->add_option("--clock-offset-period", r.options.clock_offset_period_s,
+                   "Seconds between server clock-offset estimates (also at start and end)")
+      ->capture_default_str()
+      ->check(kFinite)
+      ->check(CLI::Range(0.1, 3600.0));
+  add_sampling_options(r.cmd, r.options.sampling, "Host and ASH samples per second",
+                       "while running");
 }
 
 void add_run_command(CLI::App& app, RunCli& r) {
@@ -346,30 +354,15 @@ void add_record_command(CLI::App& app, RecordCli& r) {
       "for the life of a command given after --, or until SIGINT/SIGTERM.");
   cmd->add_option("-o,--output", o.output_path, "Run file to create (must not exist)")->required();
   cmd->add_option("--pg", r.pg, "Conninfo of a PostgreSQL to sample (ASH)");
-  cmd->add_option("--hz", o.hz, "Samples per second")
-      ->capture_default_str()
-      ->check(kFinite)
-      ->check(CLI::Range(0.1, 100.0));
+  add_sampling_options(cmd, o.sampling, "Samples per second", "while recording");
   cmd->add_option("-T,--time", o.duration_s, "Duration in seconds")->check(kDuration);
-  cmd->add_option("-P,--progress", o.progress_s, "Progress line every N seconds (0 = none)")
-      ->capture_default_str()
-      ->check(kProgressPeriod);
   cmd->add_option("--ash-hz", o.ash_hz, "ASH polls per second (default: --hz)")
       ->check(kFinite)
       ->check(CLI::Range(0.1, 100.0));
-  cmd->add_option("--pooler-admin", o.pooler_admin,
-                  "Conninfo of pgbouncer's admin console (dbname=pgbouncer): poll SHOW "
-                  "STATS / SHOW POOLS into pooler_sample");
-  cmd->add_option("--pooler-period", o.pooler_period_s, "Seconds between pooler polls")
-      ->capture_default_str()
-      ->check(kFinite)
-      ->check(CLI::Range(0.01, 3600.0));
   cmd->add_flag("--threads", o.all_threads,
                 "Sample every thread (default: only processes using >= half a core)");
   cmd->add_flag("--stacks", o.kernel_stacks,
                 "Record the kernel stack of D-state tasks (root only)");
-  cmd->add_flag("--delayacct", o.delayacct,
-                "Turn kernel.task_delayacct on while recording (restored at exit)");
   cmd->add_option("--client-process", o.client_processes,
                   "A process name (comm) whose processes are the database's clients, for "
                   "explain's session accounting (repeatable; the command after -- and its "

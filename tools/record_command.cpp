@@ -46,7 +46,7 @@ int shell_status(int wait_status) {
 // The --ash-hz to poll at (default: --hz, at most 100); a usage error
 // outside (0, 100].
 double ash_hz_of(const RecordOptions& o) {
-  const double ash_hz = o.ash_hz.value_or(std::min(o.hz, 100.0));
+  const double ash_hz = o.ash_hz.value_or(std::min(o.sampling.hz, 100.0));
   if (!(ash_hz > 0) || ash_hz > 100) {
     throw Error(ErrorKind::usage,
                 fmt::format("cannot poll ASH at {} Hz: --ash-hz must be in (0, 100]", ash_hz));
@@ -57,9 +57,9 @@ double ash_hz_of(const RecordOptions& o) {
 // The run row of a record (the command after --, --stacks); --delayacct is
 // turned on here, through `delayacct`, which restores it when record ends.
 schema::RunInfo record_run_info(const RecordOptions& o, DelayacctGuard& delayacct) {
-  schema::RunInfo info = make_run_info("record", o.argv, o.conninfo, o.hz);
+  schema::RunInfo info = make_run_info("record", o.argv, o.conninfo, o.sampling.hz);
   if (!o.command.empty()) info.command = mask_command_line(o.command);
-  if (o.delayacct) {
+  if (o.sampling.delayacct) {
     delayacct = DelayacctGuard::enable("record");
     info.delayacct_set = delayacct.set_by_us() ? 1 : 0;
   }
@@ -305,7 +305,7 @@ struct Samplers {
 
 int record_command(const RecordOptions& o) {
   if (o.conninfo) check_conninfo(*o.conninfo);
-  if (o.pooler_admin) check_conninfo(*o.pooler_admin);
+  if (o.sampling.pooler_admin) check_conninfo(*o.sampling.pooler_admin);
   const double ash_hz = ash_hz_of(o);
   // Before the file exists: a signal from here on ends the record cleanly,
   // and so does a reader of stdout or stderr that went away.
@@ -336,7 +336,7 @@ int record_command(const RecordOptions& o) {
   auto client_watch = std::make_shared<sampler::ClientWatch>();
   for (const auto& name : o.client_processes) client_watch->add_comm(name);
   Samplers samplers{
-      .host = sampler::HostSampler({.hz = o.hz,
+      .host = sampler::HostSampler({.hz = o.sampling.hz,
                                     .all_threads = o.all_threads,
                                     .kernel_stacks = o.kernel_stacks && geteuid() == 0,
                                     .own_threads = false,
@@ -377,12 +377,13 @@ int record_command(const RecordOptions& o) {
         ash_missing = e.what();
       }
     }
-    if (o.pooler_admin) {
-      samplers.pooler.emplace(pooler_options(*o.pooler_admin, o.pooler_period_s), sink);
+    if (o.sampling.pooler_admin) {
+      samplers.pooler.emplace(pooler_options(*o.sampling.pooler_admin, o.sampling.pooler_period_s),
+                              sink);
       samplers.pooler->start();  // Error(postgres) naming the masked conninfo
     }
     sampling_started = true;
-    ProgressPrinter progress(o.progress_s, {}, samplers.host,
+    ProgressPrinter progress(o.sampling.progress_s, {}, samplers.host,
                              samplers.ash ? &*samplers.ash : nullptr);
     if (!o.command.empty()) {
       ChildOptions child{.nofile = have_nofile ? &nofile_before : nullptr,
@@ -423,7 +424,7 @@ int record_command(const RecordOptions& o) {
     throw;
   }
   warn_if_sampler_lagged(
-      samplers.host, o.hz,
+      samplers.host, o.sampling.hz,
       static_cast<double>(wall_now_ns() - info.start_ns) / common::kNsPerSDouble);
   samplers.stop();
   if (samplers.ash) reason += ash_failure_note(samplers.ash->latest());

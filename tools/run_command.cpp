@@ -151,7 +151,7 @@ driver::DriverOptions driver_options(const RunOptions& o, driver::Protocol proto
 // The run row of a run (without --delayacct's field).
 schema::RunInfo run_info(const RunOptions& o, const driver::DriverOptions& dopt,
                          const driver::Driver& driver) {
-  schema::RunInfo info = make_run_info("run", o.argv, o.conninfo, o.hz);
+  schema::RunInfo info = make_run_info("run", o.argv, o.conninfo, o.sampling.hz);
   info.clients = o.clients;
   info.threads = dopt.threads;
   info.protocol = driver::protocol_name(dopt.protocol);
@@ -366,8 +366,8 @@ RunEnd drive_and_sample(const RunOptions& o, driver::Driver& driver, schema::Wri
       static_cast<std::int64_t>(o.clock_offset_period_s * common::kNsPerSDouble);
   clock_thread.start(
       kClockThreadName, clock_period_ns, [&] { clock.probe("periodic", true); }, clock_period_ns);
-  sampler::HostSampler host_sampler({.hz = o.hz}, writer_sink);
-  sampler::AshSampler ash_sampler({.conninfo = o.conninfo, .hz = o.hz}, writer_sink);
+  sampler::HostSampler host_sampler({.hz = o.sampling.hz}, writer_sink);
+  sampler::AshSampler ash_sampler({.conninfo = o.conninfo, .hz = o.sampling.hz}, writer_sink);
   RunEnd end;
   std::int64_t driven_end_ns = 0;
   try {
@@ -380,7 +380,7 @@ RunEnd drive_and_sample(const RunOptions& o, driver::Driver& driver, schema::Wri
     }
     try {
       ProgressPrinter progress(
-          o.progress_s, [&driver, &o] { return driver_progress(driver, o); }, host_sampler,
+          o.sampling.progress_s, [&driver, &o] { return driver_progress(driver, o); }, host_sampler,
           &ash_sampler, o.progress_timestamp);
       driver.run(stop);
     } catch (const Error& e) {
@@ -421,7 +421,7 @@ RunEnd drive_and_sample(const RunOptions& o, driver::Driver& driver, schema::Wri
     if (pooler) pooler->stop();  // its last poll covers the end of the queries
     clock.probe("end", false);
   }
-  warn_if_sampler_lagged(host_sampler, o.hz,
+  warn_if_sampler_lagged(host_sampler, o.sampling.hz,
                          static_cast<double>(wall_now_ns() - start_ns) / common::kNsPerSDouble);
   host_sampler.stop();
   ash_sampler.stop();
@@ -443,7 +443,7 @@ RunEnd drive_and_sample(const RunOptions& o, driver::Driver& driver, schema::Wri
 
 int run_command(const RunOptions& o) {
   check_conninfo(o.conninfo);
-  if (o.pooler_admin) check_conninfo(*o.pooler_admin);
+  if (o.sampling.pooler_admin) check_conninfo(*o.sampling.pooler_admin);
   const auto protocol = driver::parse_protocol(o.protocol);
   EarlyRows early;
   const driver::DriverOptions dopt = driver_options(o, protocol);
@@ -474,7 +474,7 @@ int run_command(const RunOptions& o) {
 
   schema::RunInfo info = run_info(o, dopt, driver);
   DelayacctGuard delayacct;  // restores kernel.task_delayacct when run ends
-  if (o.delayacct) {
+  if (o.sampling.delayacct) {
     delayacct = DelayacctGuard::enable("run");
     info.delayacct_set = delayacct.set_by_us() ? 1 : 0;
   }
@@ -492,8 +492,9 @@ int run_command(const RunOptions& o) {
   // --pooler-admin: an admin console that cannot be polled fails the run
   // before anything was measured, and leaves no file.
   std::optional<sampler::PoolerSampler> pooler;
-  if (o.pooler_admin) {
-    pooler.emplace(pooler_options(*o.pooler_admin, o.pooler_period_s), writer_sink);
+  if (o.sampling.pooler_admin) {
+    pooler.emplace(pooler_options(*o.sampling.pooler_admin, o.sampling.pooler_period_s),
+                   writer_sink);
     try {
       pooler->start();
     } catch (const Error& e) {
