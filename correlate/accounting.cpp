@@ -53,10 +53,10 @@ void trim_to_query_time(Accounting& acc) {
   if (over == 0) return;
   // The driver's share of each part.
   auto driver_ns = [&](const AccountingPart& p) -> std::int64_t {
-    if (p.name == "driver_cpu") return p.time_ns;
-    if (p.name == "run_queue" && p.host.empty())
+    if (p.kind() == Part::driver_cpu) return p.time_ns;
+    if (p.kind() == Part::run_queue && p.host.empty())
       return std::min(p.time_ns, acc.driver_run_delay_ns);
-    if (p.name == "client_run_queue") return p.time_ns;
+    if (p.kind() == Part::client_run_queue) return p.time_ns;
     return 0;
   };
   std::int64_t driver_total_ns = 0;
@@ -78,7 +78,7 @@ void trim_to_query_time(Accounting& acc) {
   }
   if (over <= 0) return;
   const auto exact = [](const AccountingPart& p) {
-    return p.name == "schedule_lag" || p.name == "connection_lost";
+    return p.kind() == Part::schedule_lag || p.kind() == Part::connection_lost;
   };
   std::int64_t scalable_ns = 0;
   for (const auto& p : acc.parts)
@@ -100,33 +100,33 @@ void trim_to_query_time(Accounting& acc) {
 // finding never claims more than the accounting shows).
 void take_trimmed_parts(Accounting& acc) {
   if (acc.excess_ns == 0) return;
-  auto trimmed = [&](const std::string& name, std::int64_t& field) {
+  auto trimmed = [&](Part part, std::string_view key, std::int64_t& field) {
+    const auto id = part_id(part, key);
     for (const auto& p : acc.parts)
-      if (p.name == name) field = p.time_ns;
+      if (p.name == id) field = p.time_ns;
   };
-  auto trimmed_list = [&](const std::string& prefix,
-                          std::vector<std::pair<std::string, std::int64_t>>& list,
+  auto trimmed_list = [&](Part part, std::vector<std::pair<std::string, std::int64_t>>& list,
                           std::int64_t& total) {
     total = 0;
     for (auto& [key, ns] : list) {
-      trimmed(prefix + key, ns);
+      trimmed(part, key, ns);
       total += ns;
     }
   };
   const auto driver_delay_before = acc.driver_run_delay_ns;
   const auto run_delay_before = acc.run_delay_ns;
-  trimmed("driver_cpu", acc.driver_cpu_ns);
-  trimmed_list("path_cpu:", acc.path_cpu_by_comm_ns, acc.path_cpu_ns);
-  if (acc.path_wait_ns) trimmed(std::string("path_wait:") + kPoolerName, *acc.path_wait_ns);
-  trimmed("server_cpu", acc.server_cpu_ns);
-  trimmed_list("server_wait:", acc.server_wait_by_class_ns, acc.server_wait_ns);
-  trimmed_list("server_d_state:", acc.server_d_state_by_wchan_ns, acc.server_d_state_ns);
-  trimmed_list("kernel_wait:", acc.kernel_wait_by_wchan_ns, acc.kernel_wait_ns);
+  trimmed(Part::driver_cpu, {}, acc.driver_cpu_ns);
+  trimmed_list(Part::path_cpu, acc.path_cpu_by_comm_ns, acc.path_cpu_ns);
+  if (acc.path_wait_ns) trimmed(Part::path_wait, kPoolerName, *acc.path_wait_ns);
+  trimmed(Part::server_cpu, {}, acc.server_cpu_ns);
+  trimmed_list(Part::server_wait, acc.server_wait_by_class_ns, acc.server_wait_ns);
+  trimmed_list(Part::server_d_state, acc.server_d_state_by_wchan_ns, acc.server_d_state_ns);
+  trimmed_list(Part::kernel_wait, acc.kernel_wait_by_wchan_ns, acc.kernel_wait_ns);
   std::int64_t server_delay = run_delay_before - driver_delay_before;
-  trimmed("client_run_queue", acc.driver_run_delay_ns);
-  trimmed("run_queue", server_delay);
+  trimmed(Part::client_run_queue, {}, acc.driver_run_delay_ns);
+  trimmed(Part::run_queue, {}, server_delay);
   for (const auto& p : acc.parts) {
-    if (p.name == "run_queue" && p.host.empty()) {
+    if (p.kind() == Part::run_queue && p.host.empty()) {
       // One part for both: the driver's share was cut first.
       const auto cut = run_delay_before - p.time_ns;
       acc.driver_run_delay_ns = std::max<std::int64_t>(0, driver_delay_before - cut);
@@ -141,44 +141,45 @@ void take_trimmed_parts(Accounting& acc) {
 // query time, with the remainder.
 void add_parts(const Facts& f, bool pair, Accounting& acc) {
   const bool cpu_known = !acc.cannot_account;
-  auto part = [&](std::string name, std::int64_t ns, const char* host) {
-    acc.parts.push_back({std::move(name), ns, 0.0, pair ? host : ""});
+  auto part = [&](Part kind, std::string_view key, std::int64_t ns, const char* host) {
+    acc.parts.push_back(
+        {.name = part_id(kind, key), .time_ns = ns, .share = 0.0, .host = pair ? host : ""});
   };
   // Client + server: the driver's figures come from the client pass.
-  if (cpu_known || pair) part("driver_cpu", acc.driver_cpu_ns, "client");
+  if (cpu_known || pair) part(Part::driver_cpu, {}, acc.driver_cpu_ns, "client");
   // Path processes are sampled in the server file; pooler waits are polled
   // by the run (its file).
   if (cpu_known) {
-    for (const auto& [comm, ns] : acc.path_cpu_by_comm_ns) part("path_cpu:" + comm, ns, "server");
+    for (const auto& [comm, ns] : acc.path_cpu_by_comm_ns) part(Part::path_cpu, comm, ns, "server");
   }
-  if (acc.path_wait_ns) part(std::string("path_wait:") + kPoolerName, *acc.path_wait_ns, "client");
+  if (acc.path_wait_ns) part(Part::path_wait, kPoolerName, *acc.path_wait_ns, "client");
   // Without backend processes server CPU is the ASH estimate, still known.
   if (cpu_known || (!f.backends_on_host && f.ash_available))
-    part("server_cpu", acc.server_cpu_ns, "server");
+    part(Part::server_cpu, {}, acc.server_cpu_ns, "server");
   for (const auto& [cls, ns] : acc.server_wait_by_class_ns)
-    part("server_wait:" + cls, ns, "server");
+    part(Part::server_wait, cls, ns, "server");
   for (const auto& [wchan, ns] : acc.server_d_state_by_wchan_ns)
-    part("server_d_state:" + wchan, ns, "server");
+    part(Part::server_d_state, wchan, ns, "server");
   for (const auto& [wchan, ns] : acc.kernel_wait_by_wchan_ns)
-    part("kernel_wait:" + wchan, ns, "server");
+    part(Part::kernel_wait, wchan, ns, "server");
   if (pair) {
-    if (cpu_known) part("run_queue", acc.run_delay_ns - acc.driver_run_delay_ns, "server");
-    part("client_run_queue", acc.driver_run_delay_ns, "client");
+    if (cpu_known) part(Part::run_queue, {}, acc.run_delay_ns - acc.driver_run_delay_ns, "server");
+    part(Part::client_run_queue, {}, acc.driver_run_delay_ns, "client");
   } else if (cpu_known) {
-    part("run_queue", acc.run_delay_ns, "");
+    part(Part::run_queue, {}, acc.run_delay_ns, "");
   }
-  if (acc.connection_lost_ns > 0) part("connection_lost", acc.connection_lost_ns, "client");
-  if (acc.schedule_lag_ns > 0) part("schedule_lag", acc.schedule_lag_ns, "client");
+  if (acc.connection_lost_ns > 0) part(Part::connection_lost, {}, acc.connection_lost_ns, "client");
+  if (acc.schedule_lag_ns > 0) part(Part::schedule_lag, {}, acc.schedule_lag_ns, "client");
   trim_to_query_time(acc);
   take_trimmed_parts(acc);
   std::int64_t sum_ns = 0;
   for (const auto& p : acc.parts) sum_ns += p.time_ns;
   if (cpu_known) {
     acc.remainder_ns = std::max<std::int64_t>(0, acc.query_ns - sum_ns);
-    part("remainder", acc.remainder_ns, "");
+    part(Part::remainder, {}, acc.remainder_ns, "");
   } else {
     // What cannot be split is a part of its own, so the parts still add up.
-    part("unaccounted", std::max<std::int64_t>(0, acc.query_ns - sum_ns), "");
+    part(Part::unaccounted, {}, std::max<std::int64_t>(0, acc.query_ns - sum_ns), "");
   }
   for (auto& p : acc.parts)
     p.share = acc.query_ns > 0 ? double(p.time_ns) / double(acc.query_ns) : 0.0;

@@ -11,6 +11,7 @@
 // could reach before a CPU saturates. docs/findings.md, "latency_bound".
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 
 #include <fmt/format.h>
 
@@ -38,12 +39,12 @@ bool limits_a_closed_loop(FindingKind kind) {
   }
 }
 
-// Σ of the accounting parts whose name satisfies `pred`.
-template <class Pred>
-std::int64_t parts_ns(const Accounting& a, Pred&& pred) {
+// Σ of the accounting parts of the families `parts`.
+std::int64_t parts_ns(const Accounting& a, std::initializer_list<Part> parts) {
   std::int64_t ns = 0;
   for (const auto& p : a.parts) {
-    if (pred(p.name)) ns += p.time_ns;
+    const auto kind = p.kind();
+    if (kind && std::find(parts.begin(), parts.end(), *kind) != parts.end()) ns += p.time_ns;
   }
   return ns;
 }
@@ -119,17 +120,14 @@ std::optional<Finding> latency_bound(const Report& r, const Facts& f,
                   [](const Finding& x) { return limits_a_closed_loop(x.kind); }))
     return std::nullopt;
   // What was not measured is not a loop's part: it keeps its own verdict.
-  const double unaccounted_share =
-      double(parts_ns(a, [](const std::string& n) { return n == "unaccounted"; })) /
-      double(a.query_ns);
+  const double unaccounted_share = double(parts_ns(a, {Part::unaccounted})) / double(a.query_ns);
   if (unaccounted_share > first.score) return std::nullopt;
   // Host headroom (busy and stolen together), and no queueing for a CPU
   // beyond noise.
   if (f.host.total_ns <= 0) return std::nullopt;
   const double busy = double(f.host.busy_ns + f.host.steal_ns) / double(f.host.total_ns);
   if (busy >= kRoundtripMaxHostBusyShare) return std::nullopt;
-  const std::int64_t queued_ns =
-      parts_ns(a, [](const std::string& n) { return n == "run_queue" || n == "client_run_queue"; });
+  const std::int64_t queued_ns = parts_ns(a, {Part::run_queue, Part::client_run_queue});
   const double queued_share = double(queued_ns) / double(a.query_ns);
   if (queued_share >= kLatencyBoundMaxRunQueueShare) return std::nullopt;
   // No thread of the loop at its core: the driver's threads (a record

@@ -32,6 +32,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/units.h"
+#include "correlate/parts.h"
 #include "correlate/session_view.h"
 #include "schema/store.h"
 
@@ -122,18 +123,21 @@ struct RunSummary {
 
 // One part of the query time.
 struct AccountingPart {
-  std::string name;  // "driver_cpu", "path_cpu:<comm>", "path_wait:pgbouncer", "server_cpu",
-                     // "server_wait:<class>", "server_d_state:<wchan>",
-                     // "kernel_wait:<wchan>", "run_queue",
-                     // "client_run_queue" (client + server), "connection_lost",
-                     // "schedule_lag" (-R), "driver_stopped" (the driver's
-                     // process not running: stopped.cpp), "remainder"
+  // Its id (correlate/parts.h): "driver_cpu", "path_cpu:<comm>",
+  // "path_wait:pgbouncer", "server_cpu", "server_wait:<class>",
+  // "server_d_state:<wchan>", "kernel_wait:<wchan>", "run_queue",
+  // "client_run_queue" (client + server), "connection_lost", "schedule_lag"
+  // (-R), "driver_stopped" (the driver's process not running: stopped.cpp),
+  // "remainder"; part_id(part, key).
+  std::string name;
   std::int64_t time_ns = 0;
   double share = 0;  // time_ns ÷ query_ns (0 when query_ns is 0)
   // explain_pair: the host whose samples measured it, "client" (driver CPU,
   // client_run_queue, schedule_lag) or "server" (backends, waits, D state,
   // their run queue, path processes); "" for the remainder and for a single file.
   std::string host;
+  // The family of `name`; nullopt for a name this build does not know.
+  std::optional<Part> kind() const { return part_of(name); }
 };
 
 // Query time split into parts, for the whole run or one window

@@ -10,29 +10,6 @@
 
 namespace stallscope::correlate::detail {
 
-std::string part_label(std::string_view name) {
-  if (name == "driver_cpu") return "driver CPU";
-  if (name == "server_cpu") return "server backend CPU";
-  if (name == "run_queue") return "run-queue delay";
-  if (name == "client_run_queue") return "driver run-queue delay";
-  if (name.starts_with("server_d_state:")) return "backend D state " + std::string(name.substr(15));
-  if (name.starts_with("kernel_wait:")) return "backend asleep in " + std::string(name.substr(12));
-  if (name == "remainder") return "remainder (round trips)";
-  if (name == "schedule_lag") return "schedule lag";
-  if (name == "connection_lost") return "connection lost (reconnecting)";
-  if (name == "driver_stopped") return "driver stopped (not running)";
-  if (name == "unaccounted") return "unaccounted (not sampled)";
-  if (name == "client_cpu") return "client CPU";
-  if (name == "client_sleep") return "client think time (asleep)";
-  if (name == "client_idle") return "client waiting for other input (not the database)";
-  if (name.starts_with("client_blocked:"))
-    return "client blocked in " + std::string(name.substr(15));
-  if (name.starts_with("server_wait:")) return "server wait " + std::string(name.substr(12));
-  if (name.starts_with("path_cpu:")) return "path CPU " + std::string(name.substr(9));
-  if (name.starts_with("path_wait:")) return "path wait " + std::string(name.substr(10));
-  return std::string(name);
-}
-
 std::string grouped_text(double v) {
   const auto digits = fmt::format("{:.0f}", std::abs(v));
   std::string out(v <= -0.5 ? "-" : "");

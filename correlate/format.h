@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "common/units.h"
+#include "correlate/parts.h"
 
 namespace stallscope::correlate::detail {
 
@@ -33,11 +34,10 @@ inline double pct(std::int64_t part, std::int64_t whole) {
   return whole > 0 ? 100.0 * double(part) / double(whole) : 0;
 }
 
-// An accounting part's name (AccountingPart::name) as the text report
-// labels it: "server_cpu" → "server backend CPU", "kernel_wait:pipe_write" →
-// "backend asleep in pipe_write". Not escaped: wait channels come from the
-// file, so renderers escape the label.
-std::string part_label(std::string_view name);
+// An accounting part's id (AccountingPart::name) as the text report labels
+// it (correlate/parts.h). Not escaped: wait channels come from the file, so
+// renderers escape the label.
+using correlate::part_label;
 
 // A number rounded to an integer with thousands separated by commas:
 // 9840.4 → "9,840", -12345 → "-12,345".

@@ -21,20 +21,21 @@ std::optional<HostAccounting> host_accounting(const Facts& f, int cores) {
   a.cores = cores;
   a.wall_ns = f.span.duration_ns();
   a.cpu_ns = h.busy_ns + h.idle_ns + h.iowait_ns + h.steal_ns;
-  auto part = [&](std::string name, std::int64_t ns) {
-    a.parts.push_back(
-        {std::move(name), ns, a.cpu_ns > 0 ? double(ns) / double(a.cpu_ns) : 0.0, ""});
+  auto part = [&](Part kind, std::string_view key, std::int64_t ns) {
+    a.parts.push_back({.name = part_id(kind, key),
+                       .time_ns = ns,
+                       .share = a.cpu_ns > 0 ? double(ns) / double(a.cpu_ns) : 0.0});
   };
   std::int64_t busy_left_ns = h.busy_ns;
   for (const auto& p : f.top_other) {
     const auto ns = std::clamp<std::int64_t>(p.cpu_ns, 0, busy_left_ns);
     busy_left_ns -= ns;
-    part(fmt::format("process_cpu:{} (pid {})", p.comm, p.pid), ns);
+    part(Part::process_cpu, fmt::format("{} (pid {})", p.comm, p.pid), ns);
   }
-  part("other_cpu", busy_left_ns);
-  part("iowait", h.iowait_ns);
-  part("steal", h.steal_ns);
-  part("idle", h.idle_ns);
+  part(Part::other_cpu, {}, busy_left_ns);
+  part(Part::iowait, {}, h.iowait_ns);
+  part(Part::steal, {}, h.steal_ns);
+  part(Part::idle, {}, h.idle_ns);
   return a;
 }
 

@@ -345,7 +345,7 @@ void render_accounting(const Report& r, std::ostream& out) {
   std::size_t width = 28;
   for (const auto& p : a.parts) {
     // record --pg: the remainder of session time is no driver's round trip.
-    labels.push_back(escape_text(r.sessions && p.name == "remainder"
+    labels.push_back(escape_text(r.sessions && p.kind() == Part::remainder
                                      ? std::string("round trips (on the socket)")
                                      : part_label(p.name)));
     width = std::max(width, labels.back().size());
@@ -382,7 +382,7 @@ void render_accounting(const Report& r, std::ostream& out) {
                      [](const auto& x, const auto& y) { return x.time_ns > y.time_ns; });
     int shown = 0;
     for (const auto& p : parts) {
-      if (p.name == "schedule_lag" || p.time_ns <= 0 || shown == 3 || service <= 0) continue;
+      if (p.kind() == Part::schedule_lag || p.time_ns <= 0 || shown == 3 || service <= 0) continue;
       causes += fmt::format("{}{} {:.0f}%", shown++ ? ", " : "", escape_text(part_label(p.name)),
                             100.0 * double(p.time_ns) / double(service));
     }

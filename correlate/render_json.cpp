@@ -166,13 +166,13 @@ nlohmann::json accounting_json(const Accounting& a) {
       a.cannot_account ? nlohmann::json(valid_utf8(*a.cannot_account)) : nlohmann::json(nullptr);
   if (a.cannot_account) {
     // Unknown, not 0.
-    auto has_part = [&](const char* name) {
+    auto has_part = [&](Part part) {
       return std::any_of(a.parts.begin(), a.parts.end(),
-                         [&](const auto& p) { return p.name == name; });
+                         [&](const auto& p) { return p.kind() == part; });
     };
     for (const char* k : {"path_cpu_ns", "run_delay_ns", "excess_ns"}) j[k] = nullptr;
-    if (!has_part("server_cpu")) j["server_cpu_ns"] = nullptr;
-    if (!has_part("driver_cpu")) j["driver_cpu_ns"] = j["driver_run_delay_ns"] = nullptr;
+    if (!has_part(Part::server_cpu)) j["server_cpu_ns"] = nullptr;
+    if (!has_part(Part::driver_cpu)) j["driver_cpu_ns"] = j["driver_run_delay_ns"] = nullptr;
     j["remainder_ns"] = nullptr;
   } else {
     j["remainder_ns"] = a.remainder_ns;

@@ -39,7 +39,7 @@ void account_driver_stop(Report& r, const Facts& f) {
   // The part that holds what nothing else measured: the remainder, or the
   // whole unaccounted time when CPU could not be split.
   const auto rem = std::find_if(a.parts.begin(), a.parts.end(), [](const AccountingPart& p) {
-    return p.name == "remainder" || p.name == "unaccounted";
+    return p.kind() == Part::remainder || p.kind() == Part::unaccounted;
   });
   if (rem == a.parts.end()) return;
   const auto stopped_ns =
@@ -47,8 +47,8 @@ void account_driver_stop(Report& r, const Facts& f) {
   if (stopped_ns <= 0 || double(stopped_ns) < kMinScore * double(a.query_ns)) return;
   rem->time_ns -= stopped_ns;
   rem->share = double(rem->time_ns) / double(a.query_ns);
-  if (rem->name == "remainder") a.remainder_ns = rem->time_ns;
-  a.parts.insert(rem, {.name = "driver_stopped",
+  if (rem->kind() == Part::remainder) a.remainder_ns = rem->time_ns;
+  a.parts.insert(rem, {.name = part_id(Part::driver_stopped),
                        .time_ns = stopped_ns,
                        .share = double(stopped_ns) / double(a.query_ns),
                        .host = "client"});

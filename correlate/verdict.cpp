@@ -89,11 +89,12 @@ std::string session_split(const Accounting& a) {
   std::string out;
   int shown = 0;
   for (const auto& p : parts) {
-    if (p.name == "client_sleep" || p.name == "client_idle" || p.time_ns <= 0) continue;
+    if (p.kind() == Part::client_sleep || p.kind() == Part::client_idle || p.time_ns <= 0) continue;
     if (shown == 4) break;
-    out += fmt::format("{}{} {}", shown++ ? ", " : "",
-                       p.name == "remainder" ? "round trips (on the socket)" : part_label(p.name),
-                       share_pct_text(p.share));
+    out += fmt::format(
+        "{}{} {}", shown++ ? ", " : "",
+        p.kind() == Part::remainder ? "round trips (on the socket)" : part_label(p.name),
+        share_pct_text(p.share));
   }
   return out.empty() ? std::string("nothing") : out;
 }

@@ -79,6 +79,9 @@ void Page::set_baseline(const correlate::Report& baseline,
                {"differences", differences(report_, baseline, comparison)}};
   if (baseline_["comparison"].is_null())
     baseline_["comparison"] = {{"summary", comparison.summary}};
+  if (baseline.accounting)
+    for (const auto& p : baseline.accounting->parts)
+      part_labels_[p.name] = correlate::part_label(p.name);
 }
 
 namespace {
@@ -141,9 +144,19 @@ nlohmann::json Page::data() const {
                      {"kernel", report_.run.kernel},
                      {"cores", report_.run.cores}});
   }
+  // The accounting parts' ids in words (correlate/parts.h), for the page's
+  // legend and tooltips.
+  nlohmann::json part_labels = part_labels_;
+  if (report_.accounting)
+    for (const auto& p : report_.accounting->parts)
+      part_labels[p.name] = correlate::part_label(p.name);
+  if (report_.host_accounting)
+    for (const auto& p : report_.host_accounting->parts)
+      part_labels[p.name] = correlate::part_label(p.name);
   return {
       {"title", options_.title},
       {"generated_by", "stallscope " STALLSCOPE_VERSION},
+      {"part_labels", std::move(part_labels)},
       {"files",
        {{"run", options_.run_path},
         {"server",

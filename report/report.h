@@ -159,6 +159,7 @@ class Page {
   std::vector<Chart> charts_;
   nlohmann::json tables_ = nlohmann::json::object();
   nlohmann::json baseline_ = nullptr;
+  nlohmann::json part_labels_ = nlohmann::json::object();  // the baseline's parts in words
   std::vector<Host> hosts_;
 };
 

@@ -109,6 +109,13 @@
     app.appendChild(head);
   }
 
+  // An accounting part's id in words, as explain's text says it (the page's
+  // data: part_labels, from correlate/parts.h); the id itself when absent.
+  function partLabel(name) {
+    const labels = data.part_labels || {};
+    return typeof labels[name] === 'string' ? labels[name] : name;
+  }
+
   // 2. Time accounting: one stacked bar per host.
   function renderAccounting(app) {
     const r = rep(), ru = run();
@@ -160,7 +167,7 @@
       const bar = el('div', {class: 'acc-bar'});
       for (const p of mine) {
         if (!isNum(p.share) || p.share <= 0) continue;
-        const seg = el('div', {class: 'acc-seg', title: p.name + ': ' + fmtPct(p.share) + (queries ? ', ' + fmtNum(p.time_ns / queries / 1e6) + ' ms/query' : '')});
+        const seg = el('div', {class: 'acc-seg', title: partLabel(p.name) + ': ' + fmtPct(p.share) + (queries ? ', ' + fmtNum(p.time_ns / queries / 1e6) + ' ms/query' : '')});
         seg.style.width = (p.share * 100).toFixed(3) + '%';
         seg.style.background = partColour(p.name);
         if (p.share >= 0.06) seg.appendChild(el('span', {class: isLight(partColour(p.name)) ? 'on-light' : '', text: p.name + ' ' + fmtPct(p.share, 0)}));
@@ -179,7 +186,7 @@
     for (const p of parts) {
       const sw = el('span', {class: 'swatch'});
       sw.style.background = partColour(p.name);
-      const cells = [el('td', null, [sw]), el('td', {class: 'mono', text: p.name})];
+      const cells = [el('td', null, [sw]), el('td', {text: partLabel(p.name), title: p.name})];
       if (pair) cells.push(el('td', {text: p.host || '—'}));
       cells.push(el('td', {class: 'num', text: fmtPct(p.share)}));
       cells.push(el('td', {class: 'num', text: perQuery ? (queries ? fmtNum(p.time_ns / queries / 1e6) : '—') : fmtDurNs(p.time_ns)}));
