@@ -1,7 +1,12 @@
 // stallscope::Error — the one error type of the project.
 //
-// Every library throws Error; only tools/main.cpp catches it and maps it to
-// the exit status: kind usage → 2, everything else → 1.
+// Every library throws Error; tools/main.cpp catches what reaches it and
+// maps it to the exit status: kind usage → 2, everything else → 1. The
+// other catches do one of three things: add context and throw again (the
+// script line an error came from); record the error as data and go on (a
+// failed transaction or reconnect attempt, a sampler's failed poll); or
+// clean up and throw again (stop the samplers, mark the run failed, check a
+// damaged file so the error names the damage).
 // Messages read "cannot <verb> <object>: <reason>" and name the file, flag,
 // conninfo (masked) or SQL involved, so main can print them on one line.
 #pragma once

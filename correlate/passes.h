@@ -7,9 +7,11 @@
 //   pgbench_driver.cpp  an imported pgbench log's driver and backends in a record file
 //   windows.cpp       closing the windows at the span's end; the window index
 //   host_pass.cpp     sample and host_sample rows into the windows
+//   ash_coverage.cpp  the ASH polls' coverage of each window (declared in kernel_sleep.h)
 //   ash_pass.cpp      pg_activity_sample rows of this run's backends into the windows
 //   process_pass.cpp  process_sample (and the driver's thread_sample) rows into the windows
 //   accounting.cpp    the windows' figures and time accounting, and the whole run's
+//   host_accounting.cpp  the host's CPU time, for a file without query or session time
 //   notes.cpp         the report's notes on sampling limits and caveats
 //   stall_inputs.cpp  what the stall rules read beyond the windows' sums
 //

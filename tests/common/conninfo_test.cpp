@@ -102,7 +102,7 @@ TEST(CheckConninfo, RejectsABadPortOrSslmode) {
 }
 
 // libpq's reason for refusing a malformed conninfo may quote the text it
-// choked on, password and all (issue 15: these repeated it on stderr).
+// choked on, password and all: the message must not repeat it on stderr.
 TEST(CheckConninfo, LibpqsReasonDoesNotRepeatThePassword) {
   for (const std::string conninfo :
        {"postgresql://u:S3cret@[::1", "postgresql://u:S3cret%zz@host/db",
@@ -134,8 +134,7 @@ namespace stallscope {
 namespace {
 
 // The spellings of a secret seen in command lines, each masked, in stored
-// command lines and in the processes' (issue 15: all of these were stored in
-// clear).
+// command lines and in the processes' (each was once stored in clear).
 TEST(MaskCommandLine, MasksEverySpellingOfASecret) {
   EXPECT_EQ(join_args_masked({"tool", "--password", "S3cret", "next"}), "tool --password *** next");
   EXPECT_EQ(join_args_masked({"tool", "--passwd=S3cret"}), "tool --passwd=***");

@@ -1,6 +1,5 @@
 // common/output.h: the output file written whole, never over an input, never
-// through a planted symlink, a device or FIFO written in place (issue 27,
-// items 1–3).
+// through a planted symlink, a device or FIFO written in place.
 #include "common/output.h"
 
 #include <sys/stat.h>

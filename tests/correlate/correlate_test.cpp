@@ -653,7 +653,7 @@ TEST(CorrelateAccounting, ProcessCpuIsSchedstatAndTicksOnlyAFallback) {
   EXPECT_EQ(r.accounting->server_cpu_ns, 500 * kMs + 300 * kMs);
 }
 
-// A record of an idle host (issue 27's item 10): a process that ran 10 ms
+// A record of an idle host: a process that ran 10 ms
 // a second and waited 5 ms a second for a CPU spent a third of its runnable
 // time queued, but that is 0.005 cores of waiting — no bottleneck. Waiting
 // 300 ms a second (0.3 cores) is one.

@@ -1,7 +1,7 @@
 // import::PgbenchLogParser on hand-written pgbench log lines: what a valid
 // line becomes, and the numbers pgbench cannot have written, refused with
-// the file and line named (issue 15, item 6: an aggregate line with 2^63−1
-// transactions imported and then broke explain).
+// the file and line named (an aggregate line with 2^63−1 transactions once
+// imported and then broke explain).
 #include "import/pgbench_log.h"
 
 #include <gtest/gtest.h>
@@ -280,8 +280,8 @@ TEST(PgbenchLog, SinkGetsBoundedChunksWithTheLineOfEachRow) {
   EXPECT_TRUE(p.batch().query_skips.empty());
 }
 
-// pgbench names its logs PREFIX.PID (thread 0) and PREFIX.PID.N (issue 27,
-// item 7: logs of different pgbench processes were merged into one run).
+// pgbench names its logs PREFIX.PID (thread 0) and PREFIX.PID.N (logs of
+// different pgbench processes were once merged into one run).
 TEST(PgbenchLogName, ReadsPrefixProcessAndThread) {
   EXPECT_EQ(parse_log_name("pgbench_log.4242"), (LogName{"pgbench_log", 4242, 0}));
   EXPECT_EQ(parse_log_name("/tmp/x.y/pgbench_log.4242.3"), (LogName{"pgbench_log", 4242, 3}));

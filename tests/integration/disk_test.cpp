@@ -1,4 +1,4 @@
-// A run file that cannot grow (issue 15: full disks and write errors), and
+// A run file that cannot grow (full disks and write errors), and
 // every end of a run stated as it happened: the real stallscope binary
 // against the scratch PostgreSQL.
 //

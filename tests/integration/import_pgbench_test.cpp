@@ -346,7 +346,7 @@ TEST_F(ImportPgbench, ATransactionImportedTwiceIsNamedByFileAndLine) {
 }
 
 // The same aggregate interval imported twice (a log given twice, or a copy
-// of it) doubled the transactions (issue 27, item 6): the rows' key is the
+// of it) doubled the transactions: the rows' key is the
 // file and line. An interval is now imported once per pgbench thread: a
 // repeat in one log, the same thread's log (same name) from two
 // directories, or — when a name is not pgbench's — a line with the same
@@ -398,7 +398,7 @@ TEST_F(ImportPgbench, AnAggregateIntervalImportedTwiceIsNamedByFileAndLine) {
 
 // Logs of two pgbench runs (same --log-prefix, so PREFIX.PID1[.N] and
 // PREFIX.PID2[.N]) were merged into one run without a word: a tps that
-// matches neither, clients counted together (issue 27, item 7). They are
+// matches neither, clients counted together. They are
 // refused, naming two of them; one run's logs (two threads) still import.
 TEST_F(ImportPgbench, LogsOfDifferentPgbenchProcessesAreRefused) {
   pgbench({"-t", "5"}, "two");
@@ -426,7 +426,7 @@ TEST_F(ImportPgbench, LogsOfDifferentPgbenchProcessesAreRefused) {
 }
 
 // An import stopped by SIGINT left its partial file (and -wal, -shm), which
-// then blocked the rerun with "file exists" (issue 27, item 4). The second
+// then blocked the rerun with "file exists". The second
 // log is a FIFO, so the import is still reading when the signal comes.
 TEST_F(ImportPgbench, AnInterruptedImportLeavesNoFile) {
   std::string log;

@@ -1,5 +1,5 @@
 // Long runs: memory stays flat after warm-up and the run file grows
-// linearly (issue 15). The real binary, watched through /proc/PID/status
+// linearly. The real binary, watched through /proc/PID/status
 // (VmRSS) and the size of its file (with its WAL) once a second. The test
 // runs 30 s of each command; tools/bench longrun measures 60 s and prints
 // the figures README quotes.

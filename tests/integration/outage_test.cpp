@@ -1,4 +1,4 @@
-// Outages (issue 15): a server stopped for seconds and started again
+// Outages: a server stopped for seconds and started again
 // mid-run, and a server that accepts connections and never answers. Each
 // test has a PostgreSQL of its own (tools/scratch-postgres start/down/up/stop)
 // or a TCP listener of its own, so stopping it disturbs no other test.

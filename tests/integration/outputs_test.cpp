@@ -1,9 +1,8 @@
-// What the commands write, as a user names it (issue 27, items 1, 2, 3, 5
-// and 8): an output that is one of the inputs is refused, a FIFO is written
-// in place, a symlink planted at the temporary name is not followed, the
-// report is 0600; every write to standard output is checked; a reader of
-// stdout or stderr that goes away ends `run` and `record` as SIGINT does.
-// The real binary, on an imported log and on runs against the scratch server.
+// What the commands write, as a user names it: an output that is one of the inputs is refused, a
+// FIFO is written in place, a symlink planted at the temporary name is not followed, the report is
+// 0600; every write to standard output is checked; a reader of stdout or stderr that goes away ends
+// `run` and `record` as SIGINT does. The real binary, on an imported log and on runs against the
+// scratch server.
 #include <sys/stat.h>
 #include <unistd.h>
 

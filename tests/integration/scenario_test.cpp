@@ -107,7 +107,7 @@ TEST(Scenario, Seed000With1ClientBehindADelayIsNetworkRoundtrip) {
 }
 
 // Seed 000's own question: one client over a Unix socket on an idle host.
-// Nothing saturates; the clients wait for every answer (issue 29).
+// Nothing saturates; the clients wait for every answer.
 TEST(Scenario, Seed000With1ClientOnAnIdleHostIsLatencyBound) {
   std::string out;
   run_scenario("seed-000-c1-local", "latency_bound", &out);
@@ -121,13 +121,13 @@ TEST(Scenario, Seed000With1ClientThroughPgbouncerIsLatencyBound) {
 }
 
 // A script that fails every time (an undefined column): the failure is the
-// answer, not the CPUs it keeps busy (issue 23).
+// answer, not the CPUs it keeps busy.
 TEST(Scenario, ARunWhoseScriptAlwaysFailsIsErrors) {
   run_scenario("run-failing-script", "errors");
 }
 
 // The same reading beside pgbench -c 1 under record: the throughput from
-// pg_stat_database, the latency derived (issue 29).
+// pg_stat_database, the latency derived.
 TEST(Scenario, RecordOfPgbenchWith1ClientIsLatencyBound) {
   run_scenario("record-pgbench-c1", "latency_bound");
 }
@@ -194,7 +194,7 @@ TEST(Scenario, ThinkTimeIsTheClientsIdleShareNotAPart) {
 }
 
 // record beside an application with think time: the client asleep by
-// choice is its own part and the verdict is no bottleneck (issue 23).
+// choice is its own part and the verdict is no bottleneck.
 TEST(Scenario, RecordOfAnApplicationWithThinkTimeIsNoBottleneck) {
   const auto out = run_checked("record-think-time");
   if (out.empty()) GTEST_SKIP();
@@ -263,7 +263,7 @@ TEST(Scenario, FullStopIsAStallOnTheWindowWithNoAnswerExplainedAsLockWait) {
   EXPECT_NE(out.find("LOCK TABLE django_site"), std::string::npos) << out;
 }
 
-// The lock scenarios of issue 13: each names its culprit (the script's
+// The lock scenarios: each names its culprit (the script's
 // scenario_expect_culprit; "culprit named: yes" is printed only on a match).
 TEST(Scenario, AdvisoryLockTurnstileNamesTheAdvisoryKey) {
   std::string out;
@@ -337,7 +337,7 @@ TEST(Scenario, LogPipeFullIsKernelWaitNamingThePipe) {
   EXPECT_NE(out.find("false alarms: 0"), std::string::npos) << out;
 }
 
-// sync-rep (cases.md C22): commits wait for a standby whose WAL receiver was
+// sync-rep: commits wait for a standby whose WAL receiver was
 // stopped; replication_wait names it, and IPC:SyncRep is not kernel_wait.
 TEST(Scenario, SyncRepToAStoppedStandbyIsReplicationWaitNamingTheStandby) {
   std::string out;
@@ -358,7 +358,7 @@ TEST(Scenario, JitOnCheapQueriesIsServerCpuNamingJit) {
   EXPECT_NE(out.find("culprit named: yes"), std::string::npos) << out;
 }
 
-// temp-spill (cases.md C26): server_cpu on this VM, its culprit work_mem.
+// temp-spill: server_cpu on this VM, its culprit work_mem.
 TEST(Scenario, TempSpillIsServerCpuNamingWorkMem) {
   std::string out;
   run_scenario("temp-spill", "server_cpu", &out);
@@ -367,7 +367,7 @@ TEST(Scenario, TempSpillIsServerCpuNamingWorkMem) {
   EXPECT_NE(out.find("culprit named: yes"), std::string::npos) << out;
 }
 
-// fpw-checkpoint (cases.md C28): io_wait on this VM, its culprit full_page_writes.
+// fpw-checkpoint: io_wait on this VM, its culprit full_page_writes.
 TEST(Scenario, FullPageWritesAfterCheckpointsNameFullPageWrites) {
   std::string out;
   run_scenario("fpw-checkpoint", "io_wait", &out);
