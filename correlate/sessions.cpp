@@ -287,11 +287,13 @@ ClientSide client_side(const SessionView& v) {
 
 }  // namespace
 
-std::optional<SessionScan> read_session_view(schema::Store& store, const SessionInputs& in) {
-  if (!schema::has_sessions(store) || in.ash_period_ns <= 0) return std::nullopt;
-  const auto ticks = schema::ash_tick_span(store, in.span.start_ns, in.span.end_ns);
-  if (!ticks) return std::nullopt;
-  const auto sessions = schema::read_sessions(store);
+namespace {
+
+// Each client session's polls in the span (index in `sessions` → polls):
+// its busy polls from pg_activity_sample, its idle ones from pg_session_idle.
+std::map<std::size_t, SessionPolls> read_session_polls(
+    schema::Store& store, const std::vector<schema::SessionInfo>& sessions,
+    const schema::AshTickSpan& ticks, Span span) {
   // Client sessions by id and by (pid, backend start).
   std::unordered_map<std::int64_t, std::size_t> by_id;
   std::map<std::pair<int, std::int64_t>, std::size_t> by_identity;
@@ -301,44 +303,32 @@ std::optional<SessionScan> read_session_view(schema::Store& store, const Session
     by_identity[{sessions[i].pid, sessions[i].backend_start_ns.value_or(0)}] = i;
   }
   std::map<std::size_t, SessionPolls> polls;
-  for (const auto& b : schema::session_busy_polls(store, in.span.start_ns, in.span.end_ns)) {
+  for (const auto& b : schema::session_busy_polls(store, span.start_ns, span.end_ns)) {
     auto it = by_identity.find({b.pid, b.backend_start_ns.value_or(0)});
     if (it == by_identity.end()) continue;  // not a client backend
     auto& p = polls[it->second];
     p.by_part[part_of(b)] += b.polls;
     p.total += b.polls;
   }
-  for (const auto& idle : schema::session_idle_polls(store, *ticks)) {
+  for (const auto& idle : schema::session_idle_polls(store, ticks)) {
     auto it = by_id.find(idle.session_id);
     if (it == by_id.end()) continue;
     auto& p = polls[it->second];
     p.by_part["idle"] += idle.polls;
     p.total += idle.polls;
   }
-  if (polls.empty()) return std::nullopt;
+  return polls;
+}
 
-  SessionScan s;
-  SessionView& v = s.view;
-  v.ash_period_ns = in.ash_period_ns;
-  v.polls = ticks->polls;
-  // The client processes and their CPU.
-  const ProcessIndex px(store);
-  const auto found = find_client_processes(px, schema::read_record_clients(store), sessions,
-                                           in.run.stallscope_pid);
-  // With the application named (a command, --client-process), a session
-  // whose socket another process on this host holds is the server's other
-  // load, not the application's.
-  std::set<int> named_pids, other_owner_pids;
-  for (const auto& [i, how] : found) {
-    if (how != "socket") named_pids.insert(px.all[i].pid);
-  }
-  // When the command record started began (its root process).
-  std::optional<std::int64_t> command_start_ns;
-  for (const auto& [i, how] : found) {
-    if (how == "command" && px.all[i].start_ns)
-      command_start_ns = std::min(px.all[i].start_ns.value(), command_start_ns.value_or(INT64_MAX));
-  }
-  auto is_other = [&](const schema::SessionInfo& info) {
+// Whose sessions are the application's: with the application named (a
+// command, --client-process), a session whose socket another process on
+// this host holds is the server's other load, not the application's.
+struct SessionOwners {
+  const ProcessIndex& px;
+  std::set<int> named_pids;                      // the application's, not found by socket
+  std::optional<std::int64_t> command_start_ns;  // when record's command began (its root)
+
+  bool is_other(const schema::SessionInfo& info) const {
     if (named_pids.empty()) return false;
     if (!info.client_pid) {
       // A local client (Unix socket, loopback) that no process here holds
@@ -352,13 +342,35 @@ std::optional<SessionScan> read_session_view(schema::Store& store, const Session
       return local && command_start_ns && info.backend_start_ns &&
              *info.backend_start_ns + kSameHostStartSlackNs < *command_start_ns;
     }
-    return !named_pids.contains(*info.client_pid) && [&] {
-      const auto k = px.find(*info.client_pid, info.client_start_ticks);
-      return !(k && is_pooler_comm(px.all[*k].comm));
-    }();
-  };
+    if (named_pids.contains(*info.client_pid)) return false;
+    const auto k = px.find(*info.client_pid, info.client_start_ticks);
+    return !(k && is_pooler_comm(px.all[*k].comm));
+  }
+};
+
+SessionOwners session_owners(const ProcessIndex& px,
+                             const std::map<std::size_t, std::string>& found) {
+  SessionOwners o{.px = px};
+  for (const auto& [i, how] : found) {
+    if (how != "socket") o.named_pids.insert(px.all[i].pid);
+    if (how == "command" && px.all[i].start_ns)
+      o.command_start_ns =
+          std::min(px.all[i].start_ns.value(), o.command_start_ns.value_or(INT64_MAX));
+  }
+  return o;
+}
+
+// The client processes of the view (v.client_processes, s.client_process_ids),
+// but for socket owners whose sessions are other load; returns pid → index
+// in v.client_processes.
+std::unordered_map<int, std::size_t> add_client_processes(
+    schema::Store& store, Span span, const ProcessIndex& px,
+    const std::map<std::size_t, std::string>& found, const SessionOwners& owners,
+    const std::vector<schema::SessionInfo>& sessions,
+    const std::map<std::size_t, SessionPolls>& polls, SessionScan& s) {
+  std::set<int> other_owner_pids;
   for (const auto& [i, p] : polls) {
-    if (is_other(sessions[i]) && sessions[i].client_pid)
+    if (owners.is_other(sessions[i]) && sessions[i].client_pid)
       other_owner_pids.insert(*sessions[i].client_pid);
   }
   std::set<std::size_t> socket_owners;  // indexes in px.all
@@ -366,20 +378,109 @@ std::optional<SessionScan> read_session_view(schema::Store& store, const Session
     if (!info.client_pid) continue;
     if (const auto k = px.find(*info.client_pid, info.client_start_ticks)) socket_owners.insert(*k);
   }
-  std::unordered_map<int, std::size_t> client_of_pid;  // pid → index in v.client_processes
+  std::unordered_map<int, std::size_t> client_of_pid;
   for (const auto& [i, how] : found) {
     if (how == "socket" && other_owner_pids.contains(px.all[i].pid)) continue;
-    client_of_pid[px.all[i].pid] = v.client_processes.size();
-    v.client_processes.push_back(
-        client_process(store, px.all[i], how, in.span, socket_owners.contains(i)));
+    client_of_pid[px.all[i].pid] = s.view.client_processes.size();
+    s.view.client_processes.push_back(
+        client_process(store, px.all[i], how, span, socket_owners.contains(i)));
     s.client_process_ids.insert(px.all[i].process_id);
   }
-  // Groups, and each group's client processes.
+  return client_of_pid;
+}
+
+// The sessions by group (application, client address, user, database):
+// the application's and the other load's, with their polls by part.
+struct SessionGroups {
   std::map<GroupKey, SessionGroup> groups;
   std::map<GroupKey, std::map<std::string, std::int64_t>> group_polls;
   std::map<GroupKey, std::set<int>> group_clients;
   std::map<std::string, std::int64_t> all_polls;
   std::map<GroupKey, SessionGroup> others;
+};
+
+// The view's groups, their parts and client pids, the whole view's parts
+// and each client process's sessions.
+void finish_view(SessionGroups& gs, std::int64_t ash_period_ns, SessionScan& s) {
+  SessionView& v = s.view;
+  for (auto& [key, g] : gs.groups) {
+    g.parts = make_parts(gs.group_polls[key], ash_period_ns, g.session_ns);
+    std::int64_t idle_ns = 0;
+    for (const auto& p : g.parts)
+      if (p.name == "idle" || p.name == "idle_in_transaction") idle_ns += p.time_ns;
+    g.idle_share = g.session_ns > 0 ? round4(double(idle_ns) / double(g.session_ns)) : 0;
+    // Its clients: the owners of its sessions' sockets; without any, every
+    // client process not found through a socket (the command, its
+    // descendants, the named processes).
+    auto& pids = gs.group_clients[key];
+    if (pids.empty()) {
+      for (const auto& c : v.client_processes)
+        if (c.found_by != "socket") pids.insert(c.pid);
+    }
+    g.client_pids.assign(pids.begin(), pids.end());
+    v.sessions += g.sessions;
+    v.session_ns += g.session_ns;
+    v.groups.push_back(g);
+  }
+  std::stable_sort(v.groups.begin(), v.groups.end(),
+                   [](const auto& x, const auto& y) { return x.session_ns > y.session_ns; });
+  for (auto& [key, g] : gs.others) {
+    v.other_sessions += g.sessions;
+    v.other_session_ns += g.session_ns;
+    v.other_groups.push_back(std::move(g));
+  }
+  std::stable_sort(v.other_groups.begin(), v.other_groups.end(),
+                   [](const auto& x, const auto& y) { return x.session_ns > y.session_ns; });
+  if (v.groups.empty()) return;
+  v.parts = make_parts(gs.all_polls, ash_period_ns, v.session_ns);
+  for (const auto& p : v.parts) {
+    if (p.name == "on_cpu") {
+      s.on_cpu_ns += p.time_ns;
+    } else if (p.name.starts_with("wait:")) {
+      s.wait_by_class_ns[p.name.substr(5)] += p.time_ns;
+    } else if (is_idle_part(p.name)) {
+      s.idle_ns += p.time_ns;
+    }
+  }
+  // Each client process's sessions and their idle share.
+  for (auto& c : v.client_processes) {
+    std::int64_t session_ns = 0, idle_ns = 0;
+    for (const auto& g : v.groups) {
+      if (std::find(g.client_pids.begin(), g.client_pids.end(), c.pid) == g.client_pids.end())
+        continue;
+      c.sessions += g.sessions;
+      session_ns += g.session_ns;
+      idle_ns += static_cast<std::int64_t>(g.idle_share * double(g.session_ns));
+    }
+    c.sessions_idle_share = session_ns > 0 ? round4(double(idle_ns) / double(session_ns)) : 0;
+  }
+  std::stable_sort(v.client_processes.begin(), v.client_processes.end(),
+                   [](const auto& x, const auto& y) { return x.cpu_ns > y.cpu_ns; });
+}
+
+}  // namespace
+
+std::optional<SessionScan> read_session_view(schema::Store& store, const SessionInputs& in) {
+  if (!schema::has_sessions(store) || in.ash_period_ns <= 0) return std::nullopt;
+  const auto ticks = schema::ash_tick_span(store, in.span.start_ns, in.span.end_ns);
+  if (!ticks) return std::nullopt;
+  const auto sessions = schema::read_sessions(store);
+  const auto polls = read_session_polls(store, sessions, *ticks, in.span);
+  if (polls.empty()) return std::nullopt;
+
+  SessionScan s;
+  SessionView& v = s.view;
+  v.ash_period_ns = in.ash_period_ns;
+  v.polls = ticks->polls;
+  // The client processes and their CPU.
+  const ProcessIndex px(store);
+  const auto found = find_client_processes(px, schema::read_record_clients(store), sessions,
+                                           in.run.stallscope_pid);
+  const auto owners = session_owners(px, found);
+  const auto client_of_pid =
+      add_client_processes(store, in.span, px, found, owners, sessions, polls, s);
+  // Groups, and each group's client processes.
+  SessionGroups gs;
   // A pooler's server connection idle at every poll whose backend (sampled
   // on this host) used no CPU in the span served none of the queries: the
   // pool's spare (or one left from an earlier run). At 10 polls a second a
@@ -417,8 +518,8 @@ std::optional<SessionScan> read_session_view(schema::Store& store, const Session
     const GroupKey key{info.application_name,
                        info.client_addr.empty() ? std::string("local") : info.client_addr,
                        info.usename, info.datname};
-    if (is_other(info)) {
-      auto& g = others[key];
+    if (owners.is_other(info)) {
+      auto& g = gs.others[key];
       std::tie(g.application_name, g.client_addr, g.user, g.database) = key;
       ++g.sessions;
       g.session_ns += p.total * in.ash_period_ns;
@@ -427,16 +528,16 @@ std::optional<SessionScan> read_session_view(schema::Store& store, const Session
         g.client_pids.push_back(*info.client_pid);
       continue;
     }
-    auto& g = groups[key];
+    auto& g = gs.groups[key];
     std::tie(g.application_name, g.client_addr, g.user, g.database) = key;
     ++g.sessions;
     g.session_ns += p.total * in.ash_period_ns;
     for (const auto& [name, n] : p.by_part) {
-      group_polls[key][name] += n;
-      all_polls[name] += n;
+      gs.group_polls[key][name] += n;
+      gs.all_polls[name] += n;
     }
     if (info.client_pid && client_of_pid.contains(*info.client_pid))
-      group_clients[key].insert(*info.client_pid);
+      gs.group_clients[key].insert(*info.client_pid);
     // The session's backend process.
     s.backend_pids.insert(info.pid);
     if (auto it = px.by_pid.find(info.pid); it != px.by_pid.end()) {
@@ -448,59 +549,8 @@ std::optional<SessionScan> read_session_view(schema::Store& store, const Session
       }
     }
   }
-  for (auto& [key, g] : groups) {
-    g.parts = make_parts(group_polls[key], in.ash_period_ns, g.session_ns);
-    std::int64_t idle_ns = 0;
-    for (const auto& p : g.parts)
-      if (p.name == "idle" || p.name == "idle_in_transaction") idle_ns += p.time_ns;
-    g.idle_share = g.session_ns > 0 ? round4(double(idle_ns) / double(g.session_ns)) : 0;
-    // Its clients: the owners of its sessions' sockets; without any, every
-    // client process not found through a socket (the command, its
-    // descendants, the named processes).
-    auto& pids = group_clients[key];
-    if (pids.empty()) {
-      for (const auto& c : v.client_processes)
-        if (c.found_by != "socket") pids.insert(c.pid);
-    }
-    g.client_pids.assign(pids.begin(), pids.end());
-    v.sessions += g.sessions;
-    v.session_ns += g.session_ns;
-    v.groups.push_back(g);
-  }
-  std::stable_sort(v.groups.begin(), v.groups.end(),
-                   [](const auto& x, const auto& y) { return x.session_ns > y.session_ns; });
-  for (auto& [key, g] : others) {
-    v.other_sessions += g.sessions;
-    v.other_session_ns += g.session_ns;
-    v.other_groups.push_back(std::move(g));
-  }
-  std::stable_sort(v.other_groups.begin(), v.other_groups.end(),
-                   [](const auto& x, const auto& y) { return x.session_ns > y.session_ns; });
+  finish_view(gs, in.ash_period_ns, s);
   if (v.groups.empty()) return std::nullopt;
-  v.parts = make_parts(all_polls, in.ash_period_ns, v.session_ns);
-  for (const auto& p : v.parts) {
-    if (p.name == "on_cpu") {
-      s.on_cpu_ns += p.time_ns;
-    } else if (p.name.starts_with("wait:")) {
-      s.wait_by_class_ns[p.name.substr(5)] += p.time_ns;
-    } else if (is_idle_part(p.name)) {
-      s.idle_ns += p.time_ns;
-    }
-  }
-  // Each client process's sessions and their idle share.
-  for (auto& c : v.client_processes) {
-    std::int64_t session_ns = 0, idle_ns = 0;
-    for (const auto& g : v.groups) {
-      if (std::find(g.client_pids.begin(), g.client_pids.end(), c.pid) == g.client_pids.end())
-        continue;
-      c.sessions += g.sessions;
-      session_ns += g.session_ns;
-      idle_ns += static_cast<std::int64_t>(g.idle_share * double(g.session_ns));
-    }
-    c.sessions_idle_share = session_ns > 0 ? round4(double(idle_ns) / double(session_ns)) : 0;
-  }
-  std::stable_sort(v.client_processes.begin(), v.client_processes.end(),
-                   [](const auto& x, const auto& y) { return x.cpu_ns > y.cpu_ns; });
   return s;
 }
 
