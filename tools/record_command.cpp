@@ -301,12 +301,93 @@ struct Samplers {
   }
 };
 
+// Starts the ASH sampler (--pg) and the pooler sampler (--pooler-admin)
+// beside the running host sampler; returns why the ASH sampler never
+// polled when -T or a signal cut its connect short (else empty).
+std::string start_database_samplers(const RecordOptions& o, std::int64_t start_mono_ns,
+                                    const std::shared_ptr<sampler::ClientWatch>& client_watch,
+                                    const sampler::Sink& sink, Samplers& samplers) {
+  std::string ash_missing;
+  if (o.conninfo) {
+    const auto limit_ns = duration_limit_ns(o);
+    samplers.ash.emplace(
+        sampler::AshSamplerOptions{
+            .conninfo = *o.conninfo,
+            .hz = ash_hz_of(o),
+            .find_client_sockets = true,
+            .client_watch = client_watch,
+            .connect_deadline_mono_ns =
+                limit_ns ? std::optional<std::int64_t>(start_mono_ns + *limit_ns) : std::nullopt},
+        sink);
+    try {
+      samplers.ash->start();
+    } catch (const Error& e) {
+      // -T or SIGINT/SIGTERM came first: the record ends now, with its
+      // host samples and no ASH poll, and its end_reason says why.
+      if (e.kind() != ErrorKind::runtime) throw;
+      samplers.ash.reset();
+      ash_missing = e.what();
+    }
+  }
+  if (o.sampling.pooler_admin) {
+    samplers.pooler.emplace(pooler_options(*o.sampling.pooler_admin, o.sampling.pooler_period_s),
+                            sink);
+    samplers.pooler->start();  // Error(postgres) naming the masked conninfo
+  }
+  return ash_missing;
+}
+
+// How the recording ended: the command's end (with one), or -T, a signal,
+// a failed write.
+struct RecordEnd {
+  std::string reason;  // the run's end_reason
+  std::optional<int> child_status;
+  bool ended_by_limit = false;      // -T ended the command: record's own exit status is 0
+  std::int64_t command_end_ns = 0;  // wall clock when the command ended
+  bool command_killed = false;      // record sent the command SIGKILL (--kill-after)
+};
+
+// Runs the command given after -- until it ends (or -T ends it), or waits
+// for -T, a signal or a failed write.
+RecordEnd record_until_end(const RecordOptions& o, std::int64_t start_mono_ns, const rlimit* nofile,
+                           const sampler::Sink& sink,
+                           const std::shared_ptr<sampler::ClientWatch>& client_watch,
+                           const schema::Writer& writer) {
+  RecordEnd r;
+  if (o.command.empty()) {
+    r.reason = wait_for_end(o, start_mono_ns, writer.failure_token());
+    return r;
+  }
+  ChildOptions child{.nofile = nofile,
+                     .limit_ns = duration_limit_ns(o),
+                     .start_mono_ns = start_mono_ns,
+                     .kill_after_ns = o.kill_after_ns,
+                     .started =
+                         [&](pid_t pid) {
+                           submit_command_process(pid, sink);
+                           client_watch->add_pid(static_cast<int>(pid));
+                         },
+                     .write_failed = writer.failure_token()};
+  const ChildEnd end = run_child(o.command, child);
+  r.command_end_ns = wall_now_ns();
+  r.child_status = end.status;
+  const std::string killed = kill_text(end, o.kill_after_ns);
+  r.reason = end.limit_reached ? fmt::format("duration reached; command ended with status {}{}",
+                                             end.status, killed)
+                               : fmt::format("command exited with status {}{}", end.status, killed);
+  if (!end.limit_reached && stop_signal() == SIGPIPE) {
+    r.reason += fmt::format("; record sent it SIGTERM: {}", stop_signal_name());
+  }
+  r.ended_by_limit = end.limit_reached;
+  r.command_killed = end.killed;
+  return r;
+}
+
 }  // namespace
 
 int record_command(const RecordOptions& o) {
   if (o.conninfo) check_conninfo(*o.conninfo);
   if (o.sampling.pooler_admin) check_conninfo(*o.sampling.pooler_admin);
-  const double ash_hz = ash_hz_of(o);
   // Before the file exists: a signal from here on ends the record cleanly,
   // and so does a reader of stdout or stderr that went away.
   install_stop_handlers();
@@ -344,76 +425,23 @@ int record_command(const RecordOptions& o) {
                                    sink),
       .ash = std::nullopt,
       .pooler = std::nullopt};
-  std::optional<int> child_status;
-  bool ended_by_limit = false;  // -T ended the command: record's own exit status is 0
-  std::string reason;
-  std::string ash_missing;  // why the ASH sampler never polled (its connect was cut short)
+  RecordEnd end;
   bool sampling_started = false;
-  std::int64_t command_end_ns = 0;  // wall clock when the command ended
-  bool command_killed = false;      // record sent the command SIGKILL (--kill-after)
   // -T counts from here: a connect to --pg that hangs does not stretch it.
   const std::int64_t start_ns = mono_now_ns();
   try {
     // Host state first: it is sampled while --pg connects, however long.
     samplers.host.start();
-    if (o.conninfo) {
-      const auto limit_ns = duration_limit_ns(o);
-      samplers.ash.emplace(
-          sampler::AshSamplerOptions{
-              .conninfo = *o.conninfo,
-              .hz = ash_hz,
-              .find_client_sockets = true,
-              .client_watch = client_watch,
-              .connect_deadline_mono_ns =
-                  limit_ns ? std::optional<std::int64_t>(start_ns + *limit_ns) : std::nullopt},
-          sink);
-      try {
-        samplers.ash->start();
-      } catch (const Error& e) {
-        // -T or SIGINT/SIGTERM came first: the record ends now, with its
-        // host samples and no ASH poll, and its end_reason says why.
-        if (e.kind() != ErrorKind::runtime) throw;
-        samplers.ash.reset();
-        ash_missing = e.what();
-      }
-    }
-    if (o.sampling.pooler_admin) {
-      samplers.pooler.emplace(pooler_options(*o.sampling.pooler_admin, o.sampling.pooler_period_s),
-                              sink);
-      samplers.pooler->start();  // Error(postgres) naming the masked conninfo
-    }
+    const std::string ash_missing =
+        start_database_samplers(o, start_ns, client_watch, sink, samplers);
     sampling_started = true;
     ProgressPrinter progress(o.sampling.progress_s, {}, samplers.host,
                              samplers.ash ? &*samplers.ash : nullptr);
-    if (!o.command.empty()) {
-      ChildOptions child{.nofile = have_nofile ? &nofile_before : nullptr,
-                         .limit_ns = duration_limit_ns(o),
-                         .start_mono_ns = start_ns,
-                         .kill_after_ns = o.kill_after_ns,
-                         .started =
-                             [&](pid_t pid) {
-                               submit_command_process(pid, sink);
-                               client_watch->add_pid(static_cast<int>(pid));
-                             },
-                         .write_failed = writer.failure_token()};
-      const ChildEnd end = run_child(o.command, child);
-      command_end_ns = wall_now_ns();
-      child_status = end.status;
-      const std::string killed = kill_text(end, o.kill_after_ns);
-      reason =
-          end.limit_reached
-              ? fmt::format("duration reached; command ended with status {}{}", end.status, killed)
-              : fmt::format("command exited with status {}{}", end.status, killed);
-      if (!end.limit_reached && stop_signal() == SIGPIPE) {
-        reason += fmt::format("; record sent it SIGTERM: {}", stop_signal_name());
-      }
-      ended_by_limit = end.limit_reached;
-      command_killed = end.killed;
-    } else {
-      reason = wait_for_end(o, start_ns, writer.failure_token());
-    }
+    end = record_until_end(o, start_ns, have_nofile ? &nofile_before : nullptr, sink, client_watch,
+                           writer);
     if (!ash_missing.empty()) {
-      reason += fmt::format("; no ASH samples: the ASH sampler never connected ({})", ash_missing);
+      end.reason +=
+          fmt::format("; no ASH samples: the ASH sampler never connected ({})", ash_missing);
     }
   } catch (const Error& e) {
     samplers.stop();
@@ -427,28 +455,29 @@ int record_command(const RecordOptions& o) {
       samplers.host, o.sampling.hz,
       static_cast<double>(wall_now_ns() - info.start_ns) / common::kNsPerSDouble);
   samplers.stop();
-  if (samplers.ash) reason += ash_failure_note(samplers.ash->latest());
+  if (samplers.ash) end.reason += ash_failure_note(samplers.ash->latest());
   writer.drain();  // a commit that fails now still makes the run 'failed'
   if (const auto failure = writer.failure()) {
     // Recording stopped at the failed commit (with a command: it was sent
     // SIGTERM then, and waited for); exit 1 whatever the command's status.
     close_after_write_failure(
         writer, *failure, "record", o.output_path, info.start_ns, wall_now_ns(),
-        failure->failed_ns >= command_end_ns ? "stopped recording"
-        : command_killed
+        failure->failed_ns >= end.command_end_ns ? "stopped recording"
+        : end.command_killed
             ? fmt::format("stopped recording, sent the command SIGTERM and, {} later, SIGKILL",
                           grace_text(o.kill_after_ns))
             : "stopped recording, sent the command SIGTERM",
-        child_status);
+        end.child_status);
     return 1;
   }
   // A record without a limit ends by a signal: that is its normal end; a
   // broken pipe (its output closed) is not.
   const bool interrupted =
       stop_requested() && (o.duration_s || !o.command.empty() || stop_signal() == SIGPIPE);
-  writer.close(wall_now_ns(), interrupted ? "interrupted" : "complete", reason, child_status);
+  writer.close(wall_now_ns(), interrupted ? "interrupted" : "complete", end.reason,
+               end.child_status);
   common::print_stderr("record: {} ({}), {} ticks\n", common::printable(o.output_path),
-                       common::printable(reason), samplers.host.latest().ticks);
+                       common::printable(end.reason), samplers.host.latest().ticks);
   if (file_watch.deleted()) {
     common::print_stderr(
         "stallscope record: {}: the run file was deleted while record wrote it: nothing it "
@@ -456,7 +485,7 @@ int record_command(const RecordOptions& o) {
         common::printable(o.output_path));
     return 1;
   }
-  return ended_by_limit ? 0 : child_status.value_or(0);
+  return end.ended_by_limit ? 0 : end.child_status.value_or(0);
 }
 
 }  // namespace stallscope::tools
