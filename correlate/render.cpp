@@ -244,26 +244,23 @@ void render_verdict(const Report& r, std::ostream& out) {
   fmt::print(out, "\nverdict: {} — {}\n", head, escape_text(v.summary));
 }
 
-void render_accounting(const Report& r, std::ostream& out) {
-  if (!r.accounting && r.host_accounting) {
-    const auto& h = *r.host_accounting;
-    fmt::print(out,
-               "\ntime accounting: no queries and no client sessions (record --pg samples them): "
-               "the host's CPU time, {:.3f} s on {} cores over {:.3f} s (as /proc/stat counted "
-               "it between the samples)\n",
-               double(h.cpu_ns) / kNsPerS, h.cores, double(h.wall_ns) / kNsPerS);
-    fmt::print(out, "  {:<40} {:>12} {:>8}\n", "part", "seconds", "share");
-    for (const auto& p : h.parts) {
-      fmt::print(out, "  {:<40} {:>12.3f} {:>7.1f}%\n", escape_text(p.name),
-                 double(p.time_ns) / kNsPerS, 100 * p.share);
-    }
-    return;
+// A file without query or session time: the host's CPU time by part.
+void render_host_accounting(const HostAccounting& h, std::ostream& out) {
+  fmt::print(out,
+             "\ntime accounting: no queries and no client sessions (record --pg samples them): "
+             "the host's CPU time, {:.3f} s on {} cores over {:.3f} s (as /proc/stat counted "
+             "it between the samples)\n",
+             double(h.cpu_ns) / kNsPerS, h.cores, double(h.wall_ns) / kNsPerS);
+  fmt::print(out, "  {:<40} {:>12} {:>8}\n", "part", "seconds", "share");
+  for (const auto& p : h.parts) {
+    fmt::print(out, "  {:<40} {:>12.3f} {:>7.1f}%\n", escape_text(p.name),
+               double(p.time_ns) / kNsPerS, 100 * p.share);
   }
-  if (!r.accounting) {
-    fmt::print(out, "\ntime accounting: none (this file holds no queries and no host samples)\n");
-    return;
-  }
-  const auto& a = *r.accounting;
+}
+
+// What the accounting's time is: session time (record --pg) or query time
+// and the clients' busy share; the failed and cut-short queries in it.
+void render_accounting_header(const Report& r, const Accounting& a, std::ostream& out) {
   if (r.sessions) {
     // record --pg: the session view's time (sessions come and go).
     fmt::print(out,
@@ -311,11 +308,11 @@ void render_accounting(const Report& r, std::ostream& out) {
                    : std::string(),
                r.run.queries, r.run.queries - r.run.errors);
   }
-  render_attribution(r, out);
-  if (a.cannot_account) {
-    fmt::print(out, "  cannot account CPU, run-queue delay or the remainder: {}\n",
-               escape_text(*a.cannot_account));
-  }
+}
+
+// The parts: by host for a client + server pair, else one table with a
+// column wide enough for the longest label.
+void render_parts(const Report& r, const Accounting& a, std::ostream& out) {
   const bool by_host =
       std::any_of(a.parts.begin(), a.parts.end(), [](const auto& p) { return !p.host.empty(); });
   if (by_host) {
@@ -368,6 +365,11 @@ void render_accounting(const Report& r, std::ostream& out) {
     fmt::print(out, "  {:<{}} {:>12.3f}\n", "(measured parts trimmed by)", width,
                double(a.excess_ns) / kNsPerS);
   }
+}
+
+// -R: what the schedule lag was (the driver's wake-up, or time queued
+// behind slow transactions, and what made those slow).
+void render_schedule_lag(const Accounting& a, std::ostream& out) {
   if (a.schedule_lag_ns > 0 && !a.lag_apportioned) {
     fmt::print(out,
                "  schedule lag: the rate was kept; the lag is the time from each scheduled start "
@@ -391,6 +393,26 @@ void render_accounting(const Report& r, std::ostream& out) {
                "service time went to {}\n",
                causes.empty() ? std::string("-") : causes);
   }
+}
+
+void render_accounting(const Report& r, std::ostream& out) {
+  if (!r.accounting && r.host_accounting) {
+    render_host_accounting(*r.host_accounting, out);
+    return;
+  }
+  if (!r.accounting) {
+    fmt::print(out, "\ntime accounting: none (this file holds no queries and no host samples)\n");
+    return;
+  }
+  const auto& a = *r.accounting;
+  render_accounting_header(r, a, out);
+  render_attribution(r, out);
+  if (a.cannot_account) {
+    fmt::print(out, "  cannot account CPU, run-queue delay or the remainder: {}\n",
+               escape_text(*a.cannot_account));
+  }
+  render_parts(r, a, out);
+  render_schedule_lag(a, out);
 }
 
 void render_findings(const Report& r, std::ostream& out) {
