@@ -108,6 +108,91 @@ bool rate_not_kept(const RunSummary& r) {
   return *r.lag_mean_ms >= kRateNotKeptMinLagShare * gap_ms;
 }
 
+namespace {
+
+// A paced run (-R kept, think time, the workload's pg_sleep) that nothing on
+// the query path limited: no bottleneck, and what set the throughput.
+// `pg_sleep_share` and `idle_share`: of the client (session) time.
+Verdict paced_verdict(const Report& r, const Facts& f, const Accounting* a, bool kept,
+                      double pg_sleep_share, double idle_share) {
+  Verdict v;
+  v.reason = "paced";
+  const double idle_pct = f.host.total_ns > 0 ? 100 * (1 - f.host.busy_share()) : 0;
+  // A host busy with other work (no finding on the query path) is said so.
+  const std::string nothing =
+      f.host.total_ns > 0 && f.host.busy_share() >= kRoundtripMaxHostBusyShare
+          ? fmt::format(
+                "nothing on the query path was saturated or waiting (the host's CPUs "
+                "were {:.0f}% busy with other work)",
+                100 - idle_pct)
+          : std::string("nothing was saturated or waiting");
+  const std::string idle_text =
+      f.host.total_ns > 0 && f.host.busy_share() < kRoundtripMaxHostBusyShare
+          ? fmt::format("; the host's CPUs were {:.0f}% idle", idle_pct)
+          : std::string();
+  if (pg_sleep_share > idle_share) {
+    // SELECT pg_sleep(…): the backends slept by the workload's choice.
+    v.summary = fmt::format(
+        "The workload slept by choice in its own queries (pg_sleep, wait event {}) for {:.0f}% "
+        "of the {} time, so its pacing set the throughput, and {}{}.",
+        kPgSleepEvent, 100 * pg_sleep_share, r.sessions ? "session" : "client", nothing, idle_text);
+    return v;
+  }
+  if (r.sessions) {
+    // record --pg: the application's clients asleep by choice, or waiting
+    // for input that is not the database's (their own requests).
+    const auto share = [&](std::int64_t ns) {
+      return a->client_ns > 0 ? 100 * double(ns) / double(a->client_ns) : 0.0;
+    };
+    const std::string idle =
+        a->client_idle_ns > a->client_sleep_ns
+            ? fmt::format(
+                  "The clients waited for input that is not the database's (their own "
+                  "requests, another service, a pipe; not an answer from the database) for "
+                  "{:.0f}% of their sessions' time{}, so what feeds the "
+                  "application set the throughput",
+                  share(a->client_idle_ns),
+                  a->client_sleep_ns > 0
+                      ? fmt::format(" and slept by choice {:.0f}%", share(a->client_sleep_ns))
+                      : std::string())
+            : fmt::format(
+                  "The clients were asleep by choice (think time: a timer, not the database) "
+                  "for {:.0f}% of their sessions' time{}, so the application's pacing set the "
+                  "throughput",
+                  share(a->client_sleep_ns),
+                  a->client_idle_ns > 0
+                      ? fmt::format(" and waited for other input {:.0f}%", share(a->client_idle_ns))
+                      : std::string());
+    v.summary =
+        fmt::format("{}, and {}: the rest is {}{}.", idle, nothing, session_split(*a), idle_text);
+    return v;
+  }
+  const std::string pacing =
+      kept ? fmt::format("The fixed rate was kept ({:.1f} tps, mean schedule lag {:.3f} ms)",
+                         r.run.tps.value_or(0), r.run.lag_mean_ms.value_or(0))
+           : fmt::format(
+                 "The clients spent {:.0f}% of their time between queries (think "
+                 "time, \\sleep): the script's pacing set the throughput",
+                 100 * (1 - a->client_busy_share));
+  // Query time per transaction: the latency net of \sleep.
+  const double latency_ms = r.run.latency_mean_ms.value_or(0);
+  const double query_ms = r.run.queries > 0
+                              ? double(a->query_ns) / double(r.run.queries) / common::kNsPerMsDouble
+                              : 0.0;
+  const std::string latency =
+      latency_ms - query_ms >= 0.01
+          ? fmt::format(
+                "mean latency {:.3f} ms, {:.3f} ms of it \\sleep; query time {:.3f} ms "
+                "a transaction",
+                latency_ms, latency_ms - query_ms, query_ms)
+          : fmt::format("mean latency {:.3f} ms", latency_ms);
+  v.summary =
+      fmt::format("{}, and {}: {} = {}{}.", pacing, nothing, latency, latency_split(r), idle_text);
+  return v;
+}
+
+}  // namespace
+
 Verdict decide_verdict(const Report& r, const Facts& f) {
   Verdict v;
   const auto* a = r.accounting ? &*r.accounting : nullptr;
@@ -125,82 +210,8 @@ Verdict decide_verdict(const Report& r, const Facts& f) {
   const auto limiting = std::find_if(r.findings.begin(), r.findings.end(), [&](const Finding& x) {
     return limits_paced_run(x.kind, f, a);
   });
-  if ((kept || think_time) && limiting == r.findings.end()) {
-    v.reason = "paced";
-    const double idle_pct = f.host.total_ns > 0 ? 100 * (1 - f.host.busy_share()) : 0;
-    // A host busy with other work (no finding on the query path) is said so.
-    const std::string nothing =
-        f.host.total_ns > 0 && f.host.busy_share() >= kRoundtripMaxHostBusyShare
-            ? fmt::format(
-                  "nothing on the query path was saturated or waiting (the host's CPUs "
-                  "were {:.0f}% busy with other work)",
-                  100 - idle_pct)
-            : std::string("nothing was saturated or waiting");
-    const std::string idle_text =
-        f.host.total_ns > 0 && f.host.busy_share() < kRoundtripMaxHostBusyShare
-            ? fmt::format("; the host's CPUs were {:.0f}% idle", idle_pct)
-            : std::string();
-    if (pg_sleep_share > idle_share) {
-      // SELECT pg_sleep(…): the backends slept by the workload's choice.
-      v.summary = fmt::format(
-          "The workload slept by choice in its own queries (pg_sleep, wait event {}) for {:.0f}% "
-          "of the {} time, so its pacing set the throughput, and {}{}.",
-          kPgSleepEvent, 100 * pg_sleep_share, r.sessions ? "session" : "client", nothing,
-          idle_text);
-      return v;
-    }
-    if (r.sessions) {
-      // record --pg: the application's clients asleep by choice, or waiting
-      // for input that is not the database's (their own requests).
-      const auto share = [&](std::int64_t ns) {
-        return a->client_ns > 0 ? 100 * double(ns) / double(a->client_ns) : 0.0;
-      };
-      const std::string idle =
-          a->client_idle_ns > a->client_sleep_ns
-              ? fmt::format(
-                    "The clients waited for input that is not the database's (their own "
-                    "requests, another service, a pipe; not an answer from the database) for "
-                    "{:.0f}% of their sessions' time{}, so what feeds the "
-                    "application set the throughput",
-                    share(a->client_idle_ns),
-                    a->client_sleep_ns > 0
-                        ? fmt::format(" and slept by choice {:.0f}%", share(a->client_sleep_ns))
-                        : std::string())
-              : fmt::format(
-                    "The clients were asleep by choice (think time: a timer, not the database) "
-                    "for {:.0f}% of their sessions' time{}, so the application's pacing set the "
-                    "throughput",
-                    share(a->client_sleep_ns),
-                    a->client_idle_ns > 0 ? fmt::format(" and waited for other input {:.0f}%",
-                                                        share(a->client_idle_ns))
-                                          : std::string());
-      v.summary =
-          fmt::format("{}, and {}: the rest is {}{}.", idle, nothing, session_split(*a), idle_text);
-      return v;
-    }
-    const std::string pacing =
-        kept ? fmt::format("The fixed rate was kept ({:.1f} tps, mean schedule lag {:.3f} ms)",
-                           r.run.tps.value_or(0), r.run.lag_mean_ms.value_or(0))
-             : fmt::format(
-                   "The clients spent {:.0f}% of their time between queries (think "
-                   "time, \\sleep): the script's pacing set the throughput",
-                   100 * (1 - a->client_busy_share));
-    // Query time per transaction: the latency net of \sleep.
-    const double latency_ms = r.run.latency_mean_ms.value_or(0);
-    const double query_ms =
-        r.run.queries > 0 ? double(a->query_ns) / double(r.run.queries) / common::kNsPerMsDouble
-                          : 0.0;
-    const std::string latency =
-        latency_ms - query_ms >= 0.01
-            ? fmt::format(
-                  "mean latency {:.3f} ms, {:.3f} ms of it \\sleep; query time {:.3f} ms "
-                  "a transaction",
-                  latency_ms, latency_ms - query_ms, query_ms)
-            : fmt::format("mean latency {:.3f} ms", latency_ms);
-    v.summary = fmt::format("{}, and {}: {} = {}{}.", pacing, nothing, latency, latency_split(r),
-                            idle_text);
-    return v;
-  }
+  if ((kept || think_time) && limiting == r.findings.end())
+    return paced_verdict(r, f, a, kept, pg_sleep_share, idle_share);
   if (kept || think_time) {
     v.kind = limiting->kind;
     v.summary = limiting->summary;
