@@ -254,23 +254,6 @@ TEST(HostProcessTracker, HeldUpSleeperGetsARowEveryTickWithItsWchan) {
   EXPECT_TRUE(quiet.process_samples.empty());
 }
 
-TEST(HostProcessTracker, IdleWaitChannelsAreTheWaitsForWork) {
-  EXPECT_TRUE(is_idle_wchan("do_epoll_wait"));
-  EXPECT_TRUE(is_idle_wchan("ep_poll"));
-  EXPECT_TRUE(is_idle_wchan("poll_schedule_timeout"));
-  EXPECT_TRUE(is_idle_wchan("anon_pipe_read"));
-  EXPECT_TRUE(is_idle_wchan("pipe_read"));
-  EXPECT_TRUE(is_idle_wchan("futex_do_wait"));
-  EXPECT_TRUE(is_idle_wchan("do_wait"));
-  EXPECT_TRUE(is_idle_wchan("hrtimer_nanosleep"));
-  EXPECT_TRUE(is_idle_wchan("wait_woken"));
-  EXPECT_FALSE(is_idle_wchan("anon_pipe_write"));
-  EXPECT_FALSE(is_idle_wchan("pipe_write"));
-  EXPECT_FALSE(is_idle_wchan("sk_stream_wait_memory"));
-  EXPECT_FALSE(is_idle_wchan("sock_alloc_send_pskb"));
-  EXPECT_FALSE(is_idle_wchan("unix_wait_for_peer"));
-}
-
 TEST(HostProcessTracker, ReusedPidIsNewProcessWithoutDeltas) {
   FakeProc proc;
   proc.schedstat(100, 900'000'000, 0, 500);
