@@ -1,11 +1,12 @@
 #include "common/backoff.h"
+#include "support/test_support.h"
 
 #include <gtest/gtest.h>
 
 namespace stallscope {
 namespace {
 
-constexpr std::int64_t kMs = 1'000'000;
+using test::kMs;
 
 TEST(RetryBackoff, DelaysDoubleWhileAttemptsFailAndASuccessStartsOver) {
   RetryBackoff backoff(100 * kMs, 300 * kMs);

@@ -28,8 +28,8 @@
 namespace stallscope::correlate {
 namespace {
 
-constexpr std::int64_t kS = 1'000'000'000;
-constexpr std::int64_t kMs = 1'000'000;
+using test::kMs;
+using test::kS;
 constexpr std::int64_t kUs = 1'000;
 constexpr std::int64_t kT0 = 1'700'000'000 * kS;
 

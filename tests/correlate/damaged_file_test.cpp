@@ -18,8 +18,8 @@
 namespace stallscope::correlate {
 namespace {
 
-constexpr std::int64_t kS = 1'000'000'000;
-constexpr std::int64_t kMs = 1'000'000;
+using test::kMs;
+using test::kS;
 constexpr std::int64_t kT0 = 1'700'000'000 * kS;
 
 // Two clients, a query each every 100 ms for 10 s; the run has an end.

@@ -15,12 +15,13 @@
 #include "correlate/kernel_sleep.h"
 #include "correlate/record_fixture.h"
 #include "schema/store.h"
+#include "support/test_support.h"
 
 namespace stallscope::correlate {
 namespace {
 
-constexpr std::int64_t kS = 1'000'000'000;
-constexpr std::int64_t kMs = 1'000'000;
+using test::kMs;
+using test::kS;
 constexpr std::int64_t kT0 = 1'700'000'000 * kS;
 constexpr int kDriverPid = 100;
 constexpr std::int64_t kDriverId = 1;

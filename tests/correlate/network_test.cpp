@@ -9,11 +9,12 @@
 
 #include "common/units.h"
 #include "correlate/detail.h"
+#include "support/test_support.h"
 
 namespace stallscope::correlate::detail {
 namespace {
 
-constexpr std::int64_t kMs = common::kNsPerMs;
+using test::kMs;
 
 // A closed loop of one client: `queries` queries of `query_ms` each, of which
 // `remainder_ms` per query is neither CPU nor a server wait.

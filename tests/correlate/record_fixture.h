@@ -17,11 +17,12 @@
 
 #include "schema/records.h"
 #include "schema/store.h"
+#include "support/test_support.h"
 
 namespace stallscope::correlate::test_record {
 
-inline constexpr std::int64_t kS = 1'000'000'000;
-inline constexpr std::int64_t kMs = 1'000'000;
+using test::kMs;
+using test::kS;
 inline constexpr std::int64_t kRecordT0 = 1'700'000'000 * kS;
 inline constexpr int kRecordPid = 100;
 inline constexpr int kRecordClientPid = 300;

@@ -20,7 +20,7 @@ namespace {
 
 using namespace std::string_view_literals;
 
-constexpr std::int64_t kMs = common::kNsPerMs;
+using test::kMs;
 
 void write_file(const std::filesystem::path& path, std::string_view content) {
   std::filesystem::create_directories(path.parent_path());

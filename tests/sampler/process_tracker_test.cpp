@@ -14,7 +14,7 @@ namespace {
 
 using namespace std::string_view_literals;
 
-constexpr std::int64_t kMs = common::kNsPerMs;
+using test::kMs;
 constexpr std::int64_t kBootWallNs = 1'700'000'000'000'000'000;
 
 class FakeProc {

@@ -74,7 +74,7 @@ TEST(TcpCounters, SkipsMismatchedAndMalformedLines) {
   EXPECT_TRUE(parse_net_counters("").empty());
 }
 
-constexpr std::int64_t kS = common::kNsPerS;
+using test::kS;
 
 TEST(TcpCounters, TrackerGivesDeltasAndNothingForACounterThatWentBack) {
   test::TempDir dir;

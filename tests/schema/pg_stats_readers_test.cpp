@@ -15,7 +15,7 @@ namespace stallscope::schema {
 namespace {
 
 constexpr std::int64_t kT0 = 1'700'000'000 * common::kNsPerS;
-constexpr std::int64_t kS = common::kNsPerS;
+using test::kS;
 
 TEST(PgStatsReaders, CountersBoundTheSpanAndCountPollsWithoutWalsenders) {
   auto store = Store::create(":memory:");

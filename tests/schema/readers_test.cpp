@@ -19,7 +19,7 @@ namespace stallscope::schema {
 namespace {
 
 constexpr std::int64_t kT0 = 1'700'000'000 * common::kNsPerS;
-constexpr std::int64_t kMs = common::kNsPerMs;
+using test::kMs;
 
 Store run_file(const test::TempDir& dir, const std::string& name = "run.db") {
   auto store = Store::create(dir.file(name));

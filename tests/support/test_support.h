@@ -9,9 +9,14 @@
 #include <string>
 #include <vector>
 
+#include "common/units.h"
 #include "schema/records.h"
 
 namespace stallscope::test {
+
+// Durations and times in ns for hand-made inputs (common/units.h's).
+inline constexpr std::int64_t kS = common::kNsPerS;
+inline constexpr std::int64_t kMs = common::kNsPerMs;
 
 // A directory under /tmp removed (recursively) on destruction.
 class TempDir {
