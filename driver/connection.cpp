@@ -28,15 +28,14 @@ Error prepare_error(const PGresult* res, const PGconn* conn, Protocol protocol) 
   return Error(ErrorKind::usage, fmt::format("cannot prepare SQL: {}", message), 0, state);
 }
 
-// Prepares `sql` as `name` on `conn`; throws prepare_error on failure.
+}  // namespace
+
 void prepare(PGconn* conn, const char* name, const std::string& sql, Protocol protocol) {
   pg::Result res(PQprepare(conn, name, sql.c_str(), 0, nullptr));
   if (!res || PQresultStatus(res.get()) != PGRES_COMMAND_OK) {
     throw prepare_error(res.get(), conn, protocol);
   }
 }
-
-}  // namespace
 
 void discard_notice(void*, const char*) {}
 

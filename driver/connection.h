@@ -47,9 +47,15 @@ std::string result_message(const pg_result* res, const pg_conn* conn);
 // Throws Error(usage) (or Error(postgres) for a lost connection).
 void check_sql(pg_conn* conn, const std::string& sql, Protocol protocol);
 
-// Prepared mode: prepares what each transaction runs on `conn` (the single
-// SQL, or every SQL command of every script, named "FILE:LINE: " in the
-// error). Throws as check_sql.
+// Prepares `sql` as statement `name` on `conn`. Throws Error with the
+// server's SQLSTATE (kind usage: the SQL was refused; postgres: the
+// connection failed), "cannot prepare SQL: …".
+void prepare(pg_conn* conn, const char* name, const std::string& sql, Protocol protocol);
+
+// Prepared mode: prepares what each transaction runs on `conn` before the
+// run — the single SQL, or with --pipeline every SQL command of every script
+// (named "FILE:LINE: " in the error); a script's commands are otherwise
+// prepared on their first use (Worker::prepare_command). Throws as check_sql.
 void prepare_statements(pg_conn* conn, const DriverOptions& o);
 
 // The value of :scale: -s if given; for pgbench's built-in scripts the

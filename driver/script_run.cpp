@@ -272,20 +272,13 @@ bool Worker::send_script_sql(Client& c, const ScriptCommand& cmd) {
 
 void Worker::prepare_command(Client& c, std::size_t script, std::size_t command) {
   if (c.prepared_connection != c.connection) {
-    c.prepared.assign(statement_count_, 0);
+    c.prepared.assign(statement_names_.size(), 0);
     c.prepared_connection = c.connection;
   }
   const int id = statement_ids_[script][command];
   if (id < 0 || c.prepared[static_cast<std::size_t>(id)]) return;
-  const ScriptCommand& cmd = options_.scripts[script].commands[command];
-  pg::Result res(PQprepare(c.conn.get(), statement_names_[static_cast<std::size_t>(id)].c_str(),
-                           cmd.numbered.c_str(), 0, nullptr));
-  if (!res || PQresultStatus(res.get()) != PGRES_COMMAND_OK) {
-    const char* state = res ? PQresultErrorField(res.get(), PG_DIAG_SQLSTATE) : nullptr;
-    throw Error(ErrorKind::postgres,
-                fmt::format("cannot prepare SQL: {}", result_message(res.get(), c.conn.get())), 0,
-                state ? state : "");
-  }
+  prepare(c.conn.get(), statement_names_[static_cast<std::size_t>(id)].c_str(),
+          options_.scripts[script].commands[command].numbered, options_.protocol);
   c.prepared[static_cast<std::size_t>(id)] = 1;
 }
 

@@ -154,24 +154,17 @@ void Worker::start(std::int64_t now) {
   active_ = static_cast<int>(clients_.size());
   trigger_mono_ns_ = now;
   next_tcp_mono_ns_ = now;
-  if (!options_.scripts.empty()) {
-    statement_ids_ = number_statements(options_.scripts);
-    for (const auto& s : options_.scripts)
-      statement_count_ += static_cast<std::size_t>(s.sql_commands());
-    statement_names_.resize(statement_count_);
-    for (std::size_t s = 0; s < statement_ids_.size(); ++s) {
-      for (std::size_t k = 0; k < statement_ids_[s].size(); ++k) {
-        if (const int id = statement_ids_[s][k]; id >= 0)
-          statement_names_[static_cast<std::size_t>(id)] = script_statement(s, k);
-      }
+  // Statement ids number the SQL commands in script order, as the names are
+  // pushed here: id k is statement_names_[k].
+  statement_ids_ = number_statements(options_.scripts);
+  for (std::size_t s = 0; s < statement_ids_.size(); ++s) {
+    for (std::size_t k = 0; k < statement_ids_[s].size(); ++k) {
+      if (statement_ids_[s][k] >= 0) statement_names_.push_back(script_statement(s, k));
     }
   }
   if (options_.per_statement) {
-    int n = 0;
-    for (const auto& v : statement_ids_)
-      n += static_cast<int>(std::count_if(v.begin(), v.end(), [](int id) { return id >= 0; }));
-    statement_sum_ns.assign(static_cast<std::size_t>(n), 0);
-    statement_count.assign(static_cast<std::size_t>(n), 0);
+    statement_sum_ns.assign(statement_names_.size(), 0);
+    statement_count.assign(statement_names_.size(), 0);
   }
   if (options_.rate_tps) {
     // Mean gap between this thread's transactions, ns (pgbench: the rate is

@@ -223,11 +223,11 @@ class Worker {
   std::int64_t trigger_mono_ns_ = 0;
   std::mt19937_64 rng_;
   std::exponential_distribution<double> next_gap_{1.0};
-  // -r: statement id of command k of script s (SQL commands only, else -1).
+  // Statement id of command k of script s (SQL commands only, else -1).
   std::vector<std::vector<int>> statement_ids_;
-  std::size_t statement_count_ = 0;  // SQL commands of all scripts
-  // -M prepared: the prepared statement's name (script_statement()) of each
-  // SQL command, by statement id, formatted once rather than per query.
+  // The prepared statement's name (script_statement()) of each SQL command,
+  // by statement id (so its size is the scripts' SQL commands), formatted
+  // once rather than per query.
   std::vector<std::string> statement_names_;
   std::int64_t next_tcp_mono_ns_ = 0;
   // The sockets of this thread's clients with a reply to wait for. epoll,
