@@ -223,8 +223,7 @@ void Page::add_database(schema::Store& store, int cores) {
     tables_["sql_note"] = tables_["wait_events_note"];
     return;
   }
-  auto aas = load_chart(scan, grid_.bins(), cores);
-  if (!aas.series.empty()) keep(charts_, std::move(aas));
+  keep(charts_, load_chart(scan, grid_.bins(), cores));
   tables_["wait_events"] = wait_events_table(scan, options_.top_rows);
   tables_["sql"] = sql_table(merge_statements(store, scan.by_sql), scan.active,
                              report_.ash_period_ns.value_or(0), options_.top_rows);

@@ -17,6 +17,11 @@ namespace {
 // share of query time by this many points, is a difference.
 constexpr double kMovedShare = 0.05;
 
+// Each part's id → its label in words (correlate/parts.h), into `labels`.
+void add_part_labels(const std::vector<correlate::AccountingPart>& parts, nlohmann::json& labels) {
+  for (const auto& p : parts) labels[p.name] = correlate::part_label(p.name);
+}
+
 nlohmann::json chart_json(const Chart& c) {
   nlohmann::json series = nlohmann::json::array();
   for (const auto& s : c.series) {
@@ -79,9 +84,7 @@ void Page::set_baseline(const correlate::Report& baseline,
                {"differences", differences(report_, baseline, comparison)}};
   if (baseline_["comparison"].is_null())
     baseline_["comparison"] = {{"summary", comparison.summary}};
-  if (baseline.accounting)
-    for (const auto& p : baseline.accounting->parts)
-      part_labels_[p.name] = correlate::part_label(p.name);
+  if (baseline.accounting) add_part_labels(baseline.accounting->parts, part_labels_);
 }
 
 namespace {
@@ -147,12 +150,8 @@ nlohmann::json Page::data() const {
   // The accounting parts' ids in words (correlate/parts.h), for the page's
   // legend and tooltips.
   nlohmann::json part_labels = part_labels_;
-  if (report_.accounting)
-    for (const auto& p : report_.accounting->parts)
-      part_labels[p.name] = correlate::part_label(p.name);
-  if (report_.host_accounting)
-    for (const auto& p : report_.host_accounting->parts)
-      part_labels[p.name] = correlate::part_label(p.name);
+  if (report_.accounting) add_part_labels(report_.accounting->parts, part_labels);
+  if (report_.host_accounting) add_part_labels(report_.host_accounting->parts, part_labels);
   return {
       {"title", options_.title},
       {"generated_by", "stallscope " STALLSCOPE_VERSION},
