@@ -29,7 +29,7 @@
 #include <variant>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "common/units.h"
 #include "correlate/parts.h"

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "common/error.h"
 #include "correlate/correlate.h"

@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "common/error.h"
 #include "common/printable.h"

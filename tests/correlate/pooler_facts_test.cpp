@@ -7,6 +7,7 @@
 // second before it, so each poll's wait is split half and half between two
 // windows.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "correlate/correlate.h"
 #include "schema/store.h"

@@ -9,6 +9,7 @@
 #include <functional>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "correlate/correlate.h"
 #include "correlate/record_fixture.h"
