@@ -13,19 +13,11 @@
 #include "common/units.h"
 #include "correlate/format.h"
 #include "correlate/kernel_sleep.h"
-#include "schema/ash_tick_readers.h"
 
 namespace stallscope::correlate::detail {
-namespace {
 
-// Polls this far before the span are read, so that a gap running into the
-// span is seen from its start.
-constexpr std::int64_t kLookBackNs = 60 * common::kNsPerS;
-
-}  // namespace
-
-void read_ash_coverage(schema::Store& store, const WindowIndex& windows, Span span, double hz,
-                       std::vector<WindowAcc>& acc, Facts& f) {
+void add_ash_coverage(const RowSource<schema::AshPoll>& polls, const WindowIndex& windows,
+                      Span span, double hz, std::vector<WindowAcc>& acc, Facts& f) {
   const auto period =
       hz > 0 ? static_cast<std::int64_t>(common::kNsPerSDouble / hz) : f.ash_period_ns;
   if (!f.ash_available || period <= 0 || windows.starts_ns.empty()) return;
@@ -45,11 +37,10 @@ void read_ash_coverage(schema::Store& store, const WindowIndex& windows, Span sp
     spread(windows, to, to - from, to - from,
            [&](std::size_t w, std::int64_t v) { acc[w].ash_blind_ns += v; });
   };
-  schema::AshPolls polls(store, span.start_ns - kLookBackNs, span.end_ns);
   std::optional<std::int64_t> last_ns;
   // The spacing of consecutive polls outside the blind gaps.
   std::int64_t covered_ns = 0, covered_intervals = 0;
-  for (schema::AshPoll p; polls.next(p);) {
+  for (schema::AshPoll p; polls(p);) {
     k.ash_longest_poll_ns = std::max(k.ash_longest_poll_ns, p.duration_ns);
     const auto from = last_ns ? *last_ns : span.start_ns;
     if (p.time_ns - from >= min_gap) {

@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -20,6 +21,9 @@
 #include "correlate/correlate.h"
 #include "correlate/network.h"
 #include "correlate/pg_stats_facts.h"
+#include "correlate/row_source.h"
+#include "schema/fact_readers.h"
+#include "schema/run_reader.h"
 
 namespace stallscope::correlate::detail {
 
@@ -239,16 +243,8 @@ struct PoolerFacts {
   std::optional<std::int64_t> maxwait_max_ns;
 };
 
-// The query path's processes, for the facts gathered outside the passes
-// (facts_path.cpp).
-struct PathRoles {
-  const std::optional<std::int64_t>& driver_process_id;
-  const std::unordered_set<std::int64_t>& backend_process_ids;
-  const std::unordered_map<std::int64_t, std::string>& middle_processes;  // poolers: id → comm
-};
-
 // The run's lost connections and failed (re)connect attempts over the
-// analysed span (stall_inputs.cpp read_outage), for the connection_lost
+// analysed span (stall_inputs.cpp outage_facts), for the connection_lost
 // finding.
 struct OutageFacts {
   std::int64_t lost_queries = 0;  // failed with a lost connection (08xxx but 08001, 57P01–57P03)
@@ -260,7 +256,7 @@ struct OutageFacts {
   std::string last_error;             // the latest one's message ("" when none)
 };
 
-// Failed queries that did not lose their connection (read_error_facts,
+// Failed queries that did not lose their connection (error_facts,
 // errors.cpp): the server's own errors, by SQLSTATE.
 struct ErrorFacts {
   struct Code {
@@ -331,7 +327,7 @@ struct Facts {
   std::int64_t cgroup_throttled_ns = 0;  // its cpu.stat throttled time in the span
   std::int64_t cgroup_nr_throttled = 0;  // its throttled periods in the span
   std::int64_t cgroup_nr_periods = 0;    // its enforcement periods in the span
-  // Gathered by read_path_facts (facts_path.cpp).
+  // Gathered by facts_path.cpp's functions.
   MemoryFacts memory;
   KernelWaitFacts kernel;
   ConnectionFacts connections;
@@ -339,7 +335,7 @@ struct Facts {
   NetworkFacts network;  // read_network_facts (facts_tcp.cpp; network.h)
   // read_pg_stats_facts (facts_pgstats.cpp).
   PgStatsFacts pg_stats;
-  ErrorFacts errors;  // read_error_facts (errors.cpp), with failed queries
+  ErrorFacts errors;  // error_facts (errors.cpp), with failed queries
   // The host sampler's missed ticks in the span (read_run_facts): intervals
   // of at least kSamplerGapMinPeriods sample periods (and
   // kSamplerGapMinNs) without a tick — stallscope's process stopped or
@@ -348,16 +344,24 @@ struct Facts {
   std::int64_t sampler_gap_ns = 0;
 };
 
-// What read_path_facts reads for.
-struct PathFactsInputs {
-  const PathRoles& path;
-  Span span;  // Facts::span
+// The memory, kernel-wait and connection facts of the span (facts_path.cpp);
+// the query-path processes' rows come from add_path_process_row.
+// The host's memory totals over the span (schema::host_memory_totals).
+void add_host_memory(const schema::HostMemoryTotals& totals, MemoryFacts& m);
+// The driver's own threads (ss-driver/N) at the span's ticks
+// (schema::DriverThreadStateScan): its process row is the main thread's,
+// which only waits for the run to end.
+void add_driver_thread_rows(const RowSource<schema::ThreadState>& rows, Facts& f);
+// The connections the driver opened in the span (schema::connects_in), the
+// mean gap from a connection to its first query (mean_first_query_gap_ns)
+// and their sampled backends (connection_backends, started within
+// kBackendStartSlackNs of a connect).
+struct ConnectionInputs {
+  schema::ConnectTotals opened;
+  std::optional<std::int64_t> first_query_gap_ns;
+  std::vector<schema::ConnectionBackend> backends;
 };
-// Reads the memory, kernel-wait and connection facts of the span
-// (facts_path.cpp): host memory totals, the driver's thread rows and the
-// connections opened; the other query-path processes' rows come from
-// add_path_process_row.
-void read_path_facts(schema::Store& store, const PathFactsInputs& in, Facts& f);
+ConnectionFacts connection_facts(const ConnectionInputs& in);
 // A query-path process's part in the memory and kernel-wait facts. A futex
 // wait counts as a kernel wait for the driver and poolers (a futex outside
 // PostgreSQL), not for backends (an LWLock, which ASH sees).
@@ -368,8 +372,8 @@ struct PathProcess {
 };
 // One process_sample row (tick in (start, end] of the span) of a query-path
 // process, from the process pass's single scan of that table; of the driver
-// only its major faults count (its states come from its threads, read by
-// read_path_facts).
+// only its major faults count (its states come from its threads,
+// add_driver_thread_rows).
 void add_path_process_row(Facts& f, const PathProcess& process, char state,
                           const std::optional<std::string>& wchan,
                           std::optional<std::int64_t> majflt);
@@ -384,16 +388,25 @@ inline constexpr const char* kPoolerName = "pgbouncer";
 // when unknown): when the held connections were busy on saturated CPUs a
 // bigger pool only moves the queue into the run queue, when they mostly
 // waited (round trips through the pooler, sleeps, I/O) it raises throughput.
-// What read_pooler_facts reads for.
+// pooler_sample rows whose poll interval (time_ns − interval_ns, time_ns]
+// reaches into the span [start, end) are read up to this long after its
+// end: intervals are about a --pooler-period long; an hour bounds the range.
+inline constexpr std::int64_t kPoolerSlackNs = 3600 * kNsPerS;
 struct PoolerFactsInputs {
   const std::vector<Window>& windows;  // Report::windows, in time order
   Span span;                           // Facts::span
+  // The databases pooler_sample names in the span (schema::pooler_databases,
+  // to kPoolerSlackNs after it); nothing is read when it names none.
+  std::set<std::string> databases;
+  std::optional<std::string> run_conninfo;  // schema::run_conninfo
+  // pooler_sample rows from the span's start to kPoolerSlackNs after its
+  // end, by time (schema::PoolerSampleScan).
+  RowSource<schema::PoolerSample> rows;
 };
-// Reads pooler_sample over the span and per window into f.pooler (nothing
+// pooler_sample over the span and per window into f.pooler (nothing
 // without rows); counts only the run's dbname (run.conninfo) when the pooler
 // has it, else every database, and says which in `notes`.
-void read_pooler_facts(schema::Store& store, const PoolerFactsInputs& in, Facts& f,
-                       std::vector<std::string>& notes);
+void add_pooler_facts(const PoolerFactsInputs& in, Facts& f, std::vector<std::string>& notes);
 // The pool_wait finding (facts_pooler.cpp): time queries waited in the
 // pooler for a server connection, as a share of query time.
 void pool_wait(const Report& r, const Facts& f, std::vector<Finding>& out);
@@ -474,8 +487,10 @@ std::optional<Finding> driver_stopped(const Report& r, const Facts& f);
 // of its remainder or unaccounted part (at most all of it; nothing below
 // kMinScore of query time), so that the parts still add up and the stop is no round trip.
 void account_driver_stop(Report& r, const Facts& f);
-// The failed queries' facts (errors.cpp): nothing read without failures.
-void read_error_facts(schema::Store& store, const RunSummary& run, Facts& f);
+// The failed queries' facts (errors.cpp), from their counts by SQLSTATE
+// (schema::query_errors_by_sqlstate with kErrorCodesNamed codes).
+inline constexpr int kErrorCodesNamed = 3;
+ErrorFacts error_facts(const schema::QueryErrors& errors);
 // The errors finding (errors.cpp): failed queries, not a bottleneck, are
 // the answer when most transactions failed (it is then ranked first); with
 // fewer, it scores the query time the failures took. nullopt below

@@ -14,12 +14,12 @@
 
 namespace stallscope::correlate::detail {
 
-void read_error_facts(schema::Store& store, const RunSummary& run, Facts& f) {
-  if (run.errors <= 0) return;
-  const auto errors = schema::query_errors_by_sqlstate(store, 3);
-  f.errors.failed = errors.total.queries;
-  f.errors.failed_ns = errors.total.latency_ns;
-  for (const auto& c : errors.top) f.errors.top.push_back({c.sqlstate, c.queries, c.error});
+ErrorFacts error_facts(const schema::QueryErrors& errors) {
+  ErrorFacts e;
+  e.failed = errors.total.queries;
+  e.failed_ns = errors.total.latency_ns;
+  for (const auto& c : errors.top) e.top.push_back({c.sqlstate, c.queries, c.error});
+  return e;
 }
 
 std::optional<Finding> errors_finding(const Report& r, const Facts& f) {

@@ -14,9 +14,13 @@
 #include "correlate/correlate.h"
 #include "correlate/kernel_sleep.h"
 #include "correlate/lock_chains.h"
+#include "correlate/network.h"
 #include "correlate/passes.h"
+#include "correlate/pg_stats_facts.h"
 #include "correlate/sessions.h"
+#include "schema/pg_stats_readers.h"
 #include "schema/store.h"
+#include "schema/tcp_readers.h"
 
 namespace stallscope::correlate {
 namespace {
@@ -106,11 +110,42 @@ void sample_passes(const SamplePassInputs& in, Report& report, std::vector<Windo
 // and the pooler's wait per window.
 void path_facts(schema::Store& store, const QueryPath& qp, Report& report,
                 std::vector<WindowAcc>& acc, Facts& f) {
-  const PathRoles roles{qp.driver_process_id, qp.backend_process_ids, qp.middle_processes};
-  read_path_facts(store, {roles, f.span}, f);
-  read_pooler_facts(store, {report.windows, f.span}, f, report.notes);
-  read_network_facts(store, f);
-  read_pg_stats_facts(store, f.span, f);
+  const Span span = f.span;
+  add_host_memory(schema::host_memory_totals(store, span.start_ns, span.end_ns), f.memory);
+  if (auto ticks = schema::sample_ids_in(store, span.start_ns, span.end_ns);
+      ticks && qp.driver_process_id) {
+    schema::DriverThreadStateScan threads(store, *qp.driver_process_id, ticks->first, ticks->last);
+    add_driver_thread_rows(rows_from<schema::ThreadState>(threads), f);
+  }
+  if (f.has_queries) {
+    ConnectionInputs connections{.opened = schema::connects_in(store, span.start_ns, span.end_ns)};
+    if (connections.opened.connections > 0) {
+      connections.first_query_gap_ns =
+          schema::mean_first_query_gap_ns(store, span.start_ns, span.end_ns);
+      connections.backends =
+          schema::connection_backends(store, span.start_ns, span.end_ns, kBackendStartSlackNs);
+    }
+    f.connections = connection_facts(connections);
+  }
+  {
+    const auto until_ns = span.end_ns + kPoolerSlackNs;
+    schema::PoolerSampleScan pooler_rows(store, span.start_ns, until_ns);
+    add_pooler_facts({.windows = report.windows,
+                      .span = span,
+                      .databases = schema::pooler_databases(store, span.start_ns, until_ns),
+                      .run_conninfo = schema::run_conninfo(store),
+                      .rows = rows_from<schema::PoolerSample>(pooler_rows)},
+                     f, report.notes);
+  }
+  f.network = network_facts(schema::tcp_rtt_in(store, f.span.start_ns, f.span.end_ns),
+                            schema::tcp_stack_totals(store, f.span.start_ns, f.span.end_ns),
+                            schema::run_conninfo(store));
+  f.pg_stats = pg_stats_facts({
+      .settings = schema::pg_settings(store),
+      .counters = schema::pg_stats_counters(store, f.span.start_ns, f.span.end_ns),
+      .replication = schema::pg_replication_rows(store, f.span.start_ns, f.span.end_ns),
+      .statements = schema::pg_statement_deltas(store),
+  });
   for (std::size_t i = 0; i < acc.size(); ++i) acc[i].path_wait_ns = f.pooler.window_wait_ns[i];
 }
 
@@ -120,7 +155,7 @@ Report explain_once(schema::Store& store, const ExplainOptions& options) {
     Report report;
     PassClock clock;
     // The run row, then the queries: the run's figures and the windows' queries.
-    const auto run = read_run(store);
+    const auto run = detail::read_run(store);
     report.run = run.summary;
     const auto query_clients = scan_queries(store, options, report);
     clock.lap("queries");
@@ -146,21 +181,33 @@ Report explain_once(schema::Store& store, const ExplainOptions& options) {
     }
     f.backends_on_host = !qp.backend_process_ids.empty();
     clock.lap("query path");
-    read_cgroups(store, qp, f, span);
-    find_checkpointers(store, qp);
+    {
+      schema::CgroupSums cgroup_sums(store);
+      read_cgroups({schema::process_cgroups(store),
+                    [&](const std::string& cgroup) {
+                      return cgroup_sums.of(cgroup, span.start_ns, span.end_ns);
+                    }},
+                   qp, f);
+    }
+    for (auto id : schema::checkpointer_processes(store)) qp.checkpointer_ids.insert(id);
     const auto wi = finish_windows(options, report, span);
-    if (report.pgbench_aggregate && !f.has_queries) fill_windows_from_aggregates(store, report);
+    if (report.pgbench_aggregate && !f.has_queries)
+      fill_windows_from_aggregates(schema::pgbench_aggregate_intervals(store), report);
     clock.lap("cgroups, checkpointer");
     // The sample passes: host, ASH, processes.
     std::vector<WindowAcc> acc(report.windows.size());
-    read_host(store, wi, acc, span);
-    read_ash_coverage(store, wi, span, report.run.hz, acc, f);  // kernel_sleep.h
+    {
+      schema::HostTicks ticks(store, span.start_ns, span.end_ns);
+      add_host_ticks(rows_from<schema::HostTick>(ticks), wi, acc);
+      schema::AshPolls polls(store, span.start_ns - kAshCoverageLookBackNs, span.end_ns);
+      add_ash_coverage(rows_from<schema::AshPoll>(polls), wi, span, report.run.hz, acc, f);
+    }
     if (f.ash_available) report.ash_period_ns = f.ash_period_ns;
     clock.lap("host samples");
     sample_passes({store, run, options, qp, wi, backends ? &*backends : nullptr}, report, acc, f,
                   att, clock);
     path_facts(store, qp, report, acc, f);
-    name_top_cpu_query(store, f);
+    name_top_cpu_query([&store](std::int64_t id) { return schema::query_text(store, id); }, f);
     if (sessions) remove_client_processes(*sessions, f);
     // Accounting: per window, then the whole run.
     const int clients = report.run.clients.value_or(static_cast<int>(query_clients));
@@ -194,18 +241,35 @@ Report explain_once(schema::Store& store, const ExplainOptions& options) {
     add_sampling_notes({f, qp, sums.perturbed_windows, options.client_driver_cpu_ns.has_value()},
                        report);
     clock.lap("path facts, windows");
-    if (report.accounting && report.accounting->connection_lost_ns > 0) read_outage(store, f);
-    read_error_facts(store, report.run, f);
+    schema::ConnectionErrors connection_errors(store);
+    schema::ConnectionLosses connection_losses(store);
+    const ConnectionErrorLookups lost{
+        [&](std::int64_t from, std::int64_t to) { return connection_errors.between(from, to); },
+        [&](std::int64_t from, std::int64_t to) {
+          return connection_losses.overlapping(from, to);
+        }};
+    if (report.accounting && report.accounting->connection_lost_ns > 0)
+      f.outage = outage_facts(lost, f.span);
+    if (report.run.errors > 0)
+      f.errors = error_facts(schema::query_errors_by_sqlstate(store, kErrorCodesNamed));
     add_retry_note(schema::read_retry_totals(store), report);
     account_driver_stop(report, f);  // stopped.cpp
     report.findings = find(report, f);
     report.verdict = decide_verdict(report, f);
-    count_connection_errors(store, report.windows, sums.signals);
-    report.stalls = find_stalls(report, sums.signals, blocker_queries(store));
+    count_connection_errors(lost, report.windows, sums.signals);
+    schema::ActivityLookup activity(store);
+    const auto latest_activity = [&activity](int pid, std::int64_t at_ns) {
+      return activity.latest(pid, at_ns);
+    };
+    report.stalls = find_stalls(report, sums.signals, blocker_queries(latest_activity));
     name_replication_stalls(f, report.stalls);
     // The lock_wait finding and stalls: the root of the blocking chains.
     name_lock_roots(
-        store, report, qp.backend_pids.empty() ? std::function<bool(int)>() : [&qp](int pid) {
+        {[&store](std::int64_t from_ns, std::int64_t to_ns) {
+           return schema::read_lock_polls(store, from_ns, to_ns);
+         },
+         latest_activity},
+        report, qp.backend_pids.empty() ? std::function<bool(int)>() : [&qp](int pid) {
           return qp.backend_pids.contains(pid);
         });
     clock.lap("findings, stalls");

@@ -117,13 +117,13 @@ std::vector<std::string> sync_standby_names(std::string_view value) {
   return out;
 }
 
-void read_pg_stats_facts(schema::Store& store, const Span& span, Facts& f) {
-  auto& p = f.pg_stats;
-  p.settings = schema::pg_settings(store);
-  p.counters = schema::pg_stats_counters(store, span.start_ns, span.end_ns);
-  p.statements = schema::pg_statement_deltas(store);
+PgStatsFacts pg_stats_facts(PgStatsInputs in) {
+  PgStatsFacts p;
+  p.settings = std::move(in.settings);
+  p.counters = std::move(in.counters);
+  p.statements = std::move(in.statements);
   std::map<std::string, StandbyFacts> by_name;
-  for (const auto& r : schema::pg_replication_rows(store, span.start_ns, span.end_ns)) {
+  for (const auto& r : in.replication) {
     auto& s = by_name[r.application_name.value_or("")];
     s.name = r.application_name.value_or("");
     s.client_addr = r.client_addr.value_or("local");
@@ -147,6 +147,7 @@ void read_pg_stats_facts(schema::Store& store, const Span& span, Facts& f) {
       if (!seen) p.missing_sync_standbys.push_back(name);
     }
   }
+  return p;
 }
 
 std::string replication_culprit(const Facts& f) {

@@ -11,8 +11,6 @@
 #include "common/conninfo.h"
 #include "correlate/detail.h"
 #include "correlate/format.h"
-#include "schema/fact_readers.h"
-#include "schema/run_reader.h"
 
 namespace stallscope::correlate::detail {
 namespace {
@@ -34,22 +32,18 @@ void keep_max(std::optional<std::int64_t>& into, std::optional<std::int64_t> v) 
 
 }  // namespace
 
-void read_pooler_facts(schema::Store& store, const PoolerFactsInputs& in, Facts& f,
-                       std::vector<std::string>& notes) {
+void add_pooler_facts(const PoolerFactsInputs& in, Facts& f, std::vector<std::string>& notes) {
   const auto& windows = in.windows;
   const Span span = in.span;
   auto& p = f.pooler;
   p.window_wait_ns.assign(windows.size(), 0);
   // Rows whose poll interval (time_ns − interval_ns, time_ns] reaches into
-  // the span [start, end), and gauges of polls within [start, end]. Intervals are about a
-  // --pooler-period long; an hour of slack bounds the index range.
-  constexpr std::int64_t kSlackNs = 3600 * kNsPerS;
-  const std::set<std::string> seen =
-      schema::pooler_databases(store, span.start_ns, span.end_ns + kSlackNs);
+  // the span [start, end), and gauges of polls within [start, end].
+  const std::set<std::string>& seen = in.databases;
   if (seen.empty()) return;
   // The driver's database, as the pooler names it: the run's dbname.
   std::optional<std::string> dbname;
-  if (auto conninfo = schema::run_conninfo(store)) dbname = conninfo_value(*conninfo, "dbname");
+  if (in.run_conninfo) dbname = conninfo_value(*in.run_conninfo, "dbname");
   if (dbname && seen.contains(*dbname)) {
     p.databases = {*dbname};
     p.driver_database = true;
@@ -58,8 +52,7 @@ void read_pooler_facts(schema::Store& store, const PoolerFactsInputs& in, Facts&
   }
   const std::set<std::string> counted(p.databases.begin(), p.databases.end());
   std::vector<std::int64_t> intervals;  // for the note: the median poll period
-  schema::PoolerSampleScan scan(store, span.start_ns, span.end_ns + kSlackNs);
-  for (schema::PoolerSample row; scan.next(row);) {
+  for (schema::PoolerSample row; in.rows(row);) {
     if (!counted.contains(row.database)) continue;
     const std::int64_t t = row.time_ns;
     if (t <= span.end_ns) {

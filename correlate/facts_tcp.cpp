@@ -4,8 +4,6 @@
 #include "common/conninfo.h"
 #include "correlate/detail.h"
 #include "correlate/network.h"
-#include "schema/run_reader.h"
-#include "schema/tcp_readers.h"
 
 namespace stallscope::correlate::detail {
 namespace {
@@ -23,11 +21,12 @@ std::string peer_of(const std::string& conninfo) {
 
 }  // namespace
 
-void read_network_facts(schema::Store& store, Facts& f) {
-  auto& n = f.network;
-  n.rtt = schema::tcp_rtt_in(store, f.span.start_ns, f.span.end_ns);
-  n.stack = schema::tcp_stack_totals(store, f.span.start_ns, f.span.end_ns);
-  if (auto conninfo = schema::run_conninfo(store)) n.peer = peer_of(*conninfo);
+NetworkFacts network_facts(std::optional<schema::TcpRttSummary> rtt,
+                           std::optional<schema::TcpStackTotals> stack,
+                           const std::optional<std::string>& conninfo) {
+  NetworkFacts n{.rtt = std::move(rtt), .stack = std::move(stack)};
+  if (conninfo) n.peer = peer_of(*conninfo);
+  return n;
 }
 
 }  // namespace stallscope::correlate::detail

@@ -8,11 +8,10 @@
 
 namespace stallscope::correlate::detail {
 
-void read_host(schema::Store& store, const WindowIndex& wi, std::vector<WindowAcc>& acc,
-               Span span) {
-  schema::HostTicks ticks(store, span.start_ns, span.end_ns);
+void add_host_ticks(const RowSource<schema::HostTick>& ticks, const WindowIndex& wi,
+                    std::vector<WindowAcc>& acc) {
   schema::HostTick tick;
-  while (ticks.next(tick)) {
+  while (ticks(tick)) {
     auto i = wi.find(tick.time_ns - 1);
     if (i < 0) continue;
     auto& a = acc[static_cast<std::size_t>(i)];

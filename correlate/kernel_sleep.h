@@ -10,7 +10,10 @@
 #include <string_view>
 #include <vector>
 
+#include "common/units.h"
 #include "correlate/passes.h"
+#include "correlate/row_source.h"
+#include "schema/ash_tick_readers.h"
 
 namespace stallscope::correlate::detail {
 
@@ -49,14 +52,18 @@ std::string sleep_culprit(std::string_view who, std::string_view role, std::stri
 std::string kernel_wait_culprit(const Accounting* acc, const Facts& f,
                                 const std::map<std::string, std::int64_t>& ash_events);
 
-// Reads the ASH polls (ash_tick) around the span and marks the time no poll
-// covered: per window (acc[w].ash_blind_ns) and in f.kernel's ash_* figures.
+// Polls from this long before the span on are read (ash_tick), so that a
+// gap running into the span is seen from its start.
+inline constexpr std::int64_t kAshCoverageLookBackNs = 60 * common::kNsPerS;
+// From the ASH polls (ash_tick rows, by time, from kAshCoverageLookBackNs
+// before the span to its end), marks the time no poll covered: per window
+// (acc[w].ash_blind_ns) and in f.kernel's ash_* figures.
 // The poll period is 1 ÷ `hz` (the rate asked for: the polls' mean spacing,
 // Facts::ash_period_ns, grows with the gaps), f.ash_period_ns when hz is not
 // > 0. With blind gaps, f.ash_period_ns becomes the mean spacing of the
 // polls outside them (what one ASH row stands for). Nothing without ASH.
-void read_ash_coverage(schema::Store& store, const WindowIndex& windows, Span span, double hz,
-                       std::vector<WindowAcc>& acc, Facts& f);
+void add_ash_coverage(const RowSource<schema::AshPoll>& polls, const WindowIndex& windows,
+                      Span span, double hz, std::vector<WindowAcc>& acc, Facts& f);
 // The note on blind ASH polls (none when ASH was never blind).
 void add_ash_blind_note(const Facts& f, Report& report);
 // The note on the host sampler's missed ticks (Facts::sampler_gaps; none

@@ -402,11 +402,10 @@ LockChains view_of(const LockChainSummary& x) {
 
 }  // namespace
 
-void name_lock_roots(schema::Store& store, Report& report,
+void name_lock_roots(const LockChainLookups& lookups, Report& report,
                      const std::function<bool(int)>& counted) {
-  std::optional<schema::ActivityLookup> activity;
   const auto chains = [&](std::int64_t from_ns, std::int64_t to_ns, std::optional<double> tps) {
-    auto x = summarize_lock_chains(schema::read_lock_polls(store, from_ns, to_ns), counted);
+    auto x = summarize_lock_chains(lookups.polls_between(from_ns, to_ns), counted);
     if (x.turnstile && tps) {
       x.tps = tps;
       make_culprit(x);
@@ -414,8 +413,7 @@ void name_lock_roots(schema::Store& store, Report& report,
     if (x.root && !x.root->sampled && x.root->pid > 0 && !x.turnstile) {
       // Not in the polls it blocked in (a file from before idle roots got
       // rows): its latest row up to the span's end, as the old stall text did.
-      if (!activity) activity.emplace(store);
-      if (auto a = activity->latest(x.root->pid, to_ns)) {
+      if (auto a = lookups.latest_activity(x.root->pid, to_ns)) {
         x.root->sampled = true;
         x.root->state = a->state;
         x.root->query = a->query;

@@ -23,8 +23,9 @@
 #include <vector>
 
 #include "correlate/correlate.h"
+#include "correlate/row_source.h"
 #include "schema/lock_readers.h"
-#include "schema/store.h"
+#include "schema/run_reader.h"
 
 namespace stallscope::correlate::detail {
 
@@ -89,9 +90,17 @@ LockChainSummary summarize_lock_chains(const std::vector<schema::LockPoll>& poll
 // queue lock (object 0 of pg_database)", "row (0,1) of relation hot", ….
 std::string lock_target_text(const schema::LockPollWait& w);
 
+// What name_lock_roots looks up: the lock polls of a time range
+// (schema::read_lock_polls), and a pid's latest ASH row at or before a time
+// (schema::ActivityLookup::latest) for a root the polls did not sample.
+struct LockChainLookups {
+  Lookup<std::vector<schema::LockPoll>, std::int64_t, std::int64_t> polls_between;
+  Lookup<std::optional<schema::LatestActivity>, int, std::int64_t> latest_activity;
+};
 // Sets the culprit of the lock_wait finding and of each lock_wait stall from
 // the chains of their spans, and gives each such stall's explanation its
 // root (replacing "blocked mostly by pid N", which may name a waiter).
-void name_lock_roots(schema::Store& store, Report& report, const std::function<bool(int)>& counted);
+void name_lock_roots(const LockChainLookups& lookups, Report& report,
+                     const std::function<bool(int)>& counted);
 
 }  // namespace stallscope::correlate::detail

@@ -8,7 +8,7 @@
 // Sources: tcp_sample (TCP_INFO of each driver connection, about once a
 // second: the kernel's smoothed RTT, retransmissions) and tcp_stack_sample
 // (the host's TcpExt and Tcp counters per host tick), both read over the
-// analysed span by read_network_facts (facts_tcp.cpp); the rules are in
+// analysed span and handed to network_facts (facts_tcp.cpp); the rules are in
 // network.cpp, called by findings.cpp. Thresholds are documented in
 // docs/findings.md ("Round trips and the TCP stack").
 #pragma once
@@ -63,8 +63,12 @@ struct NetworkFacts {
   std::string peer;
 };
 
-// Reads f.network over f.span (facts_tcp.cpp).
-void read_network_facts(schema::Store& store, Facts& f);
+// The network facts (facts_tcp.cpp) from the analysed span's TCP samples
+// (schema::tcp_rtt_in, schema::tcp_stack_totals) and the run's conninfo
+// (schema::run_conninfo), whose host and port name the server.
+NetworkFacts network_facts(std::optional<schema::TcpRttSummary> rtt,
+                           std::optional<schema::TcpStackTotals> stack,
+                           const std::optional<std::string>& conninfo);
 
 // What the TCP stack did, as network_stack names it.
 enum class StackCause {

@@ -34,6 +34,8 @@
 #include "correlate/attribution.h"
 #include "correlate/correlate.h"
 #include "correlate/detail.h"
+#include "correlate/row_source.h"
+#include "schema/run_reader.h"
 #include "schema/sample_readers.h"
 #include "schema/store.h"
 
@@ -133,12 +135,17 @@ void find_pgbench(schema::Store& store, Span span, std::optional<int> clients, Q
 // import's command line, ascending and without duplicates. A name with two
 // trailing numbers gives both (PREFIX may end in a number).
 std::vector<int> pids_in_log_names(std::string_view command_line);
+// What read_cgroups reads: each sampled process's cgroup
+// (schema::process_cgroups), and a cgroup's cpu.stat summed over the
+// analysed span (schema::CgroupSums::of).
+struct CgroupInputs {
+  std::vector<schema::ProcessCgroup> process_cgroups;
+  Lookup<schema::CgroupTotals, const std::string&> sums_in_span;
+};
 // cgroup cpu.stat of the query path's cgroups over the span: marks the path
 // processes whose cgroup was throttled (qp) and keeps the most throttled
 // cgroup's figures (f).
-void read_cgroups(schema::Store& store, QueryPath& qp, Facts& f, Span span);
-// The checkpointer processes, into qp.checkpointer_ids.
-void find_checkpointers(schema::Store& store, QueryPath& qp);
+void read_cgroups(const CgroupInputs& in, QueryPath& qp, Facts& f);
 
 // ---- windows.cpp ----
 
@@ -238,12 +245,15 @@ WindowIndex finish_windows(const ExplainOptions& options, Report& report, Span s
 // A file with pgbench aggregate intervals but no queries: each time window
 // gets the transactions, failures and mean latency of the intervals that
 // start in it.
-void fill_windows_from_aggregates(schema::Store& store, Report& report);
+void fill_windows_from_aggregates(const std::vector<schema::AggregateInterval>& intervals,
+                                  Report& report);
 
 // ---- host_pass.cpp ----
 
-// Pass 2: sample and host_sample rows in the span, into the windows.
-void read_host(schema::Store& store, const WindowIndex& wi, std::vector<WindowAcc>& acc, Span span);
+// Pass 2: the span's sampler ticks (sample and host_sample rows), into the
+// windows.
+void add_host_ticks(const RowSource<schema::HostTick>& ticks, const WindowIndex& wi,
+                    std::vector<WindowAcc>& acc);
 
 // ---- ash_pass.cpp ----
 
@@ -378,18 +388,28 @@ bool cut_short_by_its_file(const RunSummary& run);
 
 // ---- stall_inputs.cpp ----
 
+// The failed queries that lost their connection, looked up by time
+// (schema::ConnectionErrors::between, schema::ConnectionLosses::overlapping).
+struct ConnectionErrorLookups {
+  Lookup<std::vector<schema::SqlstateCount>, std::int64_t, std::int64_t> errors_between;
+  Lookup<std::vector<schema::ConnectionLoss>, std::int64_t, std::int64_t> losses_overlapping;
+};
 // Per window with errors, the queries that lost their connection and the
 // most frequent such SQLSTATE, into signals.
-void count_connection_errors(schema::Store& store, const std::vector<Window>& windows,
+void count_connection_errors(const ConnectionErrorLookups& lookups,
+                             const std::vector<Window>& windows,
                              std::vector<WindowSignals>& signals);
-// The lost connections and failed connect attempts over the span, into
-// f.outage (all zero when there were none).
-void read_outage(schema::Store& store, Facts& f);
-// The latest query text ASH saw for a pid at or before a time, with its
-// state: find_stalls' blocker_query.
-std::function<std::string(int, std::int64_t)> blocker_queries(schema::Store& store);
-// Sets Facts::top_cpu_query: the pg_query_text of the query with the most
-// on-CPU ASH rows (Facts::ash_cpu_query_rows) — server_cpu's culprit.
-void name_top_cpu_query(schema::Store& store, Facts& f);
+// The lost connections and failed connect attempts over the span (all zero
+// when there were none).
+OutageFacts outage_facts(const ConnectionErrorLookups& lookups, Span span);
+// find_stalls' blocker_query: "query (state)" of the latest ASH row of a
+// pid at or before a time (schema::ActivityLookup::latest), "" when none.
+std::function<std::string(int, std::int64_t)> blocker_queries(
+    Lookup<std::optional<schema::LatestActivity>, int, std::int64_t> latest_activity);
+// Sets Facts::top_cpu_query: the text (schema::query_text) of the query with
+// the most on-CPU ASH rows (Facts::ash_cpu_query_rows) — server_cpu's
+// culprit; else Facts::top_active_query, of the most active rows.
+void name_top_cpu_query(const Lookup<std::optional<std::string>, std::int64_t>& query_text,
+                        Facts& f);
 
 }  // namespace stallscope::correlate::detail

@@ -53,9 +53,18 @@ struct PgStatsFacts {
 // b, c)", "2 (a, b)", "a, b", "*"), unquoted; empty when it is empty.
 std::vector<std::string> sync_standby_names(std::string_view value);
 
-// Reads the settings, the counters and standbys over `span`, and the
-// pg_stat_statements deltas, into f.pg_stats.
-void read_pg_stats_facts(schema::Store& store, const Span& span, Facts& f);
+// What pg_stats_facts reads: the settings, the counters and the standbys'
+// polls over the analysed span, and the pg_stat_statements deltas (the
+// schema/pg_stats_readers.h functions of the same names).
+struct PgStatsInputs {
+  std::map<std::string, schema::PgSetting> settings;
+  std::optional<schema::PgStatsCounters> counters;
+  std::vector<schema::PgReplicationRow> replication;
+  std::optional<schema::PgStatementDeltas> statements;
+};
+// The server's statistics as the rules read them: each standby's polls
+// summed up, most polls first, and the synchronous standbys no poll listed.
+PgStatsFacts pg_stats_facts(PgStatsInputs in);
 
 // The replication_wait finding: ASH IPC:SyncRep rows × ASH period ÷ query
 // time (record files: their share of sampled non-idle rows), the standby

@@ -136,14 +136,13 @@ Attribution choose_attribution(const RunRow& run, std::int64_t queries, const Qu
 // cgroup cpu.stat of the query path's cgroups (cgroup_sample, where the
 // sampler recorded it): marks path processes whose cgroup was throttled in
 // the span and keeps the most throttled cgroup's figures as evidence.
-void read_cgroups(schema::Store& store, QueryPath& qp, Facts& f, Span span) {
+void read_cgroups(const CgroupInputs& in, QueryPath& qp, Facts& f) {
   std::map<std::string, std::vector<std::int64_t>> path_cgroups;
-  for (auto& p : schema::process_cgroups(store)) {
-    if (qp.is_path(p.process_id)) path_cgroups[std::move(p.cgroup)].push_back(p.process_id);
+  for (const auto& p : in.process_cgroups) {
+    if (qp.is_path(p.process_id)) path_cgroups[p.cgroup].push_back(p.process_id);
   }
-  schema::CgroupSums sums(store);
   for (const auto& [cgroup, ids] : path_cgroups) {
-    const auto t = sums.of(cgroup, span.start_ns, span.end_ns);
+    const auto t = in.sums_in_span(cgroup);
     if (t.rows == 0) continue;
     f.cgroup_data = true;
     if (t.nr_throttled > 0) qp.throttled_process_ids.insert(ids.begin(), ids.end());
@@ -154,10 +153,6 @@ void read_cgroups(schema::Store& store, QueryPath& qp, Facts& f, Span span) {
       f.cgroup_nr_periods = t.nr_periods;
     }
   }
-}
-
-void find_checkpointers(schema::Store& store, QueryPath& qp) {
-  for (auto id : schema::checkpointer_processes(store)) qp.checkpointer_ids.insert(id);
 }
 
 }  // namespace stallscope::correlate::detail

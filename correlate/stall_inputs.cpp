@@ -14,15 +14,14 @@ namespace stallscope::correlate::detail {
 
 // Connection-loss errors per window with errors (a range read each):
 // SQLSTATE class 08 or 57P01–57P03.
-void count_connection_errors(schema::Store& store, const std::vector<Window>& windows,
+void count_connection_errors(const ConnectionErrorLookups& lookups,
+                             const std::vector<Window>& windows,
                              std::vector<WindowSignals>& signals) {
-  schema::ConnectionErrors lost(store);
-  schema::ConnectionLosses spans(store);
   for (std::size_t i = 0; i < windows.size() && i < signals.size(); ++i) {
     const auto& w = windows[i];
     if (w.errors == 0 && w.connection_lost_ns == 0) continue;
     auto& g = signals[i];
-    for (auto& e : lost.between(w.start_ns, w.end_ns)) {
+    for (auto& e : lookups.errors_between(w.start_ns, w.end_ns)) {
       g.connection_sqlstates += fmt::format("{}{} ×{}", g.connection_sqlstates.empty() ? "" : ", ",
                                             e.sqlstate, e.queries);
       g.connection_errors += e.queries;
@@ -30,7 +29,7 @@ void count_connection_errors(schema::Store& store, const std::vector<Window>& wi
       if (g.top_connection_sqlstate.empty()) g.top_connection_sqlstate = std::move(e.sqlstate);
     }
     if (g.connection_errors == 0) continue;
-    for (auto& e : spans.overlapping(w.start_ns, w.end_ns)) {
+    for (auto& e : lookups.losses_overlapping(w.start_ns, w.end_ns)) {
       g.connection_lost_ns +=
           std::min(e.start_ns + e.latency_ns, w.end_ns) - std::max(e.start_ns, w.start_ns);
       if (!e.error.empty()) g.last_connection_error = std::move(e.error);
@@ -38,11 +37,9 @@ void count_connection_errors(schema::Store& store, const std::vector<Window>& wi
   }
 }
 
-void read_outage(schema::Store& store, Facts& f) {
-  auto& o = f.outage;
-  o = {};
-  schema::ConnectionErrors errors(store);
-  for (auto& e : errors.between(f.span.start_ns, f.span.end_ns + 1)) {
+OutageFacts outage_facts(const ConnectionErrorLookups& lookups, Span span) {
+  OutageFacts o;
+  for (auto& e : lookups.errors_between(span.start_ns, span.end_ns + 1)) {
     o.sqlstates += fmt::format("{}{} ×{}", o.sqlstates.empty() ? "" : ", ", e.sqlstate, e.queries);
     if (e.sqlstate == schema::kConnectFailedSqlstate) {
       o.connect_failures += e.queries;
@@ -51,39 +48,40 @@ void read_outage(schema::Store& store, Facts& f) {
       if (o.top_lost_sqlstate.empty()) o.top_lost_sqlstate = std::move(e.sqlstate);
     }
   }
-  if (o.lost_queries + o.connect_failures == 0) return;
-  schema::ConnectionLosses losses(store);
+  if (o.lost_queries + o.connect_failures == 0) return o;
   bool first = true;
-  for (auto& e : losses.overlapping(f.span.start_ns, f.span.end_ns + 1)) {
+  for (auto& e : lookups.losses_overlapping(span.start_ns, span.end_ns + 1)) {
     o.first_ns = first ? e.start_ns : std::min(o.first_ns, e.start_ns);
     o.last_ns = first ? e.start_ns + e.latency_ns : std::max(o.last_ns, e.start_ns + e.latency_ns);
     first = false;
     if (!e.error.empty()) o.last_error = std::move(e.error);
   }
+  return o;
 }
 
 // "query (state)", or the query alone when the state is unknown; "" when ASH
 // never saw the pid by then.
-std::function<std::string(int, std::int64_t)> blocker_queries(schema::Store& store) {
-  auto activity = std::make_shared<schema::ActivityLookup>(store);
-  return [activity](int pid, std::int64_t t) {
-    auto a = activity->latest(pid, t);
+std::function<std::string(int, std::int64_t)> blocker_queries(
+    Lookup<std::optional<schema::LatestActivity>, int, std::int64_t> latest_activity) {
+  return [latest = std::move(latest_activity)](int pid, std::int64_t t) {
+    auto a = latest(pid, t);
     if (!a) return std::string();
     return a->state.empty() ? a->query : fmt::format("{} ({})", a->query, a->state);
   };
 }
 
 // Facts::top_cpu_query (passes.h).
-void name_top_cpu_query(schema::Store& store, Facts& f) {
+void name_top_cpu_query(const Lookup<std::optional<std::string>, std::int64_t>& query_text,
+                        Facts& f) {
   // The query text with the most rows (and how many), if any.
-  const auto top = [&store](const std::map<std::int64_t, std::int64_t>& rows_by_id,
-                            std::string& text_out, std::int64_t& rows_out) {
+  const auto top = [&query_text](const std::map<std::int64_t, std::int64_t>& rows_by_id,
+                                 std::string& text_out, std::int64_t& rows_out) {
     std::int64_t best_id = 0, best_rows = 0;
     for (const auto& [id, rows] : rows_by_id) {
       if (id != 0 && rows > best_rows) std::tie(best_id, best_rows) = std::tie(id, rows);
     }
     if (best_rows == 0) return;
-    if (auto text = schema::query_text(store, best_id)) {
+    if (auto text = query_text(best_id)) {
       text_out = std::move(*text);
       rows_out = best_rows;
     }

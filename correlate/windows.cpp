@@ -62,10 +62,11 @@ WindowIndex finish_windows(const ExplainOptions& opt, Report& report, Span span)
   return wi;
 }
 
-void fill_windows_from_aggregates(schema::Store& store, Report& report) {
+void fill_windows_from_aggregates(const std::vector<schema::AggregateInterval>& intervals,
+                                  Report& report) {
   std::vector<std::int64_t> latency_sum(report.windows.size(), 0);
   std::size_t w = 0;
-  for (const auto& interval : schema::pgbench_aggregate_intervals(store)) {
+  for (const auto& interval : intervals) {
     while (w < report.windows.size() && interval.start_ns >= report.windows[w].end_ns) ++w;
     if (w == report.windows.size()) break;
     if (interval.start_ns < report.windows[w].start_ns) continue;
