@@ -12,9 +12,9 @@ constexpr std::int64_t kDenseClients = 65536;
 constexpr std::int64_t kNoConnection = schema::kQuerySendNoConnection;
 }  // namespace
 
-BackendMap::BackendMap(schema::Store& store) {
-  schema::ClientBackendScan clients(store);
-  for (schema::ClientBackend row; clients.next(row);) {
+BackendMap::BackendMap(const RowSource<schema::ClientBackend>& clients,
+                       const Lookup<bool>& queries_name_connections) {
+  for (schema::ClientBackend row; clients(row);) {
     const auto client = row.client_id;
     const auto connection = row.connection;
     const int pid = row.backend_pid;
@@ -31,7 +31,7 @@ BackendMap::BackendMap(schema::Store& store) {
     }
   }
   if (!pid_of_slot_.empty()) {
-    queries_name_connections_ = schema::queries_name_connections(store);
+    queries_name_connections_ = queries_name_connections();
   }
 }
 
@@ -54,75 +54,8 @@ int BackendMap::slot_of_pid(int pid) const {
   return it == slot_of_pid_.end() ? -1 : it->second;
 }
 
-constexpr std::size_t kBatchRows = 16384;
-constexpr std::size_t kMaxBatches = 8;
-
-QuerySweep::QuerySweep(schema::Store& store, const BackendMap& map, const std::string& path,
-                       std::int64_t until_ns)
-    : map_(map), until_ns_(until_ns), busy_(map.slots()) {
-  if (path.empty() || path == ":memory:") {
-    scan_.emplace(store, until_ns_);
-  } else {
-    reader_ = std::thread(&QuerySweep::read_batches, this, path);
-  }
-}
-
-QuerySweep::~QuerySweep() {
-  if (!reader_.joinable()) return;
-  {
-    std::lock_guard lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  reader_.join();
-}
-
-void QuerySweep::read_batches(std::string path) {
-  try {
-    auto scan = schema::QuerySendScan::open(path, until_ns_);
-    std::vector<Row> batch;
-    batch.reserve(kBatchRows);
-    bool more = true;
-    while (more) {
-      Row row;
-      more = scan.next(row);
-      if (more) batch.push_back(row);
-      if (batch.size() == kBatchRows || (!more && !batch.empty())) {
-        std::unique_lock lock(mu_);
-        cv_.wait(lock, [&] { return stop_ || batches_.size() < kMaxBatches; });
-        if (stop_) return;
-        batches_.push_back(std::move(batch));
-        batch = {};
-        batch.reserve(kBatchRows);
-        cv_.notify_all();
-      }
-    }
-  } catch (...) {
-    std::lock_guard lock(mu_);
-    reader_error_ = std::current_exception();
-  }
-  std::lock_guard lock(mu_);
-  reader_done_ = true;
-  cv_.notify_all();
-}
-
-bool QuerySweep::next_row(Row& row) {
-  if (scan_) return scan_->next(row);
-  if (batch_pos_ == batch_.size()) {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return !batches_.empty() || reader_done_; });
-    if (batches_.empty()) {
-      if (reader_error_) std::rethrow_exception(reader_error_);
-      return false;
-    }
-    batch_ = std::move(batches_.front());
-    batches_.pop_front();
-    batch_pos_ = 0;
-    cv_.notify_all();
-  }
-  row = batch_[batch_pos_++];
-  return true;
-}
+QuerySweep::QuerySweep(RowSource<Row> rows, const BackendMap& map)
+    : map_(map), rows_(std::move(rows)), busy_(map.slots()) {}
 
 void QuerySweep::feed(const Row& row) {
   ++queries_;
@@ -150,7 +83,7 @@ void QuerySweep::advance_to(std::int64_t t) {
   point_ns_ = t;
   while (!done_) {
     if (!pending_) {
-      if (!next_row(row_)) {
+      if (!rows_(row_)) {
         done_ = true;
         break;
       }

@@ -3,8 +3,10 @@
 // parts of the time accounting count a backend's samples only while it
 // served this run's queries.
 //
-//   detail::BackendMap map(store);           // client(client_id, connection) → backend pid
-//   detail::QuerySweep sweep(store, map);    // one forward scan of `query`
+//   schema::ClientBackendScan clients(store);
+//   detail::BackendMap map(rows_from<schema::ClientBackend>(clients), has_connections);
+//   schema::QuerySendScan sends(store, until_ns);
+//   detail::QuerySweep sweep(rows_from<schema::QuerySend>(sends), map);  // one forward scan
 //   sweep.advance_to(t);                     // feeds the queries sent before t
 //   sweep.busy_ns(map.slot_of_pid(pid), t - span, t);  // its in-query time there
 //
@@ -13,21 +15,15 @@
 // only — it does not grow with the number of queries.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <exception>
-#include <limits>
-#include <mutex>
 #include <optional>
-#include <string>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "common/units.h"
+#include "correlate/row_source.h"
 #include "schema/attribution_readers.h"
-#include "schema/store.h"
 
 namespace stallscope::correlate::detail {
 
@@ -43,7 +39,11 @@ inline constexpr std::int64_t kAttributionSlackNs = 2 * common::kNsPerMs;
 // served them (client.backend_pid), each distinct pid a dense slot.
 class BackendMap {
  public:
-  explicit BackendMap(schema::Store& store);
+  // `clients`: the client rows with a backend pid (schema::ClientBackendScan);
+  // `queries_name_connections` (schema::queries_name_connections) is asked
+  // only when some row has one.
+  BackendMap(const RowSource<schema::ClientBackend>& clients,
+             const Lookup<bool>& queries_name_connections);
   // The slot of the backend that served (client_id, connection), or -1
   // (no such connection, no backend pid, or connection NULL: not connected,
   // or imported).
@@ -70,17 +70,11 @@ class BackendMap {
 // at start_ns + latency_ns.
 class QuerySweep {
  public:
-  // Reads `query` through the store's connection; or, when `path` names the
-  // file (not ":memory:"), through a read-only connection of its own on a reader
-  // thread that hands rows over in bounded batches, so that the scan runs
-  // beside the process pass on another core. Throws what the scan throws
-  // (schema::SqliteError), from advance_to/finish. Queries sent after
-  // `until_ns` (wall clock; a run without an end, see RunSummary) are not read.
-  QuerySweep(schema::Store& store, const BackendMap& map, const std::string& path = "",
-             std::int64_t until_ns = std::numeric_limits<std::int64_t>::max());
-  ~QuerySweep();
-  QuerySweep(const QuerySweep&) = delete;
-  QuerySweep& operator=(const QuerySweep&) = delete;
+  using Row = schema::QuerySend;
+  // `rows`: the queries in start_ns order (schema::QuerySendScan, or
+  // schema::QuerySendBatches to read them on another core); what reading
+  // them throws comes out of advance_to/finish.
+  QuerySweep(RowSource<Row> rows, const BackendMap& map);
   // Feeds every sent query with start_ns < t; t never decreases (a smaller t
   // is a no-op).
   void advance_to(std::int64_t t);
@@ -98,24 +92,11 @@ class QuerySweep {
     std::int64_t start_ns, end_ns;
     std::int64_t busy_before_ns;  // the backend's in-query time before start_ns
   };
-  using Row = schema::QuerySend;
   std::int64_t busy_until(int slot, std::int64_t t) const;
   void feed(const Row& row);
-  bool next_row(Row& row);              // false when the table is done
-  void read_batches(std::string path);  // the reader thread
 
   const BackendMap& map_;
-  std::optional<schema::QuerySendScan> scan_;  // in-thread reading
-  // Reader thread: full batches in order, at most kMaxBatches queued.
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::vector<Row>> batches_;
-  bool reader_done_ = false, stop_ = false;
-  std::exception_ptr reader_error_;
-  std::vector<Row> batch_;  // the batch being fed
-  std::size_t batch_pos_ = 0;
-  std::int64_t until_ns_;
-  std::thread reader_;
+  RowSource<Row> rows_;
   bool pending_ = false;  // `row_` was read but not yet fed
   Row row_{};
   bool done_ = false;

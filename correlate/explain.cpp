@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <limits>
+#include <memory>
 
 #include <fmt/format.h>
 
@@ -56,6 +57,49 @@ void check_options(const ExplainOptions& options) {
   }
 }
 
+// The query path's lookups (passes.h ProcessLookups), bound to the file.
+ProcessLookups process_lookups(schema::Store& store) {
+  auto processes = std::make_shared<schema::ProcessLookup>(store);
+  return {
+      .find_driver_process =
+          [&store](int pid, std::optional<std::int64_t> start_ticks, std::int64_t started_by_ns) {
+            return schema::find_driver_process(store, pid, start_ticks, started_by_ns);
+          },
+      .driver_backends = [&store] { return schema::driver_backends(store); },
+      .latest_with_pid =
+          [processes](int pid, std::optional<std::int64_t> started_by_ns) {
+            return processes->latest_with_pid(pid, started_by_ns);
+          },
+      .sampled_processes_named =
+          [&store](const std::string& comm, std::int64_t from_ns, std::int64_t to_ns) {
+            return schema::sampled_processes_named(store, comm, from_ns, to_ns);
+          },
+      .pooled_client_backends =
+          [&store](std::int64_t from_ns, std::int64_t to_ns) {
+            return schema::pooled_client_backends(store, from_ns, to_ns);
+          },
+      .sampled_processes_with_cpu =
+          [&store](const std::string& comm, std::int64_t from_ns, std::int64_t to_ns) {
+            return schema::sampled_processes_with_cpu(store, comm, from_ns, to_ns);
+          },
+      .ash_pids_with_application_name =
+          [&store](const std::string& name, std::int64_t from_ns, std::int64_t to_ns) {
+            return schema::ash_pids_with_application_name(store, name, from_ns, to_ns);
+          },
+      .ash_pids_without_application_name =
+          [&store](const std::string& name, std::int64_t from_ns, std::int64_t to_ns) {
+            return schema::ash_pids_without_application_name(store, name, from_ns, to_ns);
+          },
+      .process_identity = [&store](std::int64_t id) { return schema::process_identity(store, id); },
+      .postgres_processes_started_between =
+          [&store](std::int64_t from_ns, std::int64_t to_ns) {
+            return schema::postgres_processes_started_between(store, from_ns, to_ns);
+          },
+      .run_command_line = [&store] { return schema::run_command_line(store); },
+      .has_ash_rows = [&store] { return schema::has_ash_rows(store); },
+  };
+}
+
 struct SamplePassInputs {
   schema::Store& store;
   const RunRow& run;
@@ -73,17 +117,29 @@ void sample_passes(const SamplePassInputs& in, Report& report, std::vector<Windo
   const auto& qp = in.path_processes;
   const Span span = f.span;
   const bool per_query = att.method == AttributionMethod::per_query;
+  // The query sweep reads through a connection of its own on the file's
+  // path, on another core (an in-memory store: on its own connection).
+  std::optional<schema::QuerySendScan> sends_here;
+  std::optional<schema::QuerySendBatches> sends_beside;
   std::optional<QuerySweep> sweep;
   std::optional<PerQuery> pq;
   if (per_query) {
-    // The query sweep reads through a connection of its own on the file's path.
-    sweep.emplace(in.store, *in.backends, in.store.path(),
-                  report.run.queries_until_ns.value_or(std::numeric_limits<std::int64_t>::max()));
+    const auto until_ns =
+        report.run.queries_until_ns.value_or(std::numeric_limits<std::int64_t>::max());
+    const auto& path = in.store.path();
+    RowSource<schema::QuerySend> sends;
+    if (path.empty() || path == ":memory:") {
+      sends = rows_from<schema::QuerySend>(sends_here.emplace(in.store, until_ns));
+    } else {
+      sends = rows_from<schema::QuerySend>(sends_beside.emplace(path, until_ns));
+    }
+    sweep.emplace(std::move(sends), *in.backends);
     pq.emplace(PerQuery{*sweep, *in.backends});
   }
   const PerQuery* pq_ptr = pq ? &*pq : nullptr;
-  AshScan ash(in.store, AshInputs{qp, !qp.backend_pids.empty(), in.windows, span, pq_ptr}, acc, f,
-              att);
+  schema::AshRows ash_rows(in.store, span.start_ns, span.end_ns, per_query);
+  AshScan ash(rows_from<schema::AshRow>(ash_rows),
+              AshInputs{qp, !qp.backend_pids.empty(), in.windows, span, pq_ptr}, acc, f, att);
   if (!sweep) ash.run_until(INT64_MAX);
   clock.lap("ash");
   const ProcessInputs processes{
@@ -96,7 +152,28 @@ void sample_passes(const SamplePassInputs& in, Report& report, std::vector<Windo
       .per_query = pq_ptr,
       .ash = sweep ? &ash : nullptr,
   };
-  read_processes(in.store, processes, acc, f, att);
+  auto names = std::make_shared<schema::ProcessLookup>(in.store);
+  schema::SampleTimeRows sample_times(in.store);
+  auto& store = in.store;
+  const ProcessReads file{
+      .sample_times = rows_from<schema::SampleTime>(sample_times),
+      .max_process_id = schema::max_process_id(store),
+      .pid_of = [names](std::int64_t id) { return names->pid_of(id); },
+      .name_of = [names](std::int64_t id) { return names->name_of(id); },
+      .has_driver_thread_cpu =
+          [&store](std::int64_t id) { return schema::has_driver_thread_cpu(store, id); },
+      .process_rows =
+          [&store](std::int64_t from_sample_id) {
+            return rows_owned<schema::ProcessTick>(
+                std::make_shared<schema::ProcessRows>(store, from_sample_id));
+          },
+      .driver_thread_rows =
+          [&store](std::int64_t process_id, std::int64_t from_sample_id) {
+            return rows_owned<schema::DriverThreadRow>(
+                std::make_shared<schema::DriverThreadRows>(store, process_id, from_sample_id));
+          },
+  };
+  scan_processes(file, processes, acc, f, att);
   if (sweep) {
     ash.run_until(INT64_MAX);
     sweep->finish();
@@ -155,17 +232,31 @@ Report explain_once(schema::Store& store, const ExplainOptions& options) {
     Report report;
     PassClock clock;
     // The run row, then the queries: the run's figures and the windows' queries.
-    const auto run = detail::read_run(store);
+    auto row = schema::read_run(store);
+    if (!row) throw_usage(fmt::format("cannot explain {}: it holds no run", store.path()));
+    const auto run = run_row(std::move(*row));
     report.run = run.summary;
     const auto query_clients = scan_queries(store, options, report);
     clock.lap("queries");
     // The run's facts and the analysed span.
-    Facts f = read_run_facts(store, options, report);
+    Facts f = run_facts(
+        {
+            .aggregate = schema::pgbench_aggregate_totals(store),
+            .sample_ticks = schema::sample_ticks(store),
+            .ash_ticks = schema::ash_ticks(store),
+            .has_ash_rows = schema::has_ash_rows(store),
+            .median_sample_interval_ns = schema::median_sample_interval_ns(store),
+            .sample_gaps =
+                [&store](std::int64_t min_ns) { return schema::sample_gaps(store, min_ns); },
+            .kept_until_ns = [&store] { return schema::kept_until_ns(store); },
+        },
+        options, report);
     const Span span = f.span;
     clock.lap("periods, span");
     // The query path, and how queries are tied to its backends.
     const bool pair = options.client_driver_cpu_ns.has_value();
-    auto qp = find_query_path(store, {run, options, span, f.has_queries, pair}, report.notes);
+    auto qp = find_query_path(process_lookups(store), {run, options, span, f.has_queries, pair},
+                              report.notes);
     report.pgbench = qp.pgbench;
     // A record --pg file: its client sessions, their backends on the path.
     std::optional<SessionScan> sessions;
@@ -176,7 +267,9 @@ Report explain_once(schema::Store& store, const ExplainOptions& options) {
     Attribution att;
     std::optional<BackendMap> backends;
     if (f.has_queries) {
-      backends.emplace(store);
+      schema::ClientBackendScan clients(store);
+      backends.emplace(rows_from<schema::ClientBackend>(clients),
+                       [&store] { return schema::queries_name_connections(store); });
       att = choose_attribution(run, report.run.queries, qp, *backends);
     }
     f.backends_on_host = !qp.backend_process_ids.empty();

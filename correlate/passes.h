@@ -35,6 +35,7 @@
 #include "correlate/correlate.h"
 #include "correlate/detail.h"
 #include "correlate/row_source.h"
+#include "schema/pgbench_readers.h"
 #include "schema/run_reader.h"
 #include "schema/sample_readers.h"
 #include "schema/store.h"
@@ -43,7 +44,7 @@ namespace stallscope::correlate::detail {
 
 // ---- run_info.cpp ----
 
-// The run row and what identifies the driver.
+// The run row and what identifies the driver (run_row: from schema::read_run's).
 struct RunRow {
   RunSummary summary;
   int stallscope_pid = 0;
@@ -52,8 +53,17 @@ struct RunRow {
   bool imported = false;               // an imported pgbench log (schema::RunRow)
 };
 
-// The run row; Error(usage) when the file holds none.
-RunRow read_run(schema::Store& store);
+RunRow run_row(schema::RunRow row);
+
+// What run_facts reads: the schema/run_reader.h functions of the same names.
+struct RunFactsInputs {
+  std::optional<schema::AggregateTotals> aggregate;  // pgbench_aggregate_totals
+  schema::TickRange sample_ticks, ash_ticks;
+  bool has_ash_rows = false;
+  std::optional<std::int64_t> median_sample_interval_ns;
+  Lookup<std::vector<schema::SampleGap>, std::int64_t> sample_gaps;  // by minimum interval
+  Lookup<std::optional<std::int64_t>> kept_until_ns;  // read for a run cut short by its file
+};
 
 // After the query scan: the facts of the run as a whole (whether it has
 // queries, cores, threads, tick periods, whether ASH ran, the analysed span),
@@ -61,7 +71,7 @@ RunRow read_run(schema::Store& store);
 // on failed queries, a fixed rate not kept, queries spanning much less than
 // the run, aggregate-only files and --every without queries — in that order, after a first note on
 // how the run ended when it did not end as asked (add_run_end_note).
-Facts read_run_facts(schema::Store& store, const ExplainOptions& options, Report& report);
+Facts run_facts(const RunFactsInputs& in, const ExplainOptions& options, Report& report);
 
 // ---- query_scan.cpp ----
 
@@ -111,9 +121,38 @@ struct QueryPathInputs {
   bool pair = false;
 };
 
+// What the query path looks up among the file's processes, ASH rows and run
+// row: the schema/run_reader.h and schema/pgbench_readers.h functions of the
+// same names (latest_with_pid: schema::ProcessLookup's), bound to the file
+// by explain.cpp, to values by a test.
+struct ProcessLookups {
+  // pid, start_ticks, started by (ns).
+  Lookup<std::optional<std::int64_t>, int, std::optional<std::int64_t>, std::int64_t>
+      find_driver_process;
+  Lookup<std::vector<schema::DriverBackend>> driver_backends;
+  // pid, started by (ns).
+  Lookup<std::optional<std::int64_t>, int, std::optional<std::int64_t>> latest_with_pid;
+  // comm, (from, to] ns.
+  Lookup<std::vector<schema::ProcessComm>, const std::string&, std::int64_t, std::int64_t>
+      sampled_processes_named;
+  Lookup<std::vector<schema::ProcessPid>, std::int64_t, std::int64_t> pooled_client_backends;
+  // An imported pgbench log's driver and backends (find_pgbench).
+  Lookup<std::vector<schema::SampledProcess>, const std::string&, std::int64_t, std::int64_t>
+      sampled_processes_with_cpu;
+  Lookup<std::vector<schema::AshBackend>, const std::string&, std::int64_t, std::int64_t>
+      ash_pids_with_application_name;
+  Lookup<std::vector<int>, const std::string&, std::int64_t, std::int64_t>
+      ash_pids_without_application_name;
+  Lookup<std::optional<schema::ProcessIdentity>, std::int64_t> process_identity;
+  Lookup<std::vector<schema::ProcessIdentity>, std::int64_t, std::int64_t>
+      postgres_processes_started_between;
+  Lookup<std::optional<std::string>> run_command_line;
+  Lookup<bool> has_ash_rows;
+};
+
 // The driver, this run's backends and (with queries) the poolers on the
 // path; notes what --path-process did not find and what was detected.
-QueryPath find_query_path(schema::Store& store, const QueryPathInputs& in,
+QueryPath find_query_path(const ProcessLookups& file, const QueryPathInputs& in,
                           std::vector<std::string>& notes);
 // How the server parts of the accounting are tied to the queries
 // (Attribution in correlate.h): per query when each query's backend is
@@ -128,7 +167,7 @@ Attribution choose_attribution(const RunRow& run, std::int64_t queries, const Qu
 // connected (PgbenchDriver in correlate.h), with their sampled processes,
 // this run's backends. `clients`: the log's client count (RunSummary).
 // Sets qp.pgbench and adds a note saying how pgbench was found, or why not.
-void find_pgbench(schema::Store& store, Span span, std::optional<int> clients, QueryPath& qp,
+void find_pgbench(const ProcessLookups& file, Span span, std::optional<int> clients, QueryPath& qp,
                   std::vector<std::string>& notes);
 // The pids pgbench log file names carry (pgbench writes PREFIX.PID for its
 // first thread and PREFIX.PID.N for thread N), from the arguments of an
@@ -280,8 +319,11 @@ struct AshInputs {
 // one sweep of the queries.
 class AshScan {
  public:
-  AshScan(schema::Store& store, const AshInputs& in, std::vector<WindowAcc>& acc, Facts& f,
-          Attribution& att);
+  // `rows`: the span's pg_activity_sample rows by poll time (schema::AshRows,
+  // with each poll's round trip when attributing per query: it bounds when
+  // the backend was seen).
+  AshScan(RowSource<schema::AshRow> rows, const AshInputs& in, std::vector<WindowAcc>& acc,
+          Facts& f, Attribution& att);
   // Handles the rows polled before until_ns (INT64_MAX: all that are left).
   void run_until(std::int64_t until_ns);
 
@@ -292,8 +334,9 @@ class AshScan {
   std::vector<WindowAcc>& acc_;
   Facts& f_;
   Attribution& att_;
-  schema::AshRows rows_;
-  bool pending_ = false;  // rows_ holds a row not yet handled, polled at:
+  RowSource<schema::AshRow> rows_;
+  schema::AshRow row_;
+  bool pending_ = false;  // row_ is a row not yet handled, polled at:
   std::int64_t pending_time_ns_ = 0;
   bool done_ = false;
 };
@@ -312,10 +355,25 @@ struct ProcessInputs {
   AshScan* ash = nullptr;               // per-query attribution: driven in step with the rows
 };
 
+// What the process pass reads: schema/sample_readers.h's and
+// schema/run_reader.h's readers of the same names, bound by explain.cpp.
+struct ProcessReads {
+  RowSource<schema::SampleTime> sample_times;       // every tick, by sample_id
+  std::int64_t max_process_id = 0;                  // schema::max_process_id
+  Lookup<std::optional<int>, std::int64_t> pid_of;  // schema::ProcessLookup's, by process_id
+  Lookup<std::optional<schema::ProcessName>, std::int64_t> name_of;
+  Lookup<bool, std::int64_t> has_driver_thread_cpu;  // by process_id
+  // process_sample rows from a sample_id on (schema::ProcessRows).
+  Lookup<RowSource<schema::ProcessTick>, std::int64_t> process_rows;
+  // A process's ss-driver/N thread rows from a sample_id on
+  // (schema::DriverThreadRows): process_id, sample_id.
+  Lookup<RowSource<schema::DriverThreadRow>, std::int64_t, std::int64_t> driver_thread_rows;
+};
+
 // Pass 4: process_sample rows (and the driver's ss-driver/N thread_sample
 // rows), each delta spread over the span it covers, into the windows and
 // f's process facts, single_thread candidates and top CPU users off the path.
-void read_processes(schema::Store& store, const ProcessInputs& in, std::vector<WindowAcc>& acc,
+void scan_processes(const ProcessReads& file, const ProcessInputs& in, std::vector<WindowAcc>& acc,
                     Facts& f, Attribution& att);
 
 // ---- accounting.cpp ----

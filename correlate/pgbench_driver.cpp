@@ -78,19 +78,18 @@ void add_backend(QueryPath& qp, PgbenchDriver& d, int pid, std::optional<std::in
 
 // The backends ASH saw with pgbench's application_name. Returns the first
 // one's process (for its server and user), if any was sampled.
-std::optional<schema::ProcessIdentity> add_backends_by_application_name(schema::Store& store,
+std::optional<schema::ProcessIdentity> add_backends_by_application_name(const ProcessLookups& file,
                                                                         Span span, QueryPath& qp,
                                                                         PgbenchDriver& d) {
   std::optional<schema::ProcessIdentity> first;
-  schema::ProcessLookup processes(store);
-  for (const auto& b : schema::ash_pids_with_application_name(store, d.application_name,
-                                                              span.start_ns, span.end_ns)) {
+  for (const auto& b :
+       file.ash_pids_with_application_name(d.application_name, span.start_ns, span.end_ns)) {
     const auto started_by =
         b.backend_start_ns ? *b.backend_start_ns + kBackendStartSlackNs : span.end_ns;
-    const auto id = processes.latest_with_pid(b.pid, started_by);
+    const auto id = file.latest_with_pid(b.pid, started_by);
     add_backend(qp, d, b.pid, id);
     ++d.backends_by_application_name;
-    if (id && !first) first = schema::process_identity(store, *id);
+    if (id && !first) first = file.process_identity(*id);
   }
   return first;
 }
@@ -102,18 +101,18 @@ std::optional<schema::ProcessIdentity> add_backends_by_application_name(schema::
 // untitled), if any; never one ASH saw under another application_name —
 // when with the ASH-seen ones they are no more than the log's clients.
 // Returns why none were added ("" when added or none was missing).
-std::string add_backends_by_start(schema::Store& store, Span span, std::int64_t pgbench_start_ns,
-                                  std::optional<int> clients,
+std::string add_backends_by_start(const ProcessLookups& file, Span span,
+                                  std::int64_t pgbench_start_ns, std::optional<int> clients,
                                   const std::optional<schema::ProcessIdentity>& seen, QueryPath& qp,
                                   PgbenchDriver& d) {
   if (!clients || static_cast<std::int64_t>(d.backend_pids.size()) >= *clients) return "";
   std::optional<std::string> key;
   if (seen) key = client_backend_key(seen->cmdline);
-  const auto other = schema::ash_pids_without_application_name(store, d.application_name,
-                                                               span.start_ns, span.end_ns);
+  const auto other =
+      file.ash_pids_without_application_name(d.application_name, span.start_ns, span.end_ns);
   std::vector<schema::ProcessIdentity> found;
-  for (auto& p : schema::postgres_processes_started_between(
-           store, pgbench_start_ns - kStartTicksSlackNs, pgbench_start_ns + kBackendStartSlackNs)) {
+  for (auto& p : file.postgres_processes_started_between(pgbench_start_ns - kStartTicksSlackNs,
+                                                         pgbench_start_ns + kBackendStartSlackNs)) {
     const auto k = client_backend_key(p.cmdline);
     // The sampler keeps the command line it first read: a backend it saw
     // before the backend set its title shows the postmaster's.
@@ -201,14 +200,14 @@ std::vector<int> pids_in_log_names(std::string_view command_line) {
   return pids;
 }
 
-void find_pgbench(schema::Store& store, Span span, std::optional<int> clients, QueryPath& qp,
+void find_pgbench(const ProcessLookups& file, Span span, std::optional<int> clients, QueryPath& qp,
                   std::vector<std::string>& notes) {
   PgbenchDriver d;
-  auto all = schema::sampled_processes_with_cpu(store, kPgbenchComm, span.start_ns,
-                                                span.end_ns + kProcessRowMaxGapNs);
+  auto all = file.sampled_processes_with_cpu(kPgbenchComm, span.start_ns,
+                                             span.end_ns + kProcessRowMaxGapNs);
   std::erase_if(all, [&](const auto& p) { return p.start_ns && *p.start_ns > span.end_ns; });
   d.processes = static_cast<int>(all.size());
-  const auto named = pids_in_log_names(schema::run_command_line(store).value_or(""));
+  const auto named = pids_in_log_names(file.run_command_line().value_or(""));
   auto chosen = std::find_if(all.begin(), all.end(), [&](const auto& p) {
     return std::binary_search(named.begin(), named.end(), p.pid);
   });
@@ -225,10 +224,10 @@ void find_pgbench(schema::Store& store, Span span, std::optional<int> clients, Q
     qp.driver_process_id = chosen->process_id;
     qp.external_driver = true;
   }
-  const auto seen = add_backends_by_application_name(store, span, qp, d);
+  const auto seen = add_backends_by_application_name(file, span, qp, d);
   std::string by_start;
-  if (d.start_ns) by_start = add_backends_by_start(store, span, *d.start_ns, clients, seen, qp, d);
-  d.note = note_of(d, schema::has_ash_rows(store), by_start);
+  if (d.start_ns) by_start = add_backends_by_start(file, span, *d.start_ns, clients, seen, qp, d);
+  d.note = note_of(d, file.has_ash_rows(), by_start);
   notes.push_back(d.note);
   qp.pgbench = std::move(d);
 }

@@ -11,8 +11,6 @@
 #include "common/units.h"
 #include "correlate/kernel_sleep.h"
 #include "correlate/passes.h"
-#include "schema/run_reader.h"
-#include "schema/sample_readers.h"
 
 namespace stallscope::correlate::detail {
 namespace {
@@ -25,10 +23,10 @@ constexpr std::int64_t kMaxSpanNs = 60 * common::kNsPerS;
 // span's start, where the process scan begins.
 class SampleTimes {
  public:
-  SampleTimes(schema::Store& store, Span span) {
-    schema::SampleTimeRows rows(store);
-    std::int64_t sid = 0, time_ns = 0;
-    while (rows.next(sid, time_ns)) {
+  SampleTimes(const RowSource<schema::SampleTime>& rows, Span span) {
+    for (schema::SampleTime row; rows(row);) {
+      const auto sid = row.sample_id;
+      const auto time_ns = row.time_ns;
       if (time_.empty()) first_id_ = sid;
       const auto k = static_cast<std::size_t>(sid - first_id_);
       if (k >= time_.size()) time_.resize(k + 1, INT64_MIN);
@@ -94,10 +92,10 @@ struct ProcessTable {
   }
 };
 
-ProcessTable make_process_table(schema::Store& store, const ProcessInputs& in) {
+ProcessTable make_process_table(const ProcessReads& file, const ProcessInputs& in) {
   const auto& qp = in.path;
   ProcessTable t;
-  const auto max_id = schema::max_process_id(store);
+  const auto max_id = file.max_process_id;
   const auto n_ids = static_cast<std::size_t>(std::max<std::int64_t>(0, max_id) + 1);
   t.role.assign(n_ids, 0);
   t.middle_comm.assign(n_ids, nullptr);
@@ -119,9 +117,8 @@ ProcessTable make_process_table(schema::Store& store, const ProcessInputs& in) {
   // Per-query attribution: each backend process's slot in the sweep.
   if (in.per_query) {
     t.slot_of.assign(n_ids, -1);
-    schema::ProcessLookup processes(store);
     for (auto id : qp.backend_process_ids) {
-      const auto pid = processes.pid_of(id);
+      const auto pid = file.pid_of(id);
       if (pid && id >= 0 && static_cast<std::size_t>(id) < n_ids) {
         t.slot_of[static_cast<std::size_t>(id)] = in.per_query->backends.slot_of_pid(*pid);
       }
@@ -135,8 +132,8 @@ ProcessTable make_process_table(schema::Store& store, const ProcessInputs& in) {
 
 // The stallscope process also runs the writer and the samplers: where the
 // sampler recorded its threads, the driver's CPU is its ss-driver/N threads.
-bool driver_cpu_from_threads(schema::Store& store, const QueryPath& qp) {
-  return qp.driver_process_id && schema::has_driver_thread_cpu(store, *qp.driver_process_id);
+bool driver_cpu_from_threads(const ProcessReads& file, const QueryPath& qp) {
+  return qp.driver_process_id && file.has_driver_thread_cpu(*qp.driver_process_id);
 }
 
 // The scan of process_sample, row by row.
@@ -153,24 +150,24 @@ class ProcessScan {
         hot_max_(static_cast<std::int64_t>(kSingleThreadMaxCores * double(in.bucket_ns))) {}
 
   // One row; t is its sample's time.
-  void add(const schema::ProcessRows& st, std::int64_t t) {
-    const auto id = st.process_id();
+  void add(const schema::ProcessTick& st, std::int64_t t) {
+    const auto id = st.process_id;
     if (id < 0) return;
     const auto uid = static_cast<std::size_t>(id);
     t_.grow(uid);
     const Row row{uid, t_.role[uid], t};
     const bool in_queries = add_attribution(st, row);
     if (row.on_path() && t <= in_.span.end_ns) add_path_facts(st, row);
-    const auto cpu_col = st.cpu_ns();
+    const auto cpu_col = st.cpu_ns;
     if (t <= in_.span.end_ns && cpu_col && (!(row.driver() || row.backend()) || row.middle())) {
       add_single_thread(t_.scans[uid], t, *cpu_col);
     }
-    const auto span = st.span_ns();
+    const auto span = st.span_ns;
     if (span && t - *span >= in_.span.end_ns) return;
     if (!span && t >= in_.span.end_ns) return;
     add_deltas(st, row, in_queries, cpu_col, span);
     if (row.backend() && in_queries) {  // kernel_sleep.cpp
-      add_kernel_sleep(in_.windows, t, span, cpu_col, f_.sample_period_ns, st.state(), st.wchan(),
+      add_kernel_sleep(in_.windows, t, span, cpu_col, f_.sample_period_ns, st.state, st.wchan,
                        acc_);
     }
     if (row.backend() || row.checkpointer()) add_states(st, row);
@@ -209,21 +206,21 @@ class ProcessScan {
 
   // Per-query attribution: a backend's deltas count when its row's span
   // overlaps its queries. Returns whether they count.
-  bool add_attribution(const schema::ProcessRows& st, const Row& row) {
+  bool add_attribution(const schema::ProcessTick& st, const Row& row) {
     const auto* pq = in_.per_query;
     if (!pq || !row.backend()) return true;
     pq->sweep.advance_to(row.t + kAttributionSlackNs);
-    const auto row_span = st.span_ns();
+    const auto row_span = st.span_ns;
     return row_span ? pq->sweep.busy_ns(slot(row), row.t - *row_span, row.t) > 0 : serving(row);
   }
 
-  void add_path_facts(const schema::ProcessRows& st, const Row& row) {
+  void add_path_facts(const schema::ProcessTick& st, const Row& row) {
     auto it = t_.path_role.find(static_cast<std::int64_t>(row.id));
     if (it == t_.path_role.end()) return;
-    const auto state = st.state();
-    const auto wchan = st.wchan();
+    const auto state = st.state;
+    const auto wchan = st.wchan;
     add_path_process_row(f_, it->second, state.empty() ? '?' : state[0],
-                         wchan ? std::optional<std::string>(*wchan) : std::nullopt, st.majflt());
+                         wchan ? std::optional<std::string>(*wchan) : std::nullopt, st.majflt);
   }
 
   void flush(SingleThreadScan& sc) const {
@@ -249,14 +246,14 @@ class ProcessScan {
   }
 
   // CPU and run delay, spread over the span the row's delta covers.
-  void add_deltas(const schema::ProcessRows& st, const Row& row, bool in_queries,
+  void add_deltas(const schema::ProcessTick& st, const Row& row, bool in_queries,
                   std::optional<std::int64_t> cpu, std::optional<std::int64_t> span) {
     std::int64_t cpu_in_span = 0;
     // schedstat (summed over every thread by the sampler) is exact; the
     // 10 ms /proc/PID/stat ticks are the fallback where schedstat was
     // unreadable.
     if (!cpu && in_.clock_ticks_per_s > 0) {
-      const auto utime = st.utime_ticks(), stime = st.stime_ticks();
+      const auto utime = st.utime_ticks, stime = st.stime_ticks;
       if (utime && stime) cpu = (*utime + *stime) * common::kNsPerS / in_.clock_ticks_per_s;
     }
     const bool driver = row.driver(), backend = row.backend(), middle = row.middle();
@@ -275,7 +272,7 @@ class ProcessScan {
     t_.cpu_by_process[row.id] += cpu_in_span;
     f_.all_cpu_ns += cpu_in_span;
     if (!row.on_path()) f_.other_cpu_ns += cpu_in_span;  // poolers: path_cpu
-    if (const auto delay = st.run_delay_ns()) {
+    if (const auto delay = st.run_delay_ns) {
       const bool driver_delay = driver && !driver_from_threads;
       const bool path_delay = driver_delay || (backend && in_queries) || middle;
       const bool throttled = path_delay && row.throttled();  // a part of the path's run delay
@@ -290,15 +287,15 @@ class ProcessScan {
 
   // Backends' D state (by wchan) and the checkpointer's D state and writes,
   // in the window holding the tick.
-  void add_states(const schema::ProcessRows& st, const Row& row) {
+  void add_states(const schema::ProcessTick& st, const Row& row) {
     const auto at = in_.windows.find(row.t);
     if (at < 0) return;
-    const auto state = st.state();
+    const auto state = st.state;
     const bool in_d = state == "D";
     auto& a = acc_[static_cast<std::size_t>(at)];
     if (row.backend() && in_d) {
       ++f_.backend_d_rows;
-      const auto wchan = std::string(st.wchan().value_or("-"));
+      const auto wchan = std::string(st.wchan.value_or("-"));
       ++f_.backend_d_wchan_rows[wchan];
       ++a.backend_d_rows;
       ++a.backend_d_wchan_rows[wchan];
@@ -306,7 +303,7 @@ class ProcessScan {
     }
     if (row.checkpointer()) {
       if (in_d) ++a.checkpointer_d_rows;
-      if (const auto bytes = st.write_bytes()) a.checkpointer_write_bytes += *bytes;
+      if (const auto bytes = st.write_bytes) a.checkpointer_write_bytes += *bytes;
     }
   }
 
@@ -319,12 +316,12 @@ class ProcessScan {
 };
 
 // The driver's CPU and run delay from its ss-driver/N threads' rows.
-void add_driver_threads(schema::Store& store, const ProcessInputs& in, const SampleTimes& times,
+void add_driver_threads(const ProcessReads& file, const ProcessInputs& in, const SampleTimes& times,
                         std::vector<WindowAcc>& acc) {
   const auto end_ns = in.span.end_ns;
-  schema::DriverThreadRows rows(store, *in.path.driver_process_id, times.from_id());
+  const auto rows = file.driver_thread_rows(*in.path.driver_process_id, times.from_id());
   schema::DriverThreadRow th;
-  while (rows.next(th)) {
+  while (rows(th)) {
     const auto time = times.time_of(th.sample_id);
     if (!time) continue;
     const auto t = *time;
@@ -344,7 +341,7 @@ void add_driver_threads(schema::Store& store, const ProcessInputs& in, const Sam
 }
 
 // The processes with hot buckets, except the stallscope process.
-void add_single_thread_candidates(schema::ProcessLookup& processes, const ProcessInputs& in,
+void add_single_thread_candidates(const ProcessReads& file, const ProcessInputs& in,
                                   ProcessTable& t, Facts& f) {
   for (std::size_t id = 0; id < t.scans.size(); ++id) {
     auto& sc = t.scans[id];
@@ -352,7 +349,7 @@ void add_single_thread_candidates(schema::ProcessLookup& processes, const Proces
     sc.cand.process.process_id = static_cast<std::int64_t>(id);
     sc.cand.process.cpu_ns = sc.total_cpu_ns;
     sc.cand.bucket_ns = in.bucket_ns;
-    if (auto name = processes.name_of(static_cast<std::int64_t>(id))) {
+    if (auto name = file.name_of(static_cast<std::int64_t>(id))) {
       sc.cand.process.pid = name->pid;
       sc.cand.process.comm = std::move(name->comm);
     }
@@ -361,7 +358,7 @@ void add_single_thread_candidates(schema::ProcessLookup& processes, const Proces
 }
 
 // The processes off the query path that used the most CPU (at most 3).
-void add_top_others(schema::ProcessLookup& processes, const QueryPath& qp, const ProcessTable& t,
+void add_top_others(const ProcessReads& file, const QueryPath& qp, const ProcessTable& t,
                     Facts& f) {
   std::vector<std::pair<std::int64_t, std::int64_t>> others;
   for (std::size_t id = 0; id < t.cpu_by_process.size(); ++id) {
@@ -373,7 +370,7 @@ void add_top_others(schema::ProcessLookup& processes, const QueryPath& qp, const
     return x.second != y.second ? x.second > y.second : x.first < y.first;
   });
   for (std::size_t i = 0; i < others.size() && i < 3; ++i) {
-    if (auto name = processes.name_of(others[i].first)) {
+    if (auto name = file.name_of(others[i].first)) {
       f.top_other.push_back({others[i].first, name->pid, std::move(name->comm), others[i].second});
     }
   }
@@ -381,28 +378,27 @@ void add_top_others(schema::ProcessLookup& processes, const QueryPath& qp, const
 
 }  // namespace
 
-void read_processes(schema::Store& store, const ProcessInputs& in, std::vector<WindowAcc>& acc,
+void scan_processes(const ProcessReads& file, const ProcessInputs& in, std::vector<WindowAcc>& acc,
                     Facts& f, Attribution& att) {
-  const SampleTimes times(store, in.span);
-  auto table = make_process_table(store, in);
-  schema::ProcessRows st(store, times.from_id());
+  const SampleTimes times(file.sample_times, in.span);
+  auto table = make_process_table(file, in);
+  const auto rows = file.process_rows(times.from_id());
   // An external driver (pgbench) holds no sampler thread: its process rows
   // are its CPU, with no sampler CPU to subtract (as with ss-driver rows).
-  f.driver_cpu_from_threads = in.path.external_driver || driver_cpu_from_threads(store, in.path);
+  f.driver_cpu_from_threads = in.path.external_driver || driver_cpu_from_threads(file, in.path);
   ProcessScan scan(in, table, acc, f, att);
-  while (st.next()) {
-    const auto t = times.time_of(st.sample_id());
+  for (schema::ProcessTick st; rows(st);) {
+    const auto t = times.time_of(st.sample_id);
     if (!t) continue;
     if (*t - kMaxSpanNs >= in.span.end_ns) break;
     if (in.ash) in.ash->run_until(*t);
     scan.add(st, *t);
   }
   if (f.driver_cpu_from_threads && !in.path.external_driver)
-    add_driver_threads(store, in, times, acc);
+    add_driver_threads(file, in, times, acc);
   scan.finish_buckets();
-  schema::ProcessLookup processes(store);
-  add_single_thread_candidates(processes, in, table, f);
-  add_top_others(processes, in.path, table, f);
+  add_single_thread_candidates(file, in, table, f);
+  add_top_others(file, in.path, table, f);
 }
 
 }  // namespace stallscope::correlate::detail

@@ -8,7 +8,6 @@
 #include <fmt/ranges.h>
 
 #include "correlate/passes.h"
-#include "schema/run_reader.h"
 
 namespace stallscope::correlate::detail {
 namespace {
@@ -16,17 +15,15 @@ namespace {
 // The driver (the stallscope process) and the backends that served the
 // driver's connections (client.backend_pid), matched by pid and a start time
 // no later than the run's or connection's start (+ kBackendStartSlackNs).
-QueryPath find_driver_and_backends(schema::Store& store, const RunRow& run) {
+QueryPath find_driver_and_backends(const ProcessLookups& file, const RunRow& run) {
   QueryPath qp;
-  qp.driver_process_id =
-      schema::find_driver_process(store, run.stallscope_pid, run.stallscope_start_ticks,
-                                  run.summary.start_ns + kBackendStartSlackNs);
-  schema::ProcessLookup processes(store);
-  for (const auto& c : schema::driver_backends(store)) {
+  qp.driver_process_id = file.find_driver_process(run.stallscope_pid, run.stallscope_start_ticks,
+                                                  run.summary.start_ns + kBackendStartSlackNs);
+  for (const auto& c : file.driver_backends()) {
     qp.backend_pids.insert(c.backend_pid);
     std::optional<std::int64_t> started_by;
     if (c.connect_ns) started_by = *c.connect_ns + kBackendStartSlackNs;
-    if (auto id = processes.latest_with_pid(c.backend_pid, started_by))
+    if (auto id = file.latest_with_pid(c.backend_pid, started_by))
       qp.backend_process_ids.insert(*id);
   }
   return qp;
@@ -35,10 +32,10 @@ QueryPath find_driver_and_backends(schema::Store& store, const RunRow& run) {
 // Behind a pooler the driver's backend pids are the pooler's. This run's
 // backends are the client backends (cmdline "postgres: USER DB HOST…") of the
 // postmaster whose processes ASH saw, sampled during the queries.
-void find_backends_behind_pooler(schema::Store& store, QueryPath& qp, Span span,
+void find_backends_behind_pooler(const ProcessLookups& file, QueryPath& qp, Span span,
                                  std::vector<std::string>& notes) {
   qp.backend_pids.clear();
-  for (const auto& p : schema::pooled_client_backends(store, span.start_ns, span.end_ns)) {
+  for (const auto& p : file.pooled_client_backends(span.start_ns, span.end_ns)) {
     qp.backend_process_ids.insert(p.process_id);
     qp.backend_pids.insert(p.pid);
   }
@@ -50,7 +47,7 @@ void find_backends_behind_pooler(schema::Store& store, QueryPath& qp, Span span,
 // Poolers and proxies on the query path (see ExplainOptions), and — when the
 // driver's backend pids were a pooler's — the server's client backends seen
 // by ASH in the span as this run's backends.
-void find_middle_processes(schema::Store& store, const ExplainOptions& opt, QueryPath& qp,
+void find_middle_processes(const ProcessLookups& file, const ExplainOptions& opt, QueryPath& qp,
                            Span span, std::vector<std::string>& notes) {
   std::vector<std::string> names = opt.path_process_names;
   const bool auto_detect =
@@ -58,7 +55,7 @@ void find_middle_processes(schema::Store& store, const ExplainOptions& opt, Quer
   if (auto_detect) names.assign(std::begin(kPoolerComms), std::end(kPoolerComms));
   std::set<std::string> found;
   for (const auto& name : names) {
-    for (auto& p : schema::sampled_processes_named(store, name, span.start_ns, span.end_ns)) {
+    for (auto& p : file.sampled_processes_named(name, span.start_ns, span.end_ns)) {
       qp.middle_processes.emplace(p.process_id, std::move(p.comm));
       found.insert(name);
     }
@@ -76,22 +73,22 @@ void find_middle_processes(schema::Store& store, const ExplainOptions& opt, Quer
         fmt::join(found, ", ")));
   }
   if (qp.middle_processes.empty() || !qp.backend_process_ids.empty()) return;
-  find_backends_behind_pooler(store, qp, span, notes);
+  find_backends_behind_pooler(file, qp, span, notes);
 }
 
 }  // namespace
 
-QueryPath find_query_path(schema::Store& store, const QueryPathInputs& in,
+QueryPath find_query_path(const ProcessLookups& file, const QueryPathInputs& in,
                           std::vector<std::string>& notes) {
-  auto qp = find_driver_and_backends(store, in.run);
+  auto qp = find_driver_and_backends(file, in.run);
   // Client + server: the driver ran on the client host; its figures come
   // from the client pass, never from the server file's processes — except
   // for an imported pgbench log, whose file holds no samples: pgbench and its
   // backends are looked for in the server (record) file.
   if (in.pair) qp.driver_process_id.reset();
-  if (in.pair && in.run.imported) find_pgbench(store, in.span, in.run.summary.clients, qp, notes);
+  if (in.pair && in.run.imported) find_pgbench(file, in.span, in.run.summary.clients, qp, notes);
   qp.driver_backends_unsampled = qp.backend_process_ids.empty();
-  if (in.has_queries) find_middle_processes(store, in.options, qp, in.span, notes);
+  if (in.has_queries) find_middle_processes(file, in.options, qp, in.span, notes);
   return qp;
 }
 

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <vector>
 
 namespace stallscope::correlate::detail {
@@ -20,6 +21,12 @@ using RowSource = std::function<bool(Row&)>;
 template <class Row, class Reader>
 RowSource<Row> rows_from(Reader& reader) {
   return [&reader](Row& row) { return reader.next(row); };
+}
+
+// The rows of a reader the source owns (a reader opened for one pass).
+template <class Row, class Reader>
+RowSource<Row> rows_owned(std::shared_ptr<Reader> reader) {
+  return [reader = std::move(reader)](Row& row) { return reader->next(row); };
 }
 
 // The rows of a vector, in order (the vector must outlive the source).

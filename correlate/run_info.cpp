@@ -9,7 +9,6 @@
 #include "correlate/format.h"
 #include "correlate/passes.h"
 #include "schema/run_reader.h"
-#include "schema/store.h"
 
 namespace stallscope::correlate::detail {
 namespace {
@@ -28,8 +27,8 @@ std::int64_t tick_period_ns(const schema::TickRange& ticks, double hz) {
 }
 
 // The pgbench_aggregate rows' totals (an imported aggregate log), if any.
-std::optional<PgbenchAggregateSummary> read_pgbench_aggregate(schema::Store& store) {
-  const auto totals = schema::pgbench_aggregate_totals(store);
+std::optional<PgbenchAggregateSummary> pgbench_aggregate_summary(
+    const std::optional<schema::AggregateTotals>& totals) {
   if (!totals) return std::nullopt;
   PgbenchAggregateSummary a;
   a.intervals = totals->intervals;
@@ -120,9 +119,8 @@ Span analysed_span(const schema::TickRange& samples, const RunSummary& run, bool
 
 }  // namespace
 
-RunRow read_run(schema::Store& store) {
-  auto row = schema::read_run(store);
-  if (!row) throw_usage(fmt::format("cannot explain {}: it holds no run", store.path()));
+RunRow run_row(schema::RunRow row_in) {
+  auto* row = &row_in;
   RunRow r;
   auto& s = r.summary;
   s.host = std::move(row->host);
@@ -148,7 +146,7 @@ RunRow read_run(schema::Store& store) {
   return r;
 }
 
-Facts read_run_facts(schema::Store& store, const ExplainOptions& options, Report& report) {
+Facts run_facts(const RunFactsInputs& in, const ExplainOptions& options, Report& report) {
   Facts f;
   // Transactions cut short at the end count: a run whose every transaction
   // hung still has query time.
@@ -156,7 +154,7 @@ Facts read_run_facts(schema::Store& store, const ExplainOptions& options, Report
       report.run.queries > 0 || report.run.unfinished > 0 || report.run.connect_failures > 0;
   add_query_notes(report);
   add_span_note(report);
-  report.pgbench_aggregate = read_pgbench_aggregate(store);
+  report.pgbench_aggregate = pgbench_aggregate_summary(in.aggregate);
   if (report.pgbench_aggregate && !f.has_queries) {
     report.notes.push_back(
         "Throughput and latency come from imported pgbench aggregate intervals: no "
@@ -165,23 +163,22 @@ Facts read_run_facts(schema::Store& store, const ExplainOptions& options, Report
   }
   f.cores = report.run.cores;
   f.threads = report.run.threads.value_or(1);
-  const auto samples = schema::sample_ticks(store);
-  f.ash_period_ns = tick_period_ns(schema::ash_ticks(store), report.run.hz);
+  const auto& samples = in.sample_ticks;
+  f.ash_period_ns = tick_period_ns(in.ash_ticks, report.run.hz);
   f.sample_period_ns = tick_period_ns(samples, report.run.hz);
-  f.ash_available = schema::has_ash_rows(store);
+  f.ash_available = in.has_ash_rows;
   if (f.ash_available) report.ash_period_ns = f.ash_period_ns;
   f.span = analysed_span(samples, report.run, f.has_queries);
-  const auto min_gap_ns = std::max(
-      kSamplerGapMinPeriods * schema::median_sample_interval_ns(store).value_or(f.sample_period_ns),
-      kSamplerGapMinNs);
-  for (const auto& g : schema::sample_gaps(store, min_gap_ns)) {
+  const auto min_gap_ns =
+      std::max(kSamplerGapMinPeriods * in.median_sample_interval_ns.value_or(f.sample_period_ns),
+               kSamplerGapMinNs);
+  for (const auto& g : in.sample_gaps(min_gap_ns)) {
     const Span gap{std::max(g.start_ns, f.span.start_ns), std::min(g.end_ns, f.span.end_ns)};
     if (gap.duration_ns() <= 0) continue;
     f.sampler_gaps.push_back(gap);
     f.sampler_gap_ns += gap.duration_ns();
   }
-  add_run_end_note(f.span,
-                   cut_short_by_its_file(report.run) ? schema::kept_until_ns(store) : std::nullopt,
+  add_run_end_note(f.span, cut_short_by_its_file(report.run) ? in.kept_until_ns() : std::nullopt,
                    report);  // notes.cpp
 
   report.query_windows = options.every_queries.has_value() && f.has_queries;

@@ -60,11 +60,11 @@ AshScan scan_ash(schema::Store& store, const Grid& grid) {
   }
   if (scan.total_polls == 0) return scan;
   schema::AshRows rows(store, from_ns, to_ns, false);
-  while (rows.next()) {
-    const auto b = grid.bin_of(rows.time_ns());
+  for (schema::AshRow row; rows.next(row);) {
+    const auto b = grid.bin_of(row.time_ns);
     if (!b) continue;
-    const auto state = rows.state();
-    const auto type = rows.wait_event_type();
+    const auto state = row.state;
+    const auto type = row.wait_event_type;
     // Database load counts active sessions; background processes (no
     // state) count unless idle in their main loop (Activity).
     const bool counted = state ? *state == "active" : type.value_or("") != "Activity";
@@ -75,9 +75,9 @@ AshScan scan_ash(schema::Store& store, const Grid& grid) {
     if (c == scan.by_class.end())
       c = scan.by_class.emplace(cls, std::vector<std::int64_t>(static_cast<std::size_t>(n))).first;
     ++c->second[*b];
-    const std::string event = type ? std::string(rows.wait_event().value_or("")) : "";
+    const std::string event = type ? std::string(row.wait_event.value_or("")) : "";
     ++scan.by_event[{cls, event}];
-    if (const auto q = rows.query_text_id()) {
+    if (const auto q = row.query_text_id) {
       auto& s = scan.by_sql[*q];
       ++s.samples;
       if (!type) {

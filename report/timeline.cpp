@@ -410,9 +410,9 @@ void Page::add_processes(schema::Store& store, const Host& host, const std::stri
   std::unordered_map<std::int64_t, std::int64_t> sample_time_ns;
   {
     schema::SampleTimeRows times(store);
-    std::int64_t id = 0, t = 0;
-    while (times.next(id, t))
-      if (id >= ids->first && id <= ids->last) sample_time_ns.emplace(id, t);
+    for (schema::SampleTime s; times.next(s);)
+      if (s.sample_id >= ids->first && s.sample_id <= ids->last)
+        sample_time_ns.emplace(s.sample_id, s.time_ns);
   }
   // The bins some tick's deltas cover (from the tick before it): beyond them
   // the process CPU is unmeasured, a gap rather than 0.
@@ -436,25 +436,25 @@ void Page::add_processes(schema::Store& store, const Host& host, const std::stri
   std::map<std::string, std::vector<double>, std::less<>> cpu_by_comm;  // ns per bin
   std::map<std::string, std::int64_t, std::less<>> comm_total_ns;
   schema::ProcessRows rows(store, ids->first);
-  while (rows.next()) {
-    if (rows.sample_id() > ids->last) break;
-    const auto it = sample_time_ns.find(rows.sample_id());
+  for (schema::ProcessTick row; rows.next(row);) {
+    if (row.sample_id > ids->last) break;
+    const auto it = sample_time_ns.find(row.sample_id);
     if (it == sample_time_ns.end()) continue;
     if (!grid_.bin_of(it->second)) continue;
-    auto& t = totals[rows.process_id()];
-    const auto cpu = rows.cpu_ns().value_or(0);
-    const auto span = rows.span_ns().value_or(0);
+    auto& t = totals[row.process_id];
+    const auto cpu = row.cpu_ns.value_or(0);
+    const auto span = row.span_ns.value_or(0);
     t.cpu_ns += cpu;
-    t.run_delay_ns += rows.run_delay_ns().value_or(0);
-    const auto state = rows.state();
+    t.run_delay_ns += row.run_delay_ns.value_or(0);
+    const auto state = row.state;
     if (state == "D") t.d_state_ns += span;
-    if (const auto w = rows.wchan(); w && (state == "D" || (state == "S" && cpu == 0))) {
+    if (const auto w = row.wchan; w && (state == "D" || (state == "S" && cpu == 0))) {
       auto at = t.wchan_ns.find(*w);
       if (at == t.wchan_ns.end()) at = t.wchan_ns.emplace(std::string(*w), 0).first;
       at->second += std::max<std::int64_t>(span, 1);
     }
     if (cpu > 0) {
-      const auto id_at = by_id.find(rows.process_id());
+      const auto id_at = by_id.find(row.process_id);
       const std::string& comm =
           id_at == by_id.end() ? std::string("?") : identities[id_at->second].comm;
       auto c = cpu_by_comm.find(comm);

@@ -68,4 +68,67 @@ bool QuerySendScan::next(QuerySend& row) {
   return true;
 }
 
+namespace {
+constexpr std::size_t kBatchRows = 16384;
+constexpr std::size_t kMaxBatches = 8;
+}  // namespace
+
+QuerySendBatches::QuerySendBatches(std::string path, std::int64_t until_ns)
+    : reader_(&QuerySendBatches::read, this, std::move(path), until_ns) {}
+
+QuerySendBatches::~QuerySendBatches() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  reader_.join();
+}
+
+void QuerySendBatches::read(std::string path, std::int64_t until_ns) {
+  try {
+    auto scan = QuerySendScan::open(path, until_ns);
+    std::vector<QuerySend> batch;
+    batch.reserve(kBatchRows);
+    bool more = true;
+    while (more) {
+      QuerySend row;
+      more = scan.next(row);
+      if (more) batch.push_back(row);
+      if (batch.size() == kBatchRows || (!more && !batch.empty())) {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || batches_.size() < kMaxBatches; });
+        if (stop_) return;
+        batches_.push_back(std::move(batch));
+        batch = {};
+        batch.reserve(kBatchRows);
+        cv_.notify_all();
+      }
+    }
+  } catch (...) {
+    std::lock_guard lock(mu_);
+    reader_error_ = std::current_exception();
+  }
+  std::lock_guard lock(mu_);
+  reader_done_ = true;
+  cv_.notify_all();
+}
+
+bool QuerySendBatches::next(QuerySend& row) {
+  if (batch_pos_ == batch_.size()) {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return !batches_.empty() || reader_done_; });
+    if (batches_.empty()) {
+      if (reader_error_) std::rethrow_exception(reader_error_);
+      return false;
+    }
+    batch_ = std::move(batches_.front());
+    batches_.pop_front();
+    batch_pos_ = 0;
+    cv_.notify_all();
+  }
+  row = batch_[batch_pos_++];
+  return true;
+}
+
 }  // namespace stallscope::schema

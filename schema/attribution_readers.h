@@ -10,9 +10,15 @@
 // Errors (a failed step) throw schema::SqliteError (store.h), like schema::Cursor.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <exception>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <SQLiteCpp/Database.h>
 
@@ -74,6 +80,33 @@ class QuerySendScan {
   QuerySendScan(std::unique_ptr<SQLite::Database> own, SQLite::Database& db, std::int64_t until_ns);
   std::unique_ptr<SQLite::Database> own_;  // open()'s connection; declared before cursor_
   Cursor cursor_;
+};
+
+// The same rows read on a thread of its own, through a read-only connection
+// of its own on the file at `path` (QuerySendScan::open), and handed over in
+// bounded batches (at most 8 × 16,384 rows queued): the scan runs beside the
+// caller's work on another core. next() rethrows what the scan threw
+// (schema::SqliteError); the destructor stops and joins the thread.
+class QuerySendBatches {
+ public:
+  QuerySendBatches(std::string path, std::int64_t until_ns);
+  ~QuerySendBatches();
+  QuerySendBatches(const QuerySendBatches&) = delete;
+  QuerySendBatches& operator=(const QuerySendBatches&) = delete;
+  // The next row into `row`; false when done.
+  bool next(QuerySend& row);
+
+ private:
+  void read(std::string path, std::int64_t until_ns);  // the reader thread
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::vector<QuerySend>> batches_;
+  bool reader_done_ = false, stop_ = false;
+  std::exception_ptr reader_error_;
+  std::vector<QuerySend> batch_;  // the batch being handed out
+  std::size_t batch_pos_ = 0;
+  std::thread reader_;  // last: started once the members above exist
 };
 
 }  // namespace stallscope::schema

@@ -108,10 +108,10 @@ bool HostTicks::next(HostTick& tick) {
 SampleTimeRows::SampleTimeRows(Store& store)
     : st_(store.db(), "SELECT sample_id, time_ns FROM sample ORDER BY sample_id") {}
 
-bool SampleTimeRows::next(std::int64_t& sample_id, std::int64_t& time_ns) {
+bool SampleTimeRows::next(SampleTime& row) {
   if (!st_.step()) return false;
-  sample_id = st_.int64(0);
-  time_ns = st_.int64(1);
+  row.sample_id = st_.int64(0);
+  row.time_ns = st_.int64(1);
   return true;
 }
 
@@ -129,12 +129,38 @@ AshRows::AshRows(Store& store, std::int64_t from_ns, std::int64_t to_ns, bool wi
   st_.bind(2, to_ns);
 }
 
-bool AshRows::next() {
-  return st_.step();
+bool AshRows::next(AshRow& row) {
+  if (!st_.step()) return false;
+  row.time_ns = st_.int64(0);
+  row.pid = static_cast<int>(st_.int64(1));
+  row.backend_type = opt_text(2);
+  row.state = opt_text(3);
+  row.wait_event_type = opt_text(4);
+  row.wait_event = opt_text(5);
+  row.blocking_pids = opt_text(6);
+  row.poll_duration_ns = st_.int64(7);
+  row.query_text_id = st_.opt_int64(8);
+  return true;
 }
 
 ProcessRows::ProcessRows(Store& store, std::int64_t from_sample_id)
     : st_(store.db(), from_sample_id) {}
+
+bool ProcessRows::next(ProcessTick& row) {
+  if (!st_.step()) return false;
+  row.sample_id = st_.int64(0);
+  row.process_id = st_.int64(1);
+  row.state = st_.text(2);
+  row.cpu_ns = st_.opt_int64(3);
+  row.run_delay_ns = st_.opt_int64(4);
+  row.span_ns = st_.opt_int64(5);
+  row.wchan = st_.is_null(6) ? std::nullopt : std::optional<std::string_view>(st_.text(6));
+  row.utime_ticks = st_.opt_int64(7);
+  row.stime_ticks = st_.opt_int64(8);
+  row.write_bytes = st_.opt_int64(9);
+  row.majflt = st_.opt_int64(10);
+  return true;
+}
 
 DriverThreadRows::DriverThreadRows(Store& store, std::int64_t process_id,
                                    std::int64_t from_sample_id)

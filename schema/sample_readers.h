@@ -146,10 +146,14 @@ class HostTicks {
 };
 
 // Every tick's (sample_id, time_ns), by sample_id.
+struct SampleTime {
+  std::int64_t sample_id = 0;
+  std::int64_t time_ns = 0;
+};
 class SampleTimeRows {
  public:
   explicit SampleTimeRows(Store& store);
-  bool next(std::int64_t& sample_id, std::int64_t& time_ns);
+  bool next(SampleTime& row);
 
  private:
   Cursor st_;
@@ -157,26 +161,27 @@ class SampleTimeRows {
 
 // ---- pg_activity_sample ----
 
-// pg_activity_sample rows polled in [from_ns, to_ns), by poll time. Text
-// columns are valid until the next step; empty and *_null for NULL.
+// One pg_activity_sample row. The text views are valid until the reader's
+// next step; nullopt for NULL.
+struct AshRow {
+  std::int64_t time_ns = 0;
+  int pid = 0;
+  std::optional<std::string_view> backend_type, state, wait_event_type, wait_event;
+  std::optional<std::string_view> blocking_pids;
+  // The poll's round trip; 0 when unknown or not read (0 rather than
+  // nullopt: explain widens the attribution interval by it, and an unknown
+  // round trip widens it by nothing).
+  std::int64_t poll_duration_ns = 0;
+  // The row's pg_query_text id (its query text); nullopt when none was stored.
+  std::optional<std::int64_t> query_text_id;
+};
+// pg_activity_sample rows polled in [from_ns, to_ns), by poll time.
 class AshRows {
  public:
   // with_poll_duration: also read each row's ash_tick.duration_ns.
   AshRows(Store& store, std::int64_t from_ns, std::int64_t to_ns, bool with_poll_duration);
-  bool next();
-  std::int64_t time_ns() const { return st_.int64(0); }
-  int pid() const { return static_cast<int>(st_.int64(1)); }
-  std::optional<std::string_view> backend_type() const { return opt_text(2); }
-  std::optional<std::string_view> state() const { return opt_text(3); }
-  std::optional<std::string_view> wait_event_type() const { return opt_text(4); }
-  std::optional<std::string_view> wait_event() const { return opt_text(5); }
-  std::optional<std::string_view> blocking_pids() const { return opt_text(6); }
-  // The poll's round trip; 0 when unknown or not read (0 rather than
-  // nullopt: explain widens the attribution interval by it, and an unknown
-  // round trip widens it by nothing).
-  std::int64_t poll_duration_ns() const { return st_.int64(7); }
-  // The row's pg_query_text id (its query text); nullopt when none was stored.
-  std::optional<std::int64_t> query_text_id() const { return st_.opt_int64(8); }
+  // The next row into `row`; false when done.
+  bool next(AshRow& row);
 
  private:
   std::optional<std::string_view> opt_text(int column) const {
@@ -190,24 +195,22 @@ class AshRows {
 
 // process_sample rows from a sample_id on, in primary-key order (sample_id,
 // process_id), through ProcessSampleScan (process_scan.h).
+// One process_sample row: a process at one tick (with its I/O and the
+// tick's interval, see process_scan.h). The text views are valid until the
+// reader's next step.
+struct ProcessTick {
+  std::int64_t sample_id = 0;
+  std::int64_t process_id = 0;
+  std::string_view state;  // "" for NULL
+  std::optional<std::int64_t> cpu_ns, run_delay_ns, span_ns;
+  std::optional<std::string_view> wchan;
+  std::optional<std::int64_t> utime_ticks, stime_ticks, write_bytes, majflt;
+};
 class ProcessRows {
  public:
   ProcessRows(Store& store, std::int64_t from_sample_id);
-  bool next() { return st_.step(); }
-  std::int64_t sample_id() const { return st_.int64(0); }
-  std::int64_t process_id() const { return st_.int64(1); }
-  std::string_view state() const { return st_.text(2); }  // "" for NULL
-  std::optional<std::int64_t> cpu_ns() const { return st_.opt_int64(3); }
-  std::optional<std::int64_t> run_delay_ns() const { return st_.opt_int64(4); }
-  std::optional<std::int64_t> span_ns() const { return st_.opt_int64(5); }
-  std::optional<std::string_view> wchan() const {
-    if (st_.is_null(6)) return std::nullopt;
-    return st_.text(6);
-  }
-  std::optional<std::int64_t> utime_ticks() const { return st_.opt_int64(7); }
-  std::optional<std::int64_t> stime_ticks() const { return st_.opt_int64(8); }
-  std::optional<std::int64_t> write_bytes() const { return st_.opt_int64(9); }
-  std::optional<std::int64_t> majflt() const { return st_.opt_int64(10); }
+  // The next row into `row`; false when done.
+  bool next(ProcessTick& row);
 
  private:
   ProcessSampleScan st_;

@@ -218,8 +218,9 @@ TEST(CorrelateAttribution, WithoutBackendIdentityFallsBackToHostWideAndSaysSo) {
   EXPECT_EQ(to_json(r)["attribution"]["method"], "host_wide");
 }
 
-// In memory the sweep reads in its own thread; from a file, a reader thread
-// with its own connection hands it the rows: the same answers either way.
+// In memory the sweep reads on the store's connection (QuerySendScan); from
+// a file, a reader thread with its own connection hands it the rows
+// (QuerySendBatches): the same answers either way.
 class SweepReader : public ::testing::TestWithParam<bool> {};
 
 TEST_P(SweepReader, MergesABackendsQueriesAndMeasuresOverlap) {
@@ -242,13 +243,20 @@ TEST_P(SweepReader, MergesABackendsQueriesAndMeasuresOverlap) {
     b.queries.push_back(q);
   }
   store.write(b);
-  detail::BackendMap map(store);
+  schema::ClientBackendScan clients(store);
+  detail::BackendMap map(detail::rows_from<schema::ClientBackend>(clients),
+                         [&store] { return schema::queries_name_connections(store); });
   ASSERT_EQ(map.slots(), 2u);
   const int s0 = map.slot_of_pid(300), s1 = map.slot_of_pid(301);
   EXPECT_EQ(map.slot(0, 1), s1);
   EXPECT_EQ(map.slot(0, std::nullopt), -1);
   EXPECT_EQ(map.slot_of_pid(999), -1);
-  detail::QuerySweep sweep(store, map, path);
+  std::optional<schema::QuerySendScan> here;
+  std::optional<schema::QuerySendBatches> beside;
+  detail::QuerySweep sweep(
+      GetParam() ? detail::rows_from<schema::QuerySend>(beside.emplace(path, INT64_MAX))
+                 : detail::rows_from<schema::QuerySend>(here.emplace(store, INT64_MAX)),
+      map);
   sweep.advance_to(kT0 + 200 * kMs);
   EXPECT_EQ(sweep.busy_ns(s0, kT0, kT0 + 100 * kMs), (20 + 10 + 5) * kMs);
   EXPECT_EQ(sweep.busy_ns(s0, kT0 + 15 * kMs, kT0 + 35 * kMs), (5 + 5) * kMs);
