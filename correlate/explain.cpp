@@ -13,6 +13,7 @@
 #include "common/error.h"
 #include "common/units.h"
 #include "correlate/correlate.h"
+#include "correlate/file_reads.h"
 #include "correlate/kernel_sleep.h"
 #include "correlate/lock_chains.h"
 #include "correlate/network.h"
@@ -55,49 +56,6 @@ void check_options(const ExplainOptions& options) {
   if (options.every_queries && *options.every_queries <= 0) {
     throw_usage("cannot explain: --every must be a positive number of queries");
   }
-}
-
-// The query path's lookups (passes.h ProcessLookups), bound to the file.
-ProcessLookups process_lookups(schema::Store& store) {
-  auto processes = std::make_shared<schema::ProcessLookup>(store);
-  return {
-      .find_driver_process =
-          [&store](int pid, std::optional<std::int64_t> start_ticks, std::int64_t started_by_ns) {
-            return schema::find_driver_process(store, pid, start_ticks, started_by_ns);
-          },
-      .driver_backends = [&store] { return schema::driver_backends(store); },
-      .latest_with_pid =
-          [processes](int pid, std::optional<std::int64_t> started_by_ns) {
-            return processes->latest_with_pid(pid, started_by_ns);
-          },
-      .sampled_processes_named =
-          [&store](const std::string& comm, std::int64_t from_ns, std::int64_t to_ns) {
-            return schema::sampled_processes_named(store, comm, from_ns, to_ns);
-          },
-      .pooled_client_backends =
-          [&store](std::int64_t from_ns, std::int64_t to_ns) {
-            return schema::pooled_client_backends(store, from_ns, to_ns);
-          },
-      .sampled_processes_with_cpu =
-          [&store](const std::string& comm, std::int64_t from_ns, std::int64_t to_ns) {
-            return schema::sampled_processes_with_cpu(store, comm, from_ns, to_ns);
-          },
-      .ash_pids_with_application_name =
-          [&store](const std::string& name, std::int64_t from_ns, std::int64_t to_ns) {
-            return schema::ash_pids_with_application_name(store, name, from_ns, to_ns);
-          },
-      .ash_pids_without_application_name =
-          [&store](const std::string& name, std::int64_t from_ns, std::int64_t to_ns) {
-            return schema::ash_pids_without_application_name(store, name, from_ns, to_ns);
-          },
-      .process_identity = [&store](std::int64_t id) { return schema::process_identity(store, id); },
-      .postgres_processes_started_between =
-          [&store](std::int64_t from_ns, std::int64_t to_ns) {
-            return schema::postgres_processes_started_between(store, from_ns, to_ns);
-          },
-      .run_command_line = [&store] { return schema::run_command_line(store); },
-      .has_ash_rows = [&store] { return schema::has_ash_rows(store); },
-  };
 }
 
 struct SamplePassInputs {
@@ -152,28 +110,7 @@ void sample_passes(const SamplePassInputs& in, Report& report, std::vector<Windo
       .per_query = pq_ptr,
       .ash = sweep ? &ash : nullptr,
   };
-  auto names = std::make_shared<schema::ProcessLookup>(in.store);
-  schema::SampleTimeRows sample_times(in.store);
-  auto& store = in.store;
-  const ProcessReads file{
-      .sample_times = rows_from<schema::SampleTime>(sample_times),
-      .max_process_id = schema::max_process_id(store),
-      .pid_of = [names](std::int64_t id) { return names->pid_of(id); },
-      .name_of = [names](std::int64_t id) { return names->name_of(id); },
-      .has_driver_thread_cpu =
-          [&store](std::int64_t id) { return schema::has_driver_thread_cpu(store, id); },
-      .process_rows =
-          [&store](std::int64_t from_sample_id) {
-            return rows_owned<schema::ProcessTick>(
-                std::make_shared<schema::ProcessRows>(store, from_sample_id));
-          },
-      .driver_thread_rows =
-          [&store](std::int64_t process_id, std::int64_t from_sample_id) {
-            return rows_owned<schema::DriverThreadRow>(
-                std::make_shared<schema::DriverThreadRows>(store, process_id, from_sample_id));
-          },
-  };
-  scan_processes(file, processes, acc, f, att);
+  scan_processes(process_reads(in.store), processes, acc, f, att);
   if (sweep) {
     ash.run_until(INT64_MAX);
     sweep->finish();
@@ -232,25 +169,12 @@ Report explain_once(schema::Store& store, const ExplainOptions& options) {
     Report report;
     PassClock clock;
     // The run row, then the queries: the run's figures and the windows' queries.
-    auto row = schema::read_run(store);
-    if (!row) throw_usage(fmt::format("cannot explain {}: it holds no run", store.path()));
-    const auto run = run_row(std::move(*row));
+    const auto run = read_run_row(store);
     report.run = run.summary;
-    const auto query_clients = scan_queries(store, options, report);
+    const auto query_clients = scan_queries(query_reads(store, report.run), options, report);
     clock.lap("queries");
     // The run's facts and the analysed span.
-    Facts f = run_facts(
-        {
-            .aggregate = schema::pgbench_aggregate_totals(store),
-            .sample_ticks = schema::sample_ticks(store),
-            .ash_ticks = schema::ash_ticks(store),
-            .has_ash_rows = schema::has_ash_rows(store),
-            .median_sample_interval_ns = schema::median_sample_interval_ns(store),
-            .sample_gaps =
-                [&store](std::int64_t min_ns) { return schema::sample_gaps(store, min_ns); },
-            .kept_until_ns = [&store] { return schema::kept_until_ns(store); },
-        },
-        options, report);
+    Facts f = run_facts(run_facts_inputs(store), options, report);
     const Span span = f.span;
     clock.lap("periods, span");
     // The query path, and how queries are tied to its backends.
@@ -274,14 +198,7 @@ Report explain_once(schema::Store& store, const ExplainOptions& options) {
     }
     f.backends_on_host = !qp.backend_process_ids.empty();
     clock.lap("query path");
-    {
-      schema::CgroupSums cgroup_sums(store);
-      read_cgroups({schema::process_cgroups(store),
-                    [&](const std::string& cgroup) {
-                      return cgroup_sums.of(cgroup, span.start_ns, span.end_ns);
-                    }},
-                   qp, f);
-    }
+    read_cgroups(cgroup_inputs(store, span), qp, f);
     for (auto id : schema::checkpointer_processes(store)) qp.checkpointer_ids.insert(id);
     const auto wi = finish_windows(options, report, span);
     if (report.pgbench_aggregate && !f.has_queries)
@@ -334,13 +251,7 @@ Report explain_once(schema::Store& store, const ExplainOptions& options) {
     add_sampling_notes({f, qp, sums.perturbed_windows, options.client_driver_cpu_ns.has_value()},
                        report);
     clock.lap("path facts, windows");
-    schema::ConnectionErrors connection_errors(store);
-    schema::ConnectionLosses connection_losses(store);
-    const ConnectionErrorLookups lost{
-        [&](std::int64_t from, std::int64_t to) { return connection_errors.between(from, to); },
-        [&](std::int64_t from, std::int64_t to) {
-          return connection_losses.overlapping(from, to);
-        }};
+    const auto lost = connection_error_lookups(store);
     if (report.accounting && report.accounting->connection_lost_ns > 0)
       f.outage = outage_facts(lost, f.span);
     if (report.run.errors > 0)
@@ -350,21 +261,13 @@ Report explain_once(schema::Store& store, const ExplainOptions& options) {
     report.findings = find(report, f);
     report.verdict = decide_verdict(report, f);
     count_connection_errors(lost, report.windows, sums.signals);
-    schema::ActivityLookup activity(store);
-    const auto latest_activity = [&activity](int pid, std::int64_t at_ns) {
-      return activity.latest(pid, at_ns);
-    };
-    report.stalls = find_stalls(report, sums.signals, blocker_queries(latest_activity));
+    report.stalls = find_stalls(report, sums.signals, blocker_queries(latest_activity(store)));
     name_replication_stalls(f, report.stalls);
     // The lock_wait finding and stalls: the root of the blocking chains.
     name_lock_roots(
-        {[&store](std::int64_t from_ns, std::int64_t to_ns) {
-           return schema::read_lock_polls(store, from_ns, to_ns);
-         },
-         latest_activity},
-        report, qp.backend_pids.empty() ? std::function<bool(int)>() : [&qp](int pid) {
-          return qp.backend_pids.contains(pid);
-        });
+        lock_chain_lookups(store), report,
+        qp.backend_pids.empty() ? std::function<bool(int)>()
+                                : [&qp](int pid) { return qp.backend_pids.contains(pid); });
     clock.lap("findings, stalls");
     return report;
   } catch (const schema::SqliteError& e) {

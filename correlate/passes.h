@@ -75,11 +75,46 @@ Facts run_facts(const RunFactsInputs& in, const ExplainOptions& options, Report&
 
 // ---- query_scan.cpp ----
 
+// A run still being written (or killed): each driver thread's rows reach the
+// file in its own commits, so past the earliest of the clients' latest
+// stored queries some clients' rows may be missing — the tail would read as
+// a throughput drop. Queries sent after that point are left out, but never
+// more than the last second before the latest stored query (a client held up
+// longer, e.g. in a lock wait when the run was killed, is part of the
+// story): a driver thread hands its rows over every 100 ms and the writer
+// commits them in order at most 250 ms later. The same holds for a run cut
+// short by a failed commit of its file (end_reason "disk full at …" or
+// "write failed at …": the rows of the failed commit are lost). The file's latest query per client
+// (schema::latest_query_per_client, a full scan) is read only for those runs; INT64_MAX for the
+// others.
+std::int64_t query_scan_cut_ns(const RunSummary& run,
+                               const Lookup<schema::LatestQueries>& latest_query_per_client);
+
+// What the query scan reads, up to the cut: schema/sample_readers.h's and
+// schema/run_reader.h's readers of the same names, bound by file_reads.cpp.
+struct QueryReads {
+  std::string path;          // the file, for errors
+  std::int64_t cut_ns = 0;   // query_scan_cut_ns
+  std::int64_t skipped = 0;  // skipped_queries
+  // In primary-key order (start_ns, client_id, seq): the queries
+  // (QueryRows), and the keys of the failed ones (QueryErrorKeys), their
+  // \sleep time (QuerySleeps) and lost connections (ConnectionLossKeys).
+  RowSource<schema::QueryTiming> queries;
+  RowSource<schema::QueryKey> error_keys;
+  RowSource<schema::QuerySleep> sleeps;
+  RowSource<schema::ConnectionLossKey> loss_keys;
+  std::vector<schema::UnfinishedQuery> unfinished;   // unfinished_queries
+  Lookup<std::int64_t, std::int64_t> queries_after;  // sent after a time
+  Lookup<std::int64_t> query_rows;                   // every query row
+};
+
 // Pass 1: the query table in one scan (see query_scan.cpp): fills
 // report.run's query figures (percentiles included) and, for --every, the
 // query windows; time windows are opened as queries arrive and closed by
-// finish_windows. Returns the number of distinct client ids seen.
-std::int64_t scan_queries(schema::Store& store, const ExplainOptions& options, Report& report);
+// finish_windows. Returns the number of distinct client ids seen. A row out
+// of key order or bounds, or fewer rows read than stored, is a damaged file
+// (Error(usage)).
+std::int64_t scan_queries(const QueryReads& file, const ExplainOptions& options, Report& report);
 
 // ---- query_path.cpp ----
 

@@ -26,8 +26,6 @@
 #include "common/units.h"
 #include "correlate/format.h"
 #include "correlate/passes.h"
-#include "schema/run_reader.h"
-#include "schema/sample_readers.h"
 
 namespace stallscope::correlate::detail {
 namespace {
@@ -52,31 +50,25 @@ void fill_latency_stats(std::vector<std::int64_t>& lat, Window& w) {
   w.latency_p99_ms = ms(lat[rank - 1]);
 }
 
-// A run still being written (or killed): each driver thread's rows reach the
-// file in its own commits, so past the earliest of the clients' latest
-// stored queries some clients' rows may be missing — the tail would read as
-// a throughput drop. Queries sent after that point are left out, but never
-// more than the last second before the latest stored query (a client held up
-// longer, e.g. in a lock wait when the run was killed, is part of the
-// story): a driver thread hands its rows over every 100 ms and the writer
-// commits them in order at most 250 ms later. The same holds for a run cut
-// short by a failed commit of its file (end_reason "disk full at …" or
-// "write failed at …": the rows of the failed commit are lost). A full scan,
-// only for those runs; INT64_MAX for the others.
-std::int64_t unfinished_run_cut_ns(schema::Store& store, const RunSummary& s) {
+}  // namespace
+
+std::int64_t query_scan_cut_ns(const RunSummary& s,
+                               const Lookup<schema::LatestQueries>& latest_query_per_client) {
   std::int64_t cut_ns = std::numeric_limits<std::int64_t>::max();
   if (!s.end_ns || cut_short_by_its_file(s)) {
-    const auto latest = schema::latest_query_per_client(store);
+    const auto latest = latest_query_per_client();
     if (latest.clients > 1)
       cut_ns = std::max(latest.earliest_ns, latest.latest_ns - common::kNsPerS);
   }
   return cut_ns;
 }
 
+namespace {
+
 // A query table whose rows do not read back as written: bad input.
-[[noreturn]] void throw_damaged_query_table(schema::Store& store, const std::string& what) {
-  throw Error(ErrorKind::usage, fmt::format("cannot read {}: the file is damaged (query table: {})",
-                                            store.path(), what));
+[[noreturn]] void throw_damaged_query_table(const std::string& path, const std::string& what) {
+  throw Error(ErrorKind::usage,
+              fmt::format("cannot read {}: the file is damaged (query table: {})", path, what));
 }
 
 // The longest latency or lag a query row may hold: what import-pgbench
@@ -92,32 +84,32 @@ constexpr std::int64_t kMaxQueryNs = std::numeric_limits<std::int64_t>::max() / 
 // damaged page) makes the file damaged, as a row out of key order does.
 class RowBounds {
  public:
-  explicit RowBounds(schema::Store& store) : store_(store) {}
+  explicit RowBounds(const std::string& path) : path_(path) {}
   void check(const schema::QueryTiming& q) {
     const auto where = [&q] { return fmt::format("client {} seq {}", q.client_id, q.seq); };
     if (q.latency_ns < 0 || q.latency_ns > kMaxQueryNs) {
-      throw_damaged_query_table(store_, fmt::format("{} has latency_ns {}, outside 0..{}", where(),
-                                                    q.latency_ns, kMaxQueryNs));
+      throw_damaged_query_table(path_, fmt::format("{} has latency_ns {}, outside 0..{}", where(),
+                                                   q.latency_ns, kMaxQueryNs));
     }
     if (q.lag_ns && (*q.lag_ns < 0 || *q.lag_ns > kMaxQueryNs)) {
       throw_damaged_query_table(
-          store_, fmt::format("{} has lag_ns {}, outside 0..{}", where(), *q.lag_ns, kMaxQueryNs));
+          path_, fmt::format("{} has lag_ns {}, outside 0..{}", where(), *q.lag_ns, kMaxQueryNs));
     }
     std::int64_t end_ns = 0;
     if (q.start_ns < 0 || __builtin_add_overflow(q.start_ns, q.latency_ns, &end_ns)) {
       throw_damaged_query_table(
-          store_, fmt::format("{} has start_ns {}: before the epoch, or its end past 64 bits",
-                              where(), q.start_ns));
+          path_, fmt::format("{} has start_ns {}: before the epoch, or its end past 64 bits",
+                             where(), q.start_ns));
     }
     if (__builtin_add_overflow(latency_sum_ns_, q.latency_ns, &latency_sum_ns_) ||
         __builtin_add_overflow(lag_sum_ns_, q.lag_ns.value_or(0), &lag_sum_ns_)) {
       throw_damaged_query_table(
-          store_, fmt::format("the sum of latency_ns or lag_ns passes 2^63 at {}", where()));
+          path_, fmt::format("the sum of latency_ns or lag_ns passes 2^63 at {}", where()));
     }
   }
 
  private:
-  schema::Store& store_;
+  const std::string& path_;
   std::int64_t latency_sum_ns_ = 0;
   std::int64_t lag_sum_ns_ = 0;
 };
@@ -158,10 +150,10 @@ inline const schema::QueryKey& key_of(const schema::ConnectionLossKey& r) {
   return r.key;
 }
 
-template <typename Reader, typename Row>
+template <typename Row>
 class SideRows {
  public:
-  SideRows(schema::Store& store, std::int64_t cut_ns) : rows_(store, cut_ns) { advance(); }
+  explicit SideRows(const RowSource<Row>& rows) : rows_(rows) { advance(); }
   // The row of the query with this key, if any; keys come in increasing order.
   const Row* find(const schema::QueryKey& key) {
     while (next_ && key_of(*next_) < key) advance();  // no query row: not counted
@@ -174,13 +166,13 @@ class SideRows {
  private:
   void advance() {
     Row row;
-    if (rows_.next(row)) {
+    if (rows_(row)) {
       next_ = row;
     } else {
       next_.reset();
     }
   }
-  Reader rows_;
+  const RowSource<Row>& rows_;
   std::optional<Row> next_;
   Row found_;
 };
@@ -448,23 +440,19 @@ class QueryScan {
 
 }  // namespace
 
-std::int64_t scan_queries(schema::Store& store, const ExplainOptions& opt, Report& report) {
+std::int64_t scan_queries(const QueryReads& file, const ExplainOptions& opt, Report& report) {
   auto& s = report.run;
-  const auto cut_ns = unfinished_run_cut_ns(store, s);
-  s.skipped = schema::skipped_queries(store, cut_ns);
-  // Both in primary-key order (start_ns, client_id, seq). lag_ns is read
-  // only when the first query has one (-R runs give every query a lag; a
-  // column read costs about 20 % of this scan).
-  schema::QueryRows rows(store, cut_ns, schema::first_query_has_lag(store));
-  SideRows<schema::QueryErrorKeys, schema::QueryKey> failed(store, cut_ns);
-  SideRows<schema::QuerySleeps, schema::QuerySleep> sleeps(store, cut_ns);
-  SideRows<schema::ConnectionLossKeys, schema::ConnectionLossKey> lost(store, cut_ns);
+  const auto cut_ns = file.cut_ns;
+  s.skipped = file.skipped;
+  SideRows<schema::QueryKey> failed(file.error_keys);
+  SideRows<schema::QuerySleep> sleeps(file.sleeps);
+  SideRows<schema::ConnectionLossKey> lost(file.loss_keys);
   ClientCounter clients;
   QueryScan scan(opt, report);
-  RowBounds bounds(store);
+  RowBounds bounds(file.path);
   // Few rows (one per client in flight at the end), merged in by key, in
   // the same bounds as the query rows.
-  const auto unfinished = schema::unfinished_queries(store, cut_ns);
+  const auto& unfinished = file.unfinished;
   auto next_unfinished = unfinished.begin();
   const auto add_unfinished_before = [&](const schema::QueryKey* key) {
     for (; next_unfinished != unfinished.end() && (!key || next_unfinished->key < *key);
@@ -477,12 +465,13 @@ std::int64_t scan_queries(schema::Store& store, const ExplainOptions& opt, Repor
   schema::QueryTiming q;
   std::int64_t rows_read = 0;
   std::optional<schema::QueryKey> previous;
-  while (rows.next(q)) {
+  while (file.queries(q)) {
     ++rows_read;
     clients.add(q.client_id);
     const schema::QueryKey key{q.start_ns, q.client_id, q.seq};
     // Rows come in key order; a key out of order is a damaged page.
-    if (previous && !(*previous < key)) throw_damaged_query_table(store, "a row out of key order");
+    if (previous && !(*previous < key))
+      throw_damaged_query_table(file.path, "a row out of key order");
     previous = key;
     bounds.check(q);
     add_unfinished_before(&key);
@@ -506,17 +495,16 @@ std::int64_t scan_queries(schema::Store& store, const ExplainOptions& opt, Repor
   // the table's row count is the same snapshot's (less the tail left out
   // after a failed commit, which is counted apart below).
   if (s.end_ns) {
-    const auto left_out = cut_ns == std::numeric_limits<std::int64_t>::max()
-                              ? 0
-                              : schema::queries_after(store, cut_ns);
-    if (const auto stored = schema::query_rows(store); rows_read + left_out != stored) {
+    const auto left_out =
+        cut_ns == std::numeric_limits<std::int64_t>::max() ? 0 : file.queries_after(cut_ns);
+    if (const auto stored = file.query_rows(); rows_read + left_out != stored) {
       throw_damaged_query_table(
-          store, fmt::format("{} rows read in key order of {} stored", rows_read, stored));
+          file.path, fmt::format("{} rows read in key order of {} stored", rows_read, stored));
     }
   }
   if (s.queries > 0 && cut_ns != std::numeric_limits<std::int64_t>::max()) {
     s.queries_until_ns = cut_ns;
-    if (const auto after = schema::queries_after(store, cut_ns); after > 0) {
+    if (const auto after = file.queries_after(cut_ns); after > 0) {
       report.notes.push_back(fmt::format(
           "{}: {} queries sent after the last one stored for every client are left out (some "
           "clients' rows were not {}).",
