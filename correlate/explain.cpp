@@ -185,7 +185,7 @@ Report explain_once(schema::Store& store, const ExplainOptions& options) {
     // A record --pg file: its client sessions, their backends on the path.
     std::optional<SessionScan> sessions;
     if (!f.has_queries && !pair && f.ash_available) {
-      sessions = read_session_view(store, {run, span, f.ash_period_ns});
+      sessions = session_view(session_reads(store), {run, span, f.ash_period_ns});
       if (sessions) add_session_backends(*sessions, qp);
     }
     Attribution att;

@@ -152,4 +152,33 @@ LockChainLookups lock_chain_lookups(schema::Store& store) {
           latest_activity(store)};
 }
 
+SessionReads session_reads(schema::Store& store) {
+  return {
+      .has_sessions = [&store] { return schema::has_sessions(store); },
+      .ash_tick_span =
+          [&store](std::int64_t from_ns, std::int64_t to_ns) {
+            return schema::ash_tick_span(store, from_ns, to_ns);
+          },
+      .sessions = [&store] { return schema::read_sessions(store); },
+      .session_busy_polls =
+          [&store](std::int64_t from_ns, std::int64_t to_ns) {
+            return schema::session_busy_polls(store, from_ns, to_ns);
+          },
+      .session_idle_polls =
+          [&store](const schema::AshTickSpan& ticks) {
+            return schema::session_idle_polls(store, ticks);
+          },
+      .process_identities = [&store] { return schema::read_process_identities(store); },
+      .record_clients = [&store] { return schema::read_record_clients(store); },
+      .process_cpu =
+          [&store](std::int64_t process_id, std::int64_t from_ns, std::int64_t to_ns) {
+            return schema::process_cpu(store, process_id, from_ns, to_ns);
+          },
+      .process_sleeps =
+          [&store](std::int64_t process_id, std::int64_t from_ns, std::int64_t to_ns) {
+            return schema::process_sleeps(store, process_id, from_ns, to_ns);
+          },
+  };
+}
+
 }  // namespace stallscope::correlate::detail

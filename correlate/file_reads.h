@@ -9,6 +9,7 @@
 #include "correlate/kernel_sleep.h"
 #include "correlate/lock_chains.h"
 #include "correlate/passes.h"
+#include "correlate/sessions.h"
 #include "schema/store.h"
 
 namespace stallscope::correlate::detail {
@@ -27,5 +28,6 @@ ConnectionErrorLookups connection_error_lookups(schema::Store& store);
 Lookup<std::optional<schema::LatestActivity>, int, std::int64_t> latest_activity(
     schema::Store& store);
 LockChainLookups lock_chain_lookups(schema::Store& store);
+SessionReads session_reads(schema::Store& store);
 
 }  // namespace stallscope::correlate::detail

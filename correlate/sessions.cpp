@@ -83,7 +83,8 @@ struct ProcessIndex {
   std::unordered_map<int, std::vector<std::size_t>> children;  // by ppid
   std::unordered_map<int, std::vector<std::size_t>> by_pid;
 
-  explicit ProcessIndex(schema::Store& store) : all(schema::read_process_identities(store)) {
+  explicit ProcessIndex(std::vector<schema::ProcessIdentity> processes)
+      : all(std::move(processes)) {
     for (std::size_t i = 0; i < all.size(); ++i) {
       by_identity[{all[i].pid, all[i].start_ticks}] = i;
       by_pid[all[i].pid].push_back(i);
@@ -155,9 +156,9 @@ std::map<std::size_t, std::string> find_client_processes(
 // `holds_session_socket`: the process owns a session's client socket (the
 // sampler recognises that socket as the database's: it leads to the
 // server's port or to its .s.PGSQL.* file).
-ClientProcess client_process(schema::Store& store, const schema::ProcessIdentity& p,
+ClientProcess client_process(const SessionReads& file, const schema::ProcessIdentity& p,
                              const std::string& found_by, Span span, bool holds_session_socket) {
-  const auto cpu = schema::process_cpu(store, p.process_id, span.start_ns, span.end_ns);
+  const auto cpu = file.process_cpu(p.process_id, span.start_ns, span.end_ns);
   const double span_ns = double(std::max<std::int64_t>(1, span.duration_ns()));
   ClientProcess c{.process_id = p.process_id,
                   .pid = p.pid,
@@ -176,7 +177,7 @@ ClientProcess client_process(schema::Store& store, const schema::ProcessIdentity
       cpu.top_thread_cpu_ns ? *cpu.top_thread_cpu_ns + cpu.top_thread_run_delay_ns.value_or(0)
                             : cpu.cpu_ns + cpu.run_delay_ns;
   c.hottest_thread_demand_cores = round4(double(demand_ns) / span_ns);
-  const auto sleeps = schema::process_sleeps(store, p.process_id, span.start_ns, span.end_ns);
+  const auto sleeps = file.process_sleeps(p.process_id, span.start_ns, span.end_ns);
   // Which of its sockets is the database's is known when it holds a
   // session's socket or was seen waiting on a database socket (else its
   // database socket may lead where the sampler could not tell: a pooler on
@@ -292,7 +293,7 @@ namespace {
 // Each client session's polls in the span (index in `sessions` → polls):
 // its busy polls from pg_activity_sample, its idle ones from pg_session_idle.
 std::map<std::size_t, SessionPolls> read_session_polls(
-    schema::Store& store, const std::vector<schema::SessionInfo>& sessions,
+    const SessionReads& file, const std::vector<schema::SessionInfo>& sessions,
     const schema::AshTickSpan& ticks, Span span) {
   // Client sessions by id and by (pid, backend start).
   std::unordered_map<std::int64_t, std::size_t> by_id;
@@ -303,14 +304,14 @@ std::map<std::size_t, SessionPolls> read_session_polls(
     by_identity[{sessions[i].pid, sessions[i].backend_start_ns.value_or(0)}] = i;
   }
   std::map<std::size_t, SessionPolls> polls;
-  for (const auto& b : schema::session_busy_polls(store, span.start_ns, span.end_ns)) {
+  for (const auto& b : file.session_busy_polls(span.start_ns, span.end_ns)) {
     auto it = by_identity.find({b.pid, b.backend_start_ns.value_or(0)});
     if (it == by_identity.end()) continue;  // not a client backend
     auto& p = polls[it->second];
     p.by_part[part_of(b)] += b.polls;
     p.total += b.polls;
   }
-  for (const auto& idle : schema::session_idle_polls(store, ticks)) {
+  for (const auto& idle : file.session_idle_polls(ticks)) {
     auto it = by_id.find(idle.session_id);
     if (it == by_id.end()) continue;
     auto& p = polls[it->second];
@@ -364,7 +365,7 @@ SessionOwners session_owners(const ProcessIndex& px,
 // but for socket owners whose sessions are other load; returns pid → index
 // in v.client_processes.
 std::unordered_map<int, std::size_t> add_client_processes(
-    schema::Store& store, Span span, const ProcessIndex& px,
+    const SessionReads& file, Span span, const ProcessIndex& px,
     const std::map<std::size_t, std::string>& found, const SessionOwners& owners,
     const std::vector<schema::SessionInfo>& sessions,
     const std::map<std::size_t, SessionPolls>& polls, SessionScan& s) {
@@ -383,7 +384,7 @@ std::unordered_map<int, std::size_t> add_client_processes(
     if (how == "socket" && other_owner_pids.contains(px.all[i].pid)) continue;
     client_of_pid[px.all[i].pid] = s.view.client_processes.size();
     s.view.client_processes.push_back(
-        client_process(store, px.all[i], how, span, socket_owners.contains(i)));
+        client_process(file, px.all[i], how, span, socket_owners.contains(i)));
     s.client_process_ids.insert(px.all[i].process_id);
   }
   return client_of_pid;
@@ -460,12 +461,12 @@ void finish_view(SessionGroups& gs, std::int64_t ash_period_ns, SessionScan& s) 
 
 }  // namespace
 
-std::optional<SessionScan> read_session_view(schema::Store& store, const SessionInputs& in) {
-  if (!schema::has_sessions(store) || in.ash_period_ns <= 0) return std::nullopt;
-  const auto ticks = schema::ash_tick_span(store, in.span.start_ns, in.span.end_ns);
+std::optional<SessionScan> session_view(const SessionReads& file, const SessionInputs& in) {
+  if (!file.has_sessions() || in.ash_period_ns <= 0) return std::nullopt;
+  const auto ticks = file.ash_tick_span(in.span.start_ns, in.span.end_ns);
   if (!ticks) return std::nullopt;
-  const auto sessions = schema::read_sessions(store);
-  const auto polls = read_session_polls(store, sessions, *ticks, in.span);
+  const auto sessions = file.sessions();
+  const auto polls = read_session_polls(file, sessions, *ticks, in.span);
   if (polls.empty()) return std::nullopt;
 
   SessionScan s;
@@ -473,12 +474,12 @@ std::optional<SessionScan> read_session_view(schema::Store& store, const Session
   v.ash_period_ns = in.ash_period_ns;
   v.polls = ticks->polls;
   // The client processes and their CPU.
-  const ProcessIndex px(store);
-  const auto found = find_client_processes(px, schema::read_record_clients(store), sessions,
-                                           in.run.stallscope_pid);
+  const ProcessIndex px(file.process_identities());
+  const auto found =
+      find_client_processes(px, file.record_clients(), sessions, in.run.stallscope_pid);
   const auto owners = session_owners(px, found);
   const auto client_of_pid =
-      add_client_processes(store, in.span, px, found, owners, sessions, polls, s);
+      add_client_processes(file, in.span, px, found, owners, sessions, polls, s);
   // Groups, and each group's client processes.
   SessionGroups gs;
   // A pooler's server connection idle at every poll whose backend (sampled
@@ -500,7 +501,7 @@ std::optional<SessionScan> read_session_view(schema::Store& store, const Session
           std::llabs(*proc.start_ns - *info.backend_start_ns) > kBackendStartMatchNs)
         continue;
       matched = true;
-      if (schema::process_cpu(store, proc.process_id, in.span.start_ns, in.span.end_ns).cpu_ns >=
+      if (file.process_cpu(proc.process_id, in.span.start_ns, in.span.end_ns).cpu_ns >=
           kIdlePooledMaxBackendCpuNs)
         return false;
     }

@@ -2,8 +2,8 @@
 // their client processes (internal to the correlator). explain() calls, in
 // order:
 //
-//   auto s = read_session_view(store, {run, span, f.ash_period_ns});  // before the passes
-//   if (s) add_session_backends(*s, qp);      // backends on the path, ASH by their pids
+//   auto s = session_view(session_reads(store), {run, span, f.ash_period_ns});  // before the
+//   passes if (s) add_session_backends(*s, qp);      // backends on the path, ASH by their pids
 //   ... the passes ...
 //   if (s) remove_client_processes(*s, f);   // the clients are not "others"
 //   report.accounting = session_accounting(*s, sums.total, f);
@@ -20,6 +20,8 @@
 
 #include "correlate/correlate.h"
 #include "correlate/passes.h"
+#include "correlate/row_source.h"
+#include "schema/session_readers.h"
 
 namespace stallscope::correlate::detail {
 
@@ -36,6 +38,24 @@ struct SessionScan {
   std::int64_t idle_ns = 0;  // idle + idle in transaction + Client waits + other
 };
 
+// What the session view reads: schema/session_readers.h's functions of the
+// same names (process_identities: schema::read_process_identities,
+// sessions: read_sessions, record_clients: read_record_clients), bound by
+// file_reads.cpp. Nothing past has_sessions is read without sessions.
+struct SessionReads {
+  Lookup<bool> has_sessions;
+  Lookup<std::optional<schema::AshTickSpan>, std::int64_t, std::int64_t> ash_tick_span;
+  Lookup<std::vector<schema::SessionInfo>> sessions;
+  Lookup<std::vector<schema::SessionBusyPolls>, std::int64_t, std::int64_t> session_busy_polls;
+  Lookup<std::vector<schema::SessionIdlePolls>, const schema::AshTickSpan&> session_idle_polls;
+  Lookup<std::vector<schema::ProcessIdentity>> process_identities;
+  Lookup<std::vector<schema::RecordClient>> record_clients;
+  // process_id, (from, to] ns.
+  Lookup<schema::ProcessCpu, std::int64_t, std::int64_t, std::int64_t> process_cpu;
+  Lookup<std::vector<schema::ProcessSleep>, std::int64_t, std::int64_t, std::int64_t>
+      process_sleeps;
+};
+
 struct SessionInputs {
   const RunRow& run;
   Span span;
@@ -45,7 +65,7 @@ struct SessionInputs {
 // The session view of a file without queries; nullopt when it has no
 // pg_session rows (no --pg, or a file of schema version 2) or no client
 // session was seen in the span.
-std::optional<SessionScan> read_session_view(schema::Store& store, const SessionInputs& in);
+std::optional<SessionScan> session_view(const SessionReads& file, const SessionInputs& in);
 // Marks the sessions' backends as the path's backends (server CPU, ASH rows
 // by their pids).
 void add_session_backends(const SessionScan& s, QueryPath& qp);
