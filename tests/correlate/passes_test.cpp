@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/error.h"
 #include "correlate/detail.h"
 #include "correlate/network.h"
 #include "correlate/passes.h"
@@ -173,6 +174,135 @@ TEST(TopCpuQuery, TheIdWithTheMostOnCpuRowsIsLookedUp) {
   EXPECT_EQ(asked, std::vector<std::int64_t>{9});
   EXPECT_EQ(f.top_cpu_query, "SELECT 9");
   EXPECT_EQ(f.top_cpu_query_rows, 30);
+}
+
+// The query scan's reads, from vectors: the file is named only in errors.
+struct QueryFile {
+  std::vector<schema::QueryTiming> queries;
+  std::vector<schema::QueryKey> error_keys;
+  std::vector<schema::QuerySleep> sleeps;
+  std::vector<schema::ConnectionLossKey> loss_keys;
+  QueryReads reads() const {
+    return {.path = "t.db",
+            .cut_ns = INT64_MAX,
+            .queries = rows_of(queries),
+            .error_keys = rows_of(error_keys),
+            .sleeps = rows_of(sleeps),
+            .loss_keys = rows_of(loss_keys),
+            .queries_after = [](std::int64_t) { return std::int64_t{0}; },
+            .query_rows = [this] { return static_cast<std::int64_t>(queries.size()); }};
+  }
+};
+
+// Failed queries are joined by key; a failed reconnect attempt is no query
+// but the client's time without a server.
+TEST(QueryScan, ErrorsAndFailedConnectsAreJoinedByKey) {
+  QueryFile file;
+  for (int i = 0; i < 4; ++i)
+    file.queries.push_back(
+        {.start_ns = 10 * kS + i * 100 * kMs, .latency_ns = 10 * kMs, .client_id = 0, .seq = i});
+  file.error_keys = {{10 * kS + 100 * kMs, 0, 1}, {10 * kS + 300 * kMs, 0, 3}};
+  file.loss_keys = {{.key = {10 * kS + 300 * kMs, 0, 3}, .connect_failed = true}};
+  Report report;
+  report.run.end_ns = 20 * kS;
+  EXPECT_EQ(scan_queries(file.reads(), ExplainOptions{}, report), 1);
+  EXPECT_EQ(report.run.queries, 3);
+  EXPECT_EQ(report.run.errors, 1);
+  EXPECT_EQ(report.run.connect_failures, 1);
+}
+
+// A row out of key order is a damaged file, named.
+TEST(QueryScan, ARowOutOfKeyOrderIsADamagedFile) {
+  QueryFile file;
+  file.queries = {{.start_ns = 2 * kS, .latency_ns = kMs, .client_id = 0, .seq = 1},
+                  {.start_ns = 1 * kS, .latency_ns = kMs, .client_id = 0, .seq = 0}};
+  Report report;
+  report.run.end_ns = 3 * kS;
+  try {
+    scan_queries(file.reads(), ExplainOptions{}, report);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "cannot read t.db: the file is damaged (query table: a row out of key order)");
+  }
+}
+
+// A run without an end keeps its queries up to the earliest of the clients'
+// latest, but never more than a second before the latest.
+TEST(QueryScan, AnUnfinishedRunIsCutAtTheClientsEarliestLatestQuery) {
+  RunSummary run;
+  const auto latest = [](std::int64_t clients, std::int64_t earliest, std::int64_t last) {
+    return [=] { return schema::LatestQueries{clients, earliest, last}; };
+  };
+  EXPECT_EQ(query_scan_cut_ns(run, latest(2, 8 * kS, 9 * kS - 1)), 8 * kS);
+  EXPECT_EQ(query_scan_cut_ns(run, latest(2, 1 * kS, 9 * kS)), 8 * kS);
+  EXPECT_EQ(query_scan_cut_ns(run, latest(1, 1 * kS, 9 * kS)), INT64_MAX);
+  run.end_ns = 10 * kS;
+  EXPECT_EQ(query_scan_cut_ns(run,
+                              []() -> schema::LatestQueries {
+                                ADD_FAILURE()
+                                    << "a finished run's queries are not scanned for the cut";
+                                return {};
+                              }),
+            INT64_MAX);
+}
+
+// Behind a pooler the driver's backend pids are the pooler's: no process
+// has them, a process named pgbouncer is taken as the path, and the server's
+// client backends become this run's backends.
+TEST(QueryPath, DriverBackendPidsMatchingNoProcessFindThePooler) {
+  ProcessLookups file{
+      .find_driver_process = [](int, std::optional<std::int64_t>,
+                                std::int64_t) { return std::optional<std::int64_t>(1); },
+      .driver_backends =
+          [] {
+            return std::vector<schema::DriverBackend>{{4000, std::nullopt}};
+          },
+      .latest_with_pid = [](int,
+                            std::optional<std::int64_t>) { return std::optional<std::int64_t>(); },
+      .sampled_processes_named =
+          [](const std::string& comm, std::int64_t, std::int64_t) {
+            return comm == "pgbouncer" ? std::vector<schema::ProcessComm>{{7, "pgbouncer"}}
+                                       : std::vector<schema::ProcessComm>{};
+          },
+      .pooled_client_backends =
+          [](std::int64_t, std::int64_t) {
+            return std::vector<schema::ProcessPid>{{11, 5001}, {12, 5002}};
+          },
+  };
+  RunRow run;
+  std::vector<std::string> notes;
+  const auto qp = find_query_path(
+      file, {.run = run, .options = ExplainOptions{}, .span = {0, kS}, .has_queries = true}, notes);
+  EXPECT_EQ(qp.driver_process_id, 1);
+  EXPECT_TRUE(qp.driver_backends_unsampled);
+  ASSERT_EQ(qp.middle_processes.size(), 1u);
+  EXPECT_EQ(qp.middle_processes.at(7), "pgbouncer");
+  EXPECT_EQ(qp.backend_process_ids, (std::unordered_set<std::int64_t>{11, 12}));
+  EXPECT_EQ(qp.backend_pids, (std::unordered_set<int>{5001, 5002}));
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_NE(notes[0].find("pgbouncer taken as part of the query path"), std::string::npos)
+      << notes[0];
+}
+
+// The sweep merges a backend's overlapping queries and counts a -R query
+// from when it was sent, on rows from a vector.
+TEST(QuerySweep, ABackendsBusyTimeIsTheUnionOfItsQueries) {
+  const std::vector<schema::ClientBackend> clients = {{0, 0, 300}};
+  BackendMap map(rows_of(clients), [] { return true; });
+  const auto key = std::int64_t{0} << 24;  // client 0, connection 0
+  const std::vector<schema::QuerySend> sends = {
+      {.start_ns = 0, .sent_ns = 0, .answered_ns = 10 * kMs, .key = key},
+      {.start_ns = 5 * kMs, .sent_ns = 5 * kMs, .answered_ns = 20 * kMs, .key = key},
+      {.start_ns = 30 * kMs, .sent_ns = 35 * kMs, .answered_ns = 40 * kMs, .key = key},
+  };
+  QuerySweep sweep(rows_of(sends), map);
+  sweep.advance_to(kS);
+  const int slot = map.slot_of_pid(300);
+  EXPECT_EQ(sweep.busy_ns(slot, 0, 100 * kMs), (20 + 5) * kMs);
+  EXPECT_EQ(sweep.busy_ns(slot, 30 * kMs, 35 * kMs), 0);  // not yet sent
+  sweep.finish();
+  EXPECT_EQ(sweep.joined(), 3);
 }
 
 }  // namespace
