@@ -288,6 +288,31 @@ class Masker {
   std::string mask(std::string_view text);
 
  private:
+  // One text's scan: the output so far and the position in `text`.
+  struct Scan {
+    std::string_view text;
+    std::string out;
+    std::size_t i = 0;
+    // The last run of name characters, [name_from, name_to), while only
+    // whitespace has followed it.
+    bool named = false;
+    std::size_t name_from = 0, name_to = 0;
+    // The end of the last scheme://authority without user-info: a value
+    // starting before it runs to whitespace or the line's end (not to '&'
+    // or a quote), so that masking it cannot join the authority to a later
+    // '@' (masking again changes nothing).
+    std::size_t authority_to = 0;
+  };
+  // `text[from, to)` replaced by "***".
+  void hide(Scan& s, std::size_t from, std::size_t to);
+  // At a word's start, at a scheme's "://", at NAME's '=', at a header's
+  // ':'. Each returns whether it consumed text (false: the character at
+  // s.i is copied as it is); mask_assignment always does.
+  bool mask_word(Scan& s);
+  bool mask_authority(Scan& s);
+  void mask_assignment(Scan& s);
+  bool mask_header(Scan& s);
+
   void report(std::string_view secret) {
     if (!found_) return;
     if (secret.size() >= 2 && is_quote(secret.front()) && secret.back() == secret.front()) {
@@ -310,149 +335,161 @@ class Masker {
 };
 
 std::string Masker::mask(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  const std::size_t n = text.size();
-  // `text[from, to)` replaced by "***".
-  auto hide = [&](std::size_t from, std::size_t to) {
-    report(text.substr(from, to - from));
-    out += "***";
-  };
-  // The last run of name characters, [name_from, name_to), while only
-  // whitespace has followed it.
-  bool named = false;
-  std::size_t name_from = 0, name_to = 0;
-  // The end of the last scheme://authority without user-info: a value
-  // starting before it runs to whitespace or the line's end (not to '&' or
-  // a quote), so that masking it cannot join the authority to a later '@'
-  // (masking again changes nothing).
-  std::size_t authority_to = 0;
-  std::size_t i = 0;
-  while (i < n) {
+  Scan s{.text = text};
+  s.out.reserve(text.size());
+  while (s.i < text.size()) {
+    const std::size_t i = s.i;
     const char c = text[i];
-    if (!is_space(c) && (i == 0 || is_space(text[i - 1]))) {
-      // A word begins: an option's value, an option, a MySQL client, its -p
-      // (-pSECRET first: -pXtoken is a password, not an option).
-      std::size_t word_to = i;
-      while (word_to < n && !is_space(text[word_to])) ++word_to;
-      const auto word = text.substr(i, word_to - i);
-      const auto attached = attached_secret_from(program_, word);
-      if (attached == std::string_view::npos) {
-        auto option = program_option(program_, word);
-        if (option == SecretValue::none && is_secret_option(word)) option = SecretValue::whole;
-        if (option != SecretValue::none) {
-          pending_ = option;
-          out += word;
-          i = word_to;
-          named = false;
-          continue;
-        }
-      }
-      const auto pending_from = value_pending() ? secret_from(word) : std::string_view::npos;
-      if (value_pending() && pending_from == std::string_view::npos) {
-        pending_ = SecretValue::none;  // curl -u USER: no secret written
-      }
-      if (value_pending() || attached != std::string_view::npos) {
-        const std::size_t from = i + (value_pending() ? pending_from : attached);
-        const std::size_t to = value_end(text, from, '\0', false);
-        out += text.substr(i, from - i);
-        hide(from, to);
-        pending_ = SecretValue::none;
-        i = to;
-        named = false;
-        continue;
-      }
-      if (const auto p = program_named(word); p != Program::other) {
-        program_ = p;
-      } else if (program_ == Program::docker && word == "login") {
-        program_ = Program::docker_login;
-      }
-    }
-    if (c == ':' && i + 2 < n && text[i + 1] == '/' && text[i + 2] == '/' && i > 0 &&
+    if (!is_space(c) && (i == 0 || is_space(text[i - 1])) && mask_word(s)) continue;
+    if (c == ':' && i + 2 < text.size() && text[i + 1] == '/' && text[i + 2] == '/' && i > 0 &&
         (is_alnum(text[i - 1]) || text[i - 1] == '+' || text[i - 1] == '.' || text[i - 1] == '-')) {
-      // scheme://user:secret@host — the user-info runs to the last '@'
-      // before the next '/' or whitespace; the secret follows its first ':'.
-      std::size_t end = i + 3, last_at = std::string_view::npos;
-      for (; end < n && text[end] != '/' && !is_space(text[end]); ++end) {
-        if (text[end] == '@') last_at = end;
-      }
-      const std::size_t colon = last_at == std::string_view::npos
-                                    ? std::string_view::npos
-                                    : text.substr(0, last_at).find(':', i + 3);
-      if (colon != std::string_view::npos) {
-        out += text.substr(i, colon + 1 - i);
-        hide(colon + 1, last_at);
-        // The host part after it, as an authority without user-info: a
-        // value starting there must not hide the '/' that ended this scan.
-        authority_to = end;
-        i = last_at;  // the '@' is copied below
-      } else {
-        authority_to = end;
-        out += "://";
-        i += 3;
-        named = false;
-        continue;
-      }
-    } else if (c == '=' && named &&
-               is_secret_name(name_parts(text.substr(name_from, name_to - name_from)))) {
-      // NAME=value, NAME = 'value', "NAME=value", ?name=value&…
-      const char before = name_from > 0 ? text[name_from - 1] : '\0';
-      std::size_t from = i + 1;
-      while (from < n && is_space(text[from]) && text[from] != '\n') ++from;
-      const bool in_authority = i < authority_to;
-      const std::size_t to =
-          value_end(text, from, is_quote(before) && !in_authority ? before : '\0',
-                    !in_authority && (before == '?' || before == '&'));
-      out += text.substr(i, from - i);
-      hide(from, to);
-      i = to;
-      named = false;
+      if (mask_authority(s)) continue;
+    } else if (c == '=' && s.named &&
+               is_secret_name(name_parts(text.substr(s.name_from, s.name_to - s.name_from)))) {
+      mask_assignment(s);
       continue;
-    } else if (c == ':' && named && name_to == i) {
-      // A header: Authorization: Bearer secret, X-Api-Key: secret; the value
-      // runs to the end of the line, or to the quote around the header.
-      const auto name = text.substr(name_from, name_to - name_from);
-      const auto parts = name_parts(name);
-      const auto lower = lowered(name);
-      const bool authorization = lower == "authorization" || lower == "proxy-authorization";
-      // A session cookie is a credential too: Cookie: and Set-Cookie: whole.
-      const bool cookie = lower == "cookie" || lower == "set-cookie";
-      if (authorization || cookie ||
-          (name[0] != '-' && parts.size() > 1 && is_secret_name(parts))) {
-        const char before = name_from > 0 ? text[name_from - 1] : '\0';
-        std::size_t from = i + 1;
-        while (from < n && (text[from] == ' ' || text[from] == '\t')) ++from;
-        std::size_t to = from;
-        while (to < n && text[to] != '\n' && text[to] != '\r' &&
-               !(is_quote(before) && i >= authority_to && text[to] == before)) {
-          ++to;
-        }
-        if (authorization) {
-          // Keep a scheme that has credentials after it: "Bearer ***".
-          std::size_t scheme_to = from;
-          while (scheme_to < to && !is_space(text[scheme_to])) ++scheme_to;
-          std::size_t rest = scheme_to;
-          while (rest < to && is_space(text[rest])) ++rest;
-          if (is_auth_scheme(text.substr(from, scheme_to - from))) from = rest;
-        }
-        out += text.substr(i, from - i);
-        if (from < to) hide(from, to);
-        i = to;
-        named = false;
-        continue;
-      }
+    } else if (c == ':' && s.named && s.name_to == i) {
+      if (mask_header(s)) continue;
     }
-    if (is_name_char(text[i])) {
-      if (!named || name_to != i) name_from = i;
-      name_to = i + 1;
-      named = true;
-    } else if (!is_space(text[i])) {
-      named = false;
+    // Copied as it is; a run of name characters is remembered.
+    const char at = text[s.i];
+    if (is_name_char(at)) {
+      if (!s.named || s.name_to != s.i) s.name_from = s.i;
+      s.name_to = s.i + 1;
+      s.named = true;
+    } else if (!is_space(at)) {
+      s.named = false;
     }
-    out += text[i];
-    ++i;
+    s.out += at;
+    ++s.i;
   }
-  return out;
+  return std::move(s.out);
+}
+
+void Masker::hide(Scan& s, std::size_t from, std::size_t to) {
+  report(s.text.substr(from, to - from));
+  s.out += "***";
+}
+
+bool Masker::mask_word(Scan& s) {
+  // A word begins: an option's value, an option, a MySQL client, its -p
+  // (-pSECRET first: -pXtoken is a password, not an option).
+  const auto text = s.text;
+  const std::size_t i = s.i;
+  std::size_t word_to = i;
+  while (word_to < text.size() && !is_space(text[word_to])) ++word_to;
+  const auto word = text.substr(i, word_to - i);
+  const auto attached = attached_secret_from(program_, word);
+  if (attached == std::string_view::npos) {
+    auto option = program_option(program_, word);
+    if (option == SecretValue::none && is_secret_option(word)) option = SecretValue::whole;
+    if (option != SecretValue::none) {
+      pending_ = option;
+      s.out += word;
+      s.i = word_to;
+      s.named = false;
+      return true;
+    }
+  }
+  const auto pending_from = value_pending() ? secret_from(word) : std::string_view::npos;
+  if (value_pending() && pending_from == std::string_view::npos) {
+    pending_ = SecretValue::none;  // curl -u USER: no secret written
+  }
+  if (value_pending() || attached != std::string_view::npos) {
+    const std::size_t from = i + (value_pending() ? pending_from : attached);
+    const std::size_t to = value_end(text, from, '\0', false);
+    s.out += text.substr(i, from - i);
+    hide(s, from, to);
+    pending_ = SecretValue::none;
+    s.i = to;
+    s.named = false;
+    return true;
+  }
+  if (const auto p = program_named(word); p != Program::other) {
+    program_ = p;
+  } else if (program_ == Program::docker && word == "login") {
+    program_ = Program::docker_login;
+  }
+  return false;
+}
+
+bool Masker::mask_authority(Scan& s) {
+  // scheme://user:secret@host — the user-info runs to the last '@' before
+  // the next '/' or whitespace; the secret follows its first ':'.
+  const auto text = s.text;
+  const std::size_t i = s.i;
+  std::size_t end = i + 3, last_at = std::string_view::npos;
+  for (; end < text.size() && text[end] != '/' && !is_space(text[end]); ++end) {
+    if (text[end] == '@') last_at = end;
+  }
+  const std::size_t colon = last_at == std::string_view::npos
+                                ? std::string_view::npos
+                                : text.substr(0, last_at).find(':', i + 3);
+  // The host part after it is an authority without user-info: a value
+  // starting there must not hide the '/' that ended this scan.
+  s.authority_to = end;
+  if (colon == std::string_view::npos) {
+    s.out += "://";
+    s.i += 3;
+    s.named = false;
+    return true;
+  }
+  s.out += text.substr(i, colon + 1 - i);
+  hide(s, colon + 1, last_at);
+  s.i = last_at;  // the '@' is copied by mask()
+  return false;
+}
+
+void Masker::mask_assignment(Scan& s) {
+  // NAME=value, NAME = 'value', "NAME=value", ?name=value&…
+  const auto text = s.text;
+  const std::size_t i = s.i;
+  const char before = s.name_from > 0 ? text[s.name_from - 1] : '\0';
+  std::size_t from = i + 1;
+  while (from < text.size() && is_space(text[from]) && text[from] != '\n') ++from;
+  const bool in_authority = i < s.authority_to;
+  const std::size_t to = value_end(text, from, is_quote(before) && !in_authority ? before : '\0',
+                                   !in_authority && (before == '?' || before == '&'));
+  s.out += text.substr(i, from - i);
+  hide(s, from, to);
+  s.i = to;
+  s.named = false;
+}
+
+bool Masker::mask_header(Scan& s) {
+  // A header: Authorization: Bearer secret, X-Api-Key: secret; the value
+  // runs to the end of the line, or to the quote around the header.
+  const auto text = s.text;
+  const std::size_t i = s.i;
+  const auto name = text.substr(s.name_from, s.name_to - s.name_from);
+  const auto parts = name_parts(name);
+  const auto lower = lowered(name);
+  const bool authorization = lower == "authorization" || lower == "proxy-authorization";
+  // A session cookie is a credential too: Cookie: and Set-Cookie: whole.
+  const bool cookie = lower == "cookie" || lower == "set-cookie";
+  if (!authorization && !cookie && (name[0] == '-' || parts.size() <= 1 || !is_secret_name(parts)))
+    return false;
+  const char before = s.name_from > 0 ? text[s.name_from - 1] : '\0';
+  std::size_t from = i + 1;
+  while (from < text.size() && (text[from] == ' ' || text[from] == '\t')) ++from;
+  std::size_t to = from;
+  while (to < text.size() && text[to] != '\n' && text[to] != '\r' &&
+         !(is_quote(before) && i >= s.authority_to && text[to] == before)) {
+    ++to;
+  }
+  if (authorization) {
+    // Keep a scheme that has credentials after it: "Bearer ***".
+    std::size_t scheme_to = from;
+    while (scheme_to < to && !is_space(text[scheme_to])) ++scheme_to;
+    std::size_t rest = scheme_to;
+    while (rest < to && is_space(text[rest])) ++rest;
+    if (is_auth_scheme(text.substr(from, scheme_to - from))) from = rest;
+  }
+  s.out += text.substr(i, from - i);
+  if (from < to) hide(s, from, to);
+  s.i = to;
+  s.named = false;
+  return true;
 }
 
 std::string mask_by_pattern(std::string_view text) {

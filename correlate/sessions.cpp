@@ -569,6 +569,31 @@ void remove_client_processes(const SessionScan& s, Facts& f) {
   std::erase_if(f.top_other, [&](const auto& c) { return is_client(c.process_id); });
 }
 
+namespace {
+
+// The session accounting's parts, in the order the report lists them, as
+// shares of the session time.
+void add_session_parts(Accounting& a, std::int64_t unaccounted_ns) {
+  auto part = [&](Part kind, std::string_view key, std::int64_t ns) {
+    a.parts.push_back({.name = part_id(kind, key),
+                       .time_ns = ns,
+                       .share = a.client_ns > 0 ? double(ns) / double(a.client_ns) : 0.0});
+  };
+  part(Part::client_cpu, {}, a.driver_cpu_ns);
+  part(Part::server_cpu, {}, a.server_cpu_ns);
+  for (const auto& [cls, ns] : a.server_wait_by_class_ns) part(Part::server_wait, cls, ns);
+  for (const auto& [wchan, ns] : a.kernel_wait_by_wchan_ns) part(Part::kernel_wait, wchan, ns);
+  part(Part::run_queue, {}, a.run_delay_ns);
+  if (a.client_sleep_ns > 0) part(Part::client_sleep, {}, a.client_sleep_ns);
+  if (a.client_idle_ns > 0) part(Part::client_idle, {}, a.client_idle_ns);
+  for (const auto& [wchan, ns] : a.client_blocked_by_wchan_ns)
+    part(Part::client_blocked, wchan, ns);
+  part(Part::remainder, {}, a.remainder_ns);
+  if (unaccounted_ns > 0) part(Part::unaccounted, {}, unaccounted_ns);
+}
+
+}  // namespace
+
 Accounting session_accounting(const SessionScan& s, const WindowAcc& total, const Facts& f) {
   const SessionView& v = s.view;
   Accounting a;
@@ -660,22 +685,7 @@ Accounting session_accounting(const SessionScan& s, const WindowAcc& total, cons
   a.idle_ns = a.client_sleep_ns + a.client_idle_ns;
   a.client_busy_share =
       a.client_ns > 0 ? double(a.client_ns - a.idle_ns) / double(a.client_ns) : 0.0;
-  auto part = [&](Part kind, std::string_view key, std::int64_t ns) {
-    a.parts.push_back({.name = part_id(kind, key),
-                       .time_ns = ns,
-                       .share = a.client_ns > 0 ? double(ns) / double(a.client_ns) : 0.0});
-  };
-  part(Part::client_cpu, {}, a.driver_cpu_ns);
-  part(Part::server_cpu, {}, a.server_cpu_ns);
-  for (const auto& [cls, ns] : a.server_wait_by_class_ns) part(Part::server_wait, cls, ns);
-  for (const auto& [wchan, ns] : a.kernel_wait_by_wchan_ns) part(Part::kernel_wait, wchan, ns);
-  part(Part::run_queue, {}, a.run_delay_ns);
-  if (a.client_sleep_ns > 0) part(Part::client_sleep, {}, a.client_sleep_ns);
-  if (a.client_idle_ns > 0) part(Part::client_idle, {}, a.client_idle_ns);
-  for (const auto& [wchan, ns] : a.client_blocked_by_wchan_ns)
-    part(Part::client_blocked, wchan, ns);
-  part(Part::remainder, {}, a.remainder_ns);
-  if (unaccounted_ns > 0) part(Part::unaccounted, {}, unaccounted_ns);
+  add_session_parts(a, unaccounted_ns);
   return a;
 }
 

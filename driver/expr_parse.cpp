@@ -65,6 +65,67 @@ struct Token {
   double real = 0;
 };
 
+// A number at s[i] (digits, or '.' and a digit) into t; returns its end.
+// Past a double, or an integer past 64 bits: pgbench's errors.
+std::size_t lex_number(std::string_view s, std::size_t i, Token& t) {
+  const auto digit = [&](std::size_t k) {
+    return k < s.size() && std::isdigit(static_cast<unsigned char>(s[k]));
+  };
+  std::size_t k = i;
+  while (digit(k)) ++k;
+  bool is_real = false;
+  if (k < s.size() && s[k] == '.') {
+    is_real = true;
+    ++k;
+    while (digit(k)) ++k;
+  }
+  if (k < s.size() && (s[k] == 'e' || s[k] == 'E')) {
+    std::size_t e = k + 1;
+    if (e < s.size() && (s[e] == '+' || s[e] == '-')) ++e;
+    if (digit(e)) {
+      is_real = true;
+      k = e;
+      while (digit(k)) ++k;
+    }
+  }
+  t.text.assign(s.substr(i, k - i));
+  if (is_real) {
+    t.kind = Tok::real;
+    // Past a double, or below its smallest normal: pgbench's error.
+    const auto real = common::parse_c_double(t.text);
+    if (!real) throw ExprSyntaxError(fmt::format("double constant overflow ({})", t.text), i);
+    t.real = *real;
+  } else if (t.text == "9223372036854775808") {
+    t.kind = Tok::maxint_plus_one;
+  } else if (const auto n = common::parse_int64(t.text)) {
+    t.kind = Tok::integer;
+    t.integer = *n;
+  } else {
+    throw ExprSyntaxError(fmt::format("bigint constant overflow ({})", t.text), i);
+  }
+  return k;
+}
+
+// A word at s[i] into t: a keyword (case-insensitive), else a function's
+// name; returns its end.
+std::size_t lex_word(std::string_view s, std::size_t i, Token& t) {
+  std::size_t k = i;
+  while (k < s.size() && variable_name_char(s[k])) ++k;
+  t.text.assign(s.substr(i, k - i));
+  static constexpr std::pair<const char*, Tok> kKeywords[] = {
+      {"null", Tok::kw_null}, {"true", Tok::kw_true},     {"false", Tok::kw_false},
+      {"and", Tok::kw_and},   {"or", Tok::kw_or},         {"not", Tok::kw_not},
+      {"is", Tok::kw_is},     {"isnull", Tok::kw_isnull}, {"notnull", Tok::kw_notnull},
+      {"case", Tok::kw_case}, {"when", Tok::kw_when},     {"then", Tok::kw_then},
+      {"else", Tok::kw_else}, {"end", Tok::kw_end},
+  };
+  t.kind = Tok::function;
+  for (const auto& [word, kind] : kKeywords) {
+    if (iequals(t.text, word)) t.kind = kind;
+  }
+  return k;
+}
+
 std::vector<Token> lex(std::string_view s) {
   std::vector<Token> out;
   std::size_t i = 0;
@@ -84,39 +145,7 @@ std::vector<Token> lex(std::string_view s) {
     Token t;
     t.offset = i;
     if (digit(i) || (c == '.' && digit(i + 1))) {
-      std::size_t k = i;
-      while (digit(k)) ++k;
-      bool is_real = false;
-      if (k < s.size() && s[k] == '.') {
-        is_real = true;
-        ++k;
-        while (digit(k)) ++k;
-      }
-      if (k < s.size() && (s[k] == 'e' || s[k] == 'E')) {
-        std::size_t e = k + 1;
-        if (e < s.size() && (s[e] == '+' || s[e] == '-')) ++e;
-        if (digit(e)) {
-          is_real = true;
-          k = e;
-          while (digit(k)) ++k;
-        }
-      }
-      t.text.assign(s.substr(i, k - i));
-      if (is_real) {
-        t.kind = Tok::real;
-        // Past a double, or below its smallest normal: pgbench's error.
-        const auto real = common::parse_c_double(t.text);
-        if (!real) throw ExprSyntaxError(fmt::format("double constant overflow ({})", t.text), i);
-        t.real = *real;
-      } else if (t.text == "9223372036854775808") {
-        t.kind = Tok::maxint_plus_one;
-      } else if (const auto n = common::parse_int64(t.text)) {
-        t.kind = Tok::integer;
-        t.integer = *n;
-      } else {
-        throw ExprSyntaxError(fmt::format("bigint constant overflow ({})", t.text), i);
-      }
-      i = k;
+      i = lex_number(s, i, t);
     } else if (c == ':') {
       std::size_t k = i + 1;
       if (k < s.size() && variable_name_char(s[k]) &&
@@ -130,21 +159,7 @@ std::vector<Token> lex(std::string_view s) {
       }
     } else if (std::isalpha(static_cast<unsigned char>(c)) || c == '_' ||
                static_cast<unsigned char>(c) >= 0x80) {
-      std::size_t k = i;
-      while (k < s.size() && variable_name_char(s[k])) ++k;
-      t.text.assign(s.substr(i, k - i));
-      i = k;
-      static constexpr std::pair<const char*, Tok> kKeywords[] = {
-          {"null", Tok::kw_null}, {"true", Tok::kw_true},     {"false", Tok::kw_false},
-          {"and", Tok::kw_and},   {"or", Tok::kw_or},         {"not", Tok::kw_not},
-          {"is", Tok::kw_is},     {"isnull", Tok::kw_isnull}, {"notnull", Tok::kw_notnull},
-          {"case", Tok::kw_case}, {"when", Tok::kw_when},     {"then", Tok::kw_then},
-          {"else", Tok::kw_else}, {"end", Tok::kw_end},
-      };
-      t.kind = Tok::function;
-      for (const auto& [word, kind] : kKeywords) {
-        if (iequals(t.text, word)) t.kind = kind;
-      }
+      i = lex_word(s, i, t);
     } else if (c == '(') {
       t.kind = Tok::lparen;
       ++i;

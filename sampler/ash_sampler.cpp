@@ -214,6 +214,14 @@ struct AshSampler::Impl {
   std::string top_event(std::int64_t mono_ns, std::vector<std::string> events);
   // The ungranted pg_locks rows of `waiters` into `batch` (pg_lock_wait).
   void poll_lock_waits(const std::vector<int>& waiters, schema::Batch& batch);
+  // The Lock waiters among a poll's rows (blocking_pids not NULL) and the
+  // pids that block them.
+  static void lock_waits_of(PGresult* res, std::vector<int>& waiters,
+                            std::unordered_set<int>& blockers);
+  // Row r of a poll as stored, its query text (masked) added to the batch
+  // the first time it is seen.
+  schema::PgActivityRow activity_row(PGresult* res, int r, std::int64_t wall_ns,
+                                     schema::Batch& batch);
   void note_error(const std::string& message) {
     std::lock_guard lock(mu);
     ++snapshot.poll_errors;
@@ -301,18 +309,7 @@ schema::Batch AshSampler::Impl::poll() {
   // gets a row even when it is idle.
   std::vector<int> waiters;
   std::unordered_set<int> blockers;
-  for (int r = 0; r < rows; ++r) {
-    const auto pids = pg::text_or_null(res.get(), r, kBlockingPids);
-    if (!pids) continue;
-    if (auto pid = pg::int64_or_null(res.get(), r, kPid)) waiters.push_back(static_cast<int>(*pid));
-    std::string_view rest(*pids);
-    while (!rest.empty()) {
-      const auto comma = rest.find(',');
-      if (auto b = common::parse_int(rest.substr(0, comma))) blockers.insert(*b);
-      if (comma == std::string_view::npos) break;
-      rest.remove_prefix(comma + 1);
-    }
-  }
+  lock_waits_of(res.get(), waiters, blockers);
   int lookups = 0;
   for (int r = 0; r < rows; ++r) {
     // pg_stat_activity.pid is never NULL; a row without an integer pid
@@ -327,47 +324,7 @@ schema::Batch AshSampler::Impl::poll() {
       continue;
     }
     close_idle(session, batch);
-    schema::PgActivityRow row{
-        .time_ns = wall_ns,
-        .ash_tick = ash_tick,
-        .pid = static_cast<int>(*pid),
-        .backend_type = pg::text_or_null(res.get(), r, kBackendType),
-        .state = pg::text_or_null(res.get(), r, kState),
-        .wait_event_type = pg::text_or_null(res.get(), r, kWaitEventType),
-        .wait_event = pg::text_or_null(res.get(), r, kWaitEvent),
-        .application_name = pg::text_or_null(res.get(), r, kApplicationName),
-        .query_id = pg::int64_or_null(res.get(), r, kQueryId),
-        .client_addr = pg::text_or_null(res.get(), r, kClientAddr),
-        .backend_start_ns = us_to_ns(pg::int64_or_null(res.get(), r, kBackendStart)),
-        .xact_start_ns = us_to_ns(pg::int64_or_null(res.get(), r, kXactStart)),
-        .query_start_ns = us_to_ns(pg::int64_or_null(res.get(), r, kQueryStart)),
-        .state_change_ns = us_to_ns(pg::int64_or_null(res.get(), r, kStateChange)),
-        .blocking_pids = pg::text_or_null(res.get(), r, kBlockingPids),
-    };
-    if (auto port = pg::int64_or_null(res.get(), r, kClientPort))
-      row.client_port = static_cast<int>(*port);
-    if (row.query_id == 0) row.query_id.reset();  // 0: not computed for this statement
-    if (auto text = pg::text_or_null(res.get(), r, kQueryText); text && !text->empty()) {
-      std::string key = row.query_id ? fmt::format("#{}", *row.query_id) : "=" + *text;
-      auto [it, is_new] = query_texts.try_emplace(std::move(key), 0);
-      if (is_new) {
-        if (query_texts.size() > kMaxQueryTexts) {
-          query_texts.clear();
-          it = query_texts
-                   .try_emplace(row.query_id ? fmt::format("#{}", *row.query_id) : "=" + *text, 0)
-                   .first;
-        }
-        it->second = next_query_text_id++;
-        batch.pg_query_texts.push_back({.query_text_id = it->second,
-                                        .query_id = row.query_id,
-                                        // Another session's statement may carry a password
-                                        // (ALTER ROLE … PASSWORD, dblink_connect): masked
-                                        // before it is stored.
-                                        .query = mask_sql_secrets(*text),
-                                        .first_time_ns = wall_ns});
-      }
-      row.query_text_id = it->second;
-    }
+    auto row = activity_row(res.get(), r, wall_ns, batch);
     // 'active' with a Client wait is a backend that already went back to
     // reading from its client (state is a snapshot, the wait event is live).
     if (row.backend_type == "client backend" && row.state == "active" &&
@@ -395,6 +352,68 @@ schema::Batch AshSampler::Impl::poll() {
     snapshot.top_wait_event = std::move(top);
   }
   return batch;
+}
+
+void AshSampler::Impl::lock_waits_of(PGresult* res, std::vector<int>& waiters,
+                                     std::unordered_set<int>& blockers) {
+  for (int r = 0; r < PQntuples(res); ++r) {
+    const auto pids = pg::text_or_null(res, r, kBlockingPids);
+    if (!pids) continue;
+    if (auto pid = pg::int64_or_null(res, r, kPid)) waiters.push_back(static_cast<int>(*pid));
+    std::string_view rest(*pids);
+    while (!rest.empty()) {
+      const auto comma = rest.find(',');
+      if (auto b = common::parse_int(rest.substr(0, comma))) blockers.insert(*b);
+      if (comma == std::string_view::npos) break;
+      rest.remove_prefix(comma + 1);
+    }
+  }
+}
+
+schema::PgActivityRow AshSampler::Impl::activity_row(PGresult* res, int r, std::int64_t wall_ns,
+                                                     schema::Batch& batch) {
+  const auto pid = pg::int64_or_null(res, r, kPid);
+  schema::PgActivityRow row{
+      .time_ns = wall_ns,
+      .ash_tick = ash_tick,
+      .pid = static_cast<int>(*pid),
+      .backend_type = pg::text_or_null(res, r, kBackendType),
+      .state = pg::text_or_null(res, r, kState),
+      .wait_event_type = pg::text_or_null(res, r, kWaitEventType),
+      .wait_event = pg::text_or_null(res, r, kWaitEvent),
+      .application_name = pg::text_or_null(res, r, kApplicationName),
+      .query_id = pg::int64_or_null(res, r, kQueryId),
+      .client_addr = pg::text_or_null(res, r, kClientAddr),
+      .backend_start_ns = us_to_ns(pg::int64_or_null(res, r, kBackendStart)),
+      .xact_start_ns = us_to_ns(pg::int64_or_null(res, r, kXactStart)),
+      .query_start_ns = us_to_ns(pg::int64_or_null(res, r, kQueryStart)),
+      .state_change_ns = us_to_ns(pg::int64_or_null(res, r, kStateChange)),
+      .blocking_pids = pg::text_or_null(res, r, kBlockingPids),
+  };
+  if (auto port = pg::int64_or_null(res, r, kClientPort)) row.client_port = static_cast<int>(*port);
+  if (row.query_id == 0) row.query_id.reset();  // 0: not computed for this statement
+  if (auto text = pg::text_or_null(res, r, kQueryText); text && !text->empty()) {
+    std::string key = row.query_id ? fmt::format("#{}", *row.query_id) : "=" + *text;
+    auto [it, is_new] = query_texts.try_emplace(std::move(key), 0);
+    if (is_new) {
+      if (query_texts.size() > kMaxQueryTexts) {
+        query_texts.clear();
+        it = query_texts
+                 .try_emplace(row.query_id ? fmt::format("#{}", *row.query_id) : "=" + *text, 0)
+                 .first;
+      }
+      it->second = next_query_text_id++;
+      batch.pg_query_texts.push_back({.query_text_id = it->second,
+                                      .query_id = row.query_id,
+                                      // Another session's statement may carry a password
+                                      // (ALTER ROLE … PASSWORD, dblink_connect): masked
+                                      // before it is stored.
+                                      .query = mask_sql_secrets(*text),
+                                      .first_time_ns = wall_ns});
+    }
+    row.query_text_id = it->second;
+  }
+  return row;
 }
 
 void AshSampler::Impl::poll_lock_waits(const std::vector<int>& waiters, schema::Batch& batch) {

@@ -62,6 +62,67 @@ bool save_is_optional(const Error& e) {
   return schema::is_busy(e) || schema::is_unwritable(e);
 }
 
+// Explains the first file: alone, as a client + server pair with the
+// server's record file, or compared with a second run file of the same
+// workload (through a pooler and direct, say).
+correlate::Report explain_files(schema::Store& store, const std::vector<std::string>& paths,
+                                const correlate::ExplainOptions& eo) {
+  bool two_runs = false;
+  if (paths.size() == 2) {
+    auto second = schema::Store::open_readonly(paths[1]);
+    two_runs = schema::run_mode(store) == schema::RunMode::run &&
+               schema::run_mode(second) == schema::RunMode::run;
+  }
+  if (!two_runs) {
+    return paths.size() == 2 ? correlate::explain_pair(store, paths[1], eo)
+                             : correlate::explain(store, eo);
+  }
+  auto report = correlate::explain(store, eo);
+  // The baseline finds its poolers by itself (a --path-process pooler may
+  // still run, idle, beside a direct baseline).
+  auto baseline_options = eo;
+  baseline_options.path_process_names.clear();
+  auto baseline_store = schema::Store::open_readonly(paths[1]);
+  const auto baseline = correlate::explain(baseline_store, baseline_options);
+  report.comparison = correlate::compare_runs(report, paths[0], baseline, paths[1]);
+  correlate::add_baseline_notes(report, paths[0], baseline, paths[1]);
+  return report;
+}
+
+// Saves the findings and stalls into the file at `path`, or says on stderr
+// why not (read-only, its WAL unreadable, its write lock held): the report
+// is printed all the same.
+void save_or_warn(schema::Store& store, const std::string& path, const correlate::Report& report) {
+  // One line each, the file name and SQLite's message made printable.
+  auto warn = [](const std::string& message) {
+    std::cerr << "stallscope explain: warning: " << common::printable(message) << '\n';
+  };
+  if (const auto bytes = schema::unread_wal_bytes(store)) {
+    warn(
+        fmt::format("{}-wal ({} bytes) could not be read (no WAL index can be made beside it): "
+                    "the report leaves out the commits in it",
+                    path, *bytes));
+  }
+  if (const auto why = schema::read_only_reason(store)) {
+    warn(fmt::format("findings and stalls not saved into {}: {}", path, *why));
+  } else {
+    // A run still being written: its writer commits at most 250 ms apart, so
+    // wait for a gap; if none comes, the report is printed but not saved.
+    schema::set_busy_timeout(store, 2000);
+    try {
+      correlate::save_report(store, report);
+    } catch (const Error& e) {
+      if (!save_is_optional(e)) throw;
+      warn(fmt::format("findings and stalls not saved: {}{}", e.what(),
+                       !schema::is_busy(e) ? ""
+                       : report.run.end_ns
+                           ? " (another process holds its write lock; explain again when "
+                             "it is done)"
+                           : " (the run is still being written; explain again when it ends)"));
+    }
+  }
+}
+
 }  // namespace
 
 int explain_command(const ExplainCommandOptions& o) {
@@ -106,62 +167,14 @@ int explain_command(const ExplainCommandOptions& o) {
   eo.path_process_names = o.path_processes;
   correlate::Report report;
   try {
-    // Two files: a run and the server's record file (client + server), or two
-    // run files of the same workload (compared: e.g. through a pooler and direct).
-    bool two_runs = false;
-    if (o.paths.size() == 2) {
-      auto second = schema::Store::open_readonly(o.paths[1]);
-      two_runs = schema::run_mode(store) == schema::RunMode::run &&
-                 schema::run_mode(second) == schema::RunMode::run;
-    }
-    if (two_runs) {
-      report = correlate::explain(store, eo);
-      // The baseline finds its poolers by itself (a --path-process pooler may
-      // still run, idle, beside a direct baseline).
-      auto baseline_options = eo;
-      baseline_options.path_process_names.clear();
-      auto baseline_store = schema::Store::open_readonly(o.paths[1]);
-      const auto baseline = correlate::explain(baseline_store, baseline_options);
-      report.comparison = correlate::compare_runs(report, o.paths[0], baseline, o.paths[1]);
-      correlate::add_baseline_notes(report, o.paths[0], baseline, o.paths[1]);
-    } else {
-      report = o.paths.size() == 2 ? correlate::explain_pair(store, o.paths[1], eo)
-                                   : correlate::explain(store, eo);
-    }
+    report = explain_files(store, o.paths, eo);
   } catch (const Error&) {
     // A damaged file's failed read: the check names the damage.
     wait_for_checks();
     throw;
   }
   wait_for_checks();
-  // One line each, the file name and SQLite's message made printable.
-  auto warn = [](const std::string& message) {
-    std::cerr << "stallscope explain: warning: " << common::printable(message) << '\n';
-  };
-  if (const auto bytes = schema::unread_wal_bytes(store)) {
-    warn(
-        fmt::format("{}-wal ({} bytes) could not be read (no WAL index can be made beside it): "
-                    "the report leaves out the commits in it",
-                    o.paths.front(), *bytes));
-  }
-  if (const auto why = schema::read_only_reason(store)) {
-    warn(fmt::format("findings and stalls not saved into {}: {}", o.paths.front(), *why));
-  } else {
-    // A run still being written: its writer commits at most 250 ms apart, so
-    // wait for a gap; if none comes, the report is printed but not saved.
-    schema::set_busy_timeout(store, 2000);
-    try {
-      correlate::save_report(store, report);
-    } catch (const Error& e) {
-      if (!save_is_optional(e)) throw;
-      warn(fmt::format("findings and stalls not saved: {}{}", e.what(),
-                       !schema::is_busy(e) ? ""
-                       : report.run.end_ns
-                           ? " (another process holds its write lock; explain again when "
-                             "it is done)"
-                           : " (the run is still being written; explain again when it ends)"));
-    }
-  }
+  save_or_warn(store, o.paths.front(), report);
   // Rendered whole, then written with the write checked: a full disk or a
   // closed stdout is an error, not a report nobody got.
   std::ostringstream out;
