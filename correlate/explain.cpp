@@ -163,6 +163,52 @@ void path_facts(schema::Store& store, const QueryPath& qp, Report& report,
   for (std::size_t i = 0; i < acc.size(); ++i) acc[i].path_wait_ns = f.pooler.window_wait_ns[i];
 }
 
+// The accounting: of the queries' time (a run, an imported log), of the
+// client sessions' (a record --pg file), else of the host's CPU time.
+void account(Report& report, const WindowSums& sums, const Facts& f, int clients, bool pair,
+             std::optional<SessionScan>& sessions) {
+  if (f.has_queries) {
+    report.accounting = make_accounting({clients, f.span.duration_ns(), sums.query_ns,
+                                         sums.schedule_lag_ns, rate_not_kept(report.run)},
+                                        sums.total, f, pair);
+  } else if (sessions) {
+    report.accounting = session_accounting(*sessions, sums.total, f);
+    report.sessions = std::move(sessions->view);
+    if (const auto n = report.sessions->idle_pooled_sessions; n > 0) {
+      report.notes.push_back(fmt::format(
+          "{} server connection{} of {} {} idle at every poll, {} backend using no CPU (the "
+          "pool's spare connections, or ones left from an earlier run): left out of the "
+          "application's sessions.",
+          n, n == 1 ? "" : "s", report.sessions->idle_pooler, n == 1 ? "was" : "were",
+          n == 1 ? "its" : "their"));
+    }
+  } else {
+    report.host_accounting = host_accounting(f, report.run.cores);
+  }
+}
+
+// The errors' and outage's facts, the findings and the verdict, then the
+// stalls and the roots of the lock chains behind lock_wait.
+void findings_and_stalls(schema::Store& store, const QueryPath& qp, WindowSums& sums, Facts& f,
+                         Report& report) {
+  const auto lost = connection_error_lookups(store);
+  if (report.accounting && report.accounting->connection_lost_ns > 0)
+    f.outage = outage_facts(lost, f.span);
+  if (report.run.errors > 0)
+    f.errors = error_facts(schema::query_errors_by_sqlstate(store, kErrorCodesNamed));
+  add_retry_note(schema::read_retry_totals(store), report);
+  account_driver_stop(report, f);  // stopped.cpp
+  report.findings = find(report, f);
+  report.verdict = decide_verdict(report, f);
+  count_connection_errors(lost, report.windows, sums.signals);
+  report.stalls = find_stalls(report, sums.signals, blocker_queries(latest_activity(store)));
+  name_replication_stalls(f, report.stalls);
+  name_lock_roots(
+      lock_chain_lookups(store), report,
+      qp.backend_pids.empty() ? std::function<bool(int)>()
+                              : [&qp](int pid) { return qp.backend_pids.contains(pid); });
+}
+
 // The passes in order; each is a function of its own file (passes.h).
 Report explain_once(schema::Store& store, const ExplainOptions& options) {
   try {
@@ -229,45 +275,12 @@ Report explain_once(schema::Store& store, const ExplainOptions& options) {
       report.pgbench->cpu_ns = sums.total.driver_cpu_ns;
       report.pgbench->run_delay_ns = sums.total.driver_run_delay_ns;
     }
-    if (f.has_queries) {
-      report.accounting = make_accounting({clients, span.duration_ns(), sums.query_ns,
-                                           sums.schedule_lag_ns, rate_not_kept(report.run)},
-                                          sums.total, f, pair);
-    } else if (sessions) {
-      report.accounting = session_accounting(*sessions, sums.total, f);
-      report.sessions = std::move(sessions->view);
-      if (const auto n = report.sessions->idle_pooled_sessions; n > 0) {
-        report.notes.push_back(fmt::format(
-            "{} server connection{} of {} {} idle at every poll, {} backend using no CPU (the "
-            "pool's spare connections, or ones left from an earlier run): left out of the "
-            "application's sessions.",
-            n, n == 1 ? "" : "s", report.sessions->idle_pooler, n == 1 ? "was" : "were",
-            n == 1 ? "its" : "their"));
-      }
-    } else {
-      report.host_accounting = host_accounting(f, report.run.cores);
-    }
+    account(report, sums, f, clients, pair, sessions);
     // Notes, findings, stalls.
     add_sampling_notes({f, qp, sums.perturbed_windows, options.client_driver_cpu_ns.has_value()},
                        report);
     clock.lap("path facts, windows");
-    const auto lost = connection_error_lookups(store);
-    if (report.accounting && report.accounting->connection_lost_ns > 0)
-      f.outage = outage_facts(lost, f.span);
-    if (report.run.errors > 0)
-      f.errors = error_facts(schema::query_errors_by_sqlstate(store, kErrorCodesNamed));
-    add_retry_note(schema::read_retry_totals(store), report);
-    account_driver_stop(report, f);  // stopped.cpp
-    report.findings = find(report, f);
-    report.verdict = decide_verdict(report, f);
-    count_connection_errors(lost, report.windows, sums.signals);
-    report.stalls = find_stalls(report, sums.signals, blocker_queries(latest_activity(store)));
-    name_replication_stalls(f, report.stalls);
-    // The lock_wait finding and stalls: the root of the blocking chains.
-    name_lock_roots(
-        lock_chain_lookups(store), report,
-        qp.backend_pids.empty() ? std::function<bool(int)>()
-                                : [&qp](int pid) { return qp.backend_pids.contains(pid); });
+    findings_and_stalls(store, qp, sums, f, report);
     clock.lap("findings, stalls");
     return report;
   } catch (const schema::SqliteError& e) {

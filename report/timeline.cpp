@@ -291,23 +291,24 @@ void Page::add_query_path() {
   keep(charts_, std::move(c));
 }
 
-void Page::add_host(schema::Store& store, const Host& host) {
-  const int cores = host.cores;
-  const int n = grid_.bins();
-  const auto from_ns = grid_.start_ns();
-  const auto to_ns = grid_.end_ns();
-  struct Bin {
-    std::int64_t user = 0, system = 0, iowait = 0, irq = 0, steal = 0, idle = 0;
-    std::int64_t ticks = 0, running_sum = 0, d_sum = 0;
-    int running_max = 0, d_max = 0;
-    std::int64_t psi_span_ns = 0, cpu_some = 0, io_some = 0, io_full = 0, mem_some = 0,
-                 mem_full = 0;
-  };
-  std::vector<Bin> bins(n);
-  bool any_psi = false;
-  schema::HostStateTicks ticks(store, from_ns, to_ns);
+namespace {
+
+// One bin's host ticks summed: CPU time by mode, the run queue and D-state
+// tasks, the PSI deltas.
+struct HostBin {
+  std::int64_t user = 0, system = 0, iowait = 0, irq = 0, steal = 0, idle = 0;
+  std::int64_t ticks = 0, running_sum = 0, d_sum = 0;
+  int running_max = 0, d_max = 0;
+  std::int64_t psi_span_ns = 0, cpu_some = 0, io_some = 0, io_full = 0, mem_some = 0, mem_full = 0;
+};
+
+// The host's ticks in the grid's span, by bin; `any_psi` whether a tick
+// had PSI.
+std::vector<HostBin> host_bins(schema::Store& store, const Grid& grid, bool& any_psi) {
+  std::vector<HostBin> bins(grid.bins());
+  schema::HostStateTicks ticks(store, grid.start_ns(), grid.end_ns());
   for (schema::HostStateTick t; ticks.next(t);) {
-    const auto b = grid_.bin_of(t.time_ns);
+    const auto b = grid.bin_of(t.time_ns);
     if (!b || !t.has_host) continue;
     auto& x = bins[*b];
     ++x.ticks;
@@ -333,6 +334,16 @@ void Page::add_host(schema::Store& store, const Host& host) {
       x.mem_full += t.psi_memory_full_us.value_or(0);
     }
   }
+  return bins;
+}
+
+}  // namespace
+
+void Page::add_host(schema::Store& store, const Host& host) {
+  const int cores = host.cores;
+  const int n = grid_.bins();
+  bool any_psi = false;
+  const auto bins = host_bins(store, grid_, any_psi);
   // Chart ids and titles: by role in a pair (client and server may be one
   // machine), else by host name.
   const std::string key = host.role.empty() ? host.name : host.role;
