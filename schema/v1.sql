@@ -1,6 +1,8 @@
--- stallscope run file, schema version 3 (PRAGMA user_version = 3;
+-- stallscope run file, schema version 4 (PRAGMA user_version = 4;
 -- schema/store.h kSchemaVersion; version 2 files, which lack pg_session,
--- pg_session_idle and record_client, are read as files without them). The file keeps its first name, v1.sql.
+-- pg_session_idle and record_client, are read as files without them, and
+-- version 2 and 3 files as files without run.rate_tps). The file keeps its
+-- first name, v1.sql.
 -- Conventions: every *_ns column holding a point in time is nanoseconds since
 -- the Unix epoch (CLOCK_REALTIME); every other *_ns column is a duration in
 -- ns. "since the previous tick" columns are NULL when there is no previous

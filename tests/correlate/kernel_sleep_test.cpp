@@ -2,10 +2,8 @@
 // the kernel_wait finding's culprit, stalls) and blind ASH polls, on
 // hand-made run files with exact numbers.
 //
-// The fixture: 2 clients, 10 s from t0; samples every second at t0 + i s
-// (i = 0..10), process rows at i = 1..10 each covering the second before
-// their tick; ASH polls every 100 ms (t0 + k·100 ms, k = 0..100) unless a
-// test drops some.
+// The fixture: run_fixture.h's, with queries each test sends; ASH polls
+// every 100 ms (t0 + k·100 ms, k = 0..100) unless a test drops some.
 #include <algorithm>
 
 #include <gtest/gtest.h>
@@ -14,139 +12,23 @@
 #include "correlate/detail.h"
 #include "correlate/kernel_sleep.h"
 #include "correlate/record_fixture.h"
+#include "correlate/run_fixture.h"
 #include "schema/store.h"
 #include "support/test_support.h"
 
 namespace stallscope::correlate {
 namespace {
 
-using test::kMs;
-using test::kS;
-constexpr std::int64_t kT0 = 1'700'000'000 * kS;
-constexpr int kDriverPid = 100;
-constexpr std::int64_t kDriverId = 1;
-constexpr int kBackendPid[2] = {201, 202};
-constexpr std::int64_t kBackendId[2] = {2, 3};
+using namespace test_run;
 
-class Fixture {
+// The base run fixture with host rows (the default HostCpu: 100 ms of user
+// CPU a second) and no queries: each test sends its own (steady_queries).
+class Fixture : public test_run::Fixture {
  public:
-  // Queries: one of `latency` per client every `latency` (1 s: 10 each).
-  Fixture() : store_(schema::Store::create(":memory:")) {
-    schema::RunInfo r;
-    r.mode = "run";
-    r.host = "db1";
-    r.kernel = "6.18.0";
-    r.cores = 2;
-    r.clock_ticks_per_s = 100;
-    r.start_ns = kT0 - 2 * kS;
-    r.command_line = "stallscope run";
-    r.tool_version = "fixture";
-    r.hz = 10;
-    r.stallscope_pid = kDriverPid;
-    r.stallscope_start_ticks = 5000;
-    r.clients = 2;
-    r.threads = 1;
-    r.protocol = "simple";
-    r.sql = "SELECT 1";
-    store_.begin_run(r);
-    store_.end_run(kT0 + 11 * kS, "complete", "duration reached");
-    b_.processes.push_back({.process_id = kDriverId,
-                            .pid = kDriverPid,
-                            .start_ticks = 5000,
-                            .start_ns = kT0 - 3 * kS,
-                            .comm = "stallscope",
-                            .first_sample_id = 1});
-    for (int c = 0; c < 2; ++c) {
-      b_.processes.push_back({.process_id = kBackendId[c],
-                              .pid = kBackendPid[c],
-                              .start_ticks = 6000 + c,
-                              .start_ns = kT0 - 2 * kS,
-                              .comm = "postgres",
-                              .first_sample_id = 1});
-      b_.clients.push_back({.client_id = c,
-                            .thread = 0,
-                            .backend_pid = kBackendPid[c],
-                            .connect_ns = kT0 - 2 * kS + 10 * kMs});
-    }
-    for (int k = 0; k <= 100; ++k) {
-      b_.ash_ticks.push_back(
-          {.ash_tick = k + 1, .time_ns = kT0 + k * 100 * kMs, .duration_ns = kMs});
-    }
-    for (int i = 0; i <= 10; ++i) {
-      b_.samples.push_back({.sample_id = i + 1,
-                            .time_ns = kT0 + i * kS,
-                            .mono_ns = i * kS,
-                            .interval_ns = i ? std::optional<std::int64_t>(kS) : std::nullopt,
-                            .sampler_cpu_ns = 10 * kMs,
-                            .sampler_duration_ns = kMs});
-      schema::HostSampleRow row{.sample_id = i + 1};
-      if (i > 0) {
-        row.cpu_user_ns = 100 * kMs;
-        row.cpu_nice_ns = 0;
-        row.cpu_system_ns = 0;
-        row.cpu_idle_ns = 1900 * kMs;
-        row.cpu_iowait_ns = 0;
-        row.cpu_irq_ns = 0;
-        row.cpu_softirq_ns = 0;
-        row.cpu_steal_ns = 0;
-      }
-      row.procs_running = 1;
-      row.processes_d_state = 0;
-      b_.host_samples.push_back(row);
-    }
+  Fixture() {
+    batch().queries.clear();
+    host({});
   }
-
-  // Each client: one query of `latency_ns` after another from t0 to t0 + 10 s.
-  void steady_queries(std::int64_t latency_ns) {
-    for (int c = 0; c < 2; ++c) {
-      int seq = 0;
-      for (std::int64_t t = 0; t < 10 * kS; t += latency_ns)
-        b_.queries.push_back(
-            {.client_id = c, .seq = seq++, .start_ns = kT0 + t, .latency_ns = latency_ns});
-    }
-  }
-
-  // A row of `id` at sample i (t0 + i s) covering the second before it.
-  void row(std::int64_t id, int i, char state, std::optional<std::string> wchan,
-           std::int64_t cpu_ns, std::int64_t span_ns = kS) {
-    schema::ProcessSampleRow r{.sample_id = i + 1, .process_id = id};
-    r.state = state;
-    r.wchan = std::move(wchan);
-    r.cpu_ns = cpu_ns;
-    r.run_delay_ns = 0;
-    r.span_ns = span_ns;
-    b_.process_samples.push_back(r);
-  }
-  // The driver at 100 ms of CPU a second, and each backend at `cpu_ms`
-  // except where a test sets its rows.
-  void busy(std::int64_t id, std::int64_t cpu_ms, int from = 1, int to = 10) {
-    for (int i = from; i <= to; ++i) row(id, i, 'S', std::nullopt, cpu_ms * kMs);
-  }
-  void ash_cpu(int pid, int from_poll, int polls) {
-    for (int k = from_poll; k < from_poll + polls; ++k) {
-      b_.pg_activity.push_back({.time_ns = kT0 + k * 100 * kMs,
-                                .ash_tick = k + 1,
-                                .pid = pid,
-                                .backend_type = "client backend",
-                                .state = "active"});
-    }
-  }
-  // Drops the ASH polls k in [from, to).
-  void drop_polls(int from, int to) {
-    std::erase_if(b_.ash_ticks, [&](const schema::AshTickRow& t) {
-      return t.ash_tick - 1 >= from && t.ash_tick - 1 < to;
-    });
-  }
-  schema::Batch& batch() { return b_; }
-  Report explain() {
-    store_.write(b_);
-    b_ = {};
-    return correlate::explain(store_, {});
-  }
-
- private:
-  schema::Store store_;
-  schema::Batch b_;
 };
 
 const Finding* finding(const Report& r, const std::string& kind) {
