@@ -331,12 +331,12 @@ struct Facts {
   MemoryFacts memory;
   KernelWaitFacts kernel;
   ConnectionFacts connections;
-  PoolerFacts pooler;    // read_pooler_facts (facts_pooler.cpp)
-  NetworkFacts network;  // read_network_facts (facts_tcp.cpp; network.h)
-  // read_pg_stats_facts (facts_pgstats.cpp).
+  PoolerFacts pooler;    // add_pooler_facts (facts_pooler.cpp)
+  NetworkFacts network;  // network_facts (facts_tcp.cpp; network.h)
+  // pg_stats_facts (facts_pgstats.cpp).
   PgStatsFacts pg_stats;
   ErrorFacts errors;  // error_facts (errors.cpp), with failed queries
-  // The host sampler's missed ticks in the span (read_run_facts): intervals
+  // The host sampler's missed ticks in the span (run_facts): intervals
   // of at least kSamplerGapMinPeriods sample periods (and
   // kSamplerGapMinNs) without a tick — stallscope's process stopped or
   // starved. Their total in sampler_gap_ns.

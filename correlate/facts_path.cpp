@@ -1,7 +1,7 @@
 // Facts for memory_pressure, kernel_wait and connection_setup: host memory
 // pressure, the query path's sleeps by kernel wait channel, and the driver's
 // connections opened during the queries. The backends', poolers' and
-// driver's process rows come from read_processes' single scan of
+// driver's process rows come from scan_processes' single scan of
 // process_sample (add_path_process_row); added here are the host memory
 // totals, the driver's thread rows (thread_sample over the span's ticks) and
 // the connections of the span, as explain.cpp read them.

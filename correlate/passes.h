@@ -15,8 +15,14 @@
 //   notes.cpp         the report's notes on sampling limits and caveats
 //   stall_inputs.cpp  what the stall rules read beyond the windows' sums
 //
-// Each pass adds what it reads into the windows' accumulators (WindowAcc)
-// and into the facts the finding rules read (Facts, detail.h).
+// Not passes: file_reads.cpp, the read layer (file_reads.h).
+//
+// No pass holds the Store: each takes its rows and lookups (row_source.h),
+// which explain.cpp binds to the run file through file_reads.cpp and a test
+// to values. Passes that read a table add what they read into the windows'
+// accumulators (WindowAcc) and into the facts the finding rules read (Facts,
+// detail.h); the others return their facts (run_facts, the query path,
+// outage_facts, error_facts, …).
 #pragma once
 
 #include <algorithm>
