@@ -42,9 +42,8 @@ void AshScan::run_until(std::int64_t until_ns) {
         return;
       }
       pending_ = true;
-      pending_time_ns_ = row_.time_ns;
     }
-    if (pending_time_ns_ >= until_ns) return;
+    if (row_.time_ns >= until_ns) return;
     pending_ = false;
     handle();
   }

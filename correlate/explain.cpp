@@ -141,23 +141,23 @@ void path_facts(schema::Store& store, const QueryPath& qp, Report& report,
     }
     f.connections = connection_facts(connections);
   }
+  const auto conninfo = schema::run_conninfo(store);
   {
     const auto until_ns = span.end_ns + kPoolerSlackNs;
     schema::PoolerSampleScan pooler_rows(store, span.start_ns, until_ns);
     add_pooler_facts({.windows = report.windows,
                       .span = span,
                       .databases = schema::pooler_databases(store, span.start_ns, until_ns),
-                      .run_conninfo = schema::run_conninfo(store),
+                      .run_conninfo = conninfo,
                       .rows = rows_from<schema::PoolerSample>(pooler_rows)},
                      f, report.notes);
   }
-  f.network = network_facts(schema::tcp_rtt_in(store, f.span.start_ns, f.span.end_ns),
-                            schema::tcp_stack_totals(store, f.span.start_ns, f.span.end_ns),
-                            schema::run_conninfo(store));
+  f.network = network_facts(schema::tcp_rtt_in(store, span.start_ns, span.end_ns),
+                            schema::tcp_stack_totals(store, span.start_ns, span.end_ns), conninfo);
   f.pg_stats = pg_stats_facts({
       .settings = schema::pg_settings(store),
-      .counters = schema::pg_stats_counters(store, f.span.start_ns, f.span.end_ns),
-      .replication = schema::pg_replication_rows(store, f.span.start_ns, f.span.end_ns),
+      .counters = schema::pg_stats_counters(store, span.start_ns, span.end_ns),
+      .replication = schema::pg_replication_rows(store, span.start_ns, span.end_ns),
       .statements = schema::pg_statement_deltas(store),
   });
   for (std::size_t i = 0; i < acc.size(); ++i) acc[i].path_wait_ns = f.pooler.window_wait_ns[i];
@@ -244,7 +244,7 @@ Report explain_once(schema::Store& store, const ExplainOptions& options) {
     }
     f.backends_on_host = !qp.backend_process_ids.empty();
     clock.lap("query path");
-    read_cgroups(cgroup_inputs(store, span), qp, f);
+    add_cgroups(cgroup_inputs(store, span), qp, f);
     for (auto id : schema::checkpointer_processes(store)) qp.checkpointer_ids.insert(id);
     const auto wi = finish_windows(options, report, span);
     if (report.pgbench_aggregate && !f.has_queries)

@@ -165,7 +165,7 @@ struct QueryPathInputs {
 // What the query path looks up among the file's processes, ASH rows and run
 // row: the schema/run_reader.h and schema/pgbench_readers.h functions of the
 // same names (latest_with_pid: schema::ProcessLookup's), bound to the file
-// by explain.cpp, to values by a test.
+// by file_reads.cpp, to values by a test.
 struct ProcessLookups {
   // pid, start_ticks, started by (ns).
   Lookup<std::optional<std::int64_t>, int, std::optional<std::int64_t>, std::int64_t>
@@ -215,7 +215,7 @@ void find_pgbench(const ProcessLookups& file, Span span, std::optional<int> clie
 // import's command line, ascending and without duplicates. A name with two
 // trailing numbers gives both (PREFIX may end in a number).
 std::vector<int> pids_in_log_names(std::string_view command_line);
-// What read_cgroups reads: each sampled process's cgroup
+// What add_cgroups reads: each sampled process's cgroup
 // (schema::process_cgroups), and a cgroup's cpu.stat summed over the
 // analysed span (schema::CgroupSums::of).
 struct CgroupInputs {
@@ -225,7 +225,7 @@ struct CgroupInputs {
 // cgroup cpu.stat of the query path's cgroups over the span: marks the path
 // processes whose cgroup was throttled (qp) and keeps the most throttled
 // cgroup's figures (f).
-void read_cgroups(const CgroupInputs& in, QueryPath& qp, Facts& f);
+void add_cgroups(const CgroupInputs& in, QueryPath& qp, Facts& f);
 
 // ---- windows.cpp ----
 
@@ -377,8 +377,7 @@ class AshScan {
   Attribution& att_;
   RowSource<schema::AshRow> rows_;
   schema::AshRow row_;
-  bool pending_ = false;  // row_ is a row not yet handled, polled at:
-  std::int64_t pending_time_ns_ = 0;
+  bool pending_ = false;  // row_ is a row not yet handled
   bool done_ = false;
 };
 
@@ -397,7 +396,7 @@ struct ProcessInputs {
 };
 
 // What the process pass reads: schema/sample_readers.h's and
-// schema/run_reader.h's readers of the same names, bound by explain.cpp.
+// schema/run_reader.h's readers of the same names, bound by file_reads.cpp.
 struct ProcessReads {
   RowSource<schema::SampleTime> sample_times;       // every tick, by sample_id
   std::int64_t max_process_id = 0;                  // schema::max_process_id

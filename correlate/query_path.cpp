@@ -133,7 +133,7 @@ Attribution choose_attribution(const RunRow& run, std::int64_t queries, const Qu
 // cgroup cpu.stat of the query path's cgroups (cgroup_sample, where the
 // sampler recorded it): marks path processes whose cgroup was throttled in
 // the span and keeps the most throttled cgroup's figures as evidence.
-void read_cgroups(const CgroupInputs& in, QueryPath& qp, Facts& f) {
+void add_cgroups(const CgroupInputs& in, QueryPath& qp, Facts& f) {
   std::map<std::string, std::vector<std::int64_t>> path_cgroups;
   for (const auto& p : in.process_cgroups) {
     if (qp.is_path(p.process_id)) path_cgroups[p.cgroup].push_back(p.process_id);

@@ -220,7 +220,7 @@ struct AshSampler::Impl {
                             std::unordered_set<int>& blockers);
   // Row r of a poll as stored, its query text (masked) added to the batch
   // the first time it is seen.
-  schema::PgActivityRow activity_row(PGresult* res, int r, std::int64_t wall_ns,
+  schema::PgActivityRow activity_row(PGresult* res, int r, int pid, std::int64_t wall_ns,
                                      schema::Batch& batch);
   void note_error(const std::string& message) {
     std::lock_guard lock(mu);
@@ -324,7 +324,7 @@ schema::Batch AshSampler::Impl::poll() {
       continue;
     }
     close_idle(session, batch);
-    auto row = activity_row(res.get(), r, wall_ns, batch);
+    auto row = activity_row(res.get(), r, static_cast<int>(*pid), wall_ns, batch);
     // 'active' with a Client wait is a backend that already went back to
     // reading from its client (state is a snapshot, the wait event is live).
     if (row.backend_type == "client backend" && row.state == "active" &&
@@ -370,13 +370,12 @@ void AshSampler::Impl::lock_waits_of(PGresult* res, std::vector<int>& waiters,
   }
 }
 
-schema::PgActivityRow AshSampler::Impl::activity_row(PGresult* res, int r, std::int64_t wall_ns,
-                                                     schema::Batch& batch) {
-  const auto pid = pg::int64_or_null(res, r, kPid);
+schema::PgActivityRow AshSampler::Impl::activity_row(PGresult* res, int r, int pid,
+                                                     std::int64_t wall_ns, schema::Batch& batch) {
   schema::PgActivityRow row{
       .time_ns = wall_ns,
       .ash_tick = ash_tick,
-      .pid = static_cast<int>(*pid),
+      .pid = pid,
       .backend_type = pg::text_or_null(res, r, kBackendType),
       .state = pg::text_or_null(res, r, kState),
       .wait_event_type = pg::text_or_null(res, r, kWaitEventType),

@@ -67,26 +67,24 @@ bool save_is_optional(const Error& e) {
 // workload (through a pooler and direct, say).
 correlate::Report explain_files(schema::Store& store, const std::vector<std::string>& paths,
                                 const correlate::ExplainOptions& eo) {
-  bool two_runs = false;
-  if (paths.size() == 2) {
+  if (paths.size() == 1) return correlate::explain(store, eo);
+  {
     auto second = schema::Store::open_readonly(paths[1]);
-    two_runs = schema::run_mode(store) == schema::RunMode::run &&
-               schema::run_mode(second) == schema::RunMode::run;
+    if (schema::run_mode(store) == schema::RunMode::run &&
+        schema::run_mode(second) == schema::RunMode::run) {
+      auto report = correlate::explain(store, eo);
+      // The baseline finds its poolers by itself (a --path-process pooler may
+      // still run, idle, beside a direct baseline).
+      auto baseline_options = eo;
+      baseline_options.path_process_names.clear();
+      const auto baseline = correlate::explain(second, baseline_options);
+      report.comparison = correlate::compare_runs(report, paths[0], baseline, paths[1]);
+      correlate::add_baseline_notes(report, paths[0], baseline, paths[1]);
+      return report;
+    }
   }
-  if (!two_runs) {
-    return paths.size() == 2 ? correlate::explain_pair(store, paths[1], eo)
-                             : correlate::explain(store, eo);
-  }
-  auto report = correlate::explain(store, eo);
-  // The baseline finds its poolers by itself (a --path-process pooler may
-  // still run, idle, beside a direct baseline).
-  auto baseline_options = eo;
-  baseline_options.path_process_names.clear();
-  auto baseline_store = schema::Store::open_readonly(paths[1]);
-  const auto baseline = correlate::explain(baseline_store, baseline_options);
-  report.comparison = correlate::compare_runs(report, paths[0], baseline, paths[1]);
-  correlate::add_baseline_notes(report, paths[0], baseline, paths[1]);
-  return report;
+  // The server's record file, attached by explain_pair once it is closed here.
+  return correlate::explain_pair(store, paths[1], eo);
 }
 
 // Saves the findings and stalls into the file at `path`, or says on stderr
