@@ -79,10 +79,12 @@ void client_cpu_finding(const CommandGroup& g, const Facts& f, double total_ns, 
   const double span_ns = double(std::max<std::int64_t>(1, f.span.duration_ns()));
   const double cores = double(g.cpu_ns) / span_ns;
   const double queued = double(g.run_delay_ns) / span_ns;
-  // One thread at a full core of CPU (a single process). Its run-queue delay
-  // does not count: on a host the backends saturate, a client thread queues
-  // behind them (server_cpu's case), whatever it would use alone.
-  const bool one_thread = !many && top.hottest_thread_cores >= kSingleThreadMinCores;
+  // One thread at a full core of CPU (a single process), its share of the
+  // steal counted (HostTotals::with_steal). Its run-queue delay does not
+  // count: on a host the backends saturate, a client thread queues behind
+  // them (server_cpu's case), whatever it would use alone.
+  const bool one_thread =
+      !many && f.host.with_steal(top.hottest_thread_cores) >= kSingleThreadMinCores;
   // A finding claims no more than the accounting's client parts (client CPU
   // and its run delay, trimmed to the session time) measured.
   const double score = std::min(one_thread ? g.idle_ns * std::min(1.0, top.hottest_thread_cores)

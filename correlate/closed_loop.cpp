@@ -132,19 +132,24 @@ std::optional<Finding> latency_bound(const Report& r, const Facts& f,
   if (queued_share >= kLatencyBoundMaxRunQueueShare) return std::nullopt;
   // No thread of the loop at its core: the driver's threads (a record
   // file's client processes: single_thread, a limit, says so), a pooler.
+  // A thread's CPU counts its share of the steal: on a stolen-from host a
+  // thread that never left its core shows less than one.
   if (a.wall_ns <= 0) return std::nullopt;
-  const double driver_cores = double(a.driver_cpu_ns) / double(a.wall_ns);
+  const double driver_cores = f.host.with_steal(double(a.driver_cpu_ns) / double(a.wall_ns));
   if (!r.sessions && driver_cores >= kSingleThreadMinCores * std::max(1, f.threads))
     return std::nullopt;
   for (const auto& [comm, ns] : a.path_cpu_by_comm_ns) {
-    if (double(ns) / double(a.wall_ns) >= kSingleThreadMinCores) return std::nullopt;
+    if (f.host.with_steal(double(ns) / double(a.wall_ns)) >= kSingleThreadMinCores)
+      return std::nullopt;
   }
   // A record file's client process whose busiest thread wanted a core (on
-  // it or queued for it) is saturated, even when single_thread's CPU alone
-  // fell just short of it.
+  // it, queued for it, or stolen from it) is saturated, even when
+  // single_thread's CPU alone fell just short of it.
   if (r.sessions) {
     for (const auto& c : r.sessions->client_processes) {
-      if (c.sessions > 0 && c.hottest_thread_demand_cores >= kSingleThreadMinCores)
+      const double stolen_cores =
+          f.host.with_steal(c.hottest_thread_cores) - c.hottest_thread_cores;
+      if (c.sessions > 0 && c.hottest_thread_demand_cores + stolen_cores >= kSingleThreadMinCores)
         return std::nullopt;
     }
   }

@@ -160,6 +160,15 @@ struct HostTotals {
   int procs_running_max = 0;
   int processes_d_state_max = 0;
   double busy_share() const { return total_ns > 0 ? double(busy_ns) / double(total_ns) : 0; }
+  // A task's CPU (cores, or ns) with its share of the steal: the time its
+  // vCPU was held by the hypervisor while the task was on it. schedstat and
+  // the tick counts charge steal to no task (the guest's task clock stops
+  // while another guest runs), so a thread that never left its vCPU shows
+  // cpu × busy ÷ (busy + steal); this undoes it with the host's own ratio.
+  // Unchanged without steal.
+  double with_steal(double cpu) const {
+    return busy_ns > 0 && steal_ns > 0 ? cpu * double(busy_ns + steal_ns) / double(busy_ns) : cpu;
+  }
 };
 
 struct ProcessCpu {

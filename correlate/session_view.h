@@ -29,7 +29,7 @@ struct ClientProcess {
   std::string found_by;
   std::int64_t cpu_ns = 0;        // Σ process_tick cpu_ns in the span (schedstat, all threads)
   std::int64_t run_delay_ns = 0;  // Σ run_delay_ns, same span
-  double cores = 0;               // cpu_ns ÷ span
+  double cores = 0;  // cpu_ns ÷ the span from its first sight on (the whole span if seen before)
   // Its busiest thread's cores (thread_tick); absent when the sampler kept no
   // thread rows for it (a single-threaded process: then its thread is the
   // process).

@@ -159,7 +159,11 @@ std::map<std::size_t, std::string> find_client_processes(
 ClientProcess client_process(const SessionReads& file, const schema::ProcessIdentity& p,
                              const std::string& found_by, Span span, bool holds_session_socket) {
   const auto cpu = file.process_cpu(p.process_id, span.start_ns, span.end_ns);
-  const double span_ns = double(std::max<std::int64_t>(1, span.duration_ns()));
+  // Its cores over the part of the span it was sampled in: a process the
+  // sampler first saw after the span began (the command record started) has
+  // no CPU before its first sight.
+  const std::int64_t from_ns = std::max(span.start_ns, cpu.first_sight_ns.value_or(span.start_ns));
+  const double span_ns = double(std::max<std::int64_t>(1, span.end_ns - from_ns));
   ClientProcess c{.process_id = p.process_id,
                   .pid = p.pid,
                   .comm = p.comm,

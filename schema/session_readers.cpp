@@ -113,8 +113,9 @@ ProcessCpu process_cpu(Store& store, std::int64_t process_id, std::int64_t from_
   ProcessCpu out;
   {
     Cursor st(store.db(),
-              "SELECT coalesce(sum(t.cpu_ns), 0), coalesce(sum(t.run_delay_ns), 0) "
-              "FROM process_tick t JOIN sample s ON s.sample_id = t.sample_id "
+              "SELECT coalesce(sum(t.cpu_ns), 0), coalesce(sum(t.run_delay_ns), 0), "
+              "min(CASE WHEN t.span_ns IS NULL THEN s.time_ns END) FROM process_tick t JOIN sample "
+              "s ON s.sample_id = t.sample_id "
               "WHERE t.process_id = ? AND s.time_ns >= ? AND s.time_ns < ?");
     st.bind(1, process_id);
     st.bind(2, from_ns);
@@ -122,6 +123,7 @@ ProcessCpu process_cpu(Store& store, std::int64_t process_id, std::int64_t from_
     if (st.step()) {
       out.cpu_ns = st.int64(0);
       out.run_delay_ns = st.int64(1);
+      out.first_sight_ns = st.opt_int64(2);
     }
   }
   Cursor st(store.db(),

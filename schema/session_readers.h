@@ -90,6 +90,10 @@ std::vector<RecordClient> read_record_clients(Store& store);
 struct ProcessCpu {
   std::int64_t cpu_ns = 0;
   std::int64_t run_delay_ns = 0;
+  // The tick it was first seen at (its row without deltas, span_ns NULL),
+  // when that is in the range: its CPU is measured from it on. Absent for a
+  // process seen before from_ns.
+  std::optional<std::int64_t> first_sight_ns;
   std::int64_t threads_sampled = 0;  // distinct tids with thread rows
   std::optional<std::int64_t> top_thread_cpu_ns;
   std::optional<std::int64_t> top_thread_run_delay_ns;  // Σ thread_tick run_delay_ns of that thread

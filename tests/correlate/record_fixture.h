@@ -5,7 +5,7 @@
 // (process_id 2, pid kRecordBackendPid), the client python3 (process_id 3,
 // pid kRecordClientPid, the command record started), samples 1..11 at
 // kRecordT0 + i s with host rows (after the first: `host_user_ms` of user CPU a
-// second, the rest of the 2 cores idle, procs_running 1), ASH ticks 1..101
+// second, `host_steal_ms` stolen, the rest of the 2 cores idle, procs_running 1), ASH ticks 1..101
 // every 100 ms from kRecordT0, and the backend's pg_session row (application
 // 'django', user 'app', database 'site', Unix socket). Tests add the process
 // samples and ASH rows of their case, then write the batch.
@@ -33,7 +33,7 @@ struct RecordFile {
   schema::Batch batch;  // the rows above, not yet written
 };
 
-inline RecordFile record_file_skeleton(std::int64_t host_user_ms) {
+inline RecordFile record_file_skeleton(std::int64_t host_user_ms, std::int64_t host_steal_ms = 0) {
   RecordFile f{schema::Store::create(":memory:"), {}};
   schema::RunInfo r;
   r.mode = "record";
@@ -80,9 +80,9 @@ inline RecordFile record_file_skeleton(std::int64_t host_user_ms) {
     schema::HostSampleRow h{.sample_id = i + 1};
     if (i > 0) {
       h.cpu_user_ns = host_user_ms * kMs;
-      h.cpu_nice_ns = h.cpu_system_ns = h.cpu_iowait_ns = h.cpu_irq_ns = h.cpu_softirq_ns =
-          h.cpu_steal_ns = 0;
-      h.cpu_idle_ns = (2000 - host_user_ms) * kMs;
+      h.cpu_nice_ns = h.cpu_system_ns = h.cpu_iowait_ns = h.cpu_irq_ns = h.cpu_softirq_ns = 0;
+      h.cpu_steal_ns = host_steal_ms * kMs;
+      h.cpu_idle_ns = (2000 - host_user_ms - host_steal_ms) * kMs;
     }
     h.procs_running = 1;
     b.host_samples.push_back(h);

@@ -31,12 +31,14 @@ constexpr int kBackendPid = test_record::kRecordBackendPid;
 // at 40 ms of CPU a second, the client at `client_cpu_ms` a second and
 // `client_delay_ms` of run-queue delay, asleep the rest of each second in
 // `client_wchan` (by default in poll, on its database socket), waiting on
-// what `client_poll(second)` says (process_poll; none by default).
+// what `client_poll(second)` says (process_poll; none by default), on a host
+// the hypervisor stole `host_steal_ms` a second from.
 schema::Store record_file(
     std::int64_t client_cpu_ms, std::int64_t client_delay_ms = 0,
     const std::string& client_wchan = "do_sys_poll",
-    const std::function<std::optional<schema::PollWaitRow>(int)>& client_poll = nullptr) {
-  auto f = test_record::record_file_skeleton(client_cpu_ms + 40);
+    const std::function<std::optional<schema::PollWaitRow>(int)>& client_poll = nullptr,
+    std::int64_t host_steal_ms = 0) {
+  auto f = test_record::record_file_skeleton(client_cpu_ms + 40, host_steal_ms);
   auto& b = f.batch;
   for (int i = 1; i <= 10; ++i) {
     for (auto [id, cpu_ms] : {std::pair<std::int64_t, std::int64_t>{2, 40}, {3, client_cpu_ms}}) {
@@ -135,6 +137,39 @@ TEST(CorrelateSessions, SplitsTheSessionTimeAndAccountsItExactly) {
   const auto j = to_json(r);
   EXPECT_EQ(j["sessions"]["groups"][0]["application_name"], "django");
   EXPECT_EQ(j["sessions"]["client_processes"][0]["found_by"], "command");
+}
+
+// The command record started, first seen a second into the record (its
+// row without deltas at sample 2), then on CPU 950 ms of every second: its
+// cores are over the 9 s it was sampled in, 0.95, not 8.55 s ÷ 10 s.
+TEST(CorrelateSessions, AClientFirstSeenAfterTheStartHasItsCoresOverTheTimeItWasSampled) {
+  auto f = test_record::record_file_skeleton(990);
+  auto& b = f.batch;
+  for (int i = 1; i <= 10; ++i) {
+    b.process_samples.push_back({.sample_id = i + 1,
+                                 .process_id = 2,
+                                 .state = 'S',
+                                 .cpu_ns = 40 * kMs,
+                                 .run_delay_ns = 0,
+                                 .span_ns = kS});
+    b.process_samples.push_back({.sample_id = i + 1, .process_id = 3, .state = 'R'});
+    if (i > 1) {
+      b.process_samples.back().cpu_ns = 950 * kMs;
+      b.process_samples.back().run_delay_ns = 0;
+      b.process_samples.back().span_ns = kS;
+    }
+  }
+  b.pg_session_idles.push_back({.session_id = 1, .first_ash_tick = 1, .polls = 101});
+  f.store.write(b);
+  const auto r = explain(f.store, {});
+  ASSERT_TRUE(r.sessions);
+  ASSERT_EQ(r.sessions->client_processes.size(), 1u);
+  const auto& c = r.sessions->client_processes[0];
+  EXPECT_EQ(c.cpu_ns, 9 * 950 * kMs);
+  EXPECT_NEAR(c.cores, 0.95, 1e-4);
+  EXPECT_NEAR(c.hottest_thread_cores, 0.95, 1e-4);
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(to_string(r.findings[0].kind), "single_thread") << r.findings[0].summary;
 }
 
 // Two pgbouncer server connections idle at every poll: one whose backend
@@ -368,6 +403,30 @@ TEST(CorrelateSessions, AClosedLoopBesideTheRecorderIsLatencyBound) {
       << x.summary;
   EXPECT_NE(x.summary.find("2,000 transactions/s (pg_stat_database)"), std::string::npos)
       << x.summary;
+}
+
+// The same loop with a client at 0.86 cores: alone that is a closed loop
+// (latency_bound); on a host the hypervisor stole 50 ms a second from (the
+// host busy 900 ms a second), the client's thread never left its core —
+// 0.86 × (900 + 50) ÷ 900 ≈ 0.908 cores with its steal — and it is the
+// limit: single_thread, no latency_bound.
+TEST(CorrelateSessions, AClientThreadShortOfACoreOnlyByStealIsTheLimit) {
+  const auto explained = [](std::int64_t steal_ms) {
+    auto store = record_file(860, 0, "do_sys_poll", nullptr, steal_ms);
+    schema::Batch b;
+    b.pg_stats.samples.push_back({.time_ns = kT0, .duration_ns = kMs, .xact_commit = 1000});
+    b.pg_stats.samples.push_back(
+        {.time_ns = kT0 + 10 * kS, .duration_ns = kMs, .xact_commit = 3000});
+    store.write(b);
+    return explain(store, {});
+  };
+  const auto unstolen = explained(0);
+  ASSERT_FALSE(unstolen.findings.empty());
+  EXPECT_EQ(to_string(unstolen.findings[0].kind), "latency_bound") << unstolen.findings[0].summary;
+  const auto stolen = explained(50);
+  ASSERT_FALSE(stolen.findings.empty());
+  EXPECT_EQ(to_string(stolen.findings[0].kind), "single_thread") << stolen.findings[0].summary;
+  for (const auto& x : stolen.findings) EXPECT_NE(x.kind, FindingKind::latency_bound);
 }
 
 }  // namespace
