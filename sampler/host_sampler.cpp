@@ -66,12 +66,6 @@ enum DiskColumn : int {
 constexpr std::array<diskstats_item, kDiskColumns> kDiskItems{
     DISKSTATS_NAME,          DISKSTATS_READS,         DISKSTATS_WRITES,  DISKSTATS_READ_SECTORS,
     DISKSTATS_WRITE_SECTORS, DISKSTATS_IO_INPROGRESS, DISKSTATS_IO_TIME, DISKSTATS_WEIGHTED_TIME};
-struct DiskCounters {
-  std::int64_t mono_ns = 0;
-  std::int64_t reads = 0, writes = 0, read_sectors = 0, write_sectors = 0, io_ms = 0,
-               weighted_ms = 0;
-};
-
 enum StatColumn : int {
   kUser,
   kNice,
@@ -107,6 +101,13 @@ std::int64_t boottime_ns() {
 }  // namespace
 
 struct HostSampler::Impl {
+  // One disk's /proc/diskstats counters at a tick.
+  struct DiskCounters {
+    std::int64_t mono_ns = 0;
+    std::int64_t reads = 0, writes = 0, read_sectors = 0, write_sectors = 0, io_ms = 0,
+                 weighted_ms = 0;
+  };
+
   HostSamplerOptions options;
   Sink sink;
 

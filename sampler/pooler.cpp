@@ -45,11 +45,6 @@ class Columns {
   const PGresult* res_;
 };
 
-// SHOW STATS counters of one database (µs for times).
-struct Totals {
-  std::optional<std::int64_t> xacts, queries, wait_us, xact_us, query_us;
-};
-
 // now − before, when both are known and the counter did not go backwards.
 std::optional<std::int64_t> delta(std::optional<std::int64_t> now,
                                   std::optional<std::int64_t> before, std::int64_t scale) {
@@ -64,6 +59,11 @@ void add_gauge(std::optional<std::int64_t>& into, std::optional<std::int64_t> v)
 }  // namespace
 
 struct PoolerSampler::Impl {
+  // SHOW STATS counters of one database (µs for times).
+  struct Totals {
+    std::optional<std::int64_t> xacts, queries, wait_us, xact_us, query_us;
+  };
+
   PoolerSamplerOptions options;
   Sink sink;
 

@@ -41,11 +41,6 @@ std::optional<PgStatsSampleRow> one_stats_row(Store& store, const std::string& s
   return stats_row(c);
 }
 
-std::optional<std::string> opt_text(const Cursor& c, int column) {
-  if (c.is_null(column)) return std::nullopt;
-  return std::string(c.text(column));
-}
-
 }  // namespace
 
 std::map<std::string, PgSetting> pg_settings(Store& store) {
@@ -108,10 +103,10 @@ std::vector<PgReplicationRow> pg_replication_rows(Store& store, std::int64_t sta
     PgReplicationRow r;
     r.time_ns = c.int64(0);
     r.pid = static_cast<int>(c.int64(1));
-    r.application_name = opt_text(c, 2);
-    r.client_addr = opt_text(c, 3);
-    r.state = opt_text(c, 4);
-    r.sync_state = opt_text(c, 5);
+    r.application_name = c.opt_text(2);
+    r.client_addr = c.opt_text(3);
+    r.state = c.opt_text(4);
+    r.sync_state = c.opt_text(5);
     r.sync_priority = c.opt_int64(6);
     r.write_lag_ns = c.opt_int64(7);
     r.flush_lag_ns = c.opt_int64(8);

@@ -64,6 +64,11 @@ std::optional<std::int64_t> Cursor::opt_int64(int column) const {
   return sqlite3_column_int64(stmt_, column);
 }
 
+std::optional<int> Cursor::opt_int(int column) const {
+  if (auto v = opt_int64(column)) return static_cast<int>(*v);
+  return std::nullopt;
+}
+
 double Cursor::real(int column) const {
   return sqlite3_column_double(stmt_, column);
 }
@@ -73,6 +78,11 @@ std::string_view Cursor::text(int column) const {
   if (p == nullptr) return {};
   return {reinterpret_cast<const char*>(p),
           static_cast<std::size_t>(sqlite3_column_bytes(stmt_, column))};
+}
+
+std::optional<std::string> Cursor::opt_text(int column) const {
+  if (is_null(column)) return std::nullopt;
+  return std::string(text(column));
 }
 
 }  // namespace stallscope::schema

@@ -49,9 +49,12 @@ class Cursor {
   // The value as an integer; 0 for NULL (use opt_int64 where NULL matters).
   std::int64_t int64(int column) const;
   std::optional<std::int64_t> opt_int64(int column) const;
+  std::optional<int> opt_int(int column) const;  // narrowed: pids, ports, counts
   double real(int column) const;
   // The text, valid until the next step or reset; empty for NULL.
   std::string_view text(int column) const;
+  // A copy of the text; nullopt for NULL.
+  std::optional<std::string> opt_text(int column) const;
 
  private:
   sqlite3* db_;

@@ -6,15 +6,6 @@
 namespace stallscope::schema {
 namespace {
 
-std::optional<int> opt_int(const Cursor& c, int column) {
-  if (c.is_null(column)) return std::nullopt;
-  return static_cast<int>(c.int64(column));
-}
-std::optional<std::string> opt_string(const Cursor& c, int column) {
-  if (c.is_null(column)) return std::nullopt;
-  return std::string(c.text(column));
-}
-
 TickRange tick_range(Store& store, const char* sql) {
   Cursor st(store.db(), sql);
   TickRange r;
@@ -55,12 +46,12 @@ std::optional<RunRow> read_run(Store& store) {
   r.status = st.text(4);
   r.start_ns = st.int64(5);
   r.end_ns = st.opt_int64(6);
-  r.clients = opt_int(st, 7);
-  r.threads = opt_int(st, 8);
-  r.protocol = opt_string(st, 9);
-  r.sql = opt_string(st, 10);
-  r.server_version = opt_string(st, 11);
-  r.end_reason = opt_string(st, 12);
+  r.clients = st.opt_int(7);
+  r.threads = st.opt_int(8);
+  r.protocol = st.opt_text(9);
+  r.sql = st.opt_text(10);
+  r.server_version = st.opt_text(11);
+  r.end_reason = st.opt_text(12);
   r.hz = st.real(13);
   r.stallscope_pid = static_cast<int>(st.int64(14));
   r.stallscope_start_ticks = st.opt_int64(15);
@@ -81,7 +72,7 @@ std::optional<RunMode> run_mode(Store& store) {
 std::optional<std::string> run_conninfo(Store& store) {
   Cursor st(store.db(), "SELECT conninfo FROM run");
   if (!st.step()) return std::nullopt;
-  return opt_string(st, 0);
+  return st.opt_text(0);
 }
 
 TickRange sample_ticks(Store& store) {
@@ -267,7 +258,7 @@ ProcessIdentity process_identity_of(const Cursor& st) {
           .pid = static_cast<int>(st.int64(1)),
           .start_ticks = st.int64(2),
           .start_ns = st.opt_int64(3),
-          .ppid = opt_int(st, 4),
+          .ppid = st.opt_int(4),
           .comm = std::string(st.text(5)),
           .cmdline = std::string(st.text(6))};
 }

@@ -15,11 +15,6 @@ namespace {
 using detail::column_exists;
 using detail::table_exists;
 
-std::optional<int> opt_int(const Cursor& st, int column) {
-  if (auto v = st.opt_int64(column)) return static_cast<int>(*v);
-  return std::nullopt;
-}
-
 }  // namespace
 
 bool has_sessions(Store& store) {
@@ -42,10 +37,10 @@ std::vector<SessionInfo> read_sessions(Store& store) {
                    .backend_type = std::string(st.text(3)),
                    .application_name = std::string(st.text(4)),
                    .client_addr = std::string(st.text(5)),
-                   .client_port = opt_int(st, 6),
+                   .client_port = st.opt_int(6),
                    .usename = std::string(st.text(7)),
                    .datname = std::string(st.text(8)),
-                   .client_pid = opt_int(st, 9),
+                   .client_pid = st.opt_int(9),
                    .client_start_ticks = st.opt_int64(10)});
   }
   return out;
@@ -101,7 +96,7 @@ std::vector<RecordClient> read_record_clients(Store& store) {
   Cursor st(store.db(), "SELECT source, pid, start_ticks, comm FROM record_client");
   while (st.step()) {
     out.push_back({.source = std::string(st.text(0)),
-                   .pid = opt_int(st, 1),
+                   .pid = st.opt_int(1),
                    .start_ticks = st.opt_int64(2),
                    .comm = std::string(st.text(3))});
   }

@@ -270,9 +270,11 @@ class ReportPgbench : public ::testing::Test {
     dir_ = new test::TempDir();
     const auto conninfo = test::scratch_conninfo();
     if (conninfo.empty()) return;
-    test::psql(conninfo, "DROP DATABASE IF EXISTS stallscope_report");
-    test::psql(conninfo, "CREATE DATABASE stallscope_report");
-    const auto db = conninfo + " dbname=stallscope_report";
+    // A database of this test program's own: the suite's tests run side by
+    // side, each in its own program.
+    test::psql(conninfo, "DROP DATABASE IF EXISTS " + database());
+    test::psql(conninfo, "CREATE DATABASE " + database());
+    const auto db = conninfo + " dbname=" + database();
     const auto init = test::run_command({"pgbench", "-i", "-s", "1", "-q", db});
     if (init.exit_status != 0) {
       setup_error_ = "pgbench -i: " + init.err;
@@ -294,7 +296,10 @@ class ReportPgbench : public ::testing::Test {
   static void TearDownTestSuite() {
     delete dir_;
     dir_ = nullptr;
+    const auto conninfo = test::scratch_conninfo();
+    if (!conninfo.empty()) test::psql(conninfo, "DROP DATABASE IF EXISTS " + database());
   }
+  static std::string database() { return "stallscope_report_" + std::to_string(::getpid()); }
   void SetUp() override {
     ASSERT_FALSE(test::scratch_conninfo().empty());
     ASSERT_EQ(setup_error_, "");
