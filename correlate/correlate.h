@@ -85,8 +85,12 @@ struct RunSummary {
   std::optional<std::string> end_reason;
   double hz = 0;                   // sampling rate asked for
   std::optional<double> rate_tps;  // run -R: the fixed rate asked for (schema version 4 on)
-  std::int64_t queries = 0;        // rows in `query` (transactions sent)
-  std::int64_t errors = 0;         // of those, with a row in query_error
+  // The sampling host's /etc/machine-id and boot id (schema version 5 on;
+  // nullopt for an imported log).
+  std::optional<std::string> machine_id;
+  std::optional<std::string> boot_id;
+  std::int64_t queries = 0;  // rows in `query` (transactions sent)
+  std::int64_t errors = 0;   // of those, with a row in query_error
   // Rows in query_skipped (-R -L --skip-late: too late at their turn, never
   // sent); not counted in queries, errors, throughput or latency.
   std::int64_t skipped = 0;

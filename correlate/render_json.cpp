@@ -194,6 +194,8 @@ nlohmann::json run_json(const Report& r) {
   const auto& s = r.run;
   run["host"] = str(s.host);
   run["kernel"] = str(s.kernel);
+  run["machine_id"] = opt(s.machine_id);
+  run["boot_id"] = opt(s.boot_id);
   run["cores"] = s.cores;
   run["mode"] = str(s.mode);
   run["status"] = str(s.status);

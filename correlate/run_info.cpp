@@ -140,6 +140,8 @@ RunRow run_row(schema::RunRow row_in) {
   s.end_reason = std::move(row->end_reason);
   s.hz = row->hz;
   s.rate_tps = row->rate_tps;
+  s.machine_id = std::move(row->machine_id);
+  s.boot_id = std::move(row->boot_id);
   r.stallscope_pid = row->stallscope_pid;
   r.stallscope_start_ticks = row->stallscope_start_ticks;
   r.clock_ticks_per_s = row->clock_ticks_per_s;

@@ -61,6 +61,8 @@ struct RunInfo {
   std::optional<int> delayacct_set;          // --delayacct: 1 = stallscope turned it on
   std::optional<std::string> kernel_stacks;  // --stacks: "collected" / "unavailable: ..."
   std::optional<double> rate_tps;            // run -R: transactions per second over all clients
+  std::optional<std::string> machine_id;     // HostInfo::machine_id; nullopt when unknown
+  std::optional<std::string> boot_id;        // HostInfo::boot_id; nullopt when unknown
 };
 
 struct SampleRow {

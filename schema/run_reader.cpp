@@ -60,6 +60,13 @@ std::optional<RunRow> read_run(Store& store) {
     Cursor rate(store.db(), "SELECT rate_tps FROM run WHERE run_id = 1");
     if (rate.step() && !rate.is_null(0)) r.rate_tps = rate.real(0);
   }
+  if (detail::column_exists(store, "run", "machine_id")) {
+    Cursor ids(store.db(), "SELECT machine_id, boot_id FROM run WHERE run_id = 1");
+    if (ids.step()) {
+      r.machine_id = ids.opt_text(0);
+      r.boot_id = ids.opt_text(1);
+    }
+  }
   return r;
 }
 

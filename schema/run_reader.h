@@ -48,6 +48,10 @@ struct RunRow {
   // run -R's rate, transactions per second; nullopt for a closed loop, a
   // record or import file, and files older than schema version 4.
   std::optional<double> rate_tps;
+  // The sampling host's /etc/machine-id and boot id; nullopt for an
+  // import-pgbench file and files older than schema version 5.
+  std::optional<std::string> machine_id;
+  std::optional<std::string> boot_id;
 };
 // The run row; nullopt when the file holds none.
 std::optional<RunRow> read_run(Store& store);

@@ -389,8 +389,9 @@ void Store::begin_run(const RunInfo& r) {
                          "INSERT INTO run (run_id, mode, status, host, kernel, cores, "
                          "clock_ticks_per_s, start_ns, command_line, conninfo, tool_version, hz, "
                          "stallscope_pid, stallscope_start_ticks, clients, threads, protocol, sql, "
-                         "server_version, command, delayacct_set, kernel_stacks, rate_tps) "
-                         "VALUES (1,?,'running',?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+                         "server_version, command, delayacct_set, kernel_stacks, rate_tps, "
+                         "machine_id, boot_id) "
+                         "VALUES (1,?,'running',?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
     int i = 1;
     st.bind(i++, r.mode);
     st.bind(i++, r.host);
@@ -413,6 +414,8 @@ void Store::begin_run(const RunInfo& r) {
     bind_opt(st, i++, r.delayacct_set);
     bind_opt(st, i++, r.kernel_stacks);
     bind_opt(st, i++, r.rate_tps);
+    bind_opt(st, i++, r.machine_id);
+    bind_opt(st, i++, r.boot_id);
     st.exec();
   } catch (const SQLite::Exception& e) {
     throw Error(ErrorKind::sqlite, fmt::format("cannot write run row to {}: {}", path_, e.what()),

@@ -1,7 +1,8 @@
--- stallscope run file, schema version 4 (PRAGMA user_version = 4;
+-- stallscope run file, schema version 5 (PRAGMA user_version = 5;
 -- schema/store.h kSchemaVersion; version 2 files, which lack pg_session,
--- pg_session_idle and record_client, are read as files without them, and
--- version 2 and 3 files as files without run.rate_tps). The file keeps its
+-- pg_session_idle and record_client, are read as files without them,
+-- version 2 and 3 files as files without run.rate_tps, and version 2 to 4
+-- files as files without run.machine_id and run.boot_id). The file keeps its
 -- first name, v1.sql.
 -- Conventions: every *_ns column holding a point in time is nanoseconds since
 -- the Unix epoch (CLOCK_REALTIME); every other *_ns column is a duration in
@@ -35,7 +36,9 @@ CREATE TABLE run (
   command_exit_status INTEGER,                    -- its exit status (128+signal if killed)
   delayacct_set       INTEGER,                    -- --delayacct: 1 = stallscope set kernel.task_delayacct=1 (restored to 0 at exit), 0 = it was already on or could not be set; NULL without --delayacct
   kernel_stacks       TEXT,                       -- --stacks: 'collected', or 'unavailable: <reason>' (not root); NULL without --stacks
-  rate_tps            REAL                        -- driver: -R, the fixed rate asked for (transactions per second over all clients); NULL for a closed loop (schema version 4)
+  rate_tps            REAL,                       -- driver: -R, the fixed rate asked for (transactions per second over all clients); NULL for a closed loop (schema version 4)
+  machine_id          TEXT,                       -- /etc/machine-id of the host that sampled; NULL for import-pgbench (the log's host is not known) and before schema version 5
+  boot_id             TEXT                        -- /proc/sys/kernel/random/boot_id, the same
 );
 
 -- One row per sampler tick.

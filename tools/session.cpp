@@ -39,6 +39,12 @@ schema::RunInfo make_run_info(const std::string& mode, const std::vector<std::st
   info.kernel = host.kernel;
   info.cores = host.cores;
   info.clock_ticks_per_s = host.clock_ticks_per_s;
+  // An import's host is where the log was read, not where pgbench ran: its
+  // ids stay unknown.
+  if (mode != "import-pgbench") {
+    if (!host.machine_id.empty()) info.machine_id = host.machine_id;
+    if (!host.boot_id.empty()) info.boot_id = host.boot_id;
+  }
   info.start_ns = wall_now_ns();
   info.command_line = mask_command_line(argv);
   if (conninfo) info.conninfo = mask_conninfo(*conninfo);

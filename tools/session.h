@@ -17,7 +17,8 @@
 namespace stallscope::tools {
 
 // The run row as a command starts: `mode` ("run", "record",
-// "import-pgbench"), the host facts (read_host_info()), start_ns (wall clock
+// "import-pgbench"), the host facts (read_host_info(); an import's without the
+// machine and boot ids: the log's host is not known), start_ns (wall clock
 // now, ns since the epoch), argv and conninfo masked (mask_command_line,
 // mask_conninfo), the version, `hz` (ticks per second; 0 for an import) and
 // this process's pid. Never throws (beyond allocation).

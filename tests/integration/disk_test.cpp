@@ -341,7 +341,19 @@ TEST(RunEnd, TransactionsWithARateAreAllDone) {
   EXPECT_DOUBLE_EQ(db.execAndGet("SELECT rate_tps FROM run").getDouble(), 20.0);
   const auto e = run_command({test::stallscope_bin(), "explain", "--json", path});
   ASSERT_EQ(e.exit_status, 0) << e.err;
-  EXPECT_DOUBLE_EQ(nlohmann::json::parse(e.out)["run"]["rate_tps"].get<double>(), 20.0);
+  const auto j = nlohmann::json::parse(e.out);
+  EXPECT_DOUBLE_EQ(j["run"]["rate_tps"].get<double>(), 20.0);
+  // The host's identity beside its name: this machine's ids, in the file
+  // and in the JSON.
+  std::string machine_id, boot_id;
+  std::getline(std::ifstream("/etc/machine-id"), machine_id);
+  std::getline(std::ifstream("/proc/sys/kernel/random/boot_id"), boot_id);
+  ASSERT_EQ(boot_id.size(), 36u);
+  EXPECT_EQ(db.execAndGet("SELECT boot_id FROM run").getString(), boot_id);
+  EXPECT_EQ(j["run"]["boot_id"], boot_id);
+  if (!machine_id.empty()) {
+    EXPECT_EQ(j["run"]["machine_id"], machine_id);
+  }
 }
 
 // SIGKILL: the file stays 'running' with no end, holds all but the last

@@ -99,6 +99,10 @@ TEST_F(ImportPgbench, PerTransactionLogGivesTheSameCountAndLatencySum) {
   EXPECT_EQ(db.execAndGet("SELECT count(DISTINCT client_id) FROM query").getInt64(), 2);
   EXPECT_EQ(db.execAndGet("SELECT mode FROM run").getString(), "import-pgbench");
   EXPECT_EQ(db.execAndGet("SELECT threads FROM run").getInt(), 2) << "one log per thread";
+  // Where pgbench ran is not known: no host ids (the host is the importer's).
+  EXPECT_EQ(db.execAndGet("SELECT count(*) FROM run WHERE machine_id IS NULL AND boot_id IS NULL")
+                .getInt(),
+            1);
   EXPECT_EQ(r.out.find("sampled"), std::string::npos) << r.out;
   // explain works on it; with no samples of any kind one note says what
   // to record beside pgbench instead of notes on sampling it never did.

@@ -23,11 +23,6 @@
 namespace stallscope {
 namespace {
 
-std::string source_dir() {
-  const char* dir = std::getenv("STALLSCOPE_SOURCE_DIR");
-  return dir ? dir : STALLSCOPE_SOURCE_DIR_DEFAULT;
-}
-
 std::string read_text(const std::filesystem::path& path) {
   std::ifstream in(path);
   std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -40,8 +35,8 @@ std::string read_text(const std::filesystem::path& path) {
 class LogPipeServer {
  public:
   LogPipeServer() {
-    auto r = test::run_command({source_dir() + "/tools/scratch-postgres", "start", "--log-pipe",
-                                "--", "-c", "log_statement=all"});
+    auto r = test::run_command({test::source_dir() + "/tools/scratch-postgres", "start",
+                                "--log-pipe", "--", "-c", "log_statement=all"});
     if (r.exit_status != 0) {
       ADD_FAILURE() << "cannot start a scratch server: " << r.err;
       return;
@@ -54,7 +49,7 @@ class LogPipeServer {
   ~LogPipeServer() {
     if (reader_ > 0) ::kill(reader_, SIGCONT);
     if (!conninfo_.empty())
-      test::run_command({source_dir() + "/tools/scratch-postgres", "stop", conninfo_});
+      test::run_command({test::source_dir() + "/tools/scratch-postgres", "stop", conninfo_});
   }
   const std::string& conninfo() const { return conninfo_; }
   int reader() const { return reader_; }

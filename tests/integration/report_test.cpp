@@ -27,11 +27,6 @@
 namespace stallscope {
 namespace {
 
-std::string source_dir() {
-  const char* dir = std::getenv("STALLSCOPE_SOURCE_DIR");
-  return dir ? dir : STALLSCOPE_SOURCE_DIR_DEFAULT;
-}
-
 std::string screenshot_dir() {
   const char* dir = std::getenv("STALLSCOPE_REPORT_SCREENSHOTS");
   return dir ? dir : STALLSCOPE_REPORT_SCREENSHOTS_DEFAULT;
@@ -126,9 +121,10 @@ std::filesystem::path screenshot(const std::string& page) {
 // with its Expect; the test fails unless it exits 0 with an `ok` line per
 // page. Returns its output.
 std::string browse(const std::vector<std::pair<std::string, Expect>>& pages) {
-  std::vector<std::string> argv{"node",           source_dir() + "/tests/report/browser_test.cjs",
-                                "--node-modules", source_dir() + "/report/web/node_modules",
-                                "--out-dir",      screenshot_dir()};
+  std::vector<std::string> argv{
+      "node",           test::source_dir() + "/tests/report/browser_test.cjs",
+      "--node-modules", test::source_dir() + "/report/web/node_modules",
+      "--out-dir",      screenshot_dir()};
   for (const auto& [page, e] : pages) {
     const auto expect_path = page.substr(0, page.size() - 5) + ".expect.json";
     nlohmann::json j = {{"charts", e.charts},

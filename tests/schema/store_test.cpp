@@ -25,6 +25,27 @@ TEST(Store, CreatesFileWithMode0600AndSchemaVersion) {
   EXPECT_EQ(st.st_mode & 0777, 0600u);
 }
 
+// Every column of every table declares one of SQLite's types, so that an
+// engine reading the file in place (DuckDB's sqlite extension) reads each
+// column typed, not as text. (A view's computed column has no declared type
+// in SQLite, a CAST included: docs/fleet.md says so.)
+TEST(Store, EveryColumnOfEveryTableDeclaresItsType) {
+  auto store = Store::create(":memory:");
+  SQLite::Statement objects(store.db(), "SELECT name FROM sqlite_master WHERE type = 'table'");
+  int columns = 0;
+  while (objects.executeStep()) {
+    const std::string name = objects.getColumn(0).getString();
+    SQLite::Statement info(store.db(), fmt::format("PRAGMA table_info(\"{}\")", name));
+    while (info.executeStep()) {
+      ++columns;
+      const std::string type = info.getColumn(2).getString();
+      EXPECT_TRUE(type == "INTEGER" || type == "REAL" || type == "TEXT" || type == "BLOB")
+          << name << "." << info.getColumn(1).getString() << " declares '" << type << "'";
+    }
+  }
+  EXPECT_GT(columns, 200);
+}
+
 TEST(Store, RefusesToOverwriteExistingFile) {
   test::TempDir dir;
   auto path = dir.file("run.db");

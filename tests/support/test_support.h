@@ -1,6 +1,7 @@
 // Helpers shared by the tests.
 #pragma once
 
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -77,6 +78,15 @@ std::string scratch_conninfo();
 
 // Path of the stallscope binary under test (STALLSCOPE_BIN).
 std::string stallscope_bin();
+
+#ifdef STALLSCOPE_SOURCE_DIR_DEFAULT
+// The repository's root (STALLSCOPE_SOURCE_DIR, else the one built from):
+// the integration tests' way to tools/ and docs/.
+inline std::string source_dir() {
+  const char* dir = std::getenv("STALLSCOPE_SOURCE_DIR");
+  return dir ? dir : STALLSCOPE_SOURCE_DIR_DEFAULT;
+}
+#endif
 
 // Result of running a command.
 struct CommandResult {
