@@ -225,8 +225,8 @@ Report explain_pair(schema::Store& client, const std::string& server_path,
   }
   if (client_side.run.queries == 0 || !client_side.run.query_start_ns) {
     throw_usage(
-        fmt::format("cannot explain {} with {}: the first file holds no queries (give the "
-                    "run file first, then the server's record file)",
+        fmt::format("cannot explain {} with {}: neither file holds queries (explain a run file "
+                    "or an imported pgbench log with the server's record file)",
                     client.path(), server_path));
   }
   const Span queries{*client_side.run.query_start_ns, *client_side.run.query_end_ns};

@@ -19,6 +19,7 @@
 #include "schema/run_reader.h"
 #include "schema/store.h"
 #include "tools/commands.h"
+#include "tools/session.h"
 
 namespace stallscope::tools {
 
@@ -130,12 +131,14 @@ int explain_command(const ExplainCommandOptions& o) {
                             "file or a second run file to compare with ({} given)",
                             o.paths.size()));
   }
+  // Told apart by what they hold: the file with queries first.
+  const auto paths = client_file_first(o.paths);
   // Each file is checked (PRAGMA quick_check) on threads of their own while
   // explain reads it; a damaged file is refused before anything is printed.
   std::vector<correlate::FileCheck> checks;
-  auto start_checks = [&checks, &o] {
+  auto start_checks = [&checks, &o, &paths] {
     if (o.no_check) return;
-    for (const auto& path : o.paths) checks.emplace_back(path);
+    for (const auto& path : paths) checks.emplace_back(path);
   };
   auto wait_for_checks = [&checks] {
     for (auto& c : checks) c.wait();
@@ -148,7 +151,7 @@ int explain_command(const ExplainCommandOptions& o) {
   // and leave both files behind.
   std::optional<schema::Store> opened;
   try {
-    opened.emplace(schema::Store::open_readwrite_if_possible(o.paths.front()));
+    opened.emplace(schema::Store::open_readwrite_if_possible(paths.front()));
   } catch (const Error&) {
     start_checks();
     wait_for_checks();
@@ -165,14 +168,14 @@ int explain_command(const ExplainCommandOptions& o) {
   eo.path_process_names = o.path_processes;
   correlate::Report report;
   try {
-    report = explain_files(store, o.paths, eo);
+    report = explain_files(store, paths, eo);
   } catch (const Error&) {
     // A damaged file's failed read: the check names the damage.
     wait_for_checks();
     throw;
   }
   wait_for_checks();
-  save_or_warn(store, o.paths.front(), report);
+  save_or_warn(store, paths.front(), report);
   // Rendered whole, then written with the write checked: a full disk or a
   // closed stdout is an error, not a report nobody got.
   std::ostringstream out;

@@ -16,6 +16,7 @@
 #include "schema/run_reader.h"
 #include "schema/store.h"
 #include "tools/commands.h"
+#include "tools/session.h"
 
 namespace stallscope::tools {
 namespace {
@@ -33,11 +34,13 @@ int report_command(const ReportCommandOptions& o) {
                             "file ({} given)",
                             o.paths.size()));
   }
+  // Told apart by what they hold: the file with queries first.
+  const auto paths = client_file_first(o.paths);
   // The page never replaces what it reports on.
-  std::vector<std::string> inputs = o.paths;
+  std::vector<std::string> inputs = paths;
   if (o.baseline_path) inputs.push_back(*o.baseline_path);
   if (o.output_path != "-") common::refuse_output_that_is_an_input(o.output_path, inputs);
-  auto store = schema::Store::open_readonly(o.paths.front());
+  auto store = schema::Store::open_readonly(paths.front());
   correlate::ExplainOptions eo;
   if (o.window_ns) {
     eo.window_ns = *o.window_ns;
@@ -47,17 +50,17 @@ int report_command(const ReportCommandOptions& o) {
   // A second run file is a baseline, as in explain; a record file the server's.
   std::optional<std::string> server_path;
   std::optional<std::string> baseline_path = o.baseline_path;
-  if (o.paths.size() == 2) {
-    auto second = schema::Store::open_readonly(o.paths[1]);
+  if (paths.size() == 2) {
+    auto second = schema::Store::open_readonly(paths[1]);
     const bool two_runs = schema::run_mode(store) == schema::RunMode::run &&
                           schema::run_mode(second) == schema::RunMode::run;
     if (two_runs && baseline_path) {
       throw Error(ErrorKind::usage,
                   fmt::format("{} is a run file, not a server's record file, and --baseline is "
                               "given too: give one run to compare with",
-                              o.paths[1]));
+                              paths[1]));
     }
-    (two_runs ? baseline_path : server_path) = o.paths[1];
+    (two_runs ? baseline_path : server_path) = paths[1];
   }
   correlate::Report report = server_path ? correlate::explain_pair(store, *server_path, eo)
                                          : correlate::explain(store, eo);
@@ -71,17 +74,17 @@ int report_command(const ReportCommandOptions& o) {
       throw Error(ErrorKind::usage,
                   fmt::format("cannot compare {} with {}: {} holds no queries (--baseline takes a "
                               "run or an imported pgbench log of the same workload)",
-                              o.paths[0], *baseline_path,
-                              report.run.queries == 0 ? o.paths[0] : *baseline_path));
+                              paths[0], *baseline_path,
+                              report.run.queries == 0 ? paths[0] : *baseline_path));
     }
-    report.comparison = correlate::compare_runs(report, o.paths[0], *baseline, *baseline_path);
-    correlate::add_baseline_notes(report, o.paths[0], *baseline, *baseline_path);
+    report.comparison = correlate::compare_runs(report, paths[0], *baseline, *baseline_path);
+    correlate::add_baseline_notes(report, paths[0], *baseline, *baseline_path);
   }
 
-  std::string title = file_name(o.paths[0]);
+  std::string title = file_name(paths[0]);
   if (server_path) title += " + " + file_name(*server_path);
   report::Page page(report, {.title = title,
-                             .run_path = o.paths[0],
+                             .run_path = paths[0],
                              .server_path = server_path,
                              .baseline_path = baseline_path,
                              .max_bins = o.max_bins});
@@ -124,7 +127,7 @@ int report_command(const ReportCommandOptions& o) {
     std::cerr << fmt::format(
         "stallscope report: warning: {} has no end yet (status {}: still being written, or its "
         "writer was killed); the page shows what was stored so far\n",
-        common::printable(o.paths[0]), report.run.status);
+        common::printable(paths[0]), report.run.status);
   }
   return 0;
 }

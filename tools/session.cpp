@@ -18,6 +18,8 @@
 #include "common/stop.h"
 #include "common/thread_name.h"
 #include "common/units.h"
+#include "schema/run_reader.h"
+#include "schema/store.h"
 
 namespace stallscope::tools {
 
@@ -59,6 +61,25 @@ sampler::PoolerSamplerOptions pooler_options(const std::string& conninfo, double
   return {.conninfo = conninfo, .period_s = period_s, .warn = [](const std::string& message) {
             common::print_stderr("warning: {}\n", common::printable(message));
           }};
+}
+
+std::vector<std::string> client_file_first(std::vector<std::string> paths) {
+  if (paths.size() != 2) return paths;
+  auto mode = [](const std::string& path) -> std::optional<schema::RunMode> {
+    try {
+      auto store = schema::Store::open_readonly(path);
+      return schema::run_mode(store);
+    } catch (const Error&) {
+      return std::nullopt;
+    }
+  };
+  const auto first = mode(paths[0]);
+  if (first != schema::RunMode::record) return paths;
+  const auto second = mode(paths[1]);
+  if (second == schema::RunMode::run || second == schema::RunMode::import_pgbench) {
+    std::swap(paths[0], paths[1]);
+  }
+  return paths;
 }
 
 void remove_run_file(const std::string& path) {

@@ -30,6 +30,13 @@ schema::RunInfo make_run_info(const std::string& mode, const std::vector<std::st
 // "warning: …". Throws Error(usage) when libpq cannot parse `conninfo`.
 sampler::PoolerSamplerOptions pooler_options(const std::string& conninfo, double period_s);
 
+// The files explain and report were given, told apart by what they hold,
+// not by order: a record file given before a file with queries (a run file
+// or an imported pgbench log) is the server's, and goes second. Any other
+// pair, one file, or a file that cannot be read keeps its order (opening it
+// again names what is wrong).
+std::vector<std::string> client_file_first(std::vector<std::string> paths);
+
 // Removes a run file and its -wal/-shm companions (used only when a run
 // failed before anything was recorded). Errors are ignored: a companion that
 // does not exist is the usual case.

@@ -91,6 +91,15 @@ TEST(ExplainPair, RunWithAConcurrentRecordSplitsTheAccountingByHost) {
   EXPECT_EQ(j["attribution"]["joined_queries"], j["run"]["queries"]);
   EXPECT_GT(j["run"]["queries"].get<std::int64_t>(), 0);
 
+  // Files are told apart by what they hold: the server's file first gives
+  // the same report.
+  const auto swapped = run_command({test::stallscope_bin(), "explain", rec_db, run_db, "--json"});
+  ASSERT_EQ(swapped.exit_status, 0) << swapped.err;
+  EXPECT_EQ(nlohmann::json::parse(swapped.out), j);
+  const auto page = dir.file("pair.html");
+  const auto rep = run_command({test::stallscope_bin(), "report", rec_db, run_db, "-o", page});
+  EXPECT_EQ(rep.exit_status, 0) << rep.err;
+
   // The text groups the parts under each host.
   const auto t = run_command({test::stallscope_bin(), "explain", run_db, rec_db});
   ASSERT_EQ(t.exit_status, 0) << t.err;
