@@ -1,8 +1,12 @@
 #include "driver/connection.h"
 
+#include <arpa/inet.h>
 #include <libpq-fe.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <algorithm>
+#include <array>
 
 #include "common/conninfo.h"
 #include "common/error.h"
@@ -109,6 +113,26 @@ std::int64_t script_scale(PGconn* conn, const DriverOptions& o) {
   const std::int64_t n = pg::int64_or_null(res.get(), 0, 0).value_or(0);
   if (n < 1) throw_usage("cannot run a built-in script: pgbench_branches is empty");
   return n;
+}
+
+std::optional<LocalAddress> local_address(const pg_conn* conn) {
+  const int fd = PQsocket(conn);
+  if (fd < 0) return std::nullopt;
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return std::nullopt;
+  std::array<char, INET6_ADDRSTRLEN> text{};
+  if (addr.ss_family == AF_INET) {
+    const auto& in = reinterpret_cast<const sockaddr_in&>(addr);
+    if (!::inet_ntop(AF_INET, &in.sin_addr, text.data(), text.size())) return std::nullopt;
+    return LocalAddress{text.data(), ntohs(in.sin_port)};
+  }
+  if (addr.ss_family == AF_INET6) {
+    const auto& in6 = reinterpret_cast<const sockaddr_in6&>(addr);
+    if (!::inet_ntop(AF_INET6, &in6.sin6_addr, text.data(), text.size())) return std::nullopt;
+    return LocalAddress{text.data(), ntohs(in6.sin6_port)};
+  }
+  return std::nullopt;  // a Unix socket
 }
 
 }  // namespace stallscope::driver::detail

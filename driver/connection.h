@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <fmt/format.h>
@@ -57,6 +58,16 @@ void prepare(pg_conn* conn, const char* name, const std::string& sql, Protocol p
 // (named "FILE:LINE: " in the error); a script's commands are otherwise
 // prepared on their first use (Worker::prepare_command). Throws as check_sql.
 void prepare_statements(pg_conn* conn, const DriverOptions& o);
+
+// The client end of a connection's TCP socket: its address (inet_ntop:
+// "10.231.1.2", "::1") and port, what the server's pg_stat_activity shows
+// as client_addr and client_port. nullopt for a Unix socket, or when
+// getsockname fails.
+struct LocalAddress {
+  std::string addr;
+  int port = 0;
+};
+std::optional<LocalAddress> local_address(const pg_conn* conn);
 
 // The value of :scale: -s if given; for pgbench's built-in scripts the
 // number of pgbench_branches rows (as pgbench finds it); else 1. Throws

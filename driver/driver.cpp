@@ -204,6 +204,7 @@ void Driver::Impl::open_client(int i, schema::Batch& batch, std::mutex& batch_mu
                 fmt::format("cannot enter pipeline mode: {}", pg::error_message(conn)));
   }
   c.backend_pid = PQbackendPID(conn);
+  const auto local = detail::local_address(conn);
   std::lock_guard lock(batch_mu);
   ++initial_connections;
   batch.clients.push_back(schema::ClientRow{
@@ -214,6 +215,8 @@ void Driver::Impl::open_client(int i, schema::Batch& batch, std::mutex& batch_mu
       .connect_ns = connected_wall_ns,
       .connect_latency_ns = latency_ns,
       .application_name = std::move(application_name),
+      .local_addr = local ? std::optional(local->addr) : std::nullopt,
+      .local_port = local ? std::optional(local->port) : std::nullopt,
   });
   // -C: client 0's connection served the checks; transactions connect anew.
   if (o.connect_per_transaction) c.conn.reset();

@@ -92,6 +92,7 @@ void Worker::set_reconnecting(Client& c, bool on) {
 void Worker::record_connection(Client& c, std::int64_t connect_latency_ns,
                                std::string application_name) {
   c.backend_pid = PQbackendPID(c.conn.get());
+  const auto local = local_address(c.conn.get());
   bump(stats_.connections, 1);
   set_reconnecting(c, false);
   pending_.clients.push_back(schema::ClientRow{
@@ -102,6 +103,8 @@ void Worker::record_connection(Client& c, std::int64_t connect_latency_ns,
       .connect_ns = wall_now_ns(),
       .connect_latency_ns = connect_latency_ns,
       .application_name = std::move(application_name),
+      .local_addr = local ? std::optional(local->addr) : std::nullopt,
+      .local_port = local ? std::optional(local->port) : std::nullopt,
   });
 }
 

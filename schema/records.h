@@ -259,6 +259,10 @@ struct ClientRow {
   std::optional<std::int64_t> connect_ns;
   std::optional<std::int64_t> connect_latency_ns;
   std::optional<std::string> application_name;
+  // The client end of its TCP socket (pg_stat_activity's client_addr and
+  // client_port of its backend); nullopt over a Unix socket.
+  std::optional<std::string> local_addr;
+  std::optional<int> local_port;
 };
 
 // One row of `query`: a transaction sent (by `run`, or read from a pgbench

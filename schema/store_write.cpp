@@ -90,7 +90,8 @@ struct Store::Statements {
         client(db,
                "INSERT OR REPLACE INTO client ("
                "client_id, connection, thread, backend_pid, connect_ns,"
-               " connect_latency_ns, application_name) VALUES (?,?,?,?,?,?,?)"),
+               " connect_latency_ns, application_name, local_addr, local_port)"
+               " VALUES (?,?,?,?,?,?,?,?,?)"),
         query_error(db,
                     "INSERT INTO query_error ("
                     "start_ns, client_id, seq, sqlstate, error) VALUES (?,?,?,?,?)"),
@@ -525,6 +526,8 @@ void bind_row(SQLite::Statement& st, const ClientRow& r) {
   bind_opt(st, 5, r.connect_ns);
   bind_opt(st, 6, r.connect_latency_ns);
   bind_opt(st, 7, r.application_name);
+  bind_opt(st, 8, r.local_addr);
+  bind_opt(st, 9, r.local_port);
 }
 
 void bind_row(SQLite::Statement& st, const QueryErrorRow& r) {

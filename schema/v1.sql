@@ -2,7 +2,8 @@
 -- schema/store.h kSchemaVersion; version 2 files, which lack pg_session,
 -- pg_session_idle and record_client, are read as files without them,
 -- version 2 and 3 files as files without run.rate_tps, and version 2 to 4
--- files as files without run.machine_id and run.boot_id). The file keeps its
+-- files as files without run.machine_id, run.boot_id, client.local_addr and
+-- client.local_port). The file keeps its
 -- first name, v1.sql.
 -- Conventions: every *_ns column holding a point in time is nanoseconds since
 -- the Unix epoch (CLOCK_REALTIME); every other *_ns column is a duration in
@@ -376,6 +377,8 @@ CREATE TABLE client (
   connect_ns          INTEGER,                    -- wall clock when connected
   connect_latency_ns  INTEGER,                    -- connect start → usable (PQconnectdb / PQresetPoll OK)
   application_name    TEXT,
+  local_addr          TEXT,                       -- the client end of its TCP socket (getsockname): the server's pg_stat_activity.client_addr; NULL over a Unix socket, and before schema version 5
+  local_port          INTEGER,                    -- its port: pg_stat_activity.client_port
   PRIMARY KEY (client_id, connection)
 ) WITHOUT ROWID;
 

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <thread>
 
+#include <SQLiteCpp/Database.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -44,14 +45,32 @@ TEST(ExplainPair, RunWithAConcurrentRecordSplitsTheAccountingByHost) {
   pid_t rec = 0;
   ASSERT_EQ(posix_spawn(&rec, args[0], nullptr, nullptr, args.data(), environ), 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  const auto r =
-      run_command({test::stallscope_bin(), "run", "-o", run_db, conninfo, "-c", "2", "-j", "1",
-                   "-T", "4", "-P", "0", "--sql", "SELECT count(*) FROM pg_class a, pg_class b"});
+  // Over TCP (a later host= overrides the conninfo's socket directory), as
+  // from another host.
+  const auto r = run_command({test::stallscope_bin(), "run", "-o", run_db,
+                              conninfo + " host=127.0.0.1", "-c", "2", "-j", "1", "-T", "4", "-P",
+                              "0", "--sql", "SELECT count(*) FROM pg_class a, pg_class b"});
   int status = 0;
   waitpid(rec, &status, 0);
   ASSERT_EQ(r.exit_status, 0) << r.err;
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 
+  // Each connection's client end is the server's client_addr and
+  // client_port of its backend: the key that ties a server's sessions to a
+  // client file's connections.
+  {
+    SQLite::Database db(run_db);
+    db.exec("ATTACH '" + rec_db + "' AS srv");
+    EXPECT_EQ(db.execAndGet("SELECT count(*) FROM client WHERE local_addr = '127.0.0.1' AND "
+                            "local_port > 0")
+                  .getInt(),
+              2);
+    EXPECT_EQ(db.execAndGet("SELECT count(*) FROM client c WHERE EXISTS (SELECT 1 FROM "
+                            "srv.pg_session s WHERE s.pid = c.backend_pid AND s.client_addr = "
+                            "c.local_addr AND s.client_port = c.local_port)")
+                  .getInt(),
+              2);
+  }
   const auto e = run_command({test::stallscope_bin(), "explain", run_db, rec_db, "--json"});
   ASSERT_EQ(e.exit_status, 0) << e.err;
   const auto j = nlohmann::json::parse(e.out);
