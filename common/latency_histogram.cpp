@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <stdexcept>
 
 namespace stallscope::common {
 
@@ -37,6 +38,18 @@ LatencyHistogram::LatencyHistogram(LatencyResolution resolution)
     : resolution_(resolution),
       counts_(latency_bucket_count(resolution.sub_bucket_bits), 0),
       max_(resolution.report_bucket_max ? counts_.size() : 0, 0) {}
+
+void LatencyHistogram::merge(const LatencyHistogram& other) {
+  if (other.resolution_.sub_bucket_bits != resolution_.sub_bucket_bits ||
+      other.resolution_.report_bucket_max != resolution_.report_bucket_max) {
+    throw std::invalid_argument("LatencyHistogram::merge: the resolutions differ");
+  }
+  for (std::size_t i = 0; i < counts_.size(); ++i) counts_[i] += other.counts_[i];
+  for (std::size_t i = 0; i < max_.size(); ++i) max_[i] = std::max(max_[i], other.max_[i]);
+  count_ += other.count_;
+  sum_ns_ += other.sum_ns_;
+  max_ns_ = std::max(max_ns_, other.max_ns_);
+}
 
 LatencyHistogram LatencyHistogram::minus(const LatencyHistogram& earlier) const {
   LatencyHistogram out(resolution_);

@@ -83,6 +83,13 @@ class LatencyHistogram {
   void add_max_ns(std::int64_t max_ns) noexcept {
     if (max_ns > max_ns_) max_ns_ = max_ns;
   }
+  // Adds another histogram of the same resolution, bucket by bucket (counts,
+  // and with report_bucket_max each bucket's largest value): the result is
+  // the histogram of the union of both samples, exactly — its percentiles
+  // are those a single histogram of every value would give, never an
+  // average of percentiles. Throws std::invalid_argument when the
+  // resolutions differ.
+  void merge(const LatencyHistogram& other);
   // *this - earlier, bucket by bucket (earlier must be an older snapshot of
   // the same cumulative histogram, at the same resolution; without
   // report_bucket_max).

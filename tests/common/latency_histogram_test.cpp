@@ -130,6 +130,39 @@ TEST(LatencyHistogram, ExplainResolutionReportsTheLargestValueInTheBucket) {
   EXPECT_NE(d.percentile_ns(0.5), 1'000'400);
 }
 
+// Two hosts' latencies: a fast one (0.1–0.2 ms) with most of the queries and
+// a slow one (5–10 ms). Merged, the histograms give the union's
+// percentiles exactly as one histogram of every value does — the p99 is the
+// slow host's, where an average of the two p99s would be neither.
+TEST(LatencyHistogram, MergeIsTheHistogramOfTheUnion) {
+  LatencyHistogram fast(kExplainResolution), slow(kExplainResolution), all(kExplainResolution);
+  for (std::int64_t i = 0; i < 9'800; ++i) {
+    const std::int64_t v = 100'000 + i * 10;
+    fast.record_ns(v);
+    all.record_ns(v);
+  }
+  for (std::int64_t i = 0; i < 200; ++i) {
+    const std::int64_t v = 5'000'000 + i * 25'000;
+    slow.record_ns(v);
+    all.record_ns(v);
+  }
+  LatencyHistogram merged(kExplainResolution);
+  merged.merge(fast);
+  merged.merge(slow);
+  EXPECT_EQ(merged.count(), 10'000);
+  EXPECT_EQ(merged.sum_ns(), all.sum_ns());
+  for (double q : {0.5, 0.9, 0.98, 0.99, 0.999, 1.0}) {
+    EXPECT_EQ(merged.percentile_ns(q), all.percentile_ns(q)) << q;
+  }
+  // The 9,900th of 10,000 is the slow host's 100th: 5 ms + 99 × 25 µs,
+  // within a bucket (1/512 of 2^22 ns, 8,192 ns wide) above it.
+  EXPECT_GE(merged.percentile_ns(0.99), 7'475'000);
+  EXPECT_LT(merged.percentile_ns(0.99), 7'475'000 + 8'192);
+  EXPECT_GT(merged.percentile_ns(0.99), (fast.percentile_ns(0.99) + slow.percentile_ns(0.99)) / 2);
+  LatencyHistogram driver(kDriverResolution);
+  EXPECT_THROW(merged.merge(driver), std::invalid_argument);
+}
+
 TEST(SharedLatencyHistogram, SnapshotMatchesAPlainHistogram) {
   SharedLatencyHistogram shared;
   LatencyHistogram plain;
