@@ -132,10 +132,16 @@ std::optional<Finding> latency_bound(const Report& r, const Facts& f,
   if (queued_share >= kLatencyBoundMaxRunQueueShare) return std::nullopt;
   // No thread of the loop at its core: the driver's threads (a record
   // file's client processes: single_thread, a limit, says so), a pooler.
-  // A thread's CPU counts its share of the steal: on a stolen-from host a
-  // thread that never left its core shows less than one.
+  // A thread's CPU counts its share of its host's steal: on a stolen-from
+  // host a thread that never left its core shows less than one. With a
+  // server file the driver ran on the other host (its parts are labelled
+  // "client"), whose steal f.host does not hold.
   if (a.wall_ns <= 0) return std::nullopt;
-  const double driver_cores = f.host.with_steal(double(a.driver_cpu_ns) / double(a.wall_ns));
+  const bool two_hosts =
+      !(r.pgbench && r.pgbench->pid) &&
+      std::any_of(a.parts.begin(), a.parts.end(), [](const auto& p) { return p.host == "client"; });
+  const double driver_cpu_cores = double(a.driver_cpu_ns) / double(a.wall_ns);
+  const double driver_cores = two_hosts ? driver_cpu_cores : f.host.with_steal(driver_cpu_cores);
   if (!r.sessions && driver_cores >= kSingleThreadMinCores * std::max(1, f.threads))
     return std::nullopt;
   for (const auto& [comm, ns] : a.path_cpu_by_comm_ns) {
@@ -176,9 +182,6 @@ std::optional<Finding> latency_bound(const Report& r, const Facts& f,
   // backends share its cores). An estimate at today's CPU per answer. With a
   // server file the driver's CPU was measured on another host (its parts are
   // labelled "client"); then only the server's cores are estimated.
-  const bool two_hosts =
-      !(r.pgbench && r.pgbench->pid) &&
-      std::any_of(a.parts.begin(), a.parts.end(), [](const auto& p) { return p.host == "client"; });
   const double per_answer_server_ms =
       double(a.server_cpu_ns + a.path_cpu_ns) / double(loop->answers) / common::kNsPerMsDouble;
   const double per_answer_driver_ms =

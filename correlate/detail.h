@@ -149,6 +149,13 @@ using common::kPoolerComms;
 // process's main loop.
 bool is_server_wait_class(std::string_view wait_event_type);
 
+// The larger of `into` and `v`, where either may be absent (a gauge's
+// maximum over polls that did not all read it).
+template <typename T>
+void keep_max(std::optional<T>& into, const std::optional<T>& v) {
+  if (v && (!into || *v > *into)) into = v;
+}
+
 // Everything explain gathered, before findings are ranked.
 struct HostTotals {
   std::int64_t busy_ns = 0;  // user + nice + system + irq + softirq
@@ -161,11 +168,13 @@ struct HostTotals {
   int processes_d_state_max = 0;
   double busy_share() const { return total_ns > 0 ? double(busy_ns) / double(total_ns) : 0; }
   // A task's CPU (cores, or ns) with its share of the steal: the time its
-  // vCPU was held by the hypervisor while the task was on it. schedstat and
-  // the tick counts charge steal to no task (the guest's task clock stops
-  // while another guest runs), so a thread that never left its vCPU shows
-  // cpu × busy ÷ (busy + steal); this undoes it with the host's own ratio.
-  // Unchanged without steal.
+  // vCPU was held by the hypervisor while the task was on it. On a kernel
+  // with CONFIG_PARAVIRT_TIME_ACCOUNTING (Debian's; the machines here) and a
+  // steal clock, schedstat and the tick counts charge steal to no task (the
+  // guest's task clock stops while another guest runs), so a thread that
+  // never left its vCPU shows cpu × busy ÷ (busy + steal); this undoes it
+  // with the host's own ratio (not the task's vCPU's). Unchanged without
+  // steal.
   double with_steal(double cpu) const {
     return busy_ns > 0 && steal_ns > 0 ? cpu * double(busy_ns + steal_ns) / double(busy_ns) : cpu;
   }

@@ -36,11 +36,6 @@ std::string trim(std::string_view s) {
   return std::string(s);
 }
 
-template <typename T>
-void keep_max(std::optional<T>& into, const std::optional<T>& v) {
-  if (v && (!into || *v > *into)) into = v;
-}
-
 double mib(double bytes) {
   return bytes / double(common::kBytesPerMiB);
 }

@@ -26,10 +26,6 @@ std::int64_t prorate(std::int64_t value, std::int64_t part, std::int64_t whole) 
   return static_cast<std::int64_t>(static_cast<__int128>(value) * part / whole);
 }
 
-void keep_max(std::optional<std::int64_t>& into, std::optional<std::int64_t> v) {
-  if (v) into = std::max(into.value_or(*v), *v);
-}
-
 }  // namespace
 
 void add_pooler_facts(const PoolerFactsInputs& in, Facts& f, std::vector<std::string>& notes) {

@@ -36,6 +36,9 @@ struct ClientProcess {
   std::optional<double> top_thread_cores;
   std::string top_thread_comm;
   std::int64_t threads_sampled = 0;
+  // The span its cores are over: the analysed span from its first sight on
+  // (the whole span when it was seen before it began), ns.
+  std::int64_t sampled_ns = 0;
   // top_thread_cores, or cores without thread rows.
   double hottest_thread_cores = 0;
   // What that thread wanted: its CPU plus its run-queue delay (runnable, not

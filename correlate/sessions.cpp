@@ -171,7 +171,8 @@ ClientProcess client_process(const SessionReads& file, const schema::ProcessIden
                   .cpu_ns = cpu.cpu_ns,
                   .run_delay_ns = cpu.run_delay_ns,
                   .cores = round4(double(cpu.cpu_ns) / span_ns),
-                  .threads_sampled = cpu.threads_sampled};
+                  .threads_sampled = cpu.threads_sampled,
+                  .sampled_ns = static_cast<std::int64_t>(span_ns)};
   if (cpu.top_thread_cpu_ns) {
     c.top_thread_cores = round4(double(*cpu.top_thread_cpu_ns) / span_ns);
     c.top_thread_comm = cpu.top_thread_comm;

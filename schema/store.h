@@ -36,9 +36,9 @@ namespace stallscope::schema {
 // skipped transactions to query_skipped. 3: the tables pg_session,
 // pg_session_idle (idle sessions, run-length encoded) and record_client.
 // 4: run.rate_tps (run -R). 5: run.machine_id and run.boot_id (the host's
-// identity beside its name), client.local_addr and client.local_port. Files of versions 2 to 4 are read (the readers
-// of what they lack find none: no rows, a NULL rate, no ids); files of
-// version 1 are refused.
+// identity beside its name), client.local_addr and client.local_port. Files of versions 2 to 4 are
+// read (the readers of what they lack find none: no rows, a NULL rate, no ids); files of version 1
+// are refused.
 inline constexpr int kSchemaVersion = 5;
 // The oldest version this build reads.
 inline constexpr int kOldestReadableSchemaVersion = 2;

@@ -43,7 +43,7 @@ schema::RunInfo make_run_info(const std::string& mode, const std::vector<std::st
   info.clock_ticks_per_s = host.clock_ticks_per_s;
   // An import's host is where the log was read, not where pgbench ran: its
   // ids stay unknown.
-  if (mode != "import-pgbench") {
+  if (mode != to_string(schema::RunMode::import_pgbench)) {
     if (!host.machine_id.empty()) info.machine_id = host.machine_id;
     if (!host.boot_id.empty()) info.boot_id = host.boot_id;
   }
@@ -75,7 +75,12 @@ std::vector<std::string> client_file_first(std::vector<std::string> paths) {
   };
   const auto first = mode(paths[0]);
   if (first != schema::RunMode::record) return paths;
-  const auto second = mode(paths[1]);
+  // A record file first: the second is read now, and a second that cannot
+  // be read is named as it is (not "neither file holds queries").
+  const auto second = [&]() -> std::optional<schema::RunMode> {
+    auto store = schema::Store::open_readonly(paths[1]);
+    return schema::run_mode(store);
+  }();
   if (second == schema::RunMode::run || second == schema::RunMode::import_pgbench) {
     std::swap(paths[0], paths[1]);
   }

@@ -33,8 +33,9 @@ sampler::PoolerSamplerOptions pooler_options(const std::string& conninfo, double
 // The files explain and report were given, told apart by what they hold,
 // not by order: a record file given before a file with queries (a run file
 // or an imported pgbench log) is the server's, and goes second. Any other
-// pair, one file, or a file that cannot be read keeps its order (opening it
-// again names what is wrong).
+// pair or one file keeps its order; a first file that cannot be read too
+// (opening it again names what is wrong). After a record file, a second file
+// that cannot be read throws the open's Error.
 std::vector<std::string> client_file_first(std::vector<std::string> paths);
 
 // Removes a run file and its -wal/-shm companions (used only when a run

@@ -170,6 +170,12 @@ TEST(CorrelateSessions, AClientFirstSeenAfterTheStartHasItsCoresOverTheTimeItWas
   EXPECT_NEAR(c.hottest_thread_cores, 0.95, 1e-4);
   ASSERT_FALSE(r.findings.empty());
   EXPECT_EQ(to_string(r.findings[0].kind), "single_thread") << r.findings[0].summary;
+  // The finding's figures are over the same span.
+  for (const auto& [k, v] : r.findings[0].evidence) {
+    if (k == "client_cores" || k == "busiest_process_cores") {
+      EXPECT_NEAR(std::get<double>(v), 0.95, 1e-4) << k;
+    }
+  }
 }
 
 // Two pgbouncer server connections idle at every poll: one whose backend

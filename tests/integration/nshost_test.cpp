@@ -50,6 +50,30 @@ class NsHost {
   std::string server_side_;
 };
 
+// A private scratch server (tools/scratch-postgres start ARGS…), stopped on
+// destruction.
+class PrivateServer {
+ public:
+  explicit PrivateServer(const std::vector<std::string>& args) {
+    std::vector<std::string> argv{test::source_dir() + "/tools/scratch-postgres", "start"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const auto r = test::run_command(argv);
+    error_ = r.err;
+    if (r.exit_status == 0) conninfo_ = r.out.substr(0, r.out.find('\n'));
+  }
+  ~PrivateServer() {
+    if (!conninfo_.empty())
+      test::run_command({test::source_dir() + "/tools/scratch-postgres", "stop", conninfo_});
+  }
+  PrivateServer(const PrivateServer&) = delete;
+  PrivateServer& operator=(const PrivateServer&) = delete;
+  const std::string& conninfo() const { return conninfo_; }
+  const std::string& error() const { return error_; }
+
+ private:
+  std::string conninfo_, error_;
+};
+
 TEST(NsHosts, EachHostRunsAgainstTheServerUnderItsOwnNameAndProcessTable) {
   if (::geteuid() != 0) GTEST_SKIP() << "tools/nshost needs root";
   const std::string tag = std::to_string(::getpid() % 100000);
@@ -57,10 +81,9 @@ TEST(NsHosts, EachHostRunsAgainstTheServerUnderItsOwnNameAndProcessTable) {
   ASSERT_TRUE(a.up()) << a.error();
   ASSERT_TRUE(b.up()) << b.error();
   EXPECT_EQ(a.server_side(), "10.231.201.1");
-  const auto start = test::run_command({test::source_dir() + "/tools/scratch-postgres", "start",
-                                        "--listen", a.server_side(), "--listen", b.server_side()});
-  ASSERT_EQ(start.exit_status, 0) << start.err;
-  const std::string conninfo = start.out.substr(0, start.out.find('\n'));
+  const PrivateServer server({"--listen", a.server_side(), "--listen", b.server_side()});
+  ASSERT_FALSE(server.conninfo().empty()) << server.error();
+  const std::string& conninfo = server.conninfo();
   const std::string port =
       conninfo.substr(conninfo.find("port=") + 5,
                       conninfo.find(' ', conninfo.find("port=")) - (conninfo.find("port=") + 5));
@@ -92,7 +115,13 @@ TEST(NsHosts, EachHostRunsAgainstTheServerUnderItsOwnNameAndProcessTable) {
     EXPECT_GT(db.execAndGet("SELECT count(*) FROM process WHERE comm = 'stallscope'").getInt64(), 0)
         << file;
   }
-  test::run_command({test::source_dir() + "/tools/scratch-postgres", "stop", conninfo});
+  // The host under a CPU quota: its processes in its cgroup.
+  SQLite::Database db(file_b);
+  EXPECT_GT(db.execAndGet("SELECT count(*) FROM process WHERE comm = 'stallscope' AND cgroup "
+                          "LIKE '%/stallscope-" +
+                          b.name() + "'")
+                .getInt64(),
+            0);
 }
 
 // Bad usage is named, exit status 2; an unknown host is an error.
