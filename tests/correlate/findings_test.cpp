@@ -92,6 +92,30 @@ TEST(CorrelateFinding, ASaturatedHostAWaitOrQueueingIsNotLatencyBound) {
   }
 }
 
+// A driver thread at 0.86 cores (net of the sampler) beside backends at 0.3
+// each, the host 73 % busy: a closed loop nothing saturates, latency_bound.
+// The same run on a host the hypervisor stole 100 ms a second from: the
+// thread never left its core — 0.86 × (1,460 + 100) ÷ 1,460 ≈ 0.92 with its
+// share of the steal — so the driver is at its limit and the loop is not
+// merely latency-bound.
+TEST(CorrelateFinding, ADriverThreadShortOfACoreOnlyByStealIsNotLatencyBound) {
+  const auto explained = [](std::int64_t steal_ms) {
+    Fixture fx;
+    fx.host({.user_ms = 1460, .idle_ms = 540 - steal_ms, .steal_ms = steal_ms});
+    fx.rows(kDriverId, 870);
+    fx.rows(kBackendId[0], 300);
+    fx.rows(kBackendId[1], 300);
+    return fx.explain();
+  };
+  const auto unstolen = explained(0);
+  ASSERT_FALSE(unstolen.findings.empty());
+  EXPECT_EQ(to_string(unstolen.findings[0].kind), "latency_bound");
+  const auto stolen = explained(100);
+  EXPECT_EQ(finding(stolen, "latency_bound"), nullptr);
+  ASSERT_FALSE(stolen.findings.empty());
+  EXPECT_EQ(to_string(stolen.findings[0].kind), "client_cpu") << stolen.findings[0].summary;
+}
+
 // Every transaction failed with a syntax error (a script split inside a
 // dollar-quoted block): the verdict is errors, ranked first whatever the
 // CPU parts, with the SQLSTATE, a message and the statement; no stall is
