@@ -78,8 +78,8 @@ void client_cpu_finding(const CommandGroup& g, const Facts& f, double total_ns, 
   const bool many = g.processes.size() > 1;
   // Over the span the processes were sampled in: one process's from its
   // first sight (ClientProcess::sampled_ns), several's the whole span.
-  const double span_ns = double(std::max<std::int64_t>(
-      1, many ? f.span.duration_ns() : std::max<std::int64_t>(1, top.sampled_ns)));
+  const double span_ns =
+      double(std::max<std::int64_t>(1, many ? f.span.duration_ns() : top.sampled_ns));
   const double cores = double(g.cpu_ns) / span_ns;
   const double queued = double(g.run_delay_ns) / span_ns;
   // One thread at a full core of CPU (a single process), its share of the
